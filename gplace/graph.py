@@ -1,0 +1,432 @@
+"""The op graph: the one value that capture, features, simulator, executor,
+baselines and policies all share.
+
+A :class:`Graph` is an immutable value of numpy arrays. Node ids are a
+topological order (every edge goes from a lower id to a higher id; this is
+checked on construction), so ``range(n_nodes)`` is always a valid schedule and
+array code can scan nodes in id order. Nodes are of three kinds:
+
+* ``NODE_INPUT``: an argument leaf of the captured function (a parameter, an
+  optimizer slot, a batch) or a captured constant. Where a parameter lives is
+  part of a placement, as in the papers.
+* ``NODE_OP``: one primitive application (``dot_general``, ``add``, ...), or a
+  ``scan`` / ``while`` / ``cond`` kept whole, its cost covering its body.
+* ``NODE_OUTPUT``: one output leaf of the function; it costs nothing and marks
+  where the result must end up.
+
+A node may produce several tensors (``scan``, ``split``); ``out_bytes`` sums
+them and ``out_shape`` / ``out_dtype`` describe the largest. An edge
+``(src, dst)`` is one per producer/consumer pair; its ``bytes`` sum the distinct
+tensors of ``src`` that ``dst`` reads.
+
+This module is host-side numpy; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from gplace.errors import GraphError
+
+NODE_INPUT = 0
+NODE_OP = 1
+NODE_OUTPUT = 2
+KIND_NAMES = ("input", "op", "output")
+MAX_RANK = 8
+
+_ARRAY_FIELDS = (
+    "names", "op_type", "kind", "out_shape", "out_rank", "out_dtype",
+    "out_bytes", "flops", "bytes_accessed", "edge_src", "edge_dst",
+    "edge_bytes")
+_FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Graph:
+  """An op graph of ``N`` nodes and ``E`` directed edges.
+
+  Attributes:
+    names: ``[N]`` str, readable name per node from the flax module path /
+      name stack, e.g. ``"Encoder/layer_3/attention/dot_general"``; inputs are
+      named by their pytree path (``"params/Dense_0/kernel"``). Not unique.
+    op_type: ``[N]`` str, the JAX primitive name (``"input"`` / ``"output"``
+      for those kinds, ``"unknown"`` for a primitive gplace could not cost).
+    kind: ``[N]`` int8, ``NODE_INPUT`` / ``NODE_OP`` / ``NODE_OUTPUT``.
+    out_shape: ``[N, MAX_RANK]`` int64, the output shape, zero beyond
+      ``out_rank`` (ranks above ``MAX_RANK`` fold leading dims together).
+    out_rank: ``[N]`` int8.
+    out_dtype: ``[N]`` str, e.g. ``"float32"``.
+    out_bytes: ``[N]`` int64, bytes of all the node's outputs.
+    flops: ``[N]`` float64, floating point operations of one execution.
+    bytes_accessed: ``[N]`` float64, bytes read plus bytes written.
+    edge_src: ``[E]`` int32, producer node, ``edge_src < edge_dst``.
+    edge_dst: ``[E]`` int32, consumer node.
+    edge_bytes: ``[E]`` int64, bytes that flow along the edge.
+    name: a label for the graph (the workload name).
+  """
+
+  names: np.ndarray
+  op_type: np.ndarray
+  kind: np.ndarray
+  out_shape: np.ndarray
+  out_rank: np.ndarray
+  out_dtype: np.ndarray
+  out_bytes: np.ndarray
+  flops: np.ndarray
+  bytes_accessed: np.ndarray
+  edge_src: np.ndarray
+  edge_dst: np.ndarray
+  edge_bytes: np.ndarray
+  name: str = "graph"
+
+  def __post_init__(self):
+    casts = dict(
+        names=np.str_, op_type=np.str_, kind=np.int8, out_shape=np.int64,
+        out_rank=np.int8, out_dtype=np.str_, out_bytes=np.int64,
+        flops=np.float64, bytes_accessed=np.float64, edge_src=np.int32,
+        edge_dst=np.int32, edge_bytes=np.int64)
+    for field, dtype in casts.items():
+      value = np.asarray(getattr(self, field))
+      if dtype is np.str_:
+        value = value.astype(np.str_) if value.size else value.astype("<U1")
+      else:
+        value = value.astype(dtype, copy=False)
+      value = np.array(value, copy=True)
+      value.setflags(write=False)
+      object.__setattr__(self, field, value)
+    self._validate()
+
+  def _validate(self) -> None:
+    n = self.names.shape[0]
+    for field in ("op_type", "kind", "out_rank", "out_dtype", "out_bytes",
+                  "flops", "bytes_accessed"):
+      if getattr(self, field).shape != (n,):
+        raise GraphError(
+            f"Graph field {field!r} has shape {getattr(self, field).shape}, "
+            f"expected ({n},) to match the {n} node names.")
+    if self.out_shape.shape != (n, MAX_RANK):
+      raise GraphError(
+          f"Graph field 'out_shape' has shape {self.out_shape.shape}, "
+          f"expected ({n}, {MAX_RANK}).")
+    e = self.edge_src.shape[0]
+    if self.edge_dst.shape != (e,) or self.edge_bytes.shape != (e,):
+      raise GraphError("edge_src, edge_dst and edge_bytes must be 1-D arrays "
+                       "of the same length.")
+    if e:
+      if self.edge_src.min() < 0 or self.edge_dst.max() >= n:
+        raise GraphError(f"An edge names a node outside 0..{n - 1}.")
+      if np.any(self.edge_src >= self.edge_dst):
+        bad = int(np.argmax(self.edge_src >= self.edge_dst))
+        raise GraphError(
+            f"Edge {self.edge_src[bad]}->{self.edge_dst[bad]} does not go from "
+            "a lower to a higher node id; node ids must be a topological "
+            "order (build graphs with Graph.build, which renumbers them).")
+      keys = self.edge_src.astype(np.int64) * n + self.edge_dst
+      if np.any(np.diff(keys) <= 0):
+        raise GraphError("Edges must be unique and sorted by (src, dst); "
+                         "build graphs with Graph.build, which does this.")
+    if np.any(~np.isfinite(self.flops)) or np.any(self.flops < 0):
+      raise GraphError("Node FLOPs must be finite and non-negative.")
+    if np.any(self.out_bytes < 0) or np.any(self.edge_bytes < 0):
+      raise GraphError("Byte counts must be non-negative.")
+    if np.any((self.kind < NODE_INPUT) | (self.kind > NODE_OUTPUT)):
+      raise GraphError("Node kind must be NODE_INPUT, NODE_OP or NODE_OUTPUT.")
+
+  # -- construction -----------------------------------------------------------
+
+  @classmethod
+  def build(cls, *, names, op_type, kind, out_shapes, out_dtype, out_bytes,
+            flops, bytes_accessed, edges, name: str = "graph") -> "Graph":
+    """Builds a graph from per-node lists and an edge list, in any order.
+
+    Args:
+      names, op_type, kind, out_dtype, out_bytes, flops, bytes_accessed:
+        per-node sequences of length ``N``.
+      out_shapes: ``N`` shape tuples of any rank.
+      edges: ``(src, dst, bytes)`` triples; duplicates are merged (bytes
+        summed) and self-loops dropped.
+      name: label of the graph.
+
+    Returns:
+      A graph whose nodes are renumbered into a stable topological order (the
+      given order wherever it already is one).
+
+    Raises:
+      GraphError: if the edges contain a cycle.
+    """
+    n = len(names)
+    edges = np.asarray(list(edges), dtype=np.int64).reshape(-1, 3)
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    order = _stable_topological_order(n, edges[:, 0], edges[:, 1])
+    new_id = np.empty(n, np.int64)
+    new_id[order] = np.arange(n)
+    src, dst = new_id[edges[:, 0]], new_id[edges[:, 1]]
+    src, dst, nbytes = merge_edges(n, src, dst, edges[:, 2])
+    shape, rank = pad_shapes(out_shapes)
+    take = lambda seq: np.asarray(seq)[order]
+    return cls(
+        names=take(np.asarray(names, dtype=np.str_)),
+        op_type=take(np.asarray(op_type, dtype=np.str_)),
+        kind=take(kind), out_shape=shape[order], out_rank=rank[order],
+        out_dtype=take(np.asarray(out_dtype, dtype=np.str_)),
+        out_bytes=take(out_bytes), flops=take(flops),
+        bytes_accessed=take(bytes_accessed), edge_src=src, edge_dst=dst,
+        edge_bytes=nbytes, name=name)
+
+  def replace(self, **changes: Any) -> "Graph":
+    """Returns a copy with some fields replaced (validated again)."""
+    return dataclasses.replace(self, **changes)
+
+  # -- sizes and structure ----------------------------------------------------
+
+  @property
+  def n_nodes(self) -> int:
+    return int(self.names.shape[0])
+
+  @property
+  def n_edges(self) -> int:
+    return int(self.edge_src.shape[0])
+
+  @property
+  def topo_order(self) -> np.ndarray:
+    """``[N]`` int32, a topological order: node ids themselves are one."""
+    return np.arange(self.n_nodes, dtype=np.int32)
+
+  @functools.cached_property
+  def in_degree(self) -> np.ndarray:
+    """``[N]`` int32, number of distinct producers each node reads."""
+    return np.bincount(self.edge_dst, minlength=self.n_nodes).astype(np.int32)
+
+  @functools.cached_property
+  def out_degree(self) -> np.ndarray:
+    """``[N]`` int32, number of distinct consumers of each node."""
+    return np.bincount(self.edge_src, minlength=self.n_nodes).astype(np.int32)
+
+  @functools.cached_property
+  def pred_csr(self) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr [N+1], edge_ids [E])``: the edges into node i are
+    ``edge_ids[ptr[i]:ptr[i+1]]``, in increasing producer order."""
+    edge_ids = np.lexsort((self.edge_src, self.edge_dst)).astype(np.int32)
+    ptr = np.zeros(self.n_nodes + 1, np.int64)
+    np.cumsum(self.in_degree, out=ptr[1:])
+    return ptr, edge_ids
+
+  @functools.cached_property
+  def succ_csr(self) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr [N+1], edge_ids [E])``: the edges out of node i are
+    ``edge_ids[ptr[i]:ptr[i+1]]`` (edges are sorted by src already)."""
+    ptr = np.zeros(self.n_nodes + 1, np.int64)
+    np.cumsum(self.out_degree, out=ptr[1:])
+    return ptr, np.arange(self.n_edges, dtype=np.int32)
+
+  @functools.cached_property
+  def depth(self) -> np.ndarray:
+    """``[N]`` int32, longest path (in edges) from any source to each node."""
+    depth = np.zeros(self.n_nodes, np.int32)
+    ptr, edge_ids = self.pred_csr
+    src = self.edge_src[edge_ids]
+    for node in range(self.n_nodes):
+      lo, hi = ptr[node], ptr[node + 1]
+      if hi > lo:
+        depth[node] = depth[src[lo:hi]].max() + 1
+    return depth
+
+  def predecessors(self, node: int) -> np.ndarray:
+    ptr, edge_ids = self.pred_csr
+    return self.edge_src[edge_ids[ptr[node]:ptr[node + 1]]]
+
+  def successors(self, node: int) -> np.ndarray:
+    ptr, _ = self.succ_csr
+    return self.edge_dst[ptr[node]:ptr[node + 1]]
+
+  def shape_of(self, node: int) -> tuple[int, ...]:
+    return tuple(int(d) for d in self.out_shape[node, :self.out_rank[node]])
+
+  # -- equality, persistence, display ----------------------------------------
+
+  def __eq__(self, other: object) -> bool:
+    if not isinstance(other, Graph):
+      return NotImplemented
+    return self.name == other.name and all(
+        getattr(self, f).dtype == getattr(other, f).dtype
+        and np.array_equal(getattr(self, f), getattr(other, f))
+        for f in _ARRAY_FIELDS)
+
+  __hash__ = None  # mutable-looking arrays: no hashing
+
+  def save(self, path: str | os.PathLike) -> None:
+    """Writes the graph to ``path`` (a ``.npz`` file) atomically."""
+    path = os.fspath(path)
+    tmp = path + ".tmp.npz"
+    meta = json.dumps({"format": "gplace.Graph", "version": _FORMAT_VERSION,
+                       "name": self.name})
+    arrays = {f: getattr(self, f) for f in _ARRAY_FIELDS}
+    np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
+    os.replace(tmp, path)
+
+  @classmethod
+  def load(cls, path: str | os.PathLike) -> "Graph":
+    """Reads a graph written by :meth:`save`."""
+    try:
+      with np.load(os.fspath(path), allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        if meta.get("format") != "gplace.Graph":
+          raise GraphError(f"{path} does not hold a gplace graph.")
+        arrays = {f: data[f] for f in _ARRAY_FIELDS}
+    except (OSError, KeyError, ValueError) as err:
+      raise GraphError(f"Cannot read a gplace graph from {path}: {err}") from err
+    return cls(name=meta["name"], **arrays)
+
+  def summary(self) -> str:
+    """A short human-readable description: sizes, costs, commonest ops."""
+    kinds = np.bincount(self.kind, minlength=3)
+    ops = self.op_type[self.kind == NODE_OP]
+    types, counts = np.unique(ops, return_counts=True)
+    top = sorted(zip(counts, types), reverse=True)[:8]
+    lines = [
+        f"Graph {self.name!r}: {self.n_nodes} nodes ({kinds[0]} inputs, "
+        f"{kinds[1]} ops, {kinds[2]} outputs), {self.n_edges} edges",
+        f"  FLOPs {self.flops.sum():.3e}, bytes accessed "
+        f"{self.bytes_accessed.sum():.3e}, input bytes "
+        f"{self.out_bytes[self.kind == NODE_INPUT].sum():.3e}",
+        f"  depth {int(self.depth.max()) if self.n_nodes else 0}, "
+        "commonest ops: " + ", ".join(f"{t} x{c}" for c, t in top),
+    ]
+    return "\n".join(lines)
+
+  def __repr__(self) -> str:
+    return (f"Graph(name={self.name!r}, n_nodes={self.n_nodes}, "
+            f"n_edges={self.n_edges})")
+
+  def to_networkx(self):
+    """A ``networkx.DiGraph`` copy with node attributes (off the hot path)."""
+    import networkx as nx  # pylint: disable=g-import-not-at-top
+    g = nx.DiGraph(name=self.name)
+    for i in range(self.n_nodes):
+      g.add_node(i, name=str(self.names[i]), op_type=str(self.op_type[i]),
+                 kind=int(self.kind[i]), flops=float(self.flops[i]),
+                 out_bytes=int(self.out_bytes[i]))
+    for s, d, b in zip(self.edge_src, self.edge_dst, self.edge_bytes):
+      g.add_edge(int(s), int(d), bytes=int(b))
+    return g
+
+
+# -- helpers shared by capture, coarsening and tests ---------------------------
+
+
+def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
+  """Pads shape tuples to ``[N, MAX_RANK]``; returns ``(shape, rank)``.
+
+  A rank above ``MAX_RANK`` folds its leading dimensions into one.
+  """
+  shapes = list(shapes)
+  out = np.zeros((len(shapes), MAX_RANK), np.int64)
+  rank = np.zeros(len(shapes), np.int8)
+  for i, shape in enumerate(shapes):
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > MAX_RANK:
+      cut = len(shape) - MAX_RANK + 1
+      shape = (int(np.prod(shape[:cut])),) + shape[cut:]
+    out[i, :len(shape)] = shape
+    rank[i] = len(shape)
+  return out, rank
+
+
+def merge_edges(n_nodes: int, src, dst, nbytes):
+  """Sorts edges by (src, dst) and merges duplicates, summing bytes."""
+  src = np.asarray(src, np.int64)
+  dst = np.asarray(dst, np.int64)
+  nbytes = np.asarray(nbytes, np.int64)
+  keys = src * max(n_nodes, 1) + dst
+  unique, inverse = np.unique(keys, return_inverse=True)
+  merged = np.zeros(unique.shape[0], np.int64)
+  np.add.at(merged, inverse, nbytes)
+  return (unique // max(n_nodes, 1)).astype(np.int32), (
+      unique % max(n_nodes, 1)).astype(np.int32), merged
+
+
+def _stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
+  """Kahn's algorithm that always takes the smallest ready id (so a graph
+  already in topological order keeps its numbering)."""
+  import heapq  # pylint: disable=g-import-not-at-top
+  if src.size and np.all(src < dst):
+    return np.arange(n)
+  indegree = np.bincount(dst, minlength=n)
+  order_edges = np.argsort(src, kind="stable")
+  ptr = np.zeros(n + 1, np.int64)
+  np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+  succ = dst[order_edges]
+  ready = [i for i in range(n) if indegree[i] == 0]
+  heapq.heapify(ready)
+  order = []
+  while ready:
+    node = heapq.heappop(ready)
+    order.append(node)
+    for nxt in succ[ptr[node]:ptr[node + 1]]:
+      indegree[nxt] -= 1
+      if indegree[nxt] == 0:
+        heapq.heappush(ready, int(nxt))
+  if len(order) != n:
+    raise GraphError("The edges contain a cycle; an op graph must be acyclic.")
+  return np.asarray(order, np.int64)
+
+
+def random_dag(n_nodes: int, *, avg_degree: float = 2.0, n_inputs: int = 0,
+               seed: int = 0, name: str = "random") -> Graph:
+  """A random connected DAG with random costs, for tests and benchmarks.
+
+  Each op node reads 1..~2*avg_degree earlier nodes, biased to recent ones
+  (like real programs, which are long and narrow). The first ``n_inputs``
+  nodes are inputs (parameters), the last node is an output.
+
+  Args:
+    n_nodes: number of nodes, at least 2.
+    avg_degree: mean number of producers per op.
+    n_inputs: number of input nodes (default: about 10% of nodes, at least 1).
+    seed: numpy seed.
+    name: graph label.
+  """
+  if n_nodes < 2:
+    raise GraphError("random_dag needs at least 2 nodes.")
+  rng = np.random.default_rng(seed)
+  n_inputs = n_inputs or max(1, n_nodes // 10)
+  n_inputs = min(n_inputs, n_nodes - 1)
+  kind = np.full(n_nodes, NODE_OP, np.int8)
+  kind[:n_inputs] = NODE_INPUT
+  kind[-1] = NODE_OUTPUT
+  size = rng.choice([1, 4, 16, 64, 256], size=n_nodes) * 1024
+  out_bytes = (size * 4).astype(np.int64)
+  flops = np.where(kind == NODE_OP,
+                   size * rng.lognormal(3.0, 1.5, n_nodes), 0.0)
+  src, dst = [], []
+  for node in range(n_inputs, n_nodes):
+    n_in = 1 if kind[node] == NODE_OUTPUT else 1 + rng.poisson(
+        max(avg_degree - 1.0, 0.0))
+    lo = max(0, node - 64)
+    window = np.arange(lo, node)
+    picks = rng.choice(window, size=min(n_in, window.size), replace=False)
+    # Keep it connected: the first op reads the previous node.
+    if node - 1 not in picks and rng.random() < 0.7:
+      picks[0] = node - 1
+    src.extend(int(p) for p in picks)
+    dst.extend([node] * len(picks))
+  src = np.asarray(src)
+  dst = np.asarray(dst)
+  edges = np.stack([src, dst, out_bytes[src]], 1)
+  ops = np.where(kind == NODE_INPUT, "input",
+                 np.where(kind == NODE_OUTPUT, "output",
+                          rng.choice(["dot_general", "add", "mul", "tanh",
+                                      "reduce_sum", "conv_general_dilated"],
+                                     size=n_nodes)))
+  shapes = [(int(s) // 256, 256) for s in size]
+  return Graph.build(
+      names=[f"{name}/n{i}" for i in range(n_nodes)], op_type=ops, kind=kind,
+      out_shapes=shapes, out_dtype=["float32"] * n_nodes,
+      out_bytes=np.where(kind == NODE_OUTPUT, out_bytes[src[-1]], out_bytes),
+      flops=flops, bytes_accessed=out_bytes * 2.0, edges=edges, name=name)
