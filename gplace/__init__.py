@@ -10,5 +10,7 @@ placement is; :func:`place` and :func:`measure` run it for real; and
 
 from gplace.errors import GplaceError
 from gplace.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.capture import capture
+from gplace.topology import Topology
 
 __version__ = "0.1.0"

@@ -512,3 +512,33 @@ def capture(fn: Callable, *args, name: str | None = None, **kwargs) -> Graph:
     print(graph.summary())
   """
   return trace_program(fn, *args, name=name, **kwargs).graph
+
+
+def evaluate(program: Program, *args, **kwargs):
+  """Runs a program node by node on the host's default device.
+
+  A reference interpreter: the executor's placed runs must agree with it,
+  and with ``jax.jit(fn)``. Returns the output pytree of the function.
+
+  Raises:
+    CaptureError: if the arguments' structure differs from the captured one.
+  """
+  leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+  if in_tree != program.in_tree:
+    raise CaptureError("The arguments' pytree structure differs from the one "
+                       "the program was captured with.")
+  values: dict[int, Any] = {}
+  read = lambda ref: values[ref.var] if ref.var >= 0 else ref.literal
+  outputs = []
+  for record in program.nodes:
+    if record.kind == NODE_INPUT:
+      source, payload = record.source
+      values[record.outputs[0]] = leaves[payload] if source == "arg" else payload
+    elif record.kind == NODE_OP:
+      results = eval_node(record, [read(ref) for ref in record.inputs])
+      for var, value in zip(record.outputs, results):
+        if var >= 0:
+          values[var] = value
+    else:
+      outputs.append(read(record.inputs[0]))
+  return jax.tree_util.tree_unflatten(program.out_tree, outputs)
