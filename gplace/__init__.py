@@ -12,5 +12,7 @@ from gplace.errors import GplaceError
 from gplace.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.capture import capture
 from gplace.topology import Topology
+from gplace import features
+from gplace.coarsening import coarsen, expand, Coarsening
 
 __version__ = "0.1.0"

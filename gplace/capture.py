@@ -23,6 +23,7 @@ This module is host-side Python; it uses only public JAX APIs
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import warnings
@@ -270,6 +271,7 @@ def eqn_cost(eqn) -> tuple[float, float]:
 # -- flattening -----------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _known_primitive(name: str) -> bool:
   """Whether the features vocabulary has an id for this primitive."""
   try:

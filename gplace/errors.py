@@ -41,3 +41,11 @@ class ConfigError(GplaceError):
 
 class CheckpointError(GplaceError):
   """A checkpoint could not be written or restored."""
+
+
+class BudgetError(GplaceError):
+  """A padding budget is too small for the graphs, or budgets do not match."""
+
+
+class CoarseningError(GplaceError):
+  """A coarsening rule or its arguments cannot be applied."""

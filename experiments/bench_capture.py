@@ -1,0 +1,47 @@
+"""Times gplace.capture on the workload zoo (paper sizes by default).
+
+    python experiments/bench_capture.py --size paper --step train \
+        --names gnmt8,transformer_xl8
+
+Prints, per workload: nodes, edges, seconds for jax.make_jaxpr alone and for
+the whole capture (median over --repeats), so the capture's own overhead is
+visible next to JAX's tracing.
+"""
+
+import argparse
+import statistics
+import time
+
+import jax
+
+import gplace
+from gplace import workloads
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--size", default="paper")
+  parser.add_argument("--step", default="train")
+  parser.add_argument("--names", default="gnmt8")
+  parser.add_argument("--repeats", type=int, default=3)
+  args = parser.parse_args()
+  print(f"| workload | size | step | nodes | edges | make_jaxpr s | capture s |")
+  print("|---|---|---|---:|---:|---:|---:|")
+  for name in args.names.split(","):
+    fn, fn_args = workloads.get(name, size=args.size, step=args.step,
+                                abstract=True)
+    trace, total = [], []
+    for _ in range(args.repeats):
+      start = time.perf_counter()
+      jax.make_jaxpr(fn)(*fn_args)
+      trace.append(time.perf_counter() - start)
+      start = time.perf_counter()
+      graph = gplace.capture(fn, *fn_args, name=name)
+      total.append(time.perf_counter() - start)
+    print(f"| {name} | {args.size} | {args.step} | {graph.n_nodes} | "
+          f"{graph.n_edges} | {statistics.median(trace):.1f} | "
+          f"{statistics.median(total):.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+  main()
