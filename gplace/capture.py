@@ -51,7 +51,7 @@ _ZERO_FLOP = frozenset({
     "copy_p", "rev", "select_n", "stop_gradient", "random_seed",
     "random_wrap", "random_unwrap", "random_bits", "random_split",
     "random_fold_in", "threefry2x32", "rng_bit_generator", "sharding_constraint",
-    "device_put", "optimization_barrier", "squeeze", "split",
+    "device_put", "optimization_barrier", "split", "stack", "unstack",
 })
 _REDUCTIONS = frozenset({
     "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",

@@ -115,6 +115,9 @@ OP_VOCABULARY: tuple[str, ...] = (
     "stop_gradient", "optimization_barrier", "sharding_constraint",
     "device_put", "mesh_cast", "reshard", "pure_callback", "io_callback",
     "debug_callback", "create_token", "after_all", "platform_index",
+    # Added in gplace 0.1 for jax 0.10, which traces jnp.stack to its own
+    # primitives (append new names below, never above).
+    "stack", "unstack",
 )
 OP_TYPE_PADDING = 0
 OP_TYPE_UNKNOWN = 1
