@@ -14,5 +14,9 @@ from gplace.capture import capture
 from gplace.topology import Topology
 from gplace import features
 from gplace.coarsening import coarsen, expand, Coarsening
+from gplace.executor import place, measure, PlacedFunction, Measurement
+from gplace.profiler import profile, Profile
+from gplace.simulator import simulate, SimResult
+from gplace.bounds import lower_bound
 
 __version__ = "0.1.0"

@@ -1,0 +1,136 @@
+"""Benchmark: simulated placements per second, jitted vs the reference.
+
+Random DAGs (``random_dag``, average in-degree 2.5) on preset ``1cpu+4gpu``,
+``K`` random placements each. For every size it reports the host-side
+``make_problem`` time, the compile time (first call minus a steady call), the
+median over repeats of a steady jitted call (wall and this process's CPU
+time), node-placement evaluations per second, and the same rate for the
+plain-Python reference measured in the same run, with their ratio.
+
+  /work/venv/bin/python experiments/bench_simulator.py --sizes 1000 10000 80000 \
+      --placements 256 --repeats 5 --json experiments/results/bench_simulator.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.graph import random_dag
+from gplace.sim_reference import simulate_reference
+from gplace.simulator import make_problem, simulate_problem
+from gplace.topology import preset
+
+
+def _timed(fn):
+  wall, cpu = time.perf_counter(), time.process_time()
+  out = fn()
+  return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def bench_size(n_nodes: int, n_placements: int, repeats: int,
+               reference_placements: int, chunk: int, seed: int) -> dict:
+  topology = preset("1cpu+4gpu")
+  graph = random_dag(n_nodes, avg_degree=2.5, seed=seed)
+  problem, make_s, _ = _timed(lambda: make_problem(graph, topology))
+  rng = np.random.default_rng(seed)
+  placements = rng.integers(0, topology.n_devices, (n_placements, n_nodes))
+  chunk = min(chunk or n_placements, n_placements)
+  run = jax.jit(simulate_problem)
+  batches = [jnp.asarray(placements[i:i + chunk], jnp.int32)
+             for i in range(0, n_placements, chunk)]
+
+  def call():
+    return [jax.block_until_ready(run(problem, b).runtime_s) for b in batches]
+
+  _, first_s, _ = _timed(call)
+  walls, cpus = [], []
+  for _ in range(repeats):
+    _, wall, cpu = _timed(call)
+    walls.append(wall)
+    cpus.append(cpu)
+  wall, cpu = float(np.median(walls)), float(np.median(cpus))
+  evaluations = n_nodes * n_placements
+
+  # The reference is slow: fewer placements on big graphs.
+  ref_k = max(1, min(reference_placements, 40000 // n_nodes))
+  _, ref_wall, ref_cpu = _timed(lambda: [
+      simulate_reference(graph, placements[i], topology)
+      for i in range(ref_k)])
+  ref_rate = n_nodes * ref_k / ref_wall
+  # Agreement check on the placements the reference ran.
+  fast = np.asarray(run(problem, jnp.asarray(placements[:ref_k],
+                                              jnp.int32)).runtime_s)
+  ref = np.array([simulate_reference(graph, placements[i], topology).runtime_s
+                  for i in range(min(ref_k, 2))])
+  max_rel_err = float(np.max(np.abs(fast[:len(ref)] - ref) / ref))
+  return dict(
+      n_nodes=n_nodes, n_edges=graph.n_edges, placements=n_placements,
+      chunk=chunk, steps=int(problem.pred_row.shape[0]),
+      slots=int(problem.slot_ids.shape[0]), make_problem_s=make_s,
+      compile_s=max(first_s - wall, 0.0), median_wall_s=wall,
+      median_cpu_s=cpu, rate_wall=evaluations / wall,
+      rate_cpu=evaluations / cpu, reference_placements=ref_k,
+      reference_wall_s=ref_wall, reference_cpu_s=ref_cpu,
+      reference_rate=ref_rate, speedup_wall=evaluations / wall / ref_rate,
+      max_rel_err_vs_reference=max_rel_err)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--sizes", type=int, nargs="+",
+                      default=[1000, 10000, 80000])
+  parser.add_argument("--placements", type=int, default=256)
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--reference-placements", type=int, default=4,
+                      help="placements the reference simulates per size")
+  parser.add_argument("--chunk", type=int, default=0,
+                      help="placements per jitted call (0: all at once)")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--json", default=None, help="write results here")
+  args = parser.parse_args()
+
+  rows = []
+  for n in args.sizes:
+    rows.append(bench_size(n, args.placements, args.repeats,
+                           args.reference_placements, args.chunk, args.seed))
+    r = rows[-1]
+    print(f"n={r['n_nodes']:>6} K={r['placements']} (chunk {r['chunk']}): "
+          f"make {r['make_problem_s']:.2f}s compile {r['compile_s']:.2f}s "
+          f"median {r['median_wall_s'] * 1e3:.1f} ms wall / "
+          f"{r['median_cpu_s'] * 1e3:.1f} ms cpu -> "
+          f"{r['rate_wall']:.3g}/s wall, {r['rate_cpu']:.3g}/s cpu; "
+          f"reference {r['reference_rate']:.3g}/s; "
+          f"speedup {r['speedup_wall']:.0f}x; "
+          f"max rel err {r['max_rel_err_vs_reference']:.1e}", flush=True)
+
+  header = ("| nodes | edges | K | compile s | median ms (wall) | "
+            "median ms (cpu) | node-placements/s (wall) | (cpu) | "
+            "reference /s | speedup |")
+  print()
+  print(header)
+  print("|---" * 10 + "|")
+  for r in rows:
+    print(f"| {r['n_nodes']} | {r['n_edges']} | {r['placements']} | "
+          f"{r['compile_s']:.2f} | {r['median_wall_s'] * 1e3:.1f} | "
+          f"{r['median_cpu_s'] * 1e3:.1f} | {r['rate_wall']:.3g} | "
+          f"{r['rate_cpu']:.3g} | {r['reference_rate']:.3g} | "
+          f"{r['speedup_wall']:.0f}x |")
+  if args.json:
+    meta = dict(jax=jax.__version__, backend=jax.default_backend(),
+                machine=platform.machine(), processor=platform.processor(),
+                argv=vars(args),
+                load_average=list(__import__("os").getloadavg()))
+    with open(args.json, "w") as f:
+      json.dump(dict(meta=meta, rows=rows), f, indent=2)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+  main()
