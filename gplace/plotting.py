@@ -1,0 +1,93 @@
+"""Pictures of placements and schedules (matplotlib, host-side, off the hot
+path): a Gantt chart of the simulated schedule per device, and a bar chart of
+how much of the graph's work each device got.
+
+Used by the notebooks in ``colabs/``; every function takes an optional
+``ax`` and returns it, so they compose into users' own figures.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from gplace.graph import Graph, NODE_OP
+from gplace.topology import Topology
+
+
+def _axes(ax, figsize):
+  if ax is not None:
+    return ax
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  _, ax = plt.subplots(figsize=figsize)
+  return ax
+
+
+def schedule(graph: Graph, placement, topology: Topology, costs=None):
+  """Simulated ``(start_s [N], finish_s [N], runtime_s)`` of one placement."""
+  from gplace.simulator import simulate  # pylint: disable=g-import-not-at-top
+  result = simulate(graph, np.asarray(placement), topology, costs=costs,
+                    return_schedule=True)
+  return (np.asarray(result.start_s), np.asarray(result.finish_s),
+          float(result.runtime_s))
+
+
+def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
+                  ax=None, max_ops: int = 20000, title: str | None = None):
+  """Gantt chart: one row per device, one bar per op, coloured by op type.
+
+  Args:
+    graph: the op graph.
+    placement: ``[N]`` device per node.
+    topology: devices the placement indexes.
+    costs: optional measured ``[N, D]`` cost table.
+    ax: matplotlib axes to draw into (default: a new figure).
+    max_ops: draw at most this many of the longest ops (big graphs).
+    title: axes title (default: graph name and simulated runtime).
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices))
+  placement = np.asarray(placement)
+  start, finish, runtime = schedule(graph, placement, topology, costs)
+  ops = np.flatnonzero((graph.kind == NODE_OP) & (finish > start))
+  if ops.size > max_ops:
+    ops = ops[np.argsort(start[ops] - finish[ops])[:max_ops]]
+  types = sorted(set(graph.op_type[ops]))
+  cmap = matplotlib.colormaps["tab20"]
+  colour = {t: cmap(i % 20) for i, t in enumerate(types)}
+  for dev in range(topology.n_devices):
+    mine = ops[placement[ops] == dev]
+    if mine.size:
+      ax.broken_barh(list(zip(start[mine], finish[mine] - start[mine])),
+                     (dev - 0.4, 0.8),
+                     facecolors=[colour[t] for t in graph.op_type[mine]])
+  ax.set_yticks(range(topology.n_devices), topology.device_names)
+  ax.set_ylim(topology.n_devices - 0.5, -0.5)
+  ax.set_xlabel("simulated time (s)")
+  ax.set_title(title or f"{graph.name}: {runtime * 1e3:.2f} ms per step")
+  common = sorted(types, key=lambda t: -np.sum(
+      (finish - start)[ops][graph.op_type[ops] == t]))[:8]
+  handles = [matplotlib.patches.Patch(color=colour[t], label=t)
+             for t in common]
+  ax.legend(handles=handles, loc="upper right", fontsize="small", ncol=2)
+  return ax
+
+
+def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
+                     topology: Topology, *, ax=None):
+  """Stacked bars: share of the graph's FLOPs each placement gives each
+  device, one bar per named placement (e.g. every baseline)."""
+  ax = _axes(ax, (1.5 + 0.8 * len(placements), 3.5))
+  names = list(placements)
+  total = max(graph.flops.sum(), 1.0)
+  bottom = np.zeros(len(names))
+  for dev in range(topology.n_devices):
+    share = np.array([graph.flops[np.asarray(placements[n]) == dev].sum()
+                      / total for n in names])
+    ax.bar(names, share, bottom=bottom, label=topology.device_names[dev])
+    bottom += share
+  ax.set_ylabel("share of FLOPs")
+  ax.tick_params(axis="x", rotation=45)
+  ax.legend(fontsize="small")
+  return ax

@@ -1,0 +1,30 @@
+"""Executes every notebook in colabs/ end to end (tiny sizes)."""
+
+import os
+import pathlib
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+_COLABS = sorted((pathlib.Path(__file__).parent.parent / "colabs").glob(
+    "*.ipynb"))
+
+
+@pytest.mark.parametrize("path", _COLABS, ids=lambda p: p.name)
+def test_notebook_runs(path, tmp_path, monkeypatch):
+  monkeypatch.setenv("GPLACE_NOTEBOOK_SIZE", "tiny")
+  # The notebook sets its own device count; do not inherit the tests' flags.
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+  notebook = nbformat.read(path, as_version=4)
+  client = nbclient.NotebookClient(notebook, timeout=600,
+                                   kernel_name="python3",
+                                   resources={"metadata": {"path": tmp_path}})
+  client.execute()
+  outputs = "".join(out.get("text", "") for cell in notebook.cells
+                    for out in cell.get("outputs", []))
+  assert "same loss as jax.jit: True" in outputs
+  images = [out for cell in notebook.cells for out in cell.get("outputs", [])
+            if "image/png" in out.get("data", {})]
+  assert images, "the notebook drew no picture"
