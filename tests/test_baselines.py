@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from gplace import baselines
+from gplace.baselines import common as baselines_common
+from gplace.baselines import sct as baselines_sct
 from gplace import simulate
 from gplace.errors import GplaceError, GraphError, TopologyError
 from gplace.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
@@ -290,7 +292,7 @@ def test_list_schedules_are_feasible(name):
   assert np.all(position[graph.edge_src] < position[graph.edge_dst])
   # A list schedule is no shorter than the longest chain of fastest ops.
   fastest = costs.min(axis=1)
-  assert plan.makespan_s >= baselines._upward_rank(
+  assert plan.makespan_s >= baselines_common._upward_rank(
       graph, fastest, np.zeros(graph.n_edges)).max() - 1e-12
 
 
@@ -316,14 +318,14 @@ def test_plan_of_a_non_scheduler_is_id_order():
 def test_sct_favourites_are_one_per_node(monkeypatch):
   graph = random_dag(500, seed=9)
   topology = preset("1cpu+4gpu")
-  problem = baselines._prepare(graph, topology, None)
+  problem = baselines_common._prepare(graph, topology, None)
   devices = np.arange(5)
-  whole = baselines._favourite_parents(problem, devices)
+  whole = baselines_sct._favourite_parents(problem, devices)
   # Windows of 100 nodes, and no time for LPs at all (greedy only).
-  monkeypatch.setattr(baselines, "SCT_LP_MAX_NODES", 100)
-  windowed = baselines._favourite_parents(problem, devices)
-  monkeypatch.setattr(baselines, "SCT_LP_TIME_BUDGET_S", -1.0)
-  greedy = baselines._favourite_parents(problem, devices)
+  monkeypatch.setattr(baselines_sct, "SCT_LP_MAX_NODES", 100)
+  windowed = baselines_sct._favourite_parents(problem, devices)
+  monkeypatch.setattr(baselines_sct, "SCT_LP_TIME_BUDGET_S", -1.0)
+  greedy = baselines_sct._favourite_parents(problem, devices)
   for favourite in (whole, windowed, greedy):
     has = favourite >= 0
     assert has.sum() > graph.n_nodes // 4

@@ -1,0 +1,155 @@
+"""Non-learned placement baselines: what a learned placer has to beat.
+
+Every baseline maps a :class:`~gplace.graph.Graph` and a
+:class:`~gplace.topology.Topology` to a placement, ``[N]`` int32 device index
+per node, with the signature ``fn(graph, topology, *, costs=None, seed=0)``.
+``costs`` is an optional measured ``[N, D]`` seconds table that replaces the
+roofline ``topology.op_costs(graph)``.
+
+Baselines (``names()``):
+
+* ``single_device``: everything on the device with the least total op time
+  among those whose memory holds the graph's peak live bytes (the
+  largest-memory device when none does). ColocRL's lesson: this is often
+  the one to beat.
+* ``round_robin``: node ``i`` on device ``i mod D``.
+* ``random``: uniform device per node (``seed``).
+* ``expert``: what a human would do per workload, from node names (see
+  :func:`expert` and :data:`LAYER_PATTERN`).
+* ``metis``: balanced k-way min-cut (pymetis) over the GPUs.
+* ``m_topo``, ``m_etf``, ``m_sct``: Baechi's memory-constrained topological
+  fill, earliest-task-first and small-communication-time list schedulers
+  (Jeon et al., SoCC 2020).
+* ``heft``: heterogeneous earliest finish time (upward rank on mean costs,
+  insertion-based), made memory-aware like the Baechi schedulers.
+* ``ordered_eft``: earliest finish time taking nodes in id order without
+  insertion, which is the simulator's default execution order (see below).
+
+Shared conventions, chosen to match the simulator's cost model
+(``gplace.simulator``):
+
+* Op time is ``costs[i, d]``; devices that share a ``compute_group`` run one
+  op at a time between them. A producer's output is sent once to each other
+  device that consumes it, taking ``topology.transfer_time(bytes, src, dst)``
+  for its largest out-edge, and each ordered link carries one transfer at a
+  time (the list schedulers book link queues as they go).
+* Input nodes (parameters, batches) cost nothing and are placed with their
+  first scheduled consumer ("inputs follow their first consumer"): a list
+  scheduler sees them as available at time 0 on whichever device that consumer
+  picks, and later consumers pay the transfer from there.
+* Memory: live bytes in the simulator's model, counted in the order a
+  baseline commits nodes (see ``_Scheduler``): outputs live until their last
+  consumer is placed, inputs and output nodes for the whole step.
+  ``single_device``, ``m_topo``, ``m_etf``, ``m_sct``, ``heft`` and
+  ``ordered_eft`` keep it within ``topology.memory_bytes`` when some device
+  has room; if none has, a node goes to the device with the most room left and
+  the placement will OOM. (:func:`resident_bytes`, every output resident
+  forever, is the crude upper bound; it overestimates the paper workloads'
+  training steps 5-11x.)
+* ``expert``, ``metis``, ``m_topo`` and ``m_sct`` use the GPUs only (every
+  device when the topology has no GPU), as a human or Baechi would; the
+  earliest-finish schedulers (``m_etf``, ``heft``, ``ordered_eft``) may use
+  any device, the CPU included, when it finishes an op earliest.
+* Op order: m-ETF, m-SCT and HEFT plan an order of ops as well (Baechi and
+  HEFT assume a runtime that runs ops as they become ready). The simulator by
+  default runs each device's ops in node-id order, which can cost these
+  placements much of what they planned; :func:`plan` returns the order too,
+  for ``gplace.simulate(..., order=plan.order)``. ``ordered_eft`` plans for
+  the id order itself.
+
+All of this is host-side numpy / pure Python (heaps, bisect), built to place
+80k-node graphs on a handful of devices in seconds; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines.common import (Baseline, LAYER_PATTERN, gpu_devices,
+                                     resident_bytes, single_device_peak_bytes,
+                                     _prepare)
+from gplace.baselines.scheduling import (Plan, heft, m_etf, m_topo,
+                                         ordered_eft, _plan_heft, _plan_m_etf,
+                                         _plan_ordered_eft)
+from gplace.baselines.sct import m_sct, _plan_m_sct
+from gplace.baselines.simple import (expert, layer_index, metis, random,
+                                     round_robin, single_device)
+from gplace.errors import ConfigError
+from gplace.graph import Graph
+from gplace.topology import Topology
+
+_BASELINES: dict[str, Baseline] = {
+    "single_device": single_device,
+    "round_robin": round_robin,
+    "random": random,
+    "expert": expert,
+    "metis": metis,
+    "m_topo": m_topo,
+    "m_etf": m_etf,
+    "m_sct": m_sct,
+    "heft": heft,
+    "ordered_eft": ordered_eft,
+}
+
+
+_PLANNERS = {"m_etf": _plan_m_etf, "m_sct": _plan_m_sct, "heft": _plan_heft,
+             "ordered_eft": _plan_ordered_eft}
+
+
+def names() -> list[str]:
+  """Names of all baselines, in a fixed order (trivial ones first)."""
+  return list(_BASELINES)
+
+
+def get(name: str) -> Baseline:
+  """The baseline called ``name``.
+
+  Raises:
+    ConfigError: unknown name; the message lists the known ones.
+  """
+  if name not in _BASELINES:
+    raise ConfigError(f"Unknown baseline {name!r}; choose one of {names()}.")
+  return _BASELINES[name]
+
+
+def schedulers() -> list[str]:
+  """Baselines that plan an op order as well as a placement (see plan)."""
+  return list(_PLANNERS)
+
+
+def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
+         seed: int = 0) -> Plan:
+  """The placement of baseline ``name`` with its planned op order.
+
+  List schedulers (:func:`schedulers`) order ops by their planned start,
+  which is what Baechi and HEFT assume the runtime does (run ops as they
+  become ready); ``gplace.simulate`` by default runs each device's ops in
+  node-id order instead, so pass ``order=plan.order`` to simulate the plan
+  as made. Other baselines get the id order and a NaN makespan.
+
+  Raises:
+    ConfigError: unknown name.
+  """
+  if name in _PLANNERS:
+    return _PLANNERS[name](_prepare(graph, topology, costs))
+  placement = get(name)(graph, topology, costs=costs, seed=seed)
+  n = graph.n_nodes
+  return Plan(placement, np.arange(n, dtype=np.int32), np.zeros(n),
+              np.zeros(n), float("nan"),
+              np.full(topology.n_devices, float("nan")))
+
+
+def run_all(graph: Graph, topology: Topology, costs=None, *, seed: int = 0,
+            only=None) -> dict[str, np.ndarray]:
+  """``{name: [N] int32 placement}`` for all baselines, or those in ``only``."""
+  return {name: get(name)(graph, topology, costs=costs, seed=seed)
+          for name in (only if only is not None else names())}
+
+
+__all__ = [
+    "LAYER_PATTERN", "Plan", "expert", "get",
+    "gpu_devices", "heft", "layer_index", "m_etf", "m_sct", "m_topo", "metis",
+    "names", "ordered_eft", "plan", "random", "resident_bytes",
+    "round_robin", "run_all", "schedulers", "single_device",
+    "single_device_peak_bytes",
+]

@@ -1,0 +1,170 @@
+"""Shared pieces of the baselines: validated inputs, resident memory, transfer
+and rank helpers, the layer-name pattern, and tuning constants.
+
+Host-side numpy; nothing here is traced."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from gplace.errors import GraphError, TopologyError
+from gplace.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.topology import Topology, validate_costs
+
+Baseline = Callable[..., np.ndarray]
+
+
+# A layer index in a node name: a name component (or part of one, e.g. after
+# "jvp(" or "transpose(") whose word ends in layer / block / lstm / cell /
+# stack, an optional plural "s", an optional "_" or "-", and digits, with no
+# letter or digit right before the word or right after the digits. It matches
+# "Encoder/layer_3", "layers_3", "decoder/lstm_2", "LSTMCell_2",
+# "OptimizedLSTMCell_2", "TransformerXL/block_2", "EncoderBlock_1",
+# "BertEncoder/layer_11", "conv_block_2", "layer3" and
+# "transpose(jvp(Encoder))/layer_3"; it does not match "Dense_0",
+# "LayerNorm_0", "attention" or "Mixed_5b". The first (outermost) match in a
+# name wins, so "Encoder/layer_3/ResidualBlock_0" is layer 3.
+LAYER_PATTERN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z]*?(?:layer|block|lstm|cell|stack)s?[_\-]?"
+    r"(\d+)(?![A-Za-z0-9])", re.IGNORECASE)
+
+# Workloads an expert keeps on one GPU, matched as substrings of the
+# lower-cased workload name. Every other workload is split by layer when its
+# node names carry layer indices (gnmt, rnnlm, transformer_xl, bert, ...).
+_ONE_GPU_WORKLOADS = ("inception", "resnet", "wavenet", "amoeba", "vgg",
+                      "alexnet", "cnn", "conv")
+
+
+# -- small shared pieces -------------------------------------------------------
+
+
+class _Problem(NamedTuple):
+  """The validated inputs every baseline starts from."""
+  graph: Graph
+  topology: Topology
+  costs: np.ndarray        # [N, D] float64 seconds
+  allowed: np.ndarray      # [G] int32, devices a GPU-only baseline may use
+
+
+def _prepare(graph, topology, costs) -> _Problem:
+  if not isinstance(graph, Graph):
+    raise GraphError(f"A baseline needs a gplace.Graph, got "
+                     f"{type(graph).__name__}; capture one with "
+                     "gplace.capture(fn, *args).")
+  if not isinstance(topology, Topology):
+    raise TopologyError(f"A baseline needs a gplace Topology, got "
+                        f"{type(topology).__name__}; use "
+                        "gplace.topology.preset('1cpu+4gpu') or build one.")
+  if topology.n_devices == 0:  # Topology rejects this; belt and braces.
+    raise TopologyError("The topology has no devices; a placement needs at "
+                        "least one.")
+  if costs is None:
+    costs = topology.op_costs(graph)
+  costs = validate_costs(costs, graph, topology)
+  return _Problem(graph, topology, costs, gpu_devices(topology))
+
+
+def gpu_devices(topology: Topology) -> np.ndarray:
+  """``[G]`` int32 indices of the non-CPU devices (all devices if none)."""
+  gpus = [d for d, dev in enumerate(topology.devices) if dev.kind != "cpu"]
+  if not gpus:
+    gpus = list(range(topology.n_devices))
+  return np.asarray(gpus, np.int32)
+
+
+def resident_bytes(graph: Graph, placement, n_devices: int) -> np.ndarray:
+  """``[D]`` float64 bytes resident per device: ``out_bytes`` of its nodes."""
+  placement = np.asarray(placement)
+  return np.bincount(placement, weights=graph.out_bytes.astype(np.float64),
+                     minlength=n_devices)[:n_devices]
+
+
+def _inputs_with_first_consumer(graph: Graph, placement: np.ndarray,
+                                default: int) -> np.ndarray:
+  """Moves each input node to the device of its lowest-id consumer.
+
+  Inputs without consumers go to ``default``. ``placement`` is ``[N]``; a new
+  array is returned.
+  """
+  placement = np.array(placement, np.int32)
+  is_input = graph.kind == NODE_INPUT
+  if not is_input.any():
+    return placement
+  first = np.full(graph.n_nodes, -1, np.int64)
+  # Edges are sorted by (src, dst): the first edge of each src is its
+  # lowest-id consumer.
+  src = graph.edge_src
+  starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]]) if src.size else []
+  first[src[starts]] = graph.edge_dst[starts]
+  has = is_input & (first >= 0)
+  placement[has] = placement[first[has]]
+  placement[is_input & (first < 0)] = default
+  return placement
+
+
+def _mean_transfer_s(topology: Topology, devices: np.ndarray,
+                     nbytes: np.ndarray) -> np.ndarray:
+  """Mean transfer seconds of ``nbytes`` over ordered pairs of ``devices``."""
+  devices = np.asarray(devices)
+  if devices.size < 2:
+    return np.zeros(np.shape(nbytes))
+  src, dst = np.meshgrid(devices, devices, indexing="ij")
+  off = src != dst
+  latency = topology.link_latency[src[off], dst[off]].mean()
+  inv_bandwidth = (1.0 / topology.link_bandwidth[src[off], dst[off]]).mean()
+  return latency + np.asarray(nbytes, np.float64) * inv_bandwidth
+
+
+def _upward_rank(graph: Graph, node_cost: np.ndarray,
+                 edge_cost: np.ndarray) -> np.ndarray:
+  """HEFT's upward rank: longest cost path from each node to an exit.
+
+  Args:
+    node_cost: ``[N]`` seconds per node.
+    edge_cost: ``[E]`` seconds per edge.
+
+  Returns:
+    ``[N]`` float64; ``rank[i] >= rank[j]`` for every edge ``i -> j``.
+  """
+  n = graph.n_nodes
+  rank = [0.0] * n
+  cost = node_cost.tolist()
+  ptr = graph.succ_csr[0].tolist()
+  dst = graph.edge_dst.tolist()
+  comm = edge_cost.tolist()
+  for i in range(n - 1, -1, -1):
+    best = 0.0
+    for k in range(ptr[i], ptr[i + 1]):
+      value = comm[k] + rank[dst[k]]
+      if value > best:
+        best = value
+    rank[i] = cost[i] + best
+  return np.asarray(rank)
+
+
+# -- trivial baselines ---------------------------------------------------------
+
+
+def single_device_peak_bytes(graph: Graph) -> float:
+  """Peak live bytes of the whole graph run on one device in id order.
+
+  The simulator's memory model on one device: an input is live for the whole
+  step, an output node from its position to the end, any other node from its
+  position to its last consumer's.
+  """
+  n = graph.n_nodes
+  if n == 0:
+    return 0.0
+  last = np.arange(n)
+  np.maximum.at(last, graph.edge_src, graph.edge_dst)
+  first = np.arange(n)
+  first[graph.kind == NODE_INPUT] = 0
+  last[(graph.kind == NODE_INPUT) | (graph.kind == NODE_OUTPUT)] = n - 1
+  delta = np.zeros(n + 1)
+  nbytes = graph.out_bytes.astype(np.float64)
+  np.add.at(delta, first, nbytes)
+  np.add.at(delta, last + 1, -nbytes)
+  return float(np.cumsum(delta)[:n].max())

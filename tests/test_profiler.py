@@ -1,0 +1,86 @@
+"""Tests of gplace.profiler: a calibrated profile has the right shapes, feeds
+the simulator, survives save/load, and its transfer fit recovers a line."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gplace
+from gplace import profiler, simulator
+from gplace.graph import NODE_OP
+
+
+def _mlp(params, x):
+  for w in params:
+    x = jnp.tanh(x @ w)
+  return jnp.sum(x)
+
+
+@pytest.fixture(scope="module")
+def mlp_profile():
+  params = [jnp.full((16, 16), 0.1) for _ in range(3)]
+  x = jnp.ones((4, 16))
+  devices = jax.devices()[:2]
+  prof = gplace.profile(_mlp, params, x, devices=devices, repeats=2,
+                        transfer_repeats=2, calibration_placements=3,
+                        calibration_rounds=1)
+  return prof, (params, x), devices
+
+
+def test_profile_shapes_and_groups(mlp_profile):
+  prof, _, devices = mlp_profile
+  graph = prof.graph
+  assert prof.costs.shape == (graph.n_nodes, len(devices))
+  assert np.all(np.isfinite(prof.costs)) and np.all(prof.costs >= 0)
+  is_op = graph.kind == NODE_OP
+  assert np.all(prof.costs[~is_op] == 0) and np.all(prof.costs[is_op] > 0)
+  # Forced CPU devices share cores: one compute group, timed alike.
+  assert prof.topology.n_compute_groups == 1
+  np.testing.assert_array_equal(prof.costs[:, 0], prof.costs[:, 1])
+  # A single-device placement costs the measured whole program.
+  np.testing.assert_allclose(prof.costs.sum(0), prof.whole_program_s,
+                             rtol=1e-6)
+  assert prof.fusion_factor.shape == (2,) and np.all(prof.fusion_factor > 0)
+  assert prof.topology.link_latency[0, 1] > 0
+  assert np.all(prof.dispatch_s > 0) and prof.link_scale > 0
+
+
+def test_profile_feeds_the_simulator(mlp_profile):
+  prof, _, _ = mlp_profile
+  graph = prof.graph
+  placements = np.stack([np.zeros(graph.n_nodes, int),
+                         np.arange(graph.n_nodes) % 2])
+  runtime = np.asarray(simulator.simulate(graph, placements, prof.topology,
+                                          costs=prof.costs).runtime_s)
+  assert runtime.shape == (2,) and runtime[1] > runtime[0] > 0
+
+
+def test_profile_save_load_round_trip(mlp_profile, tmp_path):
+  prof, _, _ = mlp_profile
+  path = tmp_path / "profile.npz"
+  prof.save(path)
+  loaded = profiler.Profile.load(path)
+  assert loaded.graph == prof.graph
+  np.testing.assert_array_equal(loaded.costs, prof.costs)
+  np.testing.assert_array_equal(loaded.topology.link_latency,
+                                prof.topology.link_latency)
+  assert loaded.topology.devices == prof.topology.devices
+  assert loaded.link_scale == prof.link_scale
+  with pytest.raises(gplace.GplaceError, match="profile"):
+    profiler.Profile.load(tmp_path / "missing.npz")
+
+
+def test_transfer_fit_is_positive():
+  latency, bandwidth = profiler.fit_transfer(
+      jax.devices()[0], jax.devices()[1], repeats=2)
+  assert latency >= 0 and bandwidth > 0
+
+
+def test_block_placements_have_long_runs():
+  rng = np.random.default_rng(0)
+  placements = profiler.block_placements(100, 3, 5, rng, max_blocks=4)
+  assert placements.shape == (5, 100)
+  assert placements.min() >= 0 and placements.max() < 3
+  switches = np.sum(placements[:, 1:] != placements[:, :-1], axis=1)
+  assert np.all(switches <= 3)
