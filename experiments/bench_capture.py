@@ -25,7 +25,7 @@ def main() -> None:
   parser.add_argument("--names", default="gnmt8")
   parser.add_argument("--repeats", type=int, default=3)
   args = parser.parse_args()
-  print(f"| workload | size | step | nodes | edges | make_jaxpr s | capture s |")
+  print("| workload | size | step | nodes | edges | make_jaxpr s | capture s |")
   print("|---|---|---|---:|---:|---:|---:|")
   for name in args.names.split(","):
     fn, fn_args = workloads.get(name, size=args.size, step=args.step,

@@ -14,7 +14,8 @@ from gplace.capture import capture
 from gplace.topology import Topology
 from gplace import features
 from gplace.coarsening import coarsen, expand, Coarsening
-from gplace.executor import place, measure, PlacedFunction, Measurement
+from gplace.executor import place, PlacedFunction
+from gplace.timing import measure, Measurement
 from gplace.profiler import profile, Profile
 from gplace.simulator import simulate, SimResult
 from gplace.bounds import lower_bound

@@ -3,9 +3,10 @@
 Where the simulator *predicts* a placement's runtime, the executor *runs* it:
 :func:`place` turns ``(fn, graph, placement)`` into a :class:`PlacedFunction`,
 a drop-in replacement for ``fn`` that computes each op on the device the
-placement gives it; :func:`measure` times a placed (or plain) function, and
-:func:`measure_placements` scores many placements in a row, e.g. as the host
-reward of an RL loop.
+placement gives it; ``gplace.timing.measure`` times a placed (or plain)
+function, and ``gplace.timing.measure_placements`` scores many placements in
+a row, e.g. as the host reward of an RL loop. The clustering itself lives in
+``gplace.partition``.
 
 How a placement is run (host-side Python; nothing here is traced except the
 sub-programs it compiles):
@@ -61,18 +62,17 @@ in milliseconds instead of seconds (but ranks placements by an unfused cost).
 from __future__ import annotations
 
 import dataclasses
-import heapq
-import statistics
 import time
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
-from jax.extend import core as jex_core
 import numpy as np
 
 from gplace.capture import NodeRecord, Program, eval_node, trace_program
 from gplace.errors import ExecutionError, GplaceError, PlacementError
-from gplace.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.graph import Graph, NODE_INPUT, NODE_OP
+from gplace.partition import (Cluster, op_signature,
+                              partition, _value_owner)
 
 MODES = ("cluster", "op")
 
@@ -102,162 +102,6 @@ def default_devices() -> list[jax.Device]:
   except RuntimeError:
     pass
   return devices
-
-
-# -- signatures -----------------------------------------------------------------
-
-
-def _value_key(value: Any) -> str:
-  """A string that identifies an equation parameter's meaning.
-
-  Jaxprs print their text; closed-over constants (which the text omits) add
-  their identities, so two programs only share an executable when that is
-  safe. Anything else prints its ``repr`` (objects without a meaningful
-  repr print their address, which keeps them apart).
-  """
-  if isinstance(value, jex_core.ClosedJaxpr):
-    consts = ",".join(str(id(c)) for c in value.consts)
-    return f"closed[{value.jaxpr}|{consts}]"
-  if isinstance(value, jex_core.Jaxpr):
-    return f"jaxpr[{value}]"
-  if isinstance(value, (tuple, list)):
-    return "(" + ",".join(_value_key(v) for v in value) + ")"
-  if isinstance(value, np.ndarray):
-    return f"nd[{value.dtype}{value.shape}{hash(value.tobytes())}]"
-  return repr(value)
-
-
-def _aval_key(aval) -> str:
-  return f"{aval.dtype}{tuple(aval.shape)}{'w' if aval.weak_type else ''}"
-
-
-def op_signature(record: NodeRecord) -> str:
-  """What an op node computes, independent of where its inputs come from:
-  the primitive, its parameters, the abstract values it reads (literals by
-  value) and which of its outputs are used."""
-  eqn = record.eqn
-  params = ";".join(f"{k}={_value_key(eqn.params[k])}"
-                    for k in sorted(eqn.params))
-  reads = ",".join(
-      f"lit:{type(ref.literal).__name__}:{ref.literal!r}" if ref.var < 0 else
-      _aval_key(var.aval) for ref, var in zip(record.inputs, eqn.invars))
-  return f"{eqn.primitive.name}[{params}]({reads})"
-
-
-# -- the plan -------------------------------------------------------------------
-
-
-class Cluster(NamedTuple):
-  """A contiguous same-device run of ops, compiled as one executable.
-
-  Attributes:
-    device_index: index into the placed function's ``devices``.
-    nodes: op node ids, in execution order.
-    in_vars: value ids it reads from outside, in argument order.
-    out_vars: value ids it produces that are read outside, in result order.
-  """
-  device_index: int
-  nodes: tuple[int, ...]
-  in_vars: tuple[int, ...]
-  out_vars: tuple[int, ...]
-
-
-def device_greedy_order(graph: Graph, placement: np.ndarray) -> list[int]:
-  """A topological order of the op nodes that stays on one device as long
-  as that device has a ready op (ties broken by node id).
-
-  Args:
-    graph: the op graph.
-    placement: ``[N]`` device index per node.
-
-  Returns:
-    The op node ids in execution order.
-  """
-  is_op = graph.kind == NODE_OP
-  indegree = np.zeros(graph.n_nodes, np.int64)
-  op_edges = is_op[graph.edge_src] & is_op[graph.edge_dst]
-  np.add.at(indegree, graph.edge_dst[op_edges], 1)
-  ready: dict[int, list[int]] = {}
-  for node in np.flatnonzero(is_op & (indegree == 0)):
-    ready.setdefault(int(placement[node]), []).append(int(node))
-  for heap in ready.values():
-    heapq.heapify(heap)
-  ptr, _ = graph.succ_csr
-  order: list[int] = []
-  current = None
-  while True:
-    if current is None or not ready.get(current):
-      live = [(heap[0], dev) for dev, heap in ready.items() if heap]
-      if not live:
-        break
-      current = min(live)[1]
-    node = heapq.heappop(ready[current])
-    order.append(node)
-    for succ in graph.edge_dst[ptr[node]:ptr[node + 1]]:
-      if is_op[succ]:
-        indegree[succ] -= 1
-        if indegree[succ] == 0:
-          heapq.heappush(ready.setdefault(int(placement[succ]), []), int(succ))
-  return order
-
-
-def partition(program: Program, placement: np.ndarray,
-              mode: str = "cluster") -> list[Cluster]:
-  """Cuts a placed program into clusters (host-side).
-
-  Args:
-    program: a traced program.
-    placement: ``[N]`` device index per node.
-    mode: ``"cluster"`` (maximal same-device runs of a device-greedy order)
-      or ``"op"`` (one cluster per op).
-
-  Returns:
-    Clusters in execution order; the cluster graph is acyclic.
-  """
-  order = device_greedy_order(program.graph, placement)
-  groups: list[list[int]] = []
-  for node in order:
-    if (mode == "cluster" and groups
-        and placement[groups[-1][-1]] == placement[node]):
-      groups[-1].append(node)
-    else:
-      groups.append([node])
-  cluster_of = np.full(program.graph.n_nodes, -1, np.int64)
-  for index, nodes in enumerate(groups):
-    cluster_of[nodes] = index
-  # Values read outside their producer's cluster (other clusters, outputs).
-  owner = _value_owner(program)
-  used_outside: set[int] = set()
-  for node, record in enumerate(program.nodes):
-    if record.kind == NODE_INPUT:
-      continue
-    for ref in record.inputs:
-      if ref.var >= 0 and (record.kind == NODE_OUTPUT
-                           or cluster_of[owner[ref.var]] != cluster_of[node]):
-        used_outside.add(ref.var)
-  clusters = []
-  for index, nodes in enumerate(groups):
-    in_vars: dict[int, None] = {}
-    out_vars: list[int] = []
-    for node in nodes:
-      record = program.nodes[node]
-      for ref in record.inputs:
-        if ref.var >= 0 and cluster_of[owner[ref.var]] != index:
-          in_vars.setdefault(ref.var)
-      out_vars.extend(v for v in record.outputs if v in used_outside)
-    clusters.append(Cluster(int(placement[nodes[0]]), tuple(nodes),
-                            tuple(in_vars), tuple(out_vars)))
-  return clusters
-
-
-def _value_owner(program: Program) -> dict[int, int]:
-  owner = {}
-  for node, record in enumerate(program.nodes):
-    for var in record.outputs:
-      if var >= 0:
-        owner[var] = node
-  return owner
-
 
 def _cluster_key(program: Program, signatures: Sequence[str],
                  cluster: Cluster, device) -> tuple:
@@ -761,137 +605,3 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
   if example_args is not None or example_kwargs is not None:
     placed.build(*(example_args or ()), **(example_kwargs or {}))
   return placed
-
-
-class Measurement(NamedTuple):
-  """Wall-clock timing of one placed (or plain jitted) function.
-
-  Attributes:
-    runtime_s: median seconds per call (inf if failed).
-    min_s, max_s: fastest and slowest call.
-    iqr_s: interquartile range of the call times.
-    std_s: their standard deviation.
-    times_s: every timed call.
-    n_clusters: executables per call (1 for a plain ``jax.jit``).
-    n_transfers: device-to-device copies per call.
-    build_s: seconds to trace, partition and compile (incl. ``compile_s``).
-    compile_s: seconds compiling.
-    failed: true if the placement could not be built or run.
-    reason: why it failed ("" otherwise).
-  """
-  runtime_s: float
-  min_s: float = float("inf")
-  max_s: float = float("inf")
-  iqr_s: float = 0.0
-  std_s: float = 0.0
-  times_s: tuple[float, ...] = ()
-  n_clusters: int = 0
-  n_transfers: int = 0
-  build_s: float = 0.0
-  compile_s: float = 0.0
-  failed: bool = False
-  reason: str = ""
-
-
-def _is_runtime_failure(err: BaseException) -> bool:
-  if isinstance(err, (BuildError, jax.errors.JaxRuntimeError, MemoryError)):
-    return True
-  text = str(err)
-  return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
-
-
-def _failed(reason: str, **fields) -> Measurement:
-  return Measurement(runtime_s=float("inf"), failed=True, reason=reason,
-                     **fields)
-
-
-def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
-            **kwargs) -> Measurement:
-  """Times a :class:`PlacedFunction` (or a plain function, as ``jax.jit``).
-
-  Arguments are first put where they live (each parameter on the device of
-  its input node), then the function is called ``warmup`` times untimed and
-  ``repeats`` times timed, each call waited for with ``block_until_ready``.
-
-  Returns:
-    A :class:`Measurement`. A placement that cannot be built or run (out of
-    device memory, a compile error) gives ``failed=True`` and its ``reason``
-    instead of raising, so a search loop can penalize it. Bad input
-    (``PlacementError``, wrong argument shapes) still raises.
-  """
-  if repeats < 1:
-    raise ExecutionError("measure needs repeats >= 1.")
-  if isinstance(placed_or_fn, PlacedFunction):
-    placed = placed_or_fn
-    try:
-      placed.build(*args, **kwargs)
-      call_args, call_kwargs = placed.stage_args(*args, **kwargs)
-    except Exception as err:  # pylint: disable=broad-except
-      if not _is_runtime_failure(err):
-        raise
-      return _failed(_first_line(err))
-    call = placed
-    build_s, compile_s = placed.build_s, placed.compile_s
-    n_clusters, n_transfers = placed.n_clusters, placed.n_transfers
-  else:
-    start = time.perf_counter()
-    jitted = jax.jit(placed_or_fn)
-    try:
-      jitted = jitted.lower(*args, **kwargs).compile()
-    except Exception as err:  # pylint: disable=broad-except
-      if not _is_runtime_failure(err):
-        raise
-      return _failed(_first_line(err))
-    build_s = compile_s = time.perf_counter() - start
-    call, call_args, call_kwargs = jitted, args, kwargs
-    n_clusters, n_transfers = 1, 0
-  fields = dict(n_clusters=n_clusters, n_transfers=n_transfers,
-                build_s=build_s, compile_s=compile_s)
-  times = []
-  try:
-    for i in range(warmup + repeats):
-      start = time.perf_counter()
-      jax.block_until_ready(call(*call_args, **call_kwargs))
-      if i >= warmup:
-        times.append(time.perf_counter() - start)
-  except Exception as err:  # pylint: disable=broad-except
-    if not _is_runtime_failure(err):
-      raise
-    return _failed(_first_line(err), **fields)
-  q1, q3 = np.percentile(times, [25, 75])
-  return Measurement(
-      runtime_s=float(statistics.median(times)), min_s=min(times),
-      max_s=max(times), iqr_s=float(q3 - q1), std_s=float(np.std(times)),
-      times_s=tuple(times), **fields)
-
-
-def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
-                       kwargs: dict | None = None, *, devices=None,
-                       mode: str = "cluster", repeats: int = 5,
-                       warmup: int = 1, penalty_s: float = float("inf"),
-                       ) -> np.ndarray:
-  """Measures ``K`` placements of one program; a host reward function.
-
-  Args:
-    fn, graph: as for :func:`place`.
-    placements: ``[K, N]`` device indices.
-    args, kwargs: the arguments to run ``fn`` on.
-    devices, mode: as for :func:`place`.
-    repeats, warmup: as for :func:`measure`.
-    penalty_s: runtime reported for a placement that fails.
-
-  Returns:
-    ``[K]`` float64 median seconds per call (``penalty_s`` where failed).
-  """
-  placements = np.asarray(placements)
-  if placements.ndim != 2:
-    raise PlacementError(f"placements must be [K, N], got shape "
-                         f"{placements.shape}.")
-  kwargs = kwargs or {}
-  devices = list(devices) if devices is not None else default_devices()
-  runtime_s = np.empty(placements.shape[0], np.float64)
-  for k, placement in enumerate(placements):
-    placed = place(fn, graph, placement, devices, mode)
-    result = measure(placed, *args, repeats=repeats, warmup=warmup, **kwargs)
-    runtime_s[k] = penalty_s if result.failed else result.runtime_s
-  return runtime_s

@@ -63,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace import executor
+from gplace import executor, partition, timing
 from gplace.capture import Program, trace_program
 from gplace.errors import ExecutionError
 from gplace.graph import Graph, NODE_INPUT, NODE_OP
@@ -244,10 +244,10 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
       continue
     if record.kind != NODE_OP:
       continue
-    cluster = executor.Cluster(0, (node,), tuple(dict.fromkeys(
+    cluster = partition.Cluster(0, (node,), tuple(dict.fromkeys(
         r.var for r in record.inputs if r.var >= 0)), tuple(
             v for v in record.outputs if v >= 0))
-    signature = executor.op_signature(record)
+    signature = partition.op_signature(record)
     for j, dev in enumerate(devices):
       rep = timing_class[j]
       if (signature, rep) in measured:
@@ -266,7 +266,7 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
 
 
 def _compiled_op(program: Program, cluster, device):
-  signatures = {cluster.nodes[0]: executor.op_signature(
+  signatures = {cluster.nodes[0]: partition.op_signature(
       program.nodes[cluster.nodes[0]])}
   key = executor._cluster_key(program, signatures, cluster, device)  # pylint: disable=protected-access
   compiled = executor._EXECUTABLES.get(key)  # pylint: disable=protected-access
@@ -343,7 +343,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   rounds = np.full((calibration_rounds, len(placed)), np.nan)
   for r in range(calibration_rounds):
     for i in rng.permutation(len(placed)):
-      result = executor.measure(placed[i], *args, repeats=max(repeats, 3),
+      result = timing.measure(placed[i], *args, repeats=max(repeats, 3),
                                 warmup=1, **kwargs)
       rounds[r, i] = result.min_s
   executor_s = np.median(rounds, axis=0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gplace
-from gplace import _testing, executor, workloads
+from gplace import _testing, executor, timing, workloads
 from gplace.capture import trace_program
 from gplace.errors import ExecutionError, GplaceError, PlacementError
 from gplace.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
@@ -203,7 +203,7 @@ def test_measure_marks_failed_placements(control_flow, monkeypatch):
   result = gplace.measure(placed, *args, repeats=2)
   assert result.failed and "RESOURCE_EXHAUSTED" in result.reason
   assert result.runtime_s == float("inf")
-  runtimes = executor.measure_placements(
+  runtimes = timing.measure_placements(
       fn, graph, np.zeros((2, graph.n_nodes), int), args, repeats=1,
       devices=jax.devices()[:1], penalty_s=9.0)
   np.testing.assert_array_equal(runtimes, [9.0, 9.0])
@@ -214,12 +214,12 @@ def test_measure_placements_scores_each_placement(control_flow):
   fn, args, graph, _ = control_flow
   placements = np.stack([np.zeros(graph.n_nodes, int),
                          np.arange(graph.n_nodes) % 2])
-  runtimes = executor.measure_placements(fn, graph, placements, args,
+  runtimes = timing.measure_placements(fn, graph, placements, args,
                                          devices=jax.devices()[:2],
                                          repeats=2, mode="op")
   assert runtimes.shape == (2,) and np.all(np.isfinite(runtimes))
   with pytest.raises(PlacementError):
-    executor.measure_placements(fn, graph, placements[0], args)
+    timing.measure_placements(fn, graph, placements[0], args)
 
 
 def test_input_placement_is_where_parameters_live(control_flow):

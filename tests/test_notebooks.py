@@ -1,6 +1,5 @@
 """Executes every notebook in colabs/ end to end (tiny sizes)."""
 
-import os
 import pathlib
 
 import pytest
