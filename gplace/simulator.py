@@ -64,11 +64,14 @@ Implementation: everything that depends on the placement but not on time
 (which devices hold consumers of each node, which input copy dies at which
 node) is computed for all nodes at once with vectorized ops and bitmasks;
 one ``lax.scan`` over nodes in priority order then carries device-group,
-link and arrival times plus live bytes, with the ``K`` placements as the
-minor (vector) axis of every array. Nodes with more than ``width`` inputs or
-consumers take several scan steps, so no array grows with the largest degree.
-Rows of the arrival table are reused once their last reader has run
-(``n_slots`` rows instead of one per node).
+link and arrival times, and a second one live and peak bytes (memory does
+not depend on time), with the ``K`` placements as the minor (vector) axis of
+every array. Nodes with more than ``width`` inputs or consumers take several
+scan steps, so no array grows with the largest degree. Rows of the arrival
+table are reused once their last reader has run (``n_slots`` rows instead of
+one per node). On CPU each scan is compiled as a single kernel (see
+``_one_kernel``; ``ONE_KERNEL_LOOPS = False`` turns that off), which avoids
+XLA's per-op launch overhead inside the loops.
 
 Precision: float32 throughout. Times carry a relative rounding error that
 grows like ``sqrt(path length) * 6e-8``; byte counts are exact while live
@@ -78,6 +81,8 @@ in ``random_dag``), otherwise within ~1e-7 relative per step.
 
 from __future__ import annotations
 
+import functools
+import os
 import heapq
 from typing import NamedTuple, Optional
 
@@ -414,20 +419,23 @@ class _Carry(NamedTuple):
   arrival: jax.Array      # [R, D, K] when each row's output is on each device
   group_free: jax.Array   # [G, K] finish of the group's latest node
   link_free: jax.Array    # [D, D, K] end of the link's latest transfer
-  live: jax.Array         # [D, K] float32 live bytes
-  peak: jax.Array         # [D, K] float32 peak live bytes
   ready: jax.Array        # [K] inputs' arrival, accumulated over chunks
-  freed: jax.Array        # [K] bytes this node frees on its device
 
 
 class _StepInputs(NamedTuple):
   node_flags: jax.Array   # [4] int32, see SimProblem.step_flags
   write: jax.Array        # [] int32
-  sizes: jax.Array        # [2] float32 own, transfer bytes
   times: jax.Array        # [D + D * D] float32
   pred_row: jax.Array     # [W] int32
   device: jax.Array       # [K] int8 device of the node
   consumers: jax.Array    # [K] unsigned, bit d set: a consumer is on device d
+
+
+class _MemoryInputs(NamedTuple):
+  node_flags: jax.Array   # [4] int32, see SimProblem.step_flags
+  sizes: jax.Array        # [3] float32 own, transfer, input (resident) bytes
+  device: jax.Array       # [K] int8
+  consumers: jax.Array    # [K] unsigned
   freed: jax.Array        # [K] float32 bytes of inputs last used here
 
 
@@ -448,7 +456,7 @@ def _consumer_sets(problem: SimProblem, placement_t: jax.Array,
   bits_dtype = _bits_dtype(problem.group_of_device.shape[0])
   one = jnp.ones((), bits_dtype)
   valid = problem.succ_node < placement_t.shape[0] - 1         # [S, W]
-  succ_device = placement_t[problem.succ_node]                  # [S, W, K]
+  succ_device = _rows(placement_t, problem.succ_node)           # [S, W, K]
   # Bits of devices holding a consumer at a later position than column j
   # (consumers are sorted latest first), within the row.
   seen = jnp.zeros((n_steps, k), bits_dtype)
@@ -481,11 +489,17 @@ def _consumer_sets(problem: SimProblem, placement_t: jax.Array,
     codes.append(jnp.where(is_last, jnp.where(home, 2, 1), 0).astype(jnp.int8))
   codes = jnp.stack(codes, 1).reshape(n_steps * width, k)
   codes = jnp.concatenate([codes, jnp.zeros((1, k), jnp.int8)])
-  code = codes[problem.pred_edge]                               # [S, W, K]
+  code = _rows(codes, problem.pred_edge)                        # [S, W, K]
   sizes = problem.pred_sizes                                    # [S, W, 2]
   freed = jnp.where(code == 2, sizes[:, :, None, 0],
                     jnp.where(code == 1, sizes[:, :, None, 1], 0.0))
   return consumers, _sum_rows_axis1(freed)
+
+
+def _rows(table: jax.Array, index: jax.Array) -> jax.Array:
+  """``table[index]`` for in-range indices. (The default out-of-bounds
+  "fill" mode makes XLA's CPU gather check every element: ~10x slower.)"""
+  return jnp.take(table, index, axis=0, mode="clip")
 
 
 def _bits_dtype(n_devices: int):
@@ -501,6 +515,139 @@ def _sum_rows_axis1(x):
   for j in range(1, x.shape[1]):
     total = total + x[:, j]
   return total
+
+
+def _peak_bytes(problem: SimProblem, step_device: jax.Array,
+                consumers: jax.Array, freed: jax.Array) -> jax.Array:
+  """``[D, K]`` peak live bytes per device.
+
+  Memory is by priority position, not by time, so this is its own pass over
+  the steps, independent of the schedule. Parameters are resident at every
+  position, so they are summed separately (``resident``) and added to the
+  peak of everything else.
+  """
+  d = problem.group_of_device.shape[0]
+  k = step_device.shape[1]
+  inputs = jnp.take(problem.input_sizes, problem.step_node, mode="clip")
+  sizes = jnp.concatenate([problem.step_sizes, inputs[:, None]], 1)
+
+  def step(carry, xs: _MemoryInputs):
+    live, peak, resident, freed = carry
+    devices = jnp.arange(d, dtype=jnp.int32)[:, None]           # [D, 1]
+    first, last, is_input, keep = (xs.node_flags[i] == 1 for i in range(4))
+    on_dev = xs.device.astype(jnp.int32)[None, :] == devices    # [D, K]
+    has_consumer = (jnp.right_shift(xs.consumers[None, :], devices.astype(
+        xs.consumers.dtype)) & 1) == 1
+    need = has_consumer & ~on_dev & last                        # [D, K]
+    mine = on_dev & last
+    freed = jnp.where(first, 0.0, freed) + xs.freed             # [K]
+    # Allocate, record the peak, then free.
+    home_consumer = jnp.any(has_consumer & on_dev, 0)           # [K]
+    release = freed + jnp.where(keep | home_consumer, 0.0, xs.sizes[0])
+    live = (live + jnp.where(need, xs.sizes[1], 0.0)
+            + jnp.where(mine, xs.sizes[0], 0.0))
+    peak = jnp.maximum(peak, live)
+    live = live - jnp.where(mine, release[None], 0.0)
+    resident = resident + jnp.where(mine & is_input, xs.sizes[2], 0.0)
+    return (live, peak, resident, freed), None
+
+  zeros = jnp.zeros((d, k), jnp.float32)
+  xs = _MemoryInputs(node_flags=problem.step_flags, sizes=sizes,
+                     device=step_device, consumers=consumers, freed=freed)
+  init = (zeros, zeros, zeros, jnp.zeros((k,), jnp.float32))
+  (_, peak, resident, _), _ = _one_kernel(
+      functools.partial(_blocked_scan, step), init, xs)
+  return resident + peak
+
+
+def _blocked_scan(step, carry, xs, *aux):
+  """``lax.scan(step, carry, xs)`` as blocks of ``_BLOCK`` steps, each an
+  inner scan. (Under XLA's per-op CPU runtime, slicing the whole ``[S, ...]``
+  inputs inside one flat scan makes XLA count them as operands of the tiny
+  fused ops and split those over threads, which costs far more than it
+  saves; as one kernel, see :func:`_one_kernel`, blocking costs nothing.)"""
+  n_steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
+  blocks = jax.tree_util.tree_map(
+      lambda x: x.reshape((n_steps // _BLOCK, _BLOCK) + x.shape[1:]), xs)
+  body = lambda c, x: step(c, x, *aux)
+  return jax.lax.scan(lambda c, block: jax.lax.scan(body, c, block), carry,
+                      blocks)
+
+
+try:
+  import inspect as _inspect
+  from jax.experimental.xla_metadata import set_xla_metadata as _set_metadata
+  _HAS_OP_METADATA = "x" in _inspect.signature(_set_metadata).parameters
+except (ImportError, TypeError, ValueError):      # older jax
+  _HAS_OP_METADATA = False
+
+#: Compile the simulator's sequential loops as single CPU kernels (see
+#: :func:`_one_kernel`). Set to False to fall back to XLA's default per-op
+#: CPU runtime (about 2x slower); it takes effect at the next trace. The
+#: environment variable ``GPLACE_SIM_ONE_KERNEL=0`` sets it to False at import
+#: (a safety valve: that compilation path is XLA-internal).
+ONE_KERNEL_LOOPS = os.environ.get("GPLACE_SIM_ONE_KERNEL", "1") != "0"
+
+
+def _one_kernel(fn, *args):
+  """``fn(*args)``; on CPU, compiled as one kernel. ``fn`` must not close
+  over traced values (pass them in ``args``).
+
+  XLA's CPU runtime runs every fused op of a loop body as a separate kernel
+  launch, and the simulator's loops run ~20 tiny ops per step, so launch
+  overhead and poorly vectorized small fusions dominate. XLA compiles a
+  ``call`` tagged ``xla_cpu_small_call`` (and kept from inlining) as one
+  function with native loops, as it does for small while loops on its own;
+  here the loop is wrapped that way. Other platforms, older jax, and
+  ``ONE_KERNEL_LOOPS = False`` run ``fn`` unchanged: same results.
+
+  Under ``vmap`` on CPU the batch runs one member at a time (``lax.map``),
+  each as one kernel: a batched loop would write per-member dynamic rows
+  (scatters), which that compilation path does not support.
+  """
+  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS):
+    return fn(*args)
+
+  def one_kernel(*args):
+    return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
+                         inlineable="false")
+
+  @jax.custom_batching.custom_vmap
+  def run(*args):
+    return jax.lax.platform_dependent(*args, cpu=one_kernel, default=fn)
+
+  @run.def_vmap
+  def run_batched(axis_size, in_batched, *args):
+    del axis_size
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    batched = jax.tree_util.tree_leaves(in_batched)
+
+    def mapped(*args):
+      leaves = jax.tree_util.tree_leaves(args)
+
+      def member(values):
+        values = iter(values)
+        return run(*jax.tree_util.tree_unflatten(
+            tree, [next(values) if b else x for x, b in zip(leaves, batched)]))
+
+      return jax.lax.map(member, [x for x, b in zip(leaves, batched) if b])
+
+    def vmapped(*args):
+      in_axes = jax.tree_util.tree_map(lambda b: 0 if b else None,
+                                       tuple(in_batched))
+      return jax.vmap(fn, in_axes=in_axes)(*args)
+
+    out = jax.lax.platform_dependent(*args, cpu=mapped, default=vmapped)
+    return out, jax.tree_util.tree_map(lambda _: True, out)
+
+  return run(*args)
+
+
+def _materialize(value):
+  """``value`` (non-negative), computed once: XLA does not fuse a reduction
+  into its users, so ``max`` over ``[value, 0]`` stays one loop instead of
+  being recomputed inside every consumer; it is exact for ``value >= 0``."""
+  return jnp.max(jnp.stack([value, jnp.zeros_like(value)]), axis=0)
 
 
 def simulate_problem(problem: SimProblem, placements: jax.Array, *,
@@ -521,121 +668,80 @@ def simulate_problem(problem: SimProblem, placements: jax.Array, *,
   g = problem.group_ids.shape[0]
   n_rows = problem.slot_ids.shape[0]
   k = placements.shape[0]
-  devices = jnp.arange(d, dtype=jnp.int32)[:, None]             # [D, 1]
-  lanes = jnp.arange(k, dtype=jnp.int32)                        # [K]
   # [n_nodes + 1, K] int8; the extra row is the padding node.
   placement_t = jnp.concatenate(
       [placements.T.astype(jnp.int8), jnp.zeros((1, k), jnp.int8)], 0)
-  step_device = placement_t[problem.step_node]                  # [S, K]
+  step_device = _rows(placement_t, problem.step_node)           # [S, K]
   consumers, freed = _consumer_sets(problem, placement_t, step_device)
+  peak = _peak_bytes(problem, step_device, consumers, freed)    # [D, K]
 
-  # Inputs (parameters) are resident from the start.
-  live = jnp.stack([jnp.sum(jnp.where(placements == dev,
-                                       problem.input_sizes, 0.0), 1)
-                    for dev in range(d)])                       # [D, K]
   carry = _Carry(
       arrival=jnp.zeros((n_rows, d, k), jnp.float32),
       group_free=jnp.zeros((g, k), jnp.float32),
       link_free=jnp.zeros((d, d, k), jnp.float32),
-      live=live, peak=live,
-      ready=jnp.zeros((k,), jnp.float32),
-      freed=jnp.zeros((k,), jnp.float32))
+      ready=jnp.zeros((k,), jnp.float32))
 
-  def materialize(value):
-    """``value``, computed once: a scatter is never fused into its users."""
-    flat = value.reshape(-1)
-    return jnp.zeros_like(flat).at[jnp.arange(flat.shape[0])].set(
-        flat, mode="promise_in_bounds", unique_indices=True).reshape(
-            value.shape)
-
-  def lane_scatter(table, index, value):
-    """``table[index[..., k], k] = value`` for a ``[M, K]`` table; indices
-    must be distinct. A scatter, so XLA computes ``value`` once instead of
-    fusing its whole computation into every element of the table."""
-    flat = (index * k + lanes).reshape(-1)
-    return table.reshape(-1).at[flat].set(
-        value.reshape(-1), mode="promise_in_bounds",
-        unique_indices=True).reshape(table.shape)
-
-  def step(carry: _Carry, xs: _StepInputs):
-    first, last, is_input, keep = (xs.node_flags[i] == 1 for i in range(4))
+  def step(carry: _Carry, xs: _StepInputs, group_of_device, group_ids):
+    first, last, is_input = (xs.node_flags[i] == 1 for i in range(3))
+    devices = jnp.arange(d, dtype=jnp.int32)[:, None]           # [D, 1]
     dev = xs.device.astype(jnp.int32)                           # [K]
     on_dev = dev[None, :] == devices                            # [D, K]
     cost_row, send_s = xs.times[:d], xs.times[d:]
 
     # Reads pick one row per lane with vectorized selects (XLA's gathers
-    # are scalar loops); values that many ops consume are materialized once
-    # (materialize), or XLA would recompute them inside every consumer.
-    rows = carry.arrival[xs.pred_row]                           # [W, D, K]
-    arrival = jnp.where(on_dev[0], rows[:, 0], 0.0)             # [W, K]
-    for dev_id in range(1, d):
-      arrival = arrival + jnp.where(on_dev[dev_id], rows[:, dev_id], 0.0)
-    ready = _max_rows(arrival, jnp.where(first, 0.0, carry.ready))
-    freed = jnp.where(first, 0.0, carry.freed) + xs.freed
+    # are scalar loops). Padding columns read the always-zero row.
+    ready = jnp.where(first, 0.0, carry.ready)
+    for w in range(width):
+      row = jax.lax.dynamic_index_in_dim(carry.arrival, xs.pred_row[w], 0,
+                                         keepdims=False)        # [D, K]
+      ready = jnp.maximum(ready, _pick(on_dev, row))
 
     # Run the node (meaningful on its last chunk only).
-    group = problem.group_of_device[dev]                        # [K]
-    on_group = group[None, :] == problem.group_ids[:, None]     # [G, K]
+    group = _rows(group_of_device, dev)                         # [K]
+    on_group = group[None, :] == group_ids[:, None]             # [G, K]
     start = jnp.where(is_input, 0.0, jnp.maximum(
         ready, _pick(on_group, carry.group_free)))
     cost = _pick(on_dev, jnp.broadcast_to(cost_row[:, None], (d, k)))
-    finish = materialize(jnp.where(is_input, 0.0, start + cost))
+    finish = _materialize(jnp.where(is_input, 0.0, start + cost))
     group_free = jnp.where(on_group & (last & ~is_input), finish[None],
                            carry.group_free)
 
-    # Eager transfers to every other device holding a consumer.
+    # Eager transfers to every other device holding a consumer: the link
+    # (p[v], t) of lane k starts at max(finish, its previous end). Computed
+    # for every source row and kept only on the node's own row, which needs
+    # no per-lane gather or scatter.
     has_consumer = (jnp.right_shift(xs.consumers[None, :], devices.astype(
         xs.consumers.dtype)) & 1) == 1
     need = has_consumer & ~on_dev & last                        # [D, K]
     src = on_dev[:, None]                                       # [D, 1, K]
-    link_row = _pick(src, carry.link_free)                      # [D, K]
-    send_row = _pick(src, jnp.broadcast_to(send_s.reshape(d, d, 1),
-                                           (d, d, k)))
-    arrive = materialize(jnp.maximum(finish[None], link_row) + send_row)
-    link_cell = dev[None, :] * d + devices                      # [D, K]
-    link_free = lane_scatter(carry.link_free.reshape(d * d, k), link_cell,
-                             jnp.where(need, arrive, link_row)).reshape(
-                                 d, d, k)
+    sent = (jnp.maximum(finish[None, None], carry.link_free)
+            + send_s.reshape(d, d, 1))                          # [D, D, K]
+    link_free = jnp.where(src & need[None], sent, carry.link_free)
+    arrive = _pick(src, sent)                                   # [D, K]
     arrival_table = jax.lax.dynamic_update_slice(
         carry.arrival, jnp.where(on_dev, finish[None], arrive)[None],
         (xs.write, 0, 0))
 
-    # Memory at this position: allocate, record the peak, then free.
-    home_consumer = jnp.any(has_consumer & on_dev, 0)           # [K]
-    release = freed + jnp.where(keep | home_consumer, 0.0, xs.sizes[0])
-    live = (carry.live + jnp.where(need, xs.sizes[1], 0.0)
-            + jnp.where(on_dev & last, xs.sizes[0], 0.0))
-    peak = jnp.maximum(carry.peak, live)
-    live = live - jnp.where(on_dev & last, release[None], 0.0)
-
     new = _Carry(arrival=arrival_table, group_free=group_free,
-                 link_free=link_free, live=live, peak=peak,
-                 ready=ready, freed=freed)
+                 link_free=link_free, ready=ready)
     out = jnp.stack([start, finish]) if return_schedule else None
     return new, out
 
   xs = _StepInputs(
       node_flags=problem.step_flags, write=problem.step_write,
-      sizes=problem.step_sizes, times=problem.step_times,
-      pred_row=problem.pred_row, device=step_device, consumers=consumers,
-      freed=freed)
-  # Scan blocks of _BLOCK steps, each an inner scan: the inner body then
-  # reads slices of small block arrays. (Slicing the whole [S, ...] inputs
-  # inside one flat scan makes XLA count them as operands of the tiny fused
-  # ops and split those over threads, which costs far more than it saves.)
-  blocks = jax.tree_util.tree_map(
-      lambda x: x.reshape((n_steps // _BLOCK, _BLOCK) + x.shape[1:]), xs)
-  carry, times = jax.lax.scan(
-      lambda c, block: jax.lax.scan(step, c, block), carry, blocks)
+      times=problem.step_times, pred_row=problem.pred_row,
+      device=step_device, consumers=consumers)
+  carry, times = _one_kernel(functools.partial(_blocked_scan, step), carry,
+                             xs, problem.group_of_device, problem.group_ids)
   if return_schedule:
     times = times.reshape((n_steps,) + times.shape[2:])
   runtime = jnp.max(carry.group_free, 0)
-  peak = carry.peak.T                                           # [K, D]
+  peak = peak.T                                                 # [K, D]
   oom = jnp.any(peak > problem.memory_bytes[None, :], -1)
   start = finish = None
   if return_schedule:
     times = jnp.concatenate([times, jnp.zeros((1, 2, k), times.dtype)], 0)
-    per_node = times[problem.commit_step]                       # [N, 2, K]
+    per_node = _rows(times, problem.commit_step)                # [N, 2, K]
     start, finish = per_node[:, 0].T, per_node[:, 1].T
   return SimResult(runtime_s=runtime, peak_bytes=peak, oom=oom,
                    start_s=start, finish_s=finish)
@@ -648,13 +754,6 @@ def _pick(mask, x):
   for row in range(1, x.shape[0]):
     total = total + jnp.where(mask[row], x[row], 0.0)
   return total
-
-
-def _max_rows(x, init):
-  """``max(init, x[0], x[1], ...)``, unrolled (small reductions fuse)."""
-  for row in range(x.shape[0]):
-    init = jnp.maximum(init, x[row])
-  return init
 
 
 _simulate_jit = jax.jit(simulate_problem, static_argnames=("return_schedule",))
