@@ -276,3 +276,17 @@ def test_exports():
   assert gplace.simulate is simulate
   assert gplace.lower_bound is lower_bound
   assert gplace.Topology is Topology
+
+
+def test_one_kernel_loops_match_the_plain_scan(monkeypatch):
+  from gplace import simulator  # pylint: disable=g-import-not-at-top
+  graph = random_dag(300, seed=11)
+  topology = preset("1cpu+4gpu")
+  problem = make_problem(graph, topology)
+  placements = jnp.asarray(np.random.default_rng(0).integers(
+      0, topology.n_devices, (8, problem.commit_step.shape[0])), jnp.int32)
+  fused = jax.jit(simulator.simulate_problem)(problem, placements)
+  monkeypatch.setattr(simulator, "ONE_KERNEL_LOOPS", False)
+  plain = jax.jit(simulator.simulate_problem)(problem, placements)
+  np.testing.assert_array_equal(fused.runtime_s, plain.runtime_s)
+  np.testing.assert_array_equal(fused.peak_bytes, plain.peak_bytes)
