@@ -1,0 +1,31 @@
+"""GO-one: one suite workload at paper size (train step) on a preset topology.
+
+  python experiments/run.py --config experiments/configs/go_one.py \
+      --workdir /tmp/go_one --config.workload=gnmt4 --config.topology=1cpu+4gpu
+"""
+
+import importlib.util
+import os
+
+
+def _quickstart():
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                      "quickstart.py")
+  spec = importlib.util.spec_from_file_location("gplace_quickstart", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def get_config():
+  config = _quickstart().get_config()
+  config.workload = "gnmt2"
+  config.workload_size = "paper"
+  config.topology = "1cpu+4gpu"
+  config.policy.segment_length = 256
+  config.rl.num_samples = 32
+  config.warm_start.steps = 300
+  config.train.num_steps = 1000
+  config.train.chunk_steps = 50
+  config.train.checkpoint_every = 100
+  return config

@@ -1,0 +1,51 @@
+"""Quickstart: GO on a tiny RNN language model, 1 CPU + 4 GPUs (simulated).
+
+Finishes in a couple of minutes on a laptop CPU and prints the learned
+placement's simulated runtime next to every baseline and the lower bound.
+
+  python experiments/run.py --config experiments/configs/quickstart.py \
+      --workdir /tmp/gplace_quickstart
+
+Every other config starts from this one and overrides fields; this file
+documents them all.
+"""
+
+import ml_collections
+
+
+def get_config():
+  config = ml_collections.ConfigDict()
+  config.seed = 0
+  # Graphs of the batch: workload names (gplace.workloads.names()) or
+  # "random_dag:N[:seed]", comma-separated for a multi-graph batch.
+  config.workload = "rnnlm2"
+  config.workload_size = "tiny"    # tiny | small | paper
+  config.workload_step = "train"   # train | infer
+  config.topology = "1cpu+4gpu"    # a gplace.topology preset, or "local"
+  config.baselines = "all"         # or a comma-separated list of names
+  config.pmap = True               # split samples over local devices
+  config.progress_bar = True
+  config.print_table = True
+
+  config.policy = ml_collections.ConfigDict(dict(
+      hidden_size=64, num_sage_layers=2, num_attention_layers=2, num_heads=4,
+      segment_length=128, aggregator="max", modulation="film",
+      op_embedding_size=16, head_hidden_size=64))
+  # learning_rate is RL's; the warm start has its own.
+  config.optimizer = ml_collections.ConfigDict(dict(
+      learning_rate=3e-4, grad_clip=1.0))
+  config.rl = ml_collections.ConfigDict(dict(
+      reward="simulator",          # simulator | executor
+      num_samples=16, loss="ppo", ppo_epochs=2, ppo_clip=0.2,
+      entropy_weight=1e-2, baseline_decay=0.9, normalize_rewards=True,
+      oom_penalty_factor=10.0))
+  # Supervised fit to a baseline before RL ("best", "none" or a name).
+  # label_smoothing > 0 leaves the policy entropy to explore with (untuned:
+  # 0.05 let PPO drift towards uniform on paper-size rnnlm2).
+  config.warm_start = ml_collections.ConfigDict(dict(
+      steps=50, baseline="best", learning_rate=1e-2, label_smoothing=0.0))
+  config.train = ml_collections.ConfigDict(dict(
+      num_steps=100,               # RL steps after the warm start
+      chunk_steps=25, checkpoint_every=50, max_to_keep=2))
+  config.executor = ml_collections.ConfigDict(dict(repeats=5, warmup=1))
+  return config
