@@ -107,7 +107,8 @@ def create_hparams(config: ml_collections.ConfigDict) -> rl.RLHyperparams:
   return rl.RLHyperparams(
       num_samples=r.num_samples, loss=r.loss, ppo_epochs=r.ppo_epochs,
       ppo_clip=r.ppo_clip, entropy_weight=r.entropy_weight,
-      baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards)
+      baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards,
+      explore_epsilon=float(r.get("explore_epsilon", 0.0)))
 
 
 def workload_names(config) -> list[str]:
@@ -188,6 +189,8 @@ def validate_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   if not (config.optimizer.learning_rate > 0
           and config.warm_start.learning_rate > 0):
     raise ConfigError("Learning rates must be positive.")
+  if not 0.0 <= float(config.rl.get("explore_epsilon", 0.0)) < 1.0:
+    raise ConfigError("config.rl.explore_epsilon must be in [0, 1).")
   if config.rl.oom_penalty_factor < 1:
     raise ConfigError("config.rl.oom_penalty_factor must be at least 1.")
   warm = config.warm_start.baseline
@@ -276,9 +279,17 @@ class Scorer:
     return np.where(oom, np.inf, runtime)
 
 
+def _placement_devices():
+  """Local devices a placement indexes: CPUs first, then accelerators, as the
+  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
+  exists)."""
+  from gplace import executor  # pylint: disable=g-import-not-at-top
+  return executor.default_devices()
+
+
 def _make_topology(config):
   if config.topology == "local":
-    return topology_lib.local(jax.local_devices())
+    return topology_lib.local(_placement_devices())
   return topology_lib.preset(config.topology)
 
 
@@ -289,7 +300,7 @@ def setup_graphs(config, topology, names: Sequence[str], log=print):
     t0 = time.time()
     graph, fn, args = load_graph(name, config)
     scorer = Scorer(graph, fn, args, topology, config,
-                    devices=jax.local_devices() if config.topology == "local"
+                    devices=_placement_devices() if config.topology == "local"
                     else None)
     only = None if config.baselines == "all" else [
         b.strip() for b in config.baselines.split(",")]
@@ -666,7 +677,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   reward_fns = None
   if executor_reward:
     reward_fns = [Scorer(s.graph, s.fn, s.args, topology, config,
-                         devices=jax.local_devices()) for s in setups]
+                         devices=_placement_devices()) for s in setups]
   num_nodes = np.asarray([s.graph.n_nodes for s in setups])
 
   try:
