@@ -2,6 +2,10 @@
 well formed, executables are cached, bad input raises, measure never crashes
 on a failing placement."""
 
+import functools
+import os
+import zlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,13 +18,17 @@ from gplace.errors import ExecutionError, GplaceError, PlacementError
 from gplace.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
 
 
-def _block_placement(n_nodes, n_devices, n_blocks, seed):
+def _block_placement(n_nodes, n_devices, n_blocks, seed, permute=False):
   """Cuts node ids (a topological order) into ``n_blocks`` random contiguous
-  blocks on random devices: few clusters, so few compiles."""
+  blocks on random devices (with ``permute``, ``n_blocks == n_devices`` and
+  each device gets one block): few clusters, so few compiles."""
   rng = np.random.default_rng(seed)
   cuts = np.sort(rng.choice(np.arange(1, n_nodes), n_blocks - 1,
                             replace=False))
-  devices = rng.integers(0, n_devices, n_blocks)
+  if permute:
+    devices = rng.permutation(n_devices)
+  else:
+    devices = rng.integers(0, n_devices, n_blocks)
   return np.repeat(devices, np.diff(np.r_[0, cuts, n_nodes])).astype(np.int32)
 
 
@@ -52,26 +60,99 @@ def test_control_flow_matches_jit(control_flow, mode, n_devices):
     assert devices <= set(range(n_devices))
 
 
+# -- every tiny workload x step x device count (issue 4) --------------------------
+#
+# Each case places a workload's tiny step on 2 or 4 devices and compares every
+# output leaf with ``jax.jit(fn)``: rtol 1e-5 for inference, 1e-3 for
+# training steps, plus an absolute tolerance of ``rtol * max|leaf|`` per leaf,
+# so that elements that are near zero relative to their leaf (gradients,
+# optimizer moments, logits that cancel) are compared at the leaf's scale
+# instead of to their own magnitude: a placed run computes the same ops as
+# ``jax.jit(fn)`` but fuses them differently (per cluster, or not at all in
+# op mode), which reorders float reductions.
+#
+# The cheapest faithful way to run each case (measured on the 2-core CI box):
+# * inference: ``mode="op"`` with a uniformly random device per node, so
+#   nearly every edge is a cross-device transfer; executables are cached per
+#   op signature and device, so the deeper variants of a family and the
+#   second device count reuse most of them (~0.5-15 s per case).
+# * training: ``mode="cluster"`` with one random contiguous block per device
+#   of op nodes (devices in random order, so every cut is a transfer;
+#   inputs and outputs on random devices). A train step has
+#   up to ~5k nodes and ~1k distinct op signatures, which op mode would
+#   compile one by one (~100 s for inception_v3); a few big clusters cost
+#   about one ``jax.jit`` compile.
+# The reference ``jax.jit(fn)`` output is computed once per (workload, step).
+#
+# By default every workload runs at least once (inference, alternating 2 and
+# 4 devices) plus two training steps (one per device count); the rest of the
+# matrix needs GPLACE_SLOW_TESTS=1.
+
+_DEFAULT_TRAIN = {("rnnlm2", 4), ("wavenet2", 2)}
+_SLOW = pytest.mark.skipif(not os.environ.get("GPLACE_SLOW_TESTS"),
+                           reason="slow; set GPLACE_SLOW_TESTS=1 for the "
+                           "whole workload x step x devices matrix")
+
+
 def _workload_cases():
-  # Every workload's inference step on 2 devices, except the deepest
-  # variants of a family (their shallower siblings run the same layers), and
-  # one training step on 4 devices; this keeps the file near a minute.
-  skip = {"gnmt8", "transformer_xl8"}
-  cases = [(name, "infer", 2) for name in workloads.names() if name not in skip]
-  cases += [("rnnlm2", "train", 4)]
-  return [c for c in cases if c[0] in workloads.names()]
+  cases = []
+  for index, name in enumerate(workloads.names()):
+    for step in ("infer", "train"):
+      for n_devices in (2, 4):
+        if step == "infer":
+          default = n_devices == (2, 4)[index % 2]
+        else:
+          default = (name, n_devices) in _DEFAULT_TRAIN
+        marks = () if default else (_SLOW,)
+        cases.append(pytest.param(name, step, n_devices, marks=marks,
+                                  id=f"{name}-{step}-{n_devices}"))
+  return cases
+
+
+@functools.lru_cache(maxsize=1)
+def _workload_reference(name, step):
+  fn, args = workloads.get(name, "tiny", step)
+  graph = gplace.capture(fn, *args)
+  return fn, args, graph, jax.jit(fn)(*args)
+
+
+def _assert_close_to_leaf_scale(got, want, rtol):
+  assert jax.tree.structure(got) == jax.tree.structure(want)
+  for i, (a, b) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, i
+    if not np.issubdtype(b.dtype, np.inexact):
+      np.testing.assert_array_equal(a, b, err_msg=f"leaf {i}")
+      continue
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale,
+                               err_msg=f"leaf {i} (max |leaf| {scale:.3g})")
 
 
 @pytest.mark.parametrize("name,step,n_devices", _workload_cases())
 def test_workload_matches_jit(name, step, n_devices):
-  fn, args = workloads.get(name, "tiny", step)
-  graph = gplace.capture(fn, *args)
-  want = jax.jit(fn)(*args)
-  placement = _block_placement(graph.n_nodes, n_devices, 4, seed=len(name))
-  placed = gplace.place(fn, graph, placement, jax.devices()[:n_devices])
+  fn, args, graph, want = _workload_reference(name, step)
+  seed = zlib.crc32(f"{name}/{step}/{n_devices}".encode())
+  rng = np.random.default_rng(seed)
+  devices = jax.devices()[:n_devices]
+  if step == "infer":
+    placement = rng.integers(0, n_devices, graph.n_nodes)
+    placed = gplace.place(fn, graph, placement, devices, mode="op")
+  else:
+    # Blocks over the op nodes (node ids are a topological order); inputs
+    # (where parameters and optimizer state live) and outputs on random
+    # devices.
+    placement = rng.integers(0, n_devices, graph.n_nodes)
+    ops = np.flatnonzero(graph.kind == NODE_OP)
+    placement[ops] = _block_placement(len(ops), n_devices, n_devices, seed,
+                                      permute=True)
+    placed = gplace.place(fn, graph, placement, devices, mode="cluster")
+  got = placed(*args)
   rtol = 1e-5 if step == "infer" else 1e-3
-  _assert_close(placed(*args), want, rtol=rtol, atol=rtol)
-  assert placed.n_clusters <= 8
+  _assert_close_to_leaf_scale(got, want, rtol)
+  assert placed.n_transfers > 0
+  used = {c.device_index for c in placed.clusters}
+  assert len(used) >= 2 and used <= set(range(n_devices))
 
 
 def test_outputs_land_on_their_output_nodes_device(control_flow):
