@@ -67,6 +67,23 @@ class RLHyperparams(NamedTuple):
     entropy_weight: weight of the mean per-node entropy bonus.
     baseline_decay: EMA decay of the reward baseline.
     normalize_rewards: divide advantages by the EMA reward std.
+    explore_epsilon: ``eps``, per-node uniform exploration: the policy that
+      samples *and* is trained is the mixture ``(1 - eps) softmax(logits) +
+      eps / D`` of every node (``eps * N`` nodes of a sample re-drawn
+      uniformly on average). Its log-probabilities are exact, so PPO ratios,
+      the REINFORCE term and the entropy all use the same mixture. A
+      warm-started policy (entropy ~0) otherwise samples only its baseline;
+      with ``eps > 0`` it samples placements around it. 0 (default) is the
+      plain softmax policy.
+    mutate_best: ``m``, search around the best placement (a heuristic, not
+      from the papers): each sampled node keeps its policy draw with
+      probability ``m`` and otherwise takes its device in
+      ``state.best_placement`` (the warm-start baseline until something
+      beats it), so the ``K`` samples are mutations of the best placement
+      found so far (hill climbing that the best-ever tracking accumulates).
+      The update treats them as if the policy had drawn them (log-probs under
+      the policy of the devices taken: off-policy and biased). 0 (default):
+      plain policy samples.
   """
 
   num_samples: int = 16
@@ -76,6 +93,8 @@ class RLHyperparams(NamedTuple):
   entropy_weight: float = 0.01
   baseline_decay: float = 0.9
   normalize_rewards: bool = True
+  explore_epsilon: float = 0.0
+  mutate_best: float = 0.0
 
 
 class Batch(NamedTuple):
@@ -325,6 +344,40 @@ def _all_logits(params, batch: Batch, apply_fn: ApplyFn):
                                                        batch.device_mask)
 
 
+def exploration_logits(logits: jax.Array, explore_epsilon: float,
+                       device_mask: Optional[jax.Array] = None) -> jax.Array:
+  """Logits of the ``eps``-uniform mixture ``(1 - eps) softmax + eps / D``.
+
+  Returned as normalised log-probabilities (valid logits for sampling,
+  :func:`node_log_probs` and :func:`entropy`); ``logits`` unchanged for
+  ``eps == 0``. ``device_mask`` (``[..., D]`` broadcastable) restricts the
+  uniform part to allowed devices.
+  """
+  if not explore_epsilon:
+    return logits
+  log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  if device_mask is None:
+    allowed = jnp.ones(logits.shape[-1:], jnp.float32)
+  else:
+    allowed = jnp.broadcast_to(device_mask, logits.shape).astype(jnp.float32)
+  uniform = allowed / jnp.maximum(allowed.sum(-1, keepdims=True), 1.0)
+  log_uniform = jnp.where(allowed > 0, jnp.log(jnp.maximum(uniform, 1e-30)),
+                          -jnp.inf)
+  return jnp.logaddexp(jnp.log1p(-explore_epsilon) + log_p,
+                       jnp.log(explore_epsilon) + log_uniform)
+
+
+def _policy_logits(params, batch: Batch, apply_fn: ApplyFn,
+                   hparams: RLHyperparams):
+  """``[B, N, D]`` logits of the policy RL samples from and trains."""
+  logits = _all_logits(params, batch, apply_fn)
+  if not hparams.explore_epsilon:
+    return logits
+  mask = batch.device_mask
+  mask = mask[:, None, :] if mask.ndim == 2 else mask
+  return exploration_logits(logits, hparams.explore_epsilon, mask)
+
+
 def init_train_state(rng: jax.Array, params: Any,
                      optimizer: optax.GradientTransformation,
                      batch: Batch) -> TrainState:
@@ -353,17 +406,22 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   local = hparams.num_samples // axis_size
   rng, step_rng = jax.random.split(state.rng)
   num_graphs = batch.failing_runtime_s.shape[0]
-  logits = _all_logits(state.params, batch, apply_fn)
+  logits = _policy_logits(state.params, batch, apply_fn, hparams)
 
-  def one_graph(logits, graph_rng, mask):
+  def one_graph(logits, graph_rng, mask, best):
     keys = jax.random.split(graph_rng, hparams.num_samples)
     keys = jax.lax.dynamic_slice_in_dim(keys, axis_index * local, local)
     placements = _sample_with_keys(logits, keys)
+    if hparams.mutate_best:
+      def keep(key):
+        return jax.random.uniform(jax.random.fold_in(key, 1),
+                                  best.shape) >= hparams.mutate_best
+      placements = jnp.where(jax.vmap(keep)(keys), best[None], placements)
     return placements, node_log_probs(logits, placements, mask)
 
   placements, log_probs = jax.vmap(one_graph)(
       logits, jax.random.split(step_rng, num_graphs),
-      batch.graphs.nodes["mask"])
+      batch.graphs.nodes["mask"], state.best_placement)
   zeros = jnp.zeros(placements.shape[:2], jnp.float32)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
                     zeros.astype(bool))
@@ -401,7 +459,7 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   node_mask = batch.graphs.nodes["mask"]
 
   def loss_fn(params):
-    logits = _all_logits(params, batch, apply_fn)
+    logits = _policy_logits(params, batch, apply_fn, hparams)
     if hparams.loss == "ppo":
       per_graph = functools.partial(ppo_loss, clip=hparams.ppo_clip,
                                     entropy_weight=hparams.entropy_weight)

@@ -108,7 +108,8 @@ def create_hparams(config: ml_collections.ConfigDict) -> rl.RLHyperparams:
       num_samples=r.num_samples, loss=r.loss, ppo_epochs=r.ppo_epochs,
       ppo_clip=r.ppo_clip, entropy_weight=r.entropy_weight,
       baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards,
-      explore_epsilon=float(r.get("explore_epsilon", 0.0)))
+      explore_epsilon=float(r.get("explore_epsilon", 0.0)),
+      mutate_best=float(r.get("mutate_best", 0.0)))
 
 
 def workload_names(config) -> list[str]:
@@ -191,6 +192,8 @@ def validate_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     raise ConfigError("Learning rates must be positive.")
   if not 0.0 <= float(config.rl.get("explore_epsilon", 0.0)) < 1.0:
     raise ConfigError("config.rl.explore_epsilon must be in [0, 1).")
+  if not 0.0 <= float(config.rl.get("mutate_best", 0.0)) <= 1.0:
+    raise ConfigError("config.rl.mutate_best must be in [0, 1].")
   if config.rl.oom_penalty_factor < 1:
     raise ConfigError("config.rl.oom_penalty_factor must be at least 1.")
   warm = config.warm_start.baseline
@@ -243,10 +246,21 @@ def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
     seed = int(match.group(2) or config.seed)
     return random_dag(int(match.group(1)), seed=seed, name=name), None, None
   abstract = config.rl.reward != "executor"
+  cache_dir = str(config.get("graph_cache", "") or "")
+  cache_path = (os.path.join(cache_dir, f"{name}_{config.workload_size}_"
+                             f"{config.workload_step}.npz")
+                if cache_dir and abstract else None)
+  if cache_path and os.path.exists(cache_path):
+    # Simulated rewards need only the graph (as experiments/baselines.py
+    # caches it), not the runnable function.
+    return Graph.load(cache_path).replace(name=name), None, None
   fn, args = workloads.get(name, config.workload_size, config.workload_step,
                            abstract=abstract, seed=config.seed)
-  graph = capture(fn, *args)
-  return graph.replace(name=name), fn, args
+  graph = capture(fn, *args).replace(name=name)
+  if cache_path:
+    os.makedirs(cache_dir, exist_ok=True)
+    graph.save(cache_path)
+  return graph, fn, args
 
 
 def _simulate_host(graph, placements, topology) -> tuple[np.ndarray,
@@ -609,6 +623,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
   Raises:
     ConfigError: a config value that cannot work (before any compile).
   """
+  run_start = time.time()
   workdir = os.path.abspath(workdir)
   validate_config(config, workdir)
   names = workload_names(config)
@@ -704,7 +719,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
           steps_per_second = length / max(elapsed, 1e-9)
         records = []
         for i in range(length):
-          record = {"step": step + i + 1, "phase": phase}
+          # wall_s: seconds since this call started (set-up and compiles
+          # included), steps of a chunk interpolated over its time.
+          record = {"step": step + i + 1, "phase": phase,
+                    "wall_s": round(t0 - run_start
+                                    + elapsed * (i + 1) / length, 3)}
           for key, value in metrics.items():
             value = value[i]
             record[key] = value.tolist() if value.ndim else float(value)

@@ -258,3 +258,28 @@ def test_supervised_warm_start_fits_target():
   chunk = jax.jit(functools.partial(rl.scan_chunk, step, num_steps=80))
   state, metrics = chunk(state, batch, target)
   assert metrics["accuracy"][-1] > 0.95, metrics["accuracy"]
+
+
+def test_explore_epsilon_is_the_uniform_mixture():
+  logits = jnp.asarray([[4.0, 0.0, -2.0], [0.0, 0.0, 0.0]])
+  assert rl.exploration_logits(logits, 0.0) is logits
+  mixed = rl.exploration_logits(logits, 0.1)
+  expected = 0.9 * jax.nn.softmax(logits) + 0.1 / 3
+  np.testing.assert_allclose(jnp.exp(mixed), expected, rtol=1e-6)
+
+
+def test_mutate_best_samples_around_the_best_placement():
+  batch = make_batch()
+  policy = LinearPolicy()
+  optimizer = optax.adam(1e-2)
+  state = init_state(policy, batch, optimizer)
+  best = jnp.ones_like(state.best_placement)
+  state = state.replace(best_placement=best)
+  for m, expect_all_best in ((1e-9, True), (1.0, False)):
+    hparams = rl.RLHyperparams(num_samples=8, loss="reinforce",
+                               mutate_best=m)
+    _, rollout = jax.jit(functools.partial(
+        rl.sample_rollout, apply_fn=policy.apply, hparams=hparams))(
+            state, batch)
+    same = np.asarray(rollout.placements == best[:, None])
+    assert same.all() == expect_all_best

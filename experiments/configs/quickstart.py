@@ -23,6 +23,10 @@ def get_config():
   config.workload_step = "train"   # train | infer
   config.topology = "1cpu+4gpu"    # a gplace.topology preset, or "local"
   config.baselines = "all"         # or a comma-separated list of names
+  # Directory of captured graphs <name>_<size>_<step>.npz (as written by
+  # experiments/baselines.py), read instead of capturing with simulated
+  # rewards and written after a capture; "" captures every time.
+  config.graph_cache = ""
   config.pmap = True               # split samples over local devices
   config.progress_bar = True
   config.print_table = True
@@ -38,7 +42,14 @@ def get_config():
       reward="simulator",          # simulator | executor
       num_samples=16, loss="ppo", ppo_epochs=2, ppo_clip=0.2,
       entropy_weight=1e-2, baseline_decay=0.9, normalize_rewards=True,
-      oom_penalty_factor=10.0))
+      oom_penalty_factor=10.0,
+      # > 0: sample (and train) the mixture (1 - eps) softmax + eps uniform
+      # per node, so a warm-started policy samples around its baseline.
+      explore_epsilon=0.0,
+      # > 0: samples are the best placement so far with this fraction of
+      # nodes re-drawn from the policy (heuristic hill climbing, see
+      # gplace.rl.RLHyperparams).
+      mutate_best=0.0))
   # Supervised fit to a baseline before RL ("best", "none" or a name).
   # label_smoothing > 0 leaves the policy entropy to explore with (untuned:
   # 0.05 let PPO drift towards uniform on paper-size rnnlm2).
