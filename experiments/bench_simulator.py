@@ -24,6 +24,7 @@ import numpy as np
 
 from gplace.graph import random_dag
 from gplace.sim_reference import simulate_reference
+from gplace import simulator
 from gplace.simulator import make_problem, simulate_problem
 from gplace.topology import preset
 
@@ -42,7 +43,9 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
   rng = np.random.default_rng(seed)
   placements = rng.integers(0, topology.n_devices, (n_placements, n_nodes))
   chunk = min(chunk or n_placements, n_placements)
-  run = jax.jit(simulate_problem)
+  # Compiled as gplace.simulate compiles it (same per-compile XLA options).
+  run = jax.jit(simulate_problem,
+                compiler_options=simulator.COMPILER_OPTIONS or None)
   batches = [jnp.asarray(placements[i:i + chunk], jnp.int32)
              for i in range(0, n_placements, chunk)]
 
