@@ -45,11 +45,12 @@ def get_config():
       oom_penalty_factor=10.0,
       # > 0: sample (and train) the mixture (1 - eps) softmax + eps uniform
       # per node, so a warm-started policy samples around its baseline.
-      explore_epsilon=0.0,
+      explore_epsilon=0.01,
       # > 0: samples are the best placement so far with this fraction of
       # nodes re-drawn from the policy (heuristic hill climbing, see
-      # gplace.rl.RLHyperparams).
-      mutate_best=0.0))
+      # gplace.rl.RLHyperparams); 0.01 re-draws ~7 of the 705 nodes here.
+      # Without it the warm-started policy only ties its baseline.
+      mutate_best=0.01))
   # Supervised fit to a baseline before RL ("best", "none" or a name).
   # label_smoothing > 0 leaves the policy entropy to explore with (untuned:
   # 0.05 let PPO drift towards uniform on paper-size rnnlm2).
