@@ -6,9 +6,10 @@ Where this sits: ``experiments/run.py`` parses flags and calls
 1. :func:`validate_config` rejects values that cannot work (unknown workload
    or topology, ``num_samples`` not divisible by the local devices, a workdir
    that cannot be written) before anything is traced or compiled.
-2. Host side (numpy): capture the workload(s), build padded GraphsTuples and
-   simulator problems of one budget (a batch of ``B`` graphs), run every
-   baseline under the simulator, pick the best as the warm-start target.
+2. Host side (numpy, :mod:`gplace.problems`): capture the workload(s), build
+   padded GraphsTuples and simulator problems of one budget (a batch of ``B``
+   graphs), run every baseline under the simulator, pick the best as the
+   warm-start target.
 3. Device side: the warm start (supervised cross-entropy to the best baseline)
    and RL, each a jitted ``lax.scan`` chunk of steps under ``jax.pmap`` (the
    update written once in ``gplace.rl`` with ``axis_name``); with real
@@ -19,18 +20,17 @@ Where this sits: ``experiments/run.py`` parses flags and calls
    ``config.train.checkpoint_every`` steps (resuming gives the same results as
    an uninterrupted run: the RNG is in the state and the chunk schedule
    depends only on the step), a learning-curve PNG and a final table of the
-   learned placement vs every baseline and the lower bound.
+   learned placement vs every baseline and the lower bound
+   (:mod:`gplace.reports`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import os
-import re
 import time
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -39,20 +39,21 @@ import numpy as np
 import optax
 
 from gplace import baselines
-from gplace import bounds
-from gplace import features as features_lib
 from gplace import policies
 from gplace import rl
-from gplace import simulator
 from gplace import workloads
-from gplace.capture import capture
 from gplace.checkpoint import Checkpointer
-from gplace.errors import ConfigError, PlacementError
-from gplace.graph import Graph, random_dag
+from gplace.errors import ConfigError
 from gplace import topology as topology_lib
+# GraphSetup and make_batch are re-exported: callers build batches via train.
+from gplace.problems import (RANDOM_DAG, GraphSetup, Scorer, make_batch,  # pylint: disable=unused-import
+                             setup_graphs, simulator_reward,
+                             warm_start_target, _make_topology,
+                             _placement_devices)
+from gplace.reports import (TrainResult, format_table, write_best_placement,
+                            _plot_curve, _trim_metrics, _write_json)
 
 AXIS = "devices"
-_RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
 LOSSES = ("ppo", "reinforce")
 REWARDS = ("simulator", "executor")
 MODULATIONS = ("film", "gate", "none")
@@ -134,7 +135,7 @@ def validate_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     raise ConfigError("config.workload is empty; name a workload, e.g. "
                       "'rnnlm2', or 'random_dag:1000'.")
   for name in names:
-    if not _RANDOM_DAG.match(name) and name not in workloads.names():
+    if not RANDOM_DAG.match(name) and name not in workloads.names():
       raise ConfigError(
           f"Unknown workload {name!r} in config.workload; choose from "
           f"{', '.join(workloads.names())}, or 'random_dag:N[:seed]'.")
@@ -150,7 +151,7 @@ def validate_config(config: ml_collections.ConfigDict, workdir: str) -> None:
     raise ConfigError(f"config.rl.reward must be one of {REWARDS}, got "
                       f"{config.rl.reward!r}.")
   if config.rl.reward == "executor":
-    if any(_RANDOM_DAG.match(n) for n in names):
+    if any(RANDOM_DAG.match(n) for n in names):
       raise ConfigError("Executor rewards need a runnable workload, not a "
                         "random_dag.")
   if (config.topology != "local"
@@ -210,191 +211,6 @@ def validate_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   except OSError as err:
     raise ConfigError(f"Cannot write to workdir {workdir!r}: {err}. Pass a "
                       "writable --workdir.") from err
-
-
-# -- host-side problem set-up ------------------------------------------------
-
-
-class GraphSetup(NamedTuple):
-  """Everything host-side about one graph of the batch.
-
-  Attributes:
-    name: workload name.
-    graph: the op graph.
-    fn, args: the runnable workload (None for random DAGs).
-    baselines: ``{name: [N] int32}`` placements.
-    baseline_runtime_s: ``{name: float}`` (simulated or measured; inf = OOM /
-      failed).
-    lower_bound_s: a lower bound on the runtime.
-    failing_runtime_s: the runtime charged to failed placements.
-  """
-
-  name: str
-  graph: Graph
-  fn: Any
-  args: Any
-  baselines: dict
-  baseline_runtime_s: dict
-  lower_bound_s: float
-  failing_runtime_s: float
-
-
-def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
-  """``(graph, fn, args)`` of a workload name or ``random_dag:N[:seed]``."""
-  match = _RANDOM_DAG.match(name)
-  if match:
-    seed = int(match.group(2) or config.seed)
-    return random_dag(int(match.group(1)), seed=seed, name=name), None, None
-  abstract = config.rl.reward != "executor"
-  cache_dir = str(config.get("graph_cache", "") or "")
-  cache_path = (os.path.join(cache_dir, f"{name}_{config.workload_size}_"
-                             f"{config.workload_step}.npz")
-                if cache_dir and abstract else None)
-  if cache_path and os.path.exists(cache_path):
-    # Simulated rewards need only the graph (as experiments/baselines.py
-    # caches it), not the runnable function.
-    return Graph.load(cache_path).replace(name=name), None, None
-  fn, args = workloads.get(name, config.workload_size, config.workload_step,
-                           abstract=abstract, seed=config.seed)
-  graph = capture(fn, *args).replace(name=name)
-  if cache_path:
-    os.makedirs(cache_dir, exist_ok=True)
-    graph.save(cache_path)
-  return graph, fn, args
-
-
-def _simulate_host(graph, placements, topology) -> tuple[np.ndarray,
-                                                         np.ndarray]:
-  result = simulator.simulate(graph, np.asarray(placements, np.int32),
-                              topology)
-  return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
-
-
-class Scorer:
-  """Scores placements of one graph on the host: simulated or measured."""
-
-  def __init__(self, setup_graph, fn, args, topology, config, devices=None):
-    self.graph, self.fn, self.args = setup_graph, fn, args
-    self.topology = topology
-    self.executor = config.rl.reward == "executor"
-    self.devices = devices
-    self.repeats = config.executor.repeats
-    self.warmup = config.executor.warmup
-
-  def __call__(self, placements: np.ndarray) -> np.ndarray:
-    """``[K, N]`` -> ``[K]`` seconds, inf where OOM / failed."""
-    placements = np.asarray(placements, np.int32)
-    if self.executor:
-      from gplace import timing  # pylint: disable=g-import-not-at-top
-      return timing.measure_placements(
-          self.fn, self.graph, placements, self.args, devices=self.devices,
-          repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
-    runtime, oom = _simulate_host(self.graph, placements, self.topology)
-    return np.where(oom, np.inf, runtime)
-
-
-def _placement_devices():
-  """Local devices a placement indexes: CPUs first, then accelerators, as the
-  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
-  exists)."""
-  from gplace import executor  # pylint: disable=g-import-not-at-top
-  return executor.default_devices()
-
-
-def _make_topology(config):
-  if config.topology == "local":
-    return topology_lib.local(_placement_devices())
-  return topology_lib.preset(config.topology)
-
-
-def setup_graphs(config, topology, names: Sequence[str], log=print):
-  """Captures the graphs, scores the baselines, picks failure penalties."""
-  out = []
-  for name in names:
-    t0 = time.time()
-    graph, fn, args = load_graph(name, config)
-    scorer = Scorer(graph, fn, args, topology, config,
-                    devices=_placement_devices() if config.topology == "local"
-                    else None)
-    only = None if config.baselines == "all" else [
-        b.strip() for b in config.baselines.split(",")]
-    placements = baselines.run_all(graph, topology, seed=config.seed,
-                                   only=only)
-    names_b = list(placements)
-    runtimes = scorer(np.stack([placements[b] for b in names_b]))
-    single = scorer(np.tile(np.arange(topology.n_devices)[:, None],
-                            (1, graph.n_nodes)))
-    finite = single[np.isfinite(single)]
-    reference = finite.min() if finite.size else np.nanmax(
-        np.where(np.isfinite(runtimes), runtimes, np.nan))
-    if not np.isfinite(reference):
-      runtime_any, _ = _simulate_host(graph, np.zeros((1, graph.n_nodes)),
-                                      topology)
-      reference = float(runtime_any[0])
-    out.append(GraphSetup(
-        name=name, graph=graph, fn=fn, args=args,
-        baselines=placements,
-        baseline_runtime_s=dict(zip(names_b, map(float, runtimes))),
-        # A simulated bound says nothing about measured runtimes.
-        lower_bound_s=(float("nan") if scorer.executor
-                       else bounds.lower_bound(graph, topology)),
-        failing_runtime_s=float(config.rl.oom_penalty_factor * reference)))
-    log(f"[gplace] {name}: {graph.n_nodes} nodes, {graph.n_edges} edges, "
-        f"baselines scored in {time.time() - t0:.1f}s")
-  return out
-
-
-def warm_start_target(setup: GraphSetup, which: str):
-  """``(name, placement [N], runtime_s)`` of the warm-start baseline."""
-  if which == "best":
-    name = min(setup.baseline_runtime_s, key=setup.baseline_runtime_s.get)
-  else:
-    name = which
-  return name, setup.baselines[name], setup.baseline_runtime_s[name]
-
-
-def make_batch(setups: Sequence[GraphSetup], topology, *,
-               with_problems: bool = True) -> rl.Batch:
-  """Pads every graph to one budget and stacks them into a :class:`rl.Batch`
-  (host-side numpy)."""
-  graphs = [s.graph for s in setups]
-  budgets = [features_lib.budget_for(g) for g in graphs]
-  budget = features_lib.Budget(max(b.n_nodes for b in budgets),
-                               max(b.n_edges for b in budgets),
-                               max(b.n_graphs for b in budgets))
-  tuples = [features_lib.to_graphs_tuple(g, budget) for g in graphs]
-  graphs_tuple = features_lib.stack_graphs_tuples(tuples)
-  problems = None
-  if with_problems:
-    problems = _stacked_problems(graphs, topology, budget.n_nodes)
-  return rl.Batch(
-      graphs=graphs_tuple, problems=problems,
-      failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
-                                   np.float32),
-      device_mask=np.ones((len(setups), topology.n_devices), bool))
-
-
-def _stacked_problems(graphs, topology, n_nodes: int):
-  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``."""
-  n_steps = n_nodes
-  for _ in range(4):
-    try:
-      problems = [simulator.make_problem(g, topology, n_nodes=n_nodes,
-                                         n_steps=n_steps) for g in graphs]
-      break
-    except PlacementError:
-      # High-degree nodes take several simulator steps: a larger budget.
-      n_steps *= 2
-  else:
-    raise ConfigError("The graphs need more simulator steps than 8x their "
-                      "node budget (nodes of very high degree).")
-  return jax.tree.map(lambda *xs: np.stack(xs), *problems)
-
-
-def simulator_reward(problem, placements):
-  """``rl.SimulateFn`` over ``gplace.simulator.simulate_problem``."""
-  result = simulator.simulate_problem(problem, placements)
-  return result.runtime_s, result.oom
 
 
 # -- jitted chunks ------------------------------------------------------------
@@ -490,112 +306,6 @@ def chunk_schedule(step: int, *, warm_steps: int, total_steps: int,
   if step < warm_steps:
     bounds.append(warm_steps)
   return max(1, min([chunk_steps] + [b - step for b in bounds]))
-
-
-# -- outputs ------------------------------------------------------------------
-
-
-class TrainResult(NamedTuple):
-  """What :func:`train_and_evaluate` returns.
-
-  Attributes:
-    state: final (unreplicated) ``rl.TrainState``.
-    best_placements: ``[N_b]`` int32 per graph, the best placement found.
-    best_runtime_s: per graph.
-    table: per graph, ``{row name: runtime_s}`` for the learned placement,
-      every baseline and the lower bound.
-    steps_per_second: RL training throughput of the last chunk.
-  """
-
-  state: Any
-  best_placements: list
-  best_runtime_s: list
-  table: list
-  steps_per_second: float
-
-
-def _write_json(path, obj):
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(obj, f)
-  os.replace(tmp, path)
-
-
-def write_best_placement(path, setups, state, topology, step):
-  best = np.asarray(state.best_placement)
-  runtime = np.asarray(state.best_runtime_s)
-  out = {"step": int(step), "topology": topology.name,
-         "device_names": topology.device_names, "graphs": []}
-  for b, s in enumerate(setups):
-    n = s.graph.n_nodes
-    devices = best[b, :n]
-    out["graphs"].append({
-        "workload": s.name, "runtime_s": float(runtime[b]),
-        "placement": [{"node": i, "name": str(s.graph.names[i]),
-                       "device": topology.device_names[int(d)]}
-                      for i, d in enumerate(devices)]})
-  _write_json(path, out)
-
-
-def _trim_metrics(path, last_step):
-  """Drops lines written after the checkpoint a run resumes from."""
-  if not os.path.exists(path):
-    return
-  with open(path) as f:
-    lines = [l for l in f if l.strip() and json.loads(l)["step"] <= last_step]
-  with open(path, "w") as f:
-    f.writelines(lines)
-
-
-def _plot_curve(path, records, setups):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  rl_records = [r for r in records if r.get("phase") == "rl"]
-  if not rl_records:
-    return
-  fig, ax = plt.subplots(figsize=(7, 4))
-  steps = [r["step"] for r in rl_records]
-  ax.plot(steps, [r["mean_runtime_s"] for r in rl_records],
-          label="mean sampled runtime (failed = penalty)", alpha=0.7)
-  ax.plot(steps, [np.mean(r["best_runtime_s"]) for r in rl_records],
-          label="best runtime so far")
-  best_base = np.mean([min(s.baseline_runtime_s.values()) for s in setups])
-  bound = np.mean([s.lower_bound_s for s in setups])
-  if np.isfinite(best_base):
-    ax.axhline(best_base, color="k", ls="--", label="best baseline")
-  if np.isfinite(bound):
-    ax.axhline(bound, color="g", ls=":", label="lower bound")
-  ax.set_xlabel("train step")
-  ax.set_ylabel("runtime (s), mean over graphs")
-  ax.set_yscale("log")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-
-
-def format_table(setup: GraphSetup, learned_runtime_s: float,
-                 learned_name: str = "gplace GO (learned)") -> str:
-  """Runtime of the learned placement vs every baseline and the lower bound,
-  with the % gap to the bound."""
-  bound = setup.lower_bound_s
-  rows = [(learned_name, learned_runtime_s)]
-  rows += sorted(setup.baseline_runtime_s.items(), key=lambda kv: kv[1])
-  if np.isfinite(bound):
-    rows.append(("lower bound", bound))
-  lines = [f"{setup.name} ({setup.graph.n_nodes} nodes)",
-           f"  {'placement':<24}{'runtime (ms)':>14}{'gap to bound':>14}"]
-  for name, runtime in rows:
-    if np.isfinite(runtime):
-      if bound > 0:  # False for NaN (measured runtimes: no bound)
-        gap = f"{(runtime / bound - 1.0) * 100:>13.1f}%"
-      else:
-        gap = f"{'n/a':>14}"
-      lines.append(f"  {name:<24}{runtime * 1e3:>14.4f}{gap}")
-    else:
-      lines.append(f"  {name:<24}{'OOM/failed':>14}{'':>14}")
-  return "\n".join(lines)
 
 
 # -- the loop -----------------------------------------------------------------
