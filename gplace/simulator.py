@@ -72,7 +72,8 @@ more than ``width`` inputs or consumers take several scan steps, so no array
 grows with the largest degree. Rows of the arrival table are reused once
 their last reader has run (``n_slots`` rows instead of one per node). On CPU
 each scan is compiled as a single kernel (see ``_one_kernel``;
-``ONE_KERNEL_LOOPS = False`` turns that off), which avoids XLA's per-op
+``ONE_KERNEL_LOOPS = False`` turns that off; only :func:`simulate` and code
+traced inside ``one_kernel_loops()`` use it), which avoids XLA's per-op
 launch overhead inside the loops.
 
 Precision: float32 throughout. Times carry a relative rounding error that
@@ -83,9 +84,11 @@ in ``random_dag``), otherwise within ~1e-7 relative per step.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-import os
 import heapq
+import os
 from typing import NamedTuple, Optional
 
 import jax
@@ -597,6 +600,26 @@ except (ImportError, TypeError, ValueError):      # older jax
 #: (a safety valve: that compilation path is XLA-internal).
 ONE_KERNEL_LOOPS = os.environ.get("GPLACE_SIM_ONE_KERNEL", "1") != "0"
 
+# The one-kernel path is used only where it is traced inside
+# ``one_kernel_loops()``: by :func:`simulate` (its own jit, whose program
+# shapes are the tested ones) and the benchmark. The compilation path is
+# XLA-internal and CHECK-failed on other loop shapes during development, so
+# inside other programs (a user's jit, a training step under ``jax.pmap``)
+# the plain scan runs; results are the same.
+_ONE_KERNEL_SCOPE = contextvars.ContextVar("gplace_one_kernel", default=False)
+
+
+@contextlib.contextmanager
+def one_kernel_loops(enabled: bool = True):
+  """Within this context, traces of :func:`simulate_problem` compile their
+  loops as single CPU kernels (see :func:`_one_kernel`); outside it they use
+  the plain ``lax.scan`` (same results)."""
+  token = _ONE_KERNEL_SCOPE.set(enabled)
+  try:
+    yield
+  finally:
+    _ONE_KERNEL_SCOPE.reset(token)
+
 
 def _one_kernel(fn, *args):
   """``fn(*args)``; on CPU, compiled as one kernel. ``fn`` must not close
@@ -614,7 +637,7 @@ def _one_kernel(fn, *args):
   each as one kernel: a batched loop would write per-member dynamic rows
   (scatters), which that compilation path does not support.
   """
-  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS):
+  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
     return fn(*args)
 
   def one_kernel(*args):
@@ -878,8 +901,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   single = np.ndim(placements) == 1
   array = check_placements(placements, graph, topology)
   problem = make_problem(graph, topology, costs=costs, order=order)
-  result = _simulate_jit(problem, jnp.asarray(array),
-                         return_schedule=return_schedule)
+  with one_kernel_loops():
+    result = _simulate_jit(problem, jnp.asarray(array),
+                           return_schedule=return_schedule)
   if single:
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result

@@ -285,8 +285,21 @@ def test_one_kernel_loops_match_the_plain_scan(monkeypatch):
   problem = make_problem(graph, topology)
   placements = jnp.asarray(np.random.default_rng(0).integers(
       0, topology.n_devices, (8, problem.commit_step.shape[0])), jnp.int32)
-  fused = jax.jit(simulator.simulate_problem)(problem, placements)
+  # A fresh function per variant: jit caches traces per function.
+  fresh = lambda: jax.jit(lambda p, x: simulator.simulate_problem(p, x))
+  with simulator.one_kernel_loops():
+    fused_fn = fresh()
+    fused = fused_fn(problem, placements)
+    fused_text = fused_fn.lower(problem, placements).as_text()
+  plain_fn = fresh()
+  plain = plain_fn(problem, placements)
+  if simulator._HAS_OP_METADATA and simulator.ONE_KERNEL_LOOPS:  # pylint: disable=protected-access
+    assert "xla_cpu_small_call" in fused_text
+  assert "xla_cpu_small_call" not in plain_fn.lower(
+      problem, placements).as_text()
   monkeypatch.setattr(simulator, "ONE_KERNEL_LOOPS", False)
-  plain = jax.jit(simulator.simulate_problem)(problem, placements)
+  with simulator.one_kernel_loops():
+    switched_off = fresh()(problem, placements)
+  np.testing.assert_array_equal(switched_off.runtime_s, plain.runtime_s)
   np.testing.assert_array_equal(fused.runtime_s, plain.runtime_s)
   np.testing.assert_array_equal(fused.peak_bytes, plain.peak_bytes)
