@@ -7,10 +7,12 @@ For each training step of the suite (inception_v3, resnet50, bert, gnmt4,
 rnnlm2, transformer_xl4, wavenet2; ``--workloads`` picks others) it captures
 the graph (cached in ``experiments/cache/<name>_<size>_<step>.npz``, since
 paper-size captures take a while), runs every baseline of
-``gplace.baselines``, simulates all placements in one batch and prints a
-markdown table: simulated seconds per step, gap to ``gplace.lower_bound`` in
-%, and OOM; the list schedulers again in their own planned op order; and how
-long each baseline took to plan. Workloads not (yet) in ``gplace.workloads``
+``gplace.baselines`` and simulates every placement under every schedule
+(the simulator's default dynamic schedule, node-id order, and a list
+scheduler's own plan). It prints markdown tables: each method in its best
+schedule, then one table per schedule (simulated seconds per step, gap to
+``gplace.lower_bound`` in %, OOM), the list schedulers' default-vs-own ratio,
+and how long each baseline took to plan. Workloads not (yet) in ``gplace.workloads``
 are listed as skipped.
 """
 
@@ -24,8 +26,8 @@ import numpy as np
 import gplace
 from gplace import baselines
 from gplace.errors import GplaceError
-from gplace.graph import Graph
-from gplace.topology import preset
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import preset
 
 SUITE = ("inception_v3", "resnet50", "bert", "gnmt4", "rnnlm2",
          "transformer_xl4", "wavenet2")
@@ -46,35 +48,65 @@ def load_graph(name: str, size: str, step: str, cache_dir: str,
   return graph
 
 
+SCHEDULES = ("default", "id", "own")
+
+
 def evaluate(graph, topology, names, seed=0):
-  """Plans, times and simulates each baseline on one graph.
+  """Plans, times and simulates each baseline on one graph, in every schedule.
+
+  Schedules: ``default`` (the simulator's default: dynamic list scheduling
+  on critical-path priorities), ``id`` (each device runs its ops in node-id
+  order, the 0.1 default) and, for list schedulers, ``own`` (the op order
+  the scheduler planned, ``order=plan.order``).
 
   Returns:
-    dict with ``runtime_s [K]``, ``oom [K]``, ``peak_bytes [K, D]`` (in the
-    simulator's default id order), ``plan_s [K]`` (seconds each baseline
-    took), ``bound_s``, and for list schedulers ``own`` = {name: (simulated
-    runtime in the planned order, planned makespan, oom)}.
+    dict with ``runtime_s`` and ``oom``: ``{schedule: [K]}`` (NaN where a
+    schedule does not apply), ``makespan_s [K]`` (a scheduler's own
+    estimate, NaN otherwise), ``plan_s [K]`` (seconds each baseline took to
+    plan) and ``bound_s``.
   """
   plans, plan_s = [], []
   for name in names:
     start = time.perf_counter()
     plans.append(baselines.plan(name, graph, topology, seed=seed))
     plan_s.append(time.perf_counter() - start)
-  result = gplace.simulate(graph, np.stack([p.placement for p in plans]),
-                           topology)
-  own = {}
-  for name, p in zip(names, plans):
-    if name in baselines.schedulers() and name != "ordered_eft":
-      res = gplace.simulate(graph, p.placement, topology, order=p.order)
-      own[name] = (float(res.runtime_s), p.makespan_s, bool(res.oom))
-  return dict(runtime_s=np.asarray(result.runtime_s, np.float64),
-              oom=np.asarray(result.oom, bool),
-              peak_bytes=np.asarray(result.peak_bytes, np.float64),
-              plan_s=np.asarray(plan_s), own=own,
+  placements = np.stack([p.placement for p in plans])
+  by_id = np.arange(graph.n_nodes, dtype=np.int32)
+  runtime, oom = {}, {}
+  for schedule in SCHEDULES:
+    if schedule == "own":
+      rows = [gplace.simulate(graph, p.placement, topology, order=p.order)
+              if name in baselines.schedulers() else None
+              for name, p in zip(names, plans)]
+      runtime[schedule] = np.array(
+          [np.nan if r is None else float(np.ravel(r.runtime_s)[0]) for r in rows])
+      oom[schedule] = np.array(
+          [False if r is None else bool(np.ravel(r.oom)[0]) for r in rows])
+      continue
+    order = by_id if schedule == "id" else None
+    result = gplace.simulate(graph, placements, topology, order=order)
+    runtime[schedule] = np.asarray(result.runtime_s, np.float64)
+    oom[schedule] = np.asarray(result.oom, bool)
+  return dict(runtime_s=runtime, oom=oom,
+              makespan_s=np.array([p.makespan_s for p in plans]),
+              plan_s=np.asarray(plan_s),
               bound_s=float(gplace.lower_bound(graph, topology)))
 
 
+def best_of(res, k):
+  """(runtime, schedule) of baseline ``k``'s best schedule without OOM."""
+  best = (np.inf, "-")
+  for schedule in SCHEDULES:
+    runtime = res["runtime_s"][schedule][k]
+    if np.isfinite(runtime) and not res["oom"][schedule][k] and (
+        runtime < best[0]):
+      best = (float(runtime), schedule)
+  return best
+
+
 def _cell(runtime, bound, oom=False, bold=False):
+  if not np.isfinite(runtime):
+    return "–"
   gap = 100.0 * (runtime / bound - 1.0) if bound > 0 else float("nan")
   cell = f"{runtime:.4g} ({gap:+.0f}%)"
   if oom:
@@ -82,43 +114,62 @@ def _cell(runtime, bound, oom=False, bold=False):
   return f"**{cell}**" if bold else cell
 
 
-def format_tables(rows, names, topology_name, size) -> str:
-  """Markdown: runtime / gap / OOM tables and a planning-time table."""
-  head = "| workload | nodes | bound s | " + " | ".join(names) + " |"
-  rule = "|---|---:|---:|" + "---:|" * len(names)
-  lines = [f"### {topology_name}, size={size}, train step",
-           "",
-           "Simulated seconds per step, each device running its ops in node-id "
-           "order (the simulator's default, as for learned placements); in "
-           "brackets the gap to the lower bound; OOM: over some device's "
-           "memory in the simulator's liveness model; bold: best without OOM.",
-           "", head, rule]
+def _table(rows, names, cell_fn):
+  lines = ["| workload | nodes | bound s | " + " | ".join(names) + " |",
+           "|---|---:|---:|" + "---:|" * len(names)]
   for workload, graph, res in rows:
     if res is None:
       lines.append(f"| {workload} | – | – | " +
                    " | ".join("–" for _ in names) + " |")
       continue
-    ok = np.where(res["oom"], np.inf, res["runtime_s"])
-    best = np.min(ok)
-    cells = [_cell(res["runtime_s"][k], res["bound_s"], res["oom"][k],
-                   res["runtime_s"][k] == best) for k in range(len(names))]
     lines.append(f"| {workload} | {graph.n_nodes} | {res['bound_s']:.4g} | "
-                 + " | ".join(cells) + " |")
-  own_names = [n for n in names
-               if n in baselines.schedulers() and n != "ordered_eft"]
-  if own_names:
-    lines += ["", "List schedulers simulated in their own planned op order "
-              "(`order=plan.order`), as the runtime they assume would run "
-              "them; after the slash, the scheduler's own makespan estimate:",
-              "", "| workload | " + " | ".join(own_names) + " |",
-              "|---|" + "---:|" * len(own_names)]
+                 + " | ".join(cell_fn(res, k) for k in range(len(names)))
+                 + " |")
+  return lines
+
+
+def format_tables(rows, names, topology_name, size) -> str:
+  """Markdown: best-schedule table, one table per schedule, planning times."""
+  def best_cell(res, k):
+    runtime, schedule = best_of(res, k)
+    overall = min(best_of(res, j)[0] for j in range(len(names)))
+    return (_cell(runtime, res["bound_s"], bold=runtime == overall)
+            + f" {schedule}")
+
+  lines = [f"### {topology_name}, size={size}, train step", "",
+           "Each method in its best schedule (simulated seconds per step; in "
+           "brackets the gap to the lower bound; after it the schedule that "
+           "gave it: `default` = the simulator's dynamic list scheduling, "
+           "`id` = node-id order per device, `own` = the list scheduler's "
+           "own planned order); bold: best overall. OOM placements are "
+           "excluded.", ""]
+  lines += _table(rows, names, best_cell)
+  titles = {
+      "default": "Default schedule (dynamic list scheduling, critical-path "
+                 "priority):",
+      "id": "Node-id order on every device (gplace 0.1's default):",
+      "own": "List schedulers in their own planned op order "
+             "(`order=plan.order`):"}
+  for schedule in SCHEDULES:
+    def cell(res, k, schedule=schedule):
+      ok = np.where(res["oom"][schedule], np.inf, res["runtime_s"][schedule])
+      return _cell(res["runtime_s"][schedule][k], res["bound_s"],
+                   res["oom"][schedule][k], ok[k] == np.nanmin(ok))
+    lines += ["", titles[schedule], ""] + _table(rows, names, cell)
+  schedulers = [n for n in names if n in baselines.schedulers()]
+  if schedulers:
+    lines += ["", "List schedulers: default schedule vs own plan "
+              "(default / own - 1; the bar is <= +2%):", "",
+              "| workload | " + " | ".join(schedulers) + " |",
+              "|---|" + "---:|" * len(schedulers)]
     for workload, graph, res in rows:
       if res is None:
         continue
       cells = []
-      for name in own_names:
-        runtime, planned, oom = res["own"][name]
-        cells.append(_cell(runtime, res["bound_s"], oom) + f" / {planned:.4g}")
+      for name in schedulers:
+        k = names.index(name)
+        ratio = res["runtime_s"]["default"][k] / res["runtime_s"]["own"][k]
+        cells.append(f"{100 * (ratio - 1):+.1f}%")
       lines.append(f"| {workload} | " + " | ".join(cells) + " |")
   lines += ["", "Seconds to plan (host, this machine):", "",
             "| workload | nodes | " + " | ".join(names) + " |",
@@ -133,16 +184,21 @@ def format_tables(rows, names, topology_name, size) -> str:
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--topology", default="1cpu+4gpu")
-  parser.add_argument("--size", default="paper")
-  parser.add_argument("--step", default="train")
-  parser.add_argument("--workloads", default=",".join(SUITE))
-  parser.add_argument("--baselines", default=",".join(baselines.names()))
-  parser.add_argument("--cache", default=CACHE)
+  parser.add_argument("--topology", default="1cpu+4gpu",
+                      help="a gplace.topology preset name")
+  parser.add_argument("--size", default="paper", help="tiny | small | paper")
+  parser.add_argument("--step", default="train", help="train | infer")
+  parser.add_argument("--workloads", default=",".join(SUITE),
+                      help="comma-separated workload names")
+  parser.add_argument("--baselines", default=",".join(baselines.names()),
+                      help="comma-separated baseline names")
+  parser.add_argument("--cache", default=CACHE,
+                      help="directory of captured graphs (.npz)")
   parser.add_argument("--refresh", action="store_true",
                       help="capture again even if a cached graph exists "
                       "(after changes to capture or the workloads)")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seed of the randomised baselines")
   parser.add_argument("--out", default=None,
                       help="also write the tables to this markdown file")
   args = parser.parse_args(argv)

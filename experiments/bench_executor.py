@@ -23,7 +23,9 @@ import argparse  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-
 import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace import executor, profiler, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace import workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import executor
+from gplace.execution import profiler
 
 
 def main():

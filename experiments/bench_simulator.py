@@ -22,11 +22,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.graph import random_dag
-from gplace.sim_reference import simulate_reference
-from gplace import simulator
-from gplace.simulator import make_problem, simulate_problem
-from gplace.topology import preset
+from gplace.graphs.graph import random_dag
+from gplace.sim.reference import simulate_reference
+from gplace.sim import simulator
+from gplace.sim.simulator import make_problem, simulate_problem
+from gplace.sim.topology import preset
 
 
 def _timed(fn):

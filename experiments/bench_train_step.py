@@ -16,8 +16,10 @@ from absl import app
 from absl import flags
 import jax
 
-from gplace import graph as graph_lib
-from gplace import rl, topology, train
+from gplace.graphs import graph as graph_lib
+from gplace.rl import core as rl
+from gplace.sim import topology
+from gplace.rl import train
 
 _SIZES = flags.DEFINE_string("sizes", "1000,10000,80000", "Node counts.")
 _STEPS = flags.DEFINE_integer("steps", 3, "Steps per timed chunk.")

@@ -45,7 +45,10 @@ import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-impo
 from scipy import stats  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace import baselines, executor, profiler, simulator, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace import baselines, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import executor
+from gplace.execution import profiler
+from gplace.sim import simulator
 
 STATISTICS = ("min", "median")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")

@@ -9,7 +9,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-from gplace import train
+from gplace.rl import train
 from gplace.errors import GplaceError
 
 _CONFIG = config_flags.DEFINE_config_file(

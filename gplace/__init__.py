@@ -9,15 +9,49 @@ placement is; :func:`place` and :func:`measure` run it for real; and
 """
 
 from gplace.errors import GplaceError
-from gplace.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
-from gplace.capture import capture
-from gplace.topology import Topology
-from gplace import features
-from gplace.coarsening import coarsen, expand, Coarsening
-from gplace.executor import place, PlacedFunction
-from gplace.timing import measure, Measurement
-from gplace.profiler import profile, Profile
-from gplace.simulator import simulate, SimResult
-from gplace.bounds import lower_bound
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.graphs.capture import capture
+from gplace.sim.topology import Topology
+from gplace.graphs import features
+from gplace.graphs.coarsening import coarsen, expand, Coarsening
+from gplace.execution.executor import place, PlacedFunction
+from gplace.execution.timing import measure, Measurement
+from gplace.execution.profiler import profile, Profile
+from gplace.sim.simulator import simulate, SimResult
+from gplace.sim.bounds import lower_bound
+from gplace.sim import topology
+from gplace import graphs, sim, execution
 
 __version__ = "0.1.0"
+
+# Subpackages that load heavier dependencies (flax models, scipy, optax,
+# orbax) are imported on first attribute access, so `import gplace` stays
+# cheap and `gplace.baselines.heft` still works without a second import.
+_LAZY_SUBPACKAGES = ("baselines", "workloads", "policies", "rl", "plotting")
+
+
+# Old names of moved user-facing modules (0.1), resolved on first use.
+_MOVED = {"layers": "gplace.policies.layers"}
+
+
+def __getattr__(name):
+  if name in _LAZY_SUBPACKAGES or name in _MOVED:
+    import importlib  # pylint: disable=g-import-not-at-top
+    return importlib.import_module(_MOVED.get(name, f"gplace.{name}"))
+  raise AttributeError(f"module 'gplace' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_LAZY_SUBPACKAGES))
+
+
+# Modules that moved into subpackages in 0.2 keep their old import paths.
+def _alias_moved_modules():
+  import sys  # pylint: disable=g-import-not-at-top
+  from gplace.graphs import graph as _graph  # pylint: disable=g-import-not-at-top
+  sys.modules.setdefault("gplace.graph", _graph)
+  sys.modules.setdefault("gplace.features", features)
+  sys.modules.setdefault("gplace.topology", topology)
+
+
+_alias_moved_modules()

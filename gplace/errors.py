@@ -49,3 +49,29 @@ class BudgetError(GplaceError):
 
 class CoarseningError(GplaceError):
   """A coarsening rule or its arguments cannot be applied."""
+
+
+class BuildError(ExecutionError):
+  """A placed program could not be compiled for its devices."""
+
+
+class RewardError(GplaceError):
+  """A reward function returned values of the wrong shape or kind."""
+
+
+class BaselineError(GplaceError):
+  """An unknown baseline was requested, or a baseline cannot run here."""
+
+
+class ScheduleError(PlacementError):
+  """A schedule (priorities or an execution order) is malformed."""
+
+
+class SearchError(GplaceError):
+  """A search or solver was given a budget or setting that cannot work."""
+
+
+def first_line(err: BaseException) -> str:
+  """``"TypeName: first line of the message"``: a one-line cause to quote."""
+  text = str(err).strip().splitlines()
+  return f"{type(err).__name__}: {text[0] if text else ''}"

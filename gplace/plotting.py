@@ -12,8 +12,8 @@ from typing import Mapping
 
 import numpy as np
 
-from gplace.graph import Graph, NODE_OP
-from gplace.topology import Topology
+from gplace.graphs.graph import Graph, NODE_OP
+from gplace.sim.topology import Topology
 
 
 def _axes(ax, figsize):
@@ -26,7 +26,7 @@ def _axes(ax, figsize):
 
 def schedule(graph: Graph, placement, topology: Topology, costs=None):
   """Simulated ``(start_s [N], finish_s [N], runtime_s)`` of one placement."""
-  from gplace.simulator import simulate  # pylint: disable=g-import-not-at-top
+  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
   result = simulate(graph, np.asarray(placement), topology, costs=costs,
                     return_schedule=True)
   return (np.asarray(result.start_s), np.asarray(result.finish_s),

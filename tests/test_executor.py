@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 import gplace
-from gplace import _testing, executor, timing, workloads
-from gplace.capture import trace_program
+from gplace import _testing, workloads
+from gplace.execution import executor
+from gplace.execution import timing
+from gplace.graphs.capture import trace_program
 from gplace.errors import ExecutionError, GplaceError, PlacementError
-from gplace.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
 
 
 def _block_placement(n_nodes, n_devices, n_blocks, seed, permute=False):

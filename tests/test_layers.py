@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gplace import layers, policies
+from gplace.policies import layers
+from gplace.policies import go as policies
 from graphs_tuple_helper import chain, make_graphs_tuple
 
 DIAMOND = (4, [(0, 1), (0, 2), (1, 3), (2, 3)])

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import gplace
-from gplace import profiler, simulator
-from gplace.graph import NODE_OP
+from gplace.execution import profiler
+from gplace.sim import simulator
+from gplace.graphs.graph import NODE_OP
 
 
 def _mlp(params, x):

@@ -11,7 +11,7 @@ import optax
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from gplace import rl
+from gplace.rl import core as rl
 from graphs_tuple_helper import chain, make_graphs_tuple
 
 

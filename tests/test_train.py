@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from gplace import train
+from gplace.rl import train
 from gplace.errors import ConfigError
 
 _QUICKSTART = os.path.join(os.path.dirname(__file__), "..", "experiments",

@@ -1,7 +1,7 @@
 """Non-learned placement baselines: what a learned placer has to beat.
 
-Every baseline maps a :class:`~gplace.graph.Graph` and a
-:class:`~gplace.topology.Topology` to a placement, ``[N]`` int32 device index
+Every baseline maps a :class:`~gplace.Graph` and a
+:class:`~gplace.Topology` to a placement, ``[N]`` int32 device index
 per node, with the signature ``fn(graph, topology, *, costs=None, seed=0)``.
 ``costs`` is an optional measured ``[N, D]`` seconds table that replaces the
 roofline ``topology.op_costs(graph)``.
@@ -26,7 +26,7 @@ Baselines (``names()``):
   insertion, which is the simulator's default execution order (see below).
 
 Shared conventions, chosen to match the simulator's cost model
-(``gplace.simulator``):
+(``gplace.sim.simulator``):
 
 * Op time is ``costs[i, d]``; devices that share a ``compute_group`` run one
   op at a time between them. A producer's output is sent once to each other
@@ -38,7 +38,7 @@ Shared conventions, chosen to match the simulator's cost model
   scheduler sees them as available at time 0 on whichever device that consumer
   picks, and later consumers pay the transfer from there.
 * Memory: live bytes in the simulator's model, counted in the order a
-  baseline commits nodes (see ``_Scheduler``): outputs live until their last
+  baseline commits nodes (see ``ListScheduler``): outputs live until their last
   consumer is placed, inputs and output nodes for the whole step.
   ``single_device``, ``m_topo``, ``m_etf``, ``m_sct``, ``heft`` and
   ``ordered_eft`` keep it within ``topology.memory_bytes`` when some device
@@ -67,16 +67,16 @@ import numpy as np
 
 from gplace.baselines.common import (Baseline, LAYER_PATTERN, gpu_devices,
                                      resident_bytes, single_device_peak_bytes,
-                                     _prepare)
-from gplace.baselines.scheduling import (Plan, heft, m_etf, m_topo,
-                                         ordered_eft, _plan_heft, _plan_m_etf,
-                                         _plan_ordered_eft)
-from gplace.baselines.sct import m_sct, _plan_m_sct
+                                     prepare)
+from gplace.baselines.list_scheduling import (Plan, heft, m_etf, m_topo,
+                                         ordered_eft, plan_heft, plan_m_etf,
+                                         plan_ordered_eft)
+from gplace.baselines.sct import m_sct, plan_m_sct
 from gplace.baselines.simple import (expert, layer_index, metis, random,
                                      round_robin, single_device)
-from gplace.errors import ConfigError
-from gplace.graph import Graph
-from gplace.topology import Topology
+from gplace.errors import BaselineError
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import Topology
 
 _BASELINES: dict[str, Baseline] = {
     "single_device": single_device,
@@ -92,8 +92,8 @@ _BASELINES: dict[str, Baseline] = {
 }
 
 
-_PLANNERS = {"m_etf": _plan_m_etf, "m_sct": _plan_m_sct, "heft": _plan_heft,
-             "ordered_eft": _plan_ordered_eft}
+_PLANNERS = {"m_etf": plan_m_etf, "m_sct": plan_m_sct, "heft": plan_heft,
+             "ordered_eft": plan_ordered_eft}
 
 
 def names() -> list[str]:
@@ -105,10 +105,10 @@ def get(name: str) -> Baseline:
   """The baseline called ``name``.
 
   Raises:
-    ConfigError: unknown name; the message lists the known ones.
+    BaselineError: unknown name; the message lists the known ones.
   """
   if name not in _BASELINES:
-    raise ConfigError(f"Unknown baseline {name!r}; choose one of {names()}.")
+    raise BaselineError(f"Unknown baseline {name!r}; choose one of {names()}.")
   return _BASELINES[name]
 
 
@@ -128,10 +128,10 @@ def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
   as made. Other baselines get the id order and a NaN makespan.
 
   Raises:
-    ConfigError: unknown name.
+    BaselineError: unknown name.
   """
   if name in _PLANNERS:
-    return _PLANNERS[name](_prepare(graph, topology, costs))
+    return _PLANNERS[name](prepare(graph, topology, costs))
   placement = get(name)(graph, topology, costs=costs, seed=seed)
   n = graph.n_nodes
   return Plan(placement, np.arange(n, dtype=np.int32), np.zeros(n),

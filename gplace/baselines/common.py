@@ -11,10 +11,25 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gplace.errors import GraphError, TopologyError
-from gplace.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.topology import Topology, validate_costs
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.sim.topology import Topology, validate_costs
 
 Baseline = Callable[..., np.ndarray]
+
+
+def placer_from_planner(planner: Callable, name: str, doc: str) -> Baseline:
+  """A baseline ``fn(graph, topology, *, costs=None, seed=0) -> [N]`` from a
+  list scheduler's ``planner(PlanningProblem) -> Plan`` (deterministic: the
+  seed is ignored)."""
+
+  def placer(graph: Graph, topology: Topology, *, costs=None,
+             seed: int = 0) -> np.ndarray:
+    del seed
+    return planner(prepare(graph, topology, costs)).placement
+
+  placer.__name__ = placer.__qualname__ = name
+  placer.__doc__ = doc
+  return placer
 
 
 # A layer index in a node name: a name component (or part of one, e.g. after
@@ -31,17 +46,12 @@ LAYER_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])[A-Za-z]*?(?:layer|block|lstm|cell|stack)s?[_\-]?"
     r"(\d+)(?![A-Za-z0-9])", re.IGNORECASE)
 
-# Workloads an expert keeps on one GPU, matched as substrings of the
-# lower-cased workload name. Every other workload is split by layer when its
-# node names carry layer indices (gnmt, rnnlm, transformer_xl, bert, ...).
-_ONE_GPU_WORKLOADS = ("inception", "resnet", "wavenet", "amoeba", "vgg",
-                      "alexnet", "cnn", "conv")
 
 
 # -- small shared pieces -------------------------------------------------------
 
 
-class _Problem(NamedTuple):
+class PlanningProblem(NamedTuple):
   """The validated inputs every baseline starts from."""
   graph: Graph
   topology: Topology
@@ -49,7 +59,7 @@ class _Problem(NamedTuple):
   allowed: np.ndarray      # [G] int32, devices a GPU-only baseline may use
 
 
-def _prepare(graph, topology, costs) -> _Problem:
+def prepare(graph, topology, costs) -> PlanningProblem:
   if not isinstance(graph, Graph):
     raise GraphError(f"A baseline needs a gplace.Graph, got "
                      f"{type(graph).__name__}; capture one with "
@@ -64,7 +74,7 @@ def _prepare(graph, topology, costs) -> _Problem:
   if costs is None:
     costs = topology.op_costs(graph)
   costs = validate_costs(costs, graph, topology)
-  return _Problem(graph, topology, costs, gpu_devices(topology))
+  return PlanningProblem(graph, topology, costs, gpu_devices(topology))
 
 
 def gpu_devices(topology: Topology) -> np.ndarray:
@@ -82,7 +92,7 @@ def resident_bytes(graph: Graph, placement, n_devices: int) -> np.ndarray:
                      minlength=n_devices)[:n_devices]
 
 
-def _inputs_with_first_consumer(graph: Graph, placement: np.ndarray,
+def inputs_with_first_consumer(graph: Graph, placement: np.ndarray,
                                 default: int) -> np.ndarray:
   """Moves each input node to the device of its lowest-id consumer.
 
@@ -105,7 +115,7 @@ def _inputs_with_first_consumer(graph: Graph, placement: np.ndarray,
   return placement
 
 
-def _mean_transfer_s(topology: Topology, devices: np.ndarray,
+def mean_transfer_s(topology: Topology, devices: np.ndarray,
                      nbytes: np.ndarray) -> np.ndarray:
   """Mean transfer seconds of ``nbytes`` over ordered pairs of ``devices``."""
   devices = np.asarray(devices)
@@ -118,7 +128,7 @@ def _mean_transfer_s(topology: Topology, devices: np.ndarray,
   return latency + np.asarray(nbytes, np.float64) * inv_bandwidth
 
 
-def _upward_rank(graph: Graph, node_cost: np.ndarray,
+def upward_rank(graph: Graph, node_cost: np.ndarray,
                  edge_cost: np.ndarray) -> np.ndarray:
   """HEFT's upward rank: longest cost path from each node to an exit.
 

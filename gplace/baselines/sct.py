@@ -9,15 +9,15 @@ import time
 
 import numpy as np
 
-from gplace.graph import Graph, NODE_INPUT
-from gplace.topology import Topology
-from gplace.baselines.common import _Problem, _mean_transfer_s, _prepare
-from gplace.baselines.scheduling import Plan, _etf_schedule, _schedule_ranks
+from gplace.graphs.graph import NODE_INPUT
+from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
+                                     placer_from_planner)
+from gplace.baselines.list_scheduling import Plan, etf_schedule, schedule_ranks
 
 # The LP of m-SCT is solved whole up to this many scheduled nodes; larger
 # graphs are cut into windows of consecutive node ids of this size, one LP
 # each, until SCT_LP_TIME_BUDGET_S is spent; later windows use the greedy
-# favourite-child rule (see _favourite_parents).
+# favourite-child rule (see favourite_parents).
 SCT_LP_MAX_NODES = 2000
 SCT_LP_TIME_BUDGET_S = 4.0
 
@@ -90,7 +90,7 @@ def _sct_lp(n_nodes: int, op_time: np.ndarray, src: np.ndarray,
 
 
 
-def _favourite_parents(problem: _Problem, devices) -> np.ndarray:
+def favourite_parents(problem: PlanningProblem, devices) -> np.ndarray:
   """``[N]`` favourite producer of each node (-1: none), from the SCT LP.
 
   Only non-input nodes and the edges between them take part (inputs follow
@@ -112,7 +112,7 @@ def _favourite_parents(problem: _Problem, devices) -> np.ndarray:
   if src.size == 0 or len(devices) < 2:
     return favourite
   op_time = problem.costs[:, devices].mean(axis=1)
-  comm = _mean_transfer_s(problem.topology, devices,
+  comm = mean_transfer_s(problem.topology, devices,
                           graph.edge_bytes[keep_edge])
   scheduled = np.flatnonzero(graph.kind != NODE_INPUT)
   window_of = np.full(n, -1, np.int64)
@@ -151,19 +151,18 @@ def _favourite_parents(problem: _Problem, devices) -> np.ndarray:
   return favourite
 
 
-def _plan_m_sct(problem: _Problem) -> Plan:
+def plan_m_sct(problem: PlanningProblem) -> Plan:
   devices = problem.allowed
-  favourite = _favourite_parents(problem, devices)
-  rank = _schedule_ranks(problem, devices)
-  return _etf_schedule(problem, devices, rank, favourite)
+  favourite = favourite_parents(problem, devices)
+  rank = schedule_ranks(problem, devices)
+  return etf_schedule(problem, devices, rank, favourite)
 
 
-def m_sct(graph: Graph, topology: Topology, *, costs=None,
-          seed: int = 0) -> np.ndarray:
-  """Baechi's m-SCT: favourite-child LP, then m-ETF following the hints.
+m_sct = placer_from_planner(
+    plan_m_sct, "m_sct", """Baechi's m-SCT: favourite-child LP, then m-ETF following the hints.
 
-  See :func:`_favourite_parents` for the LP (and its size cap) and
-  :func:`_etf_schedule` for how the hints are used. Uses the GPUs only (all
+  See :func:`favourite_parents` for the LP (and its size cap) and
+  :func:`etf_schedule` for how the hints are used. Uses the GPUs only (all
   devices if there is none): SCT assumes identical processors, and on a CPU
   plus GPUs mix the hints drag whole favourite-child chains onto the CPU
   whenever one of their ops landed there (2x slower steps on Inception-V3 and
@@ -172,9 +171,7 @@ def m_sct(graph: Graph, topology: Topology, *, costs=None,
 
   Returns:
     ``[N]`` int32 placement.
-  """
-  del seed
-  return _plan_m_sct(_prepare(graph, topology, costs)).placement
+  """)
 
 
 # -- registry ------------------------------------------------------------------

@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.graph import Graph, NODE_INPUT
-from gplace.topology import Topology
-from gplace.baselines.common import (LAYER_PATTERN, _ONE_GPU_WORKLOADS,
-                                     _Problem, _inputs_with_first_consumer,
-                                     _prepare, single_device_peak_bytes)
+from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.sim.topology import Topology
+from gplace.baselines.common import (LAYER_PATTERN,
+                                     PlanningProblem, inputs_with_first_consumer,
+                                     prepare, single_device_peak_bytes)
 
 
-def _best_single(problem: _Problem, candidates) -> int:
+# Workloads an expert keeps on one GPU, matched as substrings of the
+# lower-cased workload name. Every other workload is split by layer when its
+# node names carry layer indices (gnmt, rnnlm, transformer_xl, bert, ...).
+ONE_GPU_WORKLOADS = ("inception", "resnet", "wavenet", "amoeba", "vgg",
+                      "alexnet", "cnn", "conv")
+
+
+def _best_single(problem: PlanningProblem, candidates) -> int:
   """Fastest device among ``candidates`` whose memory holds the graph."""
   candidates = np.asarray(candidates)
   peak = single_device_peak_bytes(problem.graph)
@@ -39,7 +46,7 @@ def single_device(graph: Graph, topology: Topology, *, costs=None,
     ``[N]`` int32 placement.
   """
   del seed
-  problem = _prepare(graph, topology, costs)
+  problem = prepare(graph, topology, costs)
   device = _best_single(problem, np.arange(topology.n_devices))
   return np.full(graph.n_nodes, device, np.int32)
 
@@ -48,14 +55,14 @@ def round_robin(graph: Graph, topology: Topology, *, costs=None,
                 seed: int = 0) -> np.ndarray:
   """Node ``i`` on device ``i mod D``; ``[N]`` int32."""
   del seed
-  _prepare(graph, topology, costs)
+  prepare(graph, topology, costs)
   return (np.arange(graph.n_nodes) % topology.n_devices).astype(np.int32)
 
 
 def random(graph: Graph, topology: Topology, *, costs=None,
            seed: int = 0) -> np.ndarray:
   """A uniformly random device per node; ``[N]`` int32."""
-  _prepare(graph, topology, costs)
+  prepare(graph, topology, costs)
   # Salted so that seed 0 does not replay the stream of random_dag(seed=0).
   rng = np.random.default_rng([seed, 0x9E3779B9])
   return rng.integers(0, topology.n_devices, graph.n_nodes).astype(np.int32)
@@ -68,6 +75,21 @@ def layer_index(name: str) -> int:
   """The outermost layer index in a node name (see LAYER_PATTERN), or -1."""
   match = LAYER_PATTERN.search(name)
   return int(match.group(1)) if match else -1
+
+
+def _adopt_heaviest_neighbour(labels: list, kind: list, nodes, ptr: list,
+                              neighbour: list, edge_bytes: list) -> None:
+  """In ``nodes`` order, an unlabelled non-input node takes the label of the
+  labelled CSR neighbour (``ptr``/``neighbour``) with the most bytes."""
+  for i in nodes:
+    if labels[i] >= 0 or kind[i] == NODE_INPUT:
+      continue
+    best, best_bytes = -1, -1
+    for k in range(ptr[i], ptr[i + 1]):
+      label = labels[neighbour[k]]
+      if label >= 0 and edge_bytes[k] > best_bytes:
+        best, best_bytes = label, edge_bytes[k]
+    labels[i] = best
 
 
 def _propagate_labels(graph: Graph, labels: np.ndarray) -> np.ndarray:
@@ -83,31 +105,12 @@ def _propagate_labels(graph: Graph, labels: np.ndarray) -> np.ndarray:
   labels = labels.astype(np.int64).tolist()
   kind = graph.kind.tolist()
   ptr, eids = graph.pred_csr
-  ptr = ptr.tolist()
-  psrc = graph.edge_src[eids].tolist()
-  pbytes = graph.edge_bytes[eids].tolist()
-  n = graph.n_nodes
-  for i in range(n):
-    if labels[i] >= 0 or kind[i] == NODE_INPUT:
-      continue
-    best, best_bytes = -1, -1
-    for k in range(ptr[i], ptr[i + 1]):
-      label = labels[psrc[k]]
-      if label >= 0 and pbytes[k] > best_bytes:
-        best, best_bytes = label, pbytes[k]
-    labels[i] = best
-  sptr = graph.succ_csr[0].tolist()
-  sdst = graph.edge_dst.tolist()
-  sbytes = graph.edge_bytes.tolist()
-  for i in range(n - 1, -1, -1):
-    if labels[i] >= 0 or kind[i] == NODE_INPUT:
-      continue
-    best, best_bytes = -1, -1
-    for k in range(sptr[i], sptr[i + 1]):
-      label = labels[sdst[k]]
-      if label >= 0 and sbytes[k] > best_bytes:
-        best, best_bytes = label, sbytes[k]
-    labels[i] = best
+  _adopt_heaviest_neighbour(labels, kind, range(graph.n_nodes), ptr.tolist(),
+                            graph.edge_src[eids].tolist(),
+                            graph.edge_bytes[eids].tolist())
+  _adopt_heaviest_neighbour(labels, kind, range(graph.n_nodes - 1, -1, -1),
+                            graph.succ_csr[0].tolist(), graph.edge_dst.tolist(),
+                            graph.edge_bytes.tolist())
   labels = np.asarray(labels, np.int64)
   known = labels[labels >= 0]
   if known.size:
@@ -143,12 +146,12 @@ def expert(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     ``[N]`` int32 placement.
   """
   del seed
-  problem = _prepare(graph, topology, costs)
+  problem = prepare(graph, topology, costs)
   gpus = problem.allowed
   single = _best_single(problem, gpus)
   family = (workload if workload is not None else graph.name).lower()
   placement = np.full(graph.n_nodes, single, np.int32)
-  if any(key in family for key in _ONE_GPU_WORKLOADS):
+  if any(key in family for key in ONE_GPU_WORKLOADS):
     return placement
   labels = np.fromiter((layer_index(str(name)) for name in graph.names),
                        np.int64, graph.n_nodes)
@@ -160,7 +163,7 @@ def expert(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   layer_rank = np.searchsorted(distinct, np.maximum(labels, distinct[0]))
   block = layer_rank * min(gpus.size, distinct.size) // distinct.size
   placement = gpus[block].astype(np.int32)
-  return _inputs_with_first_consumer(graph, placement, single)
+  return inputs_with_first_consumer(graph, placement, single)
 
 
 # -- METIS ---------------------------------------------------------------------
@@ -191,7 +194,7 @@ def metis(graph: Graph, topology: Topology, *, costs=None,
     ``[N]`` int32 placement.
   """
   import pymetis  # pylint: disable=g-import-not-at-top
-  problem = _prepare(graph, topology, costs)
+  problem = prepare(graph, topology, costs)
   gpus = problem.allowed
   n = graph.n_nodes
   if gpus.size == 1:

@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from gplace.workloads.cnn import _image_spec
+from gplace.errors import WorkloadError
+from gplace.workloads.cnn import image_spec
 
 # (op, input state) pairs, two per node; states 0 and 1 are the cell inputs,
 # state i + 2 is node i.
@@ -131,7 +132,8 @@ class CellOp(nn.Module):
       x = ReluConvBN(self.features, (1, 7), (1, s), name="conv_1x7")(x, train)
       return ReluConvBN(self.features, (7, 1), (s, 1), name="conv_7x1")(
           x, train)
-    raise ValueError(f"unknown cell op {self.op!r}")
+    raise WorkloadError(f"Unknown AmoebaNet cell op {self.op!r}; the cell "
+                        f"genotype names an op this module does not build.")
 
 
 class Cell(nn.Module):
@@ -196,4 +198,4 @@ def amoebanet_spec(size: str):
   cfg = AMOEBANET_SIZES[size]
   model = AmoebaNet(cfg["stacks"], cfg["cells_per_stack"], cfg["features"],
                     cfg["classes"], name="AmoebaNet")
-  return _image_spec(model, cfg, optax.rmsprop(0.045, decay=0.9, eps=1.0))
+  return image_spec(model, cfg, optax.rmsprop(0.045, decay=0.9, eps=1.0))

@@ -81,16 +81,21 @@ class FeedForward(nn.Module):
     return nn.Dense(x.shape[-1], name="output")(h)
 
 
-class BertLayer(nn.Module):
+class PostNormLayer(nn.Module):
+  """Attention then feed-forward, each residual and post-LayerNorm (BERT,
+  Transformer-XL). ``attention(heads)(x, context)``: context is BERT's mask or
+  Transformer-XL's memory."""
   heads: int
   ffn: int
+  attention: type
+  activation: str = "gelu"
 
   @nn.compact
-  def __call__(self, x, mask):
+  def __call__(self, x, context):
     x = nn.LayerNorm(name="attention_norm")(
-        x + SelfAttention(self.heads, name="attention")(x, mask))
+        x + self.attention(self.heads, name="attention")(x, context))
     return nn.LayerNorm(name="output_norm")(
-        x + FeedForward(self.ffn, name="feed_forward")(x))
+        x + FeedForward(self.ffn, self.activation, name="feed_forward")(x))
 
 
 class BertEncoder(nn.Module):
@@ -111,7 +116,8 @@ class BertEncoder(nn.Module):
          + nn.Embed(2, self.hidden, name="segment_embedding")(segments))
     x = nn.LayerNorm(name="embedding_norm")(x)
     for i in range(self.n_layers):
-      x = BertLayer(self.heads, self.ffn, name=f"layer_{i}")(x, mask)
+      x = PostNormLayer(self.heads, self.ffn, SelfAttention,
+                        name=f"layer_{i}")(x, mask)
     return x
 
 
@@ -179,17 +185,6 @@ class RelativeAttention(nn.Module):
         context.reshape(batch, steps, dim))
 
 
-class TransformerXLLayer(nn.Module):
-  heads: int
-  ffn: int
-
-  @nn.compact
-  def __call__(self, x, memory):
-    x = nn.LayerNorm(name="attention_norm")(
-        x + RelativeAttention(self.heads, name="attention")(x, memory))
-    return nn.LayerNorm(name="output_norm")(
-        x + FeedForward(self.ffn, "relu", name="feed_forward")(x))
-
 
 class TransformerXL(nn.Module):
   """``tokens [B, T]``, ``memory [L, B, M, D]`` -> ``(logits [B, T, vocab],
@@ -209,8 +204,8 @@ class TransformerXL(nn.Module):
       layer_memory = jax.lax.stop_gradient(memory[i])
       new_memory.append(jax.lax.stop_gradient(
           jnp.concatenate([layer_memory, x], axis=1)[:, -mem_len:]))
-      x = TransformerXLLayer(self.heads, self.ffn, name=f"layer_{i}")(
-          x, layer_memory)
+      x = PostNormLayer(self.heads, self.ffn, RelativeAttention, "relu",
+                        name=f"layer_{i}")(x, layer_memory)
     logits = nn.Dense(self.vocab, name="softmax")(x)
     return logits, jnp.stack(new_memory)
 

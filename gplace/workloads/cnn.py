@@ -224,7 +224,7 @@ class InceptionE(nn.Module):
     return jnp.concatenate([b1, b3, bd, pool], -1)
 
 
-def _image_spec(model, cfg, optimizer) -> WorkloadSpec:
+def image_spec(model, cfg, optimizer) -> WorkloadSpec:
   b, s, classes = cfg["batch"], cfg["image"], cfg["classes"]
   return WorkloadSpec(
       model=model,
@@ -239,11 +239,11 @@ def resnet50_spec(size: str) -> WorkloadSpec:
   cfg = RESNET_SIZES[size]
   model = ResNet50(cfg["blocks"], cfg["width"], cfg["classes"],
                    name="ResNet50")
-  return _image_spec(model, cfg, optax.sgd(0.1, momentum=0.9))
+  return image_spec(model, cfg, optax.sgd(0.1, momentum=0.9))
 
 
 def inception_v3_spec(size: str) -> WorkloadSpec:
   cfg = INCEPTION_SIZES[size]
   model = InceptionV3(cfg["blocks"], cfg["multiplier"], cfg["classes"],
                       name="InceptionV3")
-  return _image_spec(model, cfg, optax.rmsprop(0.045, decay=0.9, eps=1.0))
+  return image_spec(model, cfg, optax.rmsprop(0.045, decay=0.9, eps=1.0))

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Iterable
 
-from gplace.graph import Graph, NODE_INPUT
+from gplace.graphs.graph import Graph, NODE_INPUT
 
 
 TABLE_HEADER = ("| workload | size | step | nodes | edges | FLOPs | input MiB "
@@ -44,7 +44,7 @@ def capture_workload(name: str, size: str = "tiny",
     ``(graph, seconds)``: the graph, named ``<name>_<size>_<step>``, and the
     wall-clock seconds that building and capturing took.
   """
-  from gplace.capture import capture  # pylint: disable=g-import-not-at-top
+  from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
   from gplace.workloads import get  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
   fn, args = get(name, size, step, abstract=True)

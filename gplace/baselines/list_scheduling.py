@@ -1,0 +1,336 @@
+"""List schedulers: Baechi's m-TOPO and m-ETF, HEFT, and an earliest-finish-
+time placer in node-id order. Each ``plan_*`` returns a :class:`Plan`: a
+placement and the op order it planned (see ``gplace.baselines.plan``).
+
+Host-side heaps and numpy; nothing here is traced."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+
+import numpy as np
+
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import Topology
+from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
+                                     placer_from_planner, prepare,
+                                     upward_rank)
+from gplace.baselines.scheduler import ListScheduler, Plan
+
+# Insertion-based HEFT looks at most this many idle gaps of a device before
+# appending at its end, which keeps it O(N * D * HEFT_MAX_GAPS).
+HEFT_MAX_GAPS = 64
+
+
+def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
+                  favourite_parent: np.ndarray | None = None) -> Plan:
+  """Memory-constrained earliest-task-first list scheduling (Baechi m-ETF).
+
+  Repeatedly takes the ready node that can start earliest on some device
+  (ties: higher ``priority``), and puts it on the device with room for it
+  where it finishes earliest (on identical devices that is the
+  earliest-start device of classic ETF; with a CPU in the mix it stops slow
+  devices from grabbing work just because they are idle). With
+  ``favourite_parent`` (m-SCT) a node goes to its favourite parent's device
+  whenever that device has room and is idle by the time the node's data is
+  there. A node that fits nowhere goes where there is most room (the
+  schedule will OOM).
+
+  Each device keeps two heaps of the ready nodes: those whose data is not
+  there before the device is free, keyed by data-ready time, and those that
+  could start the moment it is free, keyed by priority. A device's best
+  candidate is then the top of one heap, and a step costs O(D log R) instead
+  of the O(R D) scan of textbook ETF over R ready nodes. Ready times only
+  grow (inputs get pinned elsewhere, links fill up), so stale entries are
+  re-checked lazily when they reach a top. Memory is left to the device
+  choice: the node picked is the earliest to start ignoring memory.
+
+  Args:
+    devices: device indices the schedule may use.
+    priority: ``[N]`` tie-break, larger first (upward rank).
+    favourite_parent: ``[N]`` int, a producer id or -1.
+  """
+  state = ListScheduler(problem, devices)
+  n = state.n
+  devices = state.devices
+  cost, group = state.cost, state.group
+  group_free = [0.0] * (max(group) + 1)
+  graph = problem.graph
+  is_input = np.asarray(state.is_input)
+  from_input = is_input[graph.edge_src]
+  waiting = np.bincount(graph.edge_dst[~from_input], minlength=n).tolist()
+  # Ready times of a node that reads an input can still grow while it waits
+  # (another consumer may pin the input elsewhere first): always re-check.
+  reads_input = (np.bincount(graph.edge_dst[from_input], minlength=n)
+                 > 0).tolist()
+  prio = (-np.asarray(priority, np.float64)).tolist()
+  favourite = (favourite_parent.tolist() if favourite_parent is not None
+               else None)
+  ready_at = [None] * n
+  done = [False] * n
+  future = {d: [] for d in devices}     # (data-ready time, prio, node)
+  available = {d: [] for d in devices}  # (prio, node), data there when free
+  heappush, heappop = heapq.heappush, heapq.heappop
+
+  def release(i):
+    ready_at[i] = state.data_ready(i)[0]
+    for d in devices:
+      heappush(future[d], (ready_at[i][d], prio[i], i))
+
+  def fix_future_top(d):
+    """Pops done entries and re-keys a stale top of future[d]."""
+    fut = future[d]
+    while fut:
+      r, p, i = fut[0]
+      if done[i]:
+        heappop(fut)
+        continue
+      if reads_input[i]:
+        ready_at[i] = state.data_ready(i)[0]
+        if ready_at[i][d] > r:
+          heapq.heapreplace(fut, (ready_at[i][d], p, i))
+          continue
+      return
+
+  def front(d):
+    """``(earliest start, prio, node)`` of device d's best candidate."""
+    free = group_free[group[d]]
+    fut, avail = future[d], available[d]
+    while True:
+      fix_future_top(d)
+      if fut and fut[0][0] <= free:
+        _, p, i = heappop(fut)
+        heappush(avail, (p, i))
+        continue
+      break
+    while avail:
+      p, i = avail[0]
+      if done[i]:
+        heappop(avail)
+        continue
+      if reads_input[i]:
+        ready_at[i] = state.data_ready(i)[0]
+        if ready_at[i][d] > free:
+          heappop(avail)
+          heappush(fut, (ready_at[i][d], p, i))
+          continue
+      return free, p, i
+    fix_future_top(d)
+    return fut[0] if fut else None
+
+  for i in range(n):
+    if not state.is_input[i] and waiting[i] == 0:
+      release(i)
+  while True:
+    best = None
+    for d in devices:
+      candidate = front(d)
+      if candidate is not None and (best is None or candidate < best):
+        best = candidate
+    if best is None:
+      break
+    i = best[2]
+    ready, need, resident = state.data_ready(i)
+    row = cost[i]
+    choice = -1
+    if favourite is not None and favourite[i] >= 0:
+      d = state.device[favourite[i]]
+      if d in devices and group_free[group[d]] <= ready[d] and state.fits(
+          d, need, resident):
+        choice = d
+    if choice < 0:
+      choice_finish = float("inf")
+      for d in devices:
+        if not state.fits(d, need, resident):
+          continue
+        s = ready[d]
+        g = group_free[group[d]]
+        if g > s:
+          s = g
+        if s + row[d] < choice_finish:
+          choice, choice_finish = d, s + row[d]
+    if choice < 0:
+      choice = state.most_room()
+    start = max(ready[choice], group_free[group[choice]])
+    finish = start + row[choice]
+    group_free[group[choice]] = finish
+    state.commit(i, choice, start, finish)
+    done[i] = True
+    for k in range(state.succ_ptr[i], state.succ_ptr[i + 1]):
+      j = state.succ_dst[k]
+      waiting[j] -= 1
+      if waiting[j] == 0:
+        release(j)
+  return state.result()
+
+
+def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
+                   max_gaps: int | None = None) -> Plan:
+  """Insertion-based HEFT over ``devices`` in decreasing ``rank`` order.
+
+  Each node goes to the device (with room, when any has) where it finishes
+  earliest, using the first idle gap of that device's compute group that
+  is long enough after the node's data is ready. At most ``max_gaps``
+  (default HEFT_MAX_GAPS) gaps are tried per device before appending after
+  its last op; ``max_gaps=0`` appends always (no insertion). Memory is
+  tracked in rank order, the order nodes are committed.
+  """
+  max_gaps = HEFT_MAX_GAPS if max_gaps is None else max_gaps
+  state = ListScheduler(problem, devices)
+  n = state.n
+  devices = state.devices
+  cost, group = state.cost, state.group
+  n_groups = max(group) + 1
+  starts = [[] for _ in range(n_groups)]  # busy intervals, sorted
+  ends = [[] for _ in range(n_groups)]
+  # Decreasing rank is a topological order; ties broken by id keep it one.
+  order = np.lexsort((np.arange(n), -np.asarray(rank)))
+  is_input = state.is_input
+
+  def slot(g, ready, duration):
+    """(index, start) of the first gap of group g fitting the op."""
+    s_list, e_list = starts[g], ends[g]
+    m = len(s_list)
+    if m == 0:
+      return 0, ready
+    k = bisect.bisect_right(s_list, ready)
+    # The gap before interval idx runs from ends[idx-1] (or 0) to starts[idx].
+    for idx in range(k, min(m, k + max_gaps)):
+      gap_start = e_list[idx - 1] if idx > 0 else 0.0
+      s = ready if ready > gap_start else gap_start
+      if s + duration <= s_list[idx]:
+        return idx, s
+    tail = e_list[m - 1]
+    return m, ready if ready > tail else tail
+
+  for i in order.tolist():
+    if is_input[i]:
+      continue
+    ready, need, resident = state.data_ready(i)
+    row = cost[i]
+    best = None
+    candidates = [d for d in devices if state.fits(d, need, resident)]
+    if not candidates:
+      candidates = [state.most_room()]
+    for d in candidates:
+      idx, s = slot(group[d], ready[d], row[d])
+      f = s + row[d]
+      if best is None or f < best[0]:
+        best = (f, s, d, idx)
+    f, s, d, idx = best
+    if f > s:
+      g = group[d]
+      starts[g].insert(idx, s)
+      ends[g].insert(idx, f)
+    state.commit(i, d, s, f)
+  return state.result()
+
+
+def schedule_ranks(problem: PlanningProblem, devices) -> np.ndarray:
+  """Upward rank with op time and transfer time averaged over ``devices``."""
+  node_cost = problem.costs[:, devices].mean(axis=1)
+  edge_cost = mean_transfer_s(problem.topology, devices,
+                               problem.graph.edge_bytes)
+  return upward_rank(problem.graph, node_cost, edge_cost)
+
+
+def plan_ordered_eft(problem: PlanningProblem) -> Plan:
+  devices = np.arange(problem.topology.n_devices)
+  by_id = -np.arange(problem.graph.n_nodes, dtype=np.float64)
+  return heft_schedule(problem, devices, by_id, max_gaps=0)
+
+
+ordered_eft = placer_from_planner(
+    plan_ordered_eft, "ordered_eft", """Earliest finish time with nodes in id order, no insertion.
+
+  Not from a paper: the list scheduler whose model matches the simulator's
+  default execution (each device runs its ops in node-id order), so what it
+  plans is what ``gplace.simulate`` measures, up to the transfer queues.
+  Memory-aware like m-ETF; uses every device.
+
+  Returns:
+    ``[N]`` int32 placement.
+  """)
+
+
+def plan_m_etf(problem: PlanningProblem) -> Plan:
+  devices = np.arange(problem.topology.n_devices)
+  rank = schedule_ranks(problem, devices)
+  return etf_schedule(problem, devices, rank)
+
+
+def plan_heft(problem: PlanningProblem) -> Plan:
+  devices = np.arange(problem.topology.n_devices)
+  rank = schedule_ranks(problem, devices)
+  return heft_schedule(problem, devices, rank)
+
+
+m_etf = placer_from_planner(
+    plan_m_etf, "m_etf", """Baechi's m-ETF: memory-constrained earliest-task-first scheduling.
+
+  See :func:`etf_schedule`; ties between equally early nodes go to the one
+  with the larger upward rank. Uses every device of the topology.
+  :func:`plan` also returns the planned op order.
+
+  Returns:
+    ``[N]`` int32 placement.
+  """)
+
+
+heft = placer_from_planner(
+    plan_heft, "heft", """HEFT (Topcuoglu et al. 2002), made memory-aware.
+
+  Nodes in decreasing upward rank (mean op time over devices, mean transfer
+  time over device pairs), each on the device where it finishes earliest with
+  insertion into idle gaps; devices without room are skipped. Uses every
+  device of the topology. :func:`plan` also returns the planned op order.
+
+  Returns:
+    ``[N]`` int32 placement.
+  """)
+
+
+# -- Baechi m-SCT --------------------------------------------------------------
+
+
+def m_topo(graph: Graph, topology: Topology, *, costs=None,
+           seed: int = 0) -> np.ndarray:
+  """Baechi's m-TOPO: fill GPUs in topological order, balanced and in memory.
+
+  Walks non-input nodes in id order (a topological order) and puts them on
+  the current GPU until it holds ``1/G`` of the total compute (mean op time
+  over the GPUs) or the node does not fit in its memory, then moves to the
+  next GPU. Inputs are placed with their first consumer. Memory is live
+  bytes in id order, as in the list schedulers (see ListScheduler). When the
+  last GPU is full, a node goes to the GPU with the most room left.
+
+  Returns:
+    ``[N]`` int32 placement.
+  """
+  del seed
+  problem = prepare(graph, topology, costs)
+  gpus = problem.allowed.tolist()
+  state = ListScheduler(problem, gpus)
+  work = problem.costs[:, gpus].mean(axis=1)
+  budget = work.sum() / len(gpus)
+  work = work.tolist()
+  current, load = 0, 0.0
+  for i in range(graph.n_nodes):
+    if state.is_input[i]:
+      continue
+    _, need, resident = state.data_ready(i)
+    device = gpus[current]
+    while (load >= budget or not state.fits(device, need, resident)) and (
+        current + 1 < len(gpus)):
+      current, load = current + 1, 0.0
+      device = gpus[current]
+    if not state.fits(device, need, resident):
+      fitting = [d for d in gpus if state.fits(d, need, resident)]
+      device = fitting[0] if fitting else state.most_room()
+    state.commit(i, device, 0.0, 0.0)
+    load += work[i]
+  return state.result().placement
+
+
+# -- list scheduling: m-ETF, m-SCT, HEFT ---------------------------------------

@@ -1,0 +1,227 @@
+"""The state every list scheduler shares, and the plan they return.
+
+:class:`ListScheduler` books compute groups, link queues and live memory as
+nodes are committed one at a time; m-TOPO, m-ETF, m-SCT, HEFT and ordered EFT
+(``list_scheduling.py``, ``sct.py``) drive it. Host-side pure Python; nothing
+here is traced.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from gplace.graphs.graph import NODE_INPUT, NODE_OUTPUT
+from gplace.baselines.common import PlanningProblem
+
+
+class Plan(NamedTuple):
+  """A list scheduler's full plan: where each node runs, and in what order.
+
+  Attributes:
+    placement: ``[N]`` int32 device per node.
+    order: ``[N]`` int32 node ids by planned start time (inputs first, ties
+      by id): a topological order, usable as the simulator's ``order=``.
+    start_s: ``[N]`` float64 planned start (0 for inputs).
+    finish_s: ``[N]`` float64 planned finish.
+    makespan_s: the scheduler's own estimate of the step time (NaN for
+      baselines that do not schedule).
+    peak_bytes: ``[D]`` float64 the scheduler's estimate of peak live bytes
+      per device (see ListScheduler; NaN for baselines that do not track it).
+  """
+  placement: np.ndarray
+  order: np.ndarray
+  start_s: np.ndarray
+  finish_s: np.ndarray
+  makespan_s: float
+  peak_bytes: np.ndarray
+
+
+
+class ListScheduler:
+  """State shared by the list schedulers (host-side, pure Python loops).
+
+  Holds per-node predecessor lists, live bytes per device, link queues and
+  the partial placement. Python lists rather than numpy because every step
+  touches a handful of scalars and numpy's per-call overhead would dominate
+  on 80k nodes.
+
+  Transfers follow the simulator's model: a producer's output is sent once
+  per remote device (``send_bytes``: its largest out-edge), and each ordered
+  link carries one transfer at a time. A transfer is booked when its first
+  consumer on the remote device is placed, starting when both the producer
+  and the link are done; until then ``data_ready`` estimates it from the
+  link's current queue (an estimate that can only grow).
+
+  Memory follows the simulator's liveness model, in the order nodes are
+  committed. Inputs, and copies of inputs on other devices, are resident for
+  the whole step (``resident_on``). Activations (op outputs and the copies a
+  device receives) are live from when they are placed until the last
+  consumer anywhere is placed; output nodes to the end (``act_live``). A
+  device's peak is then ``max over time of act_live + resident_on``, so a
+  node fits on ``d`` if ``max(act_peak[d], act_live[d] + its activation
+  bytes) + resident_on[d] + the inputs it would pin there <= memory_bytes[d]``:
+  inputs pinned late still count against the activation peak of earlier
+  times, as in the simulator. One gap: a copy of an activation is counted
+  from its consumer's placement, while the simulator allocates it when the
+  producer runs, so far-apart edges (forward to backward) can make the
+  simulator's peak higher than planned. (Counting every output as resident
+  forever, the simplest rule, overestimates the paper workloads' training
+  steps 5-11x: GNMT-4 sums to 128 GB of outputs for an 11.9 GB peak on one
+  GPU.)
+  """
+
+  def __init__(self, problem: PlanningProblem, devices):
+    graph, topology = problem.graph, problem.topology
+    self.n = graph.n_nodes
+    self.devices = list(devices)
+    self.cost = problem.costs.tolist()
+    self.out_bytes = graph.out_bytes.astype(np.float64).tolist()
+    self.capacity = topology.memory_bytes.tolist()
+    n_devices = topology.n_devices
+    self.n_devices = n_devices
+    self.act_live = [0.0] * n_devices
+    self.act_peak = [0.0] * n_devices
+    self.resident_on = [0.0] * n_devices
+    _, group = np.unique(topology.compute_group, return_inverse=True)
+    self.group = group.reshape(-1).tolist()
+    self.latency = topology.link_latency.tolist()
+    with np.errstate(divide="ignore"):
+      inv = 1.0 / topology.link_bandwidth
+    inv[~np.isfinite(inv)] = 0.0
+    self.inv_bandwidth = inv.tolist()
+    self.is_input = (graph.kind == NODE_INPUT).tolist()
+    self.is_output = (graph.kind == NODE_OUTPUT).tolist()
+    ptr, eids = graph.pred_csr
+    self.pred_ptr = ptr.tolist()
+    self.pred_src = graph.edge_src[eids].tolist()
+    send = np.zeros(self.n)
+    np.maximum.at(send, graph.edge_src, graph.edge_bytes.astype(np.float64))
+    self.send_bytes = send.tolist()
+    self.remaining = graph.out_degree.tolist()  # consumers not placed yet
+    self.copies = {}   # producer -> devices that received a copy
+    self.link_free = [[0.0] * n_devices for _ in range(n_devices)]
+    self.arrival = {}  # producer * D + device -> arrival time of its copy
+    self.succ_ptr = graph.succ_csr[0].tolist()
+    self.succ_dst = graph.edge_dst.tolist()
+    self.device = [-1] * self.n
+    self.start = [0.0] * self.n
+    self.finish = [0.0] * self.n
+
+  def data_ready(self, i: int):
+    """``(ready [D] s, need [D] bytes, resident [D] bytes)`` of node ``i``.
+
+    ``ready[d]``: when all of its inputs could be on ``d``; ``need[d]``: the
+    activation bytes placing it on ``d`` would add there (its output and the
+    copies it would receive); ``resident[d]``: the bytes it would make
+    resident there for the whole step (inputs it pins, copies of inputs).
+    """
+    n_devices = self.n_devices
+    ready = [0.0] * n_devices
+    need = [self.out_bytes[i]] * n_devices
+    resident = [0.0] * n_devices
+    device, finish, arrival = self.device, self.finish, self.arrival
+    is_input = self.is_input
+    for k in range(self.pred_ptr[i], self.pred_ptr[i + 1]):
+      p = self.pred_src[k]
+      dp = device[p]
+      if dp < 0:  # an input not placed yet: it will come here, for free.
+        nbytes = self.out_bytes[p]
+        for d in self.devices:
+          resident[d] += nbytes
+        continue
+      t0 = finish[p]
+      nbytes = self.send_bytes[p]
+      lat, inv, link = (self.latency[dp], self.inv_bandwidth[dp],
+                        self.link_free[dp])
+      base = p * n_devices
+      stays = resident if is_input[p] else need
+      for d in self.devices:
+        if d == dp:
+          t = t0
+        else:
+          t = arrival.get(base + d)
+          if t is None:
+            t = link[d] if link[d] > t0 else t0
+            t += lat[d] + nbytes * inv[d]
+            stays[d] += nbytes
+        if t > ready[d]:
+          ready[d] = t
+    return ready, need, resident
+
+  def fits(self, d: int, need, resident) -> bool:
+    """Whether placing a node with these ``data_ready`` bytes on ``d`` keeps
+    the device's peak within its memory."""
+    act = self.act_live[d] + need[d]
+    if act < self.act_peak[d]:
+      act = self.act_peak[d]
+    return act + self.resident_on[d] + resident[d] <= self.capacity[d]
+
+  def most_room(self) -> int:
+    return max(self.devices, key=lambda d: self.capacity[d] - self.act_live[d]
+               - self.resident_on[d])
+
+  def commit(self, i: int, d: int, start: float, finish: float) -> None:
+    """Places node ``i`` on ``d``: pins its unplaced inputs, books the
+    transfers it needs and updates live bytes."""
+    self.device[i] = d
+    self.start[i] = start
+    self.finish[i] = finish
+    act_live = self.act_live
+    act_live[d] += self.out_bytes[i]
+    n_devices = self.n_devices
+    lo, hi = self.pred_ptr[i], self.pred_ptr[i + 1]
+    for k in range(lo, hi):
+      p = self.pred_src[k]
+      dp = self.device[p]
+      if dp < 0:
+        self.device[p] = d
+        self.resident_on[d] += self.out_bytes[p]
+      elif dp != d and p * n_devices + d not in self.arrival:
+        link = self.link_free[dp]
+        t = link[d] if link[d] > self.finish[p] else self.finish[p]
+        t += (self.latency[dp][d]
+              + self.send_bytes[p] * self.inv_bandwidth[dp][d])
+        link[d] = t
+        self.arrival[p * n_devices + d] = t
+        if self.is_input[p]:
+          self.resident_on[d] += self.send_bytes[p]
+        else:
+          act_live[d] += self.send_bytes[p]
+          self.copies.setdefault(p, []).append(d)
+    if act_live[d] > self.act_peak[d]:
+      self.act_peak[d] = act_live[d]
+    for k in range(lo, hi):
+      p = self.pred_src[k]
+      if self.is_input[p]:
+        continue  # parameters stay resident
+      self.remaining[p] -= 1
+      if self.remaining[p] == 0:
+        self._free(p)
+    if self.remaining[i] == 0 and not self.is_output[i]:
+      self._free(i)
+
+  def _free(self, p: int) -> None:
+    self.act_live[self.device[p]] -= self.out_bytes[p]
+    for d in self.copies.pop(p, ()):
+      self.act_live[d] -= self.send_bytes[p]
+
+  def result(self) -> Plan:
+    # Inputs nobody reads are resident all the same: largest first, each to
+    # the device with the most room left.
+    unused = [i for i in range(self.n) if self.device[i] < 0]
+    for i in sorted(unused, key=lambda i: -self.out_bytes[i]):
+      d = max(self.devices, key=lambda d: self.capacity[d] - self.act_peak[d]
+              - self.resident_on[d])
+      self.device[i] = d
+      self.resident_on[d] += self.out_bytes[i]
+    placement = np.asarray(self.device, np.int32)
+    start, finish = np.asarray(self.start), np.asarray(self.finish)
+    is_input = np.asarray(self.is_input)
+    # Inputs first; then by start. An edge u -> v has start(v) >= finish(u)
+    # >= start(u), and ids break ties, so this is a topological order.
+    order = np.lexsort((np.arange(self.n), start, ~is_input))
+    return Plan(placement, order.astype(np.int32), start, finish,
+                float(finish.max()) if self.n else 0.0,
+                np.asarray(self.act_peak) + np.asarray(self.resident_on))

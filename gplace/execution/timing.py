@@ -1,0 +1,154 @@
+"""Timing placed programs: :func:`measure` and :func:`measure_placements`.
+
+Wall-clock medians over repeated calls with ``block_until_ready``; a
+placement that cannot be built or run (compile error, out of device memory)
+comes back as a failed :class:`Measurement` with its reason, so an RL loop can
+penalize it instead of crashing. Host-side Python.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, NamedTuple
+
+import jax
+import numpy as np
+
+from gplace.errors import ExecutionError, PlacementError
+from gplace.execution.executor import (BuildError, PlacedFunction, _first_line,
+                             default_devices, place)
+from gplace.graphs.graph import Graph
+
+class Measurement(NamedTuple):
+  """Wall-clock timing of one placed (or plain jitted) function.
+
+  Attributes:
+    runtime_s: median seconds per call (inf if failed).
+    min_s, max_s: fastest and slowest call.
+    iqr_s: interquartile range of the call times.
+    std_s: their standard deviation.
+    times_s: every timed call.
+    n_clusters: executables per call (1 for a plain ``jax.jit``).
+    n_transfers: device-to-device copies per call.
+    build_s: seconds to trace, partition and compile (incl. ``compile_s``).
+    compile_s: seconds compiling.
+    failed: true if the placement could not be built or run.
+    reason: why it failed ("" otherwise).
+  """
+  runtime_s: float
+  min_s: float = float("inf")
+  max_s: float = float("inf")
+  iqr_s: float = 0.0
+  std_s: float = 0.0
+  times_s: tuple[float, ...] = ()
+  n_clusters: int = 0
+  n_transfers: int = 0
+  build_s: float = 0.0
+  compile_s: float = 0.0
+  failed: bool = False
+  reason: str = ""
+
+
+def _is_runtime_failure(err: BaseException) -> bool:
+  if isinstance(err, (BuildError, jax.errors.JaxRuntimeError, MemoryError)):
+    return True
+  text = str(err)
+  return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
+
+
+def _failed(reason: str, **fields) -> Measurement:
+  return Measurement(runtime_s=float("inf"), failed=True, reason=reason,
+                     **fields)
+
+
+def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
+            **kwargs) -> Measurement:
+  """Times a :class:`PlacedFunction` (or a plain function, as ``jax.jit``).
+
+  Arguments are first put where they live (each parameter on the device of
+  its input node), then the function is called ``warmup`` times untimed and
+  ``repeats`` times timed, each call waited for with ``block_until_ready``.
+
+  Returns:
+    A :class:`Measurement`. A placement that cannot be built or run (out of
+    device memory, a compile error) gives ``failed=True`` and its ``reason``
+    instead of raising, so a search loop can penalize it. Bad input
+    (``PlacementError``, wrong argument shapes) still raises.
+  """
+  if repeats < 1:
+    raise ExecutionError("measure needs repeats >= 1.")
+  if isinstance(placed_or_fn, PlacedFunction):
+    placed = placed_or_fn
+    try:
+      placed.build(*args, **kwargs)
+      call_args, call_kwargs = placed.stage_args(*args, **kwargs)
+    except Exception as err:  # pylint: disable=broad-except
+      if not _is_runtime_failure(err):
+        raise
+      return _failed(_first_line(err))
+    call = placed
+    build_s, compile_s = placed.build_s, placed.compile_s
+    n_clusters, n_transfers = placed.n_clusters, placed.n_transfers
+  else:
+    start = time.perf_counter()
+    jitted = jax.jit(placed_or_fn)
+    try:
+      jitted = jitted.lower(*args, **kwargs).compile()
+    except Exception as err:  # pylint: disable=broad-except
+      if not _is_runtime_failure(err):
+        raise
+      return _failed(_first_line(err))
+    build_s = compile_s = time.perf_counter() - start
+    call, call_args, call_kwargs = jitted, args, kwargs
+    n_clusters, n_transfers = 1, 0
+  fields = dict(n_clusters=n_clusters, n_transfers=n_transfers,
+                build_s=build_s, compile_s=compile_s)
+  times = []
+  try:
+    for i in range(warmup + repeats):
+      start = time.perf_counter()
+      jax.block_until_ready(call(*call_args, **call_kwargs))
+      if i >= warmup:
+        times.append(time.perf_counter() - start)
+  except Exception as err:  # pylint: disable=broad-except
+    if not _is_runtime_failure(err):
+      raise
+    return _failed(_first_line(err), **fields)
+  q1, q3 = np.percentile(times, [25, 75])
+  return Measurement(
+      runtime_s=float(statistics.median(times)), min_s=min(times),
+      max_s=max(times), iqr_s=float(q3 - q1), std_s=float(np.std(times)),
+      times_s=tuple(times), **fields)
+
+
+def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
+                       kwargs: dict | None = None, *, devices=None,
+                       mode: str = "cluster", repeats: int = 5,
+                       warmup: int = 1, penalty_s: float = float("inf"),
+                       ) -> np.ndarray:
+  """Measures ``K`` placements of one program; a host reward function.
+
+  Args:
+    fn, graph: as for :func:`place`.
+    placements: ``[K, N]`` device indices.
+    args, kwargs: the arguments to run ``fn`` on.
+    devices, mode: as for :func:`place`.
+    repeats, warmup: as for :func:`measure`.
+    penalty_s: runtime reported for a placement that fails.
+
+  Returns:
+    ``[K]`` float64 median seconds per call (``penalty_s`` where failed).
+  """
+  placements = np.asarray(placements)
+  if placements.ndim != 2:
+    raise PlacementError(f"placements must be [K, N], got shape "
+                         f"{placements.shape}.")
+  kwargs = kwargs or {}
+  devices = list(devices) if devices is not None else default_devices()
+  runtime_s = np.empty(placements.shape[0], np.float64)
+  for k, placement in enumerate(placements):
+    placed = place(fn, graph, placement, devices, mode)
+    result = measure(placed, *args, repeats=repeats, warmup=warmup, **kwargs)
+    runtime_s[k] = penalty_s if result.failed else result.runtime_s
+  return runtime_s

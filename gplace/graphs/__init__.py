@@ -1,0 +1,13 @@
+"""The graph IR: what every later stage of gplace reads.
+
+``graph`` holds the immutable :class:`Graph` value; ``capture`` turns a
+jittable function into one (and into a re-executable ``Program`` for the
+executor); ``features`` turns graphs into padded ``jraph.GraphsTuple``
+batches for the policies; ``coarsening`` merges ops into groups.
+"""
+
+from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
+                                 random_dag)
+from gplace.graphs.capture import capture, trace_program, Program
+from gplace.graphs.coarsening import coarsen, expand, Coarsening
+from gplace.graphs import features

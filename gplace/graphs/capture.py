@@ -1,0 +1,546 @@
+"""Capture: turn any jittable JAX function into a :class:`gplace.Graph`.
+
+``capture(fn, *args, **kwargs)`` traces ``fn`` with ``jax.make_jaxpr`` and
+flattens the jaxpr into an op graph:
+
+* every argument leaf (parameters, optimizer slots, a batch) and every
+  captured constant becomes an input node, named by its pytree path;
+* nested ``jit``, ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``
+  and remat sub-programs are inlined, so their ops are placed one by one;
+* ``scan``, ``while`` and ``cond`` stay single nodes whose cost covers their
+  body (a scan: the body times its length; a while loop: one trip, since its
+  trip count is not known at trace time; a cond: its dearest branch);
+* every output leaf becomes an output node.
+
+Besides the graph, :func:`trace_program` returns the :class:`Program`: one
+record per node that says which primitive it applies and which values it
+reads, so the executor can re-run any subset of nodes on any device. Node ids
+of the program and of its graph agree.
+
+This module is host-side Python; it uses only public JAX APIs
+(``jax.make_jaxpr``, ``jax.extend.core``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import warnings
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+from jax.extend import core as jex_core
+import numpy as np
+
+from gplace.errors import CaptureError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+
+# Call-like primitives whose body is inlined into the graph.
+_INLINED = frozenset({
+    "jit", "pjit", "closed_call", "core_call", "custom_jvp_call",
+    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "remat2",
+    "checkpoint", "custom_lin", "named_call",
+})
+
+# FLOPs of one output element for elementwise primitives, where it is not 1.
+_ZERO_FLOP = frozenset({
+    "reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims",
+    "slice", "dynamic_slice", "dynamic_update_slice", "concatenate", "pad",
+    "gather", "convert_element_type", "bitcast_convert_type", "iota", "copy",
+    "copy_p", "rev", "select_n", "stop_gradient", "random_seed",
+    "random_wrap", "random_unwrap", "random_bits", "random_split",
+    "random_fold_in", "threefry2x32", "rng_bit_generator", "sharding_constraint",
+    "device_put", "optimization_barrier", "split", "stack", "unstack",
+})
+_REDUCTIONS = frozenset({
+    "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+    "reduce_or", "reduce_xor", "argmax", "argmin", "reduce_precision",
+    "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
+})
+
+
+class Ref(NamedTuple):
+  """A value a node reads: ``var`` is a program-wide value id, or -1 for a
+  literal, in which case ``literal`` holds it."""
+  var: int
+  literal: Any = None
+
+
+class NodeRecord(NamedTuple):
+  """How to compute one node.
+
+  Attributes:
+    kind: ``NODE_INPUT`` / ``NODE_OP`` / ``NODE_OUTPUT``.
+    eqn: for op nodes, the jaxpr equation (its primitive and params); the
+      values it reads are ``inputs``, not the equation's own variables.
+    inputs: values read, in the equation's operand order (output nodes: one).
+    outputs: value ids written (``-1`` for a dropped output). Input nodes
+      write one value.
+    source: for input nodes, ``("arg", i)`` = flat argument leaf ``i`` or
+      ``("const", value)``; ``None`` otherwise.
+  """
+  kind: int
+  eqn: Any
+  inputs: tuple[Ref, ...]
+  outputs: tuple[int, ...]
+  source: Any = None
+
+
+class Program(NamedTuple):
+  """A captured program: its graph, one record per node, and its signature.
+
+  ``nodes[i]`` computes ``graph`` node ``i``; ``output_nodes`` are the ids of
+  the output nodes in the order of the flat outputs; ``in_tree`` /
+  ``out_tree`` are the pytree structures of ``(args, kwargs)`` and of the
+  result; ``in_avals`` are the abstract values of the flat argument leaves.
+  """
+  graph: Graph
+  nodes: tuple[NodeRecord, ...]
+  in_tree: Any
+  out_tree: Any
+  in_avals: tuple[Any, ...]
+  output_nodes: tuple[int, ...]
+
+
+def eval_node(record: NodeRecord, values: Sequence[Any]) -> list[Any]:
+  """Applies an op node's primitive to the values of its inputs.
+
+  Works eagerly and under tracing (the executor jits clusters of nodes by
+  calling this inside a traced function).
+  """
+  eqn = record.eqn
+  out = eqn.primitive.bind(*values, **eqn.params)
+  return list(out) if eqn.primitive.multiple_results else [out]
+
+
+# -- naming ---------------------------------------------------------------------
+
+_WRAPPER = re.compile(r"^[A-Za-z_]\w*\((.*)\)$")
+
+
+def _clean_scope(part: str) -> str:
+  """``"transpose(jvp(Encoder))"`` -> ``"Encoder"``."""
+  while True:
+    match = _WRAPPER.match(part)
+    if not match:
+      return part
+    part = match.group(1)
+
+
+def _scope_name(prefix: str, name_stack: Any) -> str:
+  parts = [p for p in str(name_stack).split("/") if p]
+  cleaned = [c for c in (_clean_scope(p) for p in parts) if c]
+  return "/".join([p for p in [prefix] if p] + cleaned)
+
+
+def _path_name(path) -> str:
+  parts = []
+  for key in path:
+    if isinstance(key, jax.tree_util.SequenceKey):
+      parts.append(str(key.idx))
+    elif isinstance(key, jax.tree_util.DictKey):
+      parts.append(str(key.key))
+    elif isinstance(key, jax.tree_util.GetAttrKey):
+      parts.append(str(key.name))
+    else:
+      parts.append(str(key).strip(".[]'\""))
+  return "/".join(parts)
+
+
+# -- costs ----------------------------------------------------------------------
+
+
+def _aval_bytes(aval) -> int:
+  shape = getattr(aval, "shape", None)
+  if shape is None:
+    return 0
+  dtype = getattr(aval, "dtype", None)
+  itemsize = getattr(dtype, "itemsize", None) or 4
+  return int(math.prod(shape)) * int(itemsize)
+
+
+def _aval_size(aval) -> int:
+  shape = getattr(aval, "shape", None)
+  return int(math.prod(shape)) if shape is not None else 0
+
+
+def _conv_valid_taps(in_size, kernel_size, out_size, stride, pad_lo,
+                     lhs_dilation, rhs_dilation) -> int:
+  """Number of (output position, kernel tap) pairs that read a real input
+  element (not padding, not a hole of lhs dilation) along one dimension."""
+  outs = np.arange(out_size)[:, None]
+  taps = np.arange(kernel_size)[None, :]
+  pos = outs * stride - pad_lo + taps * rhs_dilation
+  dilated_size = (in_size - 1) * lhs_dilation + 1
+  valid = (pos >= 0) & (pos < dilated_size) & (pos % lhs_dilation == 0)
+  return int(valid.sum())
+
+
+def conv_flops(eqn) -> float:
+  """FLOPs of ``conv_general_dilated``: 2 per multiply-add that touches a real
+  input element, so padding, strides, dilations and feature groups count."""
+  params = eqn.params
+  lhs, rhs = eqn.invars[0].aval, eqn.invars[1].aval
+  out = eqn.outvars[0].aval
+  dn = params["dimension_numbers"]
+  lhs_spec, rhs_spec, out_spec = dn.lhs_spec, dn.rhs_spec, dn.out_spec
+  strides = params["window_strides"]
+  padding = params["padding"]
+  lhs_dil = params.get("lhs_dilation") or (1,) * len(strides)
+  rhs_dil = params.get("rhs_dilation") or (1,) * len(strides)
+  taps = 1
+  for i in range(len(strides)):
+    taps *= _conv_valid_taps(
+        lhs.shape[lhs_spec[2 + i]], rhs.shape[rhs_spec[2 + i]],
+        out.shape[out_spec[2 + i]], strides[i], padding[i][0], lhs_dil[i],
+        rhs_dil[i])
+  batch = out.shape[out_spec[0]]
+  out_features = out.shape[out_spec[1]]
+  in_features_per_group = rhs.shape[rhs_spec[1]]
+  return 2.0 * batch * out_features * in_features_per_group * taps
+
+
+def dot_flops(eqn) -> float:
+  """FLOPs of ``dot_general``: 2 x output size x contracted size."""
+  (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+  lhs = eqn.invars[0].aval
+  contracted = math.prod(lhs.shape[d] for d in lhs_contract)
+  return 2.0 * _aval_size(eqn.outvars[0].aval) * contracted
+
+
+def _sub_jaxprs(eqn):
+  """Closed sub-jaxprs of a control-flow equation, with their trip weight."""
+  name = eqn.primitive.name
+  params = eqn.params
+  if name == "scan":
+    return [(params["jaxpr"], float(params["length"]))]
+  if name == "while":
+    return [(params["body_jaxpr"], 1.0), (params["cond_jaxpr"], 1.0)]
+  return []
+
+
+def _jaxpr_cost(jaxpr) -> tuple[float, float]:
+  """Total (flops, bytes_accessed) of an (open) jaxpr, recursively."""
+  flops = accessed = 0.0
+  for eqn in jaxpr.eqns:
+    f, b = eqn_cost(eqn)
+    flops += f
+    accessed += b
+  return flops, accessed
+
+
+def eqn_cost(eqn) -> tuple[float, float]:
+  """``(flops, bytes_accessed)`` of one equation, bodies included."""
+  name = eqn.primitive.name
+  in_bytes = sum(_aval_bytes(v.aval) for v in eqn.invars)
+  out_bytes = sum(_aval_bytes(v.aval) for v in eqn.outvars)
+  accessed = float(in_bytes + out_bytes)
+  if name in _INLINED:
+    sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    if sub is not None:
+      return _jaxpr_cost(getattr(sub, "jaxpr", sub))
+  if name == "cond":
+    costs = [_jaxpr_cost(b.jaxpr) for b in eqn.params["branches"]]
+    f = max(c[0] for c in costs)
+    return f, accessed + max(c[1] for c in costs)
+  subs = _sub_jaxprs(eqn)
+  if subs:
+    f_total, b_total = 0.0, accessed
+    for sub, weight in subs:
+      f, b = _jaxpr_cost(getattr(sub, "jaxpr", sub))
+      f_total += weight * f
+      b_total += weight * b
+    return f_total, b_total
+  if name == "dot_general":
+    return dot_flops(eqn), accessed
+  if name == "conv_general_dilated":
+    return conv_flops(eqn), accessed
+  if name in _ZERO_FLOP:
+    return 0.0, accessed
+  if name in _REDUCTIONS:
+    return float(sum(_aval_size(v.aval) for v in eqn.invars[:1])), accessed
+  if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min",
+              "reduce_window"):
+    window = math.prod(eqn.params.get("window_dimensions", (1,)))
+    return float(_aval_size(eqn.outvars[0].aval) * window), accessed
+  # Elementwise and everything else: one FLOP per output element.
+  return float(sum(_aval_size(v.aval) for v in eqn.outvars)), accessed
+
+
+# -- flattening -----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _known_primitive(name: str) -> bool:
+  """Whether the features vocabulary has an id for this primitive."""
+  try:
+    from gplace.graphs.features import is_known_primitive  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return True
+  return is_known_primitive(name)
+
+
+class _Builder:
+  """Accumulates nodes while walking a jaxpr and its inlined sub-programs."""
+
+  def __init__(self):
+    self.records: list[NodeRecord] = []
+    self.names: list[str] = []
+    self.op_type: list[str] = []
+    self.kind: list[int] = []
+    self.shapes: list[tuple[int, ...]] = []
+    self.dtypes: list[str] = []
+    self.out_bytes: list[int] = []
+    self.flops: list[float] = []
+    self.accessed: list[float] = []
+    self.var_owner: list[int] = []   # value id -> producing node
+    self.var_bytes: list[int] = []
+    self.unknown: set[str] = set()
+
+  def new_var(self, owner: int, aval) -> int:
+    self.var_owner.append(owner)
+    self.var_bytes.append(_aval_bytes(aval))
+    return len(self.var_owner) - 1
+
+  def add_node(self, record_fn, *, name, op_type, kind, avals, flops=0.0,
+               accessed=0.0) -> int:
+    node = len(self.records)
+    largest = max(avals, key=_aval_bytes) if avals else None
+    self.names.append(name)
+    self.op_type.append(op_type)
+    self.kind.append(kind)
+    self.shapes.append(tuple(getattr(largest, "shape", ()) or ()))
+    self.dtypes.append(str(getattr(largest, "dtype", "none")))
+    self.out_bytes.append(sum(_aval_bytes(a) for a in avals))
+    self.flops.append(float(flops))
+    self.accessed.append(float(accessed))
+    self.records.append(record_fn(node))
+    return node
+
+  def add_input(self, name: str, aval, source) -> Ref:
+    holder = {}
+
+    def record(node):
+      holder["var"] = self.new_var(node, aval)
+      return NodeRecord(NODE_INPUT, None, (), (holder["var"],), source)
+
+    self.add_node(record, name=name, op_type="input", kind=NODE_INPUT,
+                  avals=[aval])
+    return Ref(holder["var"])
+
+  def walk(self, jaxpr, env: dict, prefix: str) -> None:
+    for eqn in jaxpr.eqns:
+      name = eqn.primitive.name
+      scope = _scope_name(prefix, eqn.source_info.name_stack)
+      reads = tuple(self.read(env, v) for v in eqn.invars)
+      if name in _INLINED:
+        sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        if sub is not None:
+          self.inline(eqn, sub, reads, env, scope)
+          continue
+      flops, accessed = eqn_cost(eqn)
+      op_type = name
+      if not _known_primitive(name):
+        if name not in self.unknown:
+          warnings.warn(f"gplace.capture: primitive {name!r} is not in the "
+                        "op vocabulary; it is captured as type 'unknown' with "
+                        "a generic cost.", stacklevel=3)
+        self.unknown.add(name)
+        op_type = "unknown"
+      holder = {}
+
+      def record(node, eqn=eqn, reads=reads):
+        outs = tuple(-1 if isinstance(v, jex_core.DropVar)
+                     else self.new_var(node, v.aval) for v in eqn.outvars)
+        holder["outs"] = outs
+        return NodeRecord(NODE_OP, eqn, reads, outs)
+
+      self.add_node(record, name=f"{scope}/{name}" if scope else name,
+                    op_type=op_type, kind=NODE_OP,
+                    avals=[v.aval for v in eqn.outvars], flops=flops,
+                    accessed=accessed)
+      for var, out in zip(eqn.outvars, holder["outs"]):
+        if out >= 0:
+          env[var] = Ref(out)
+
+  def inline(self, eqn, sub, reads, env, scope) -> None:
+    inner = getattr(sub, "jaxpr", sub)
+    consts = list(getattr(sub, "consts", ()))
+    inner_env: dict = {}
+    for var, value in zip(inner.constvars, consts):
+      inner_env[var] = self.const(value, var.aval, scope)
+    for var, ref in zip(inner.invars, reads):
+      inner_env[var] = ref
+    self.walk(inner, inner_env, scope)
+    for outer, inner_var in zip(eqn.outvars, inner.outvars):
+      if not isinstance(outer, jex_core.DropVar):
+        env[outer] = self.read(inner_env, inner_var)
+
+  def const(self, value, aval, scope) -> Ref:
+    return self.add_input(f"{scope + '/' if scope else ''}const", aval,
+                          ("const", value))
+
+  @staticmethod
+  def read(env, var) -> Ref:
+    if isinstance(var, jex_core.Literal):
+      return Ref(-1, var.val)
+    return env[var]
+
+  def add_output(self, name: str, ref: Ref, aval) -> int:
+    return self.add_node(
+        lambda node: NodeRecord(NODE_OUTPUT, None, (ref,), ()),
+        name=name, op_type="output", kind=NODE_OUTPUT, avals=[aval])
+
+  def edges(self):
+    src, dst, nbytes = [], [], []
+    for node, record in enumerate(self.records):
+      seen = set()
+      for ref in record.inputs:
+        if ref.var >= 0 and ref.var not in seen:
+          seen.add(ref.var)
+          src.append(self.var_owner[ref.var])
+          dst.append(node)
+          nbytes.append(self.var_bytes[ref.var])
+    return np.stack([np.asarray(src, np.int64), np.asarray(dst, np.int64),
+                     np.asarray(nbytes, np.int64)], 1) if src else np.zeros(
+                         (0, 3), np.int64)
+
+
+def _argument_name(path) -> str:
+  """Pytree path of a leaf of ``(args, kwargs)`` -> ``"arg0/params/Dense_0/kernel"``
+  for positional arguments, ``"batch/x"`` for keyword arguments."""
+  which, first, rest = path[0].idx, path[1], path[2:]
+  head = f"arg{first.idx}" if which == 0 else str(first.key)
+  tail = _path_name(rest)
+  return f"{head}/{tail}" if tail else head
+
+
+def _first_line(err: BaseException) -> str:
+  text = str(err).strip().splitlines()
+  return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def trace_program(fn: Callable, *args, name: str | None = None,
+                  **kwargs) -> Program:
+  """Traces ``fn(*args, **kwargs)`` and flattens it into a :class:`Program`.
+
+  Args:
+    fn: any jittable function.
+    *args, **kwargs: its arguments, pytrees of arrays (or of
+      ``jax.ShapeDtypeStruct``, so huge programs capture without allocating).
+    name: label of the graph (default: ``fn.__name__``).
+
+  Raises:
+    CaptureError: if ``fn`` cannot be traced with these arguments.
+  """
+  if not callable(fn):
+    raise CaptureError(f"capture needs a function, got {type(fn).__name__}.")
+  leaves_with_path, in_tree = jax.tree_util.tree_flatten_with_path(
+      (args, kwargs))
+  leaves = []
+  for path, leaf in leaves_with_path:
+    if isinstance(leaf, (str, bytes)) or leaf is None or not (
+        hasattr(leaf, "shape") or isinstance(leaf, (bool, int, float,
+                                                    complex, np.generic))):
+      raise CaptureError(
+          f"Argument leaf {_path_name(path) or '<root>'} is a "
+          f"{type(leaf).__name__}, not an array; bind non-array arguments "
+          "with functools.partial before capturing.")
+    leaves.append(leaf)
+
+  def flat_fn(*flat):
+    call_args, call_kwargs = jax.tree_util.tree_unflatten(in_tree, flat)
+    return fn(*call_args, **call_kwargs)
+
+  try:
+    closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
+  except Exception as err:  # pylint: disable=broad-except
+    raise CaptureError(
+        f"Could not trace {getattr(fn, '__name__', fn)!r} with the given "
+        f"arguments: {_first_line(err)}. The function must be jittable "
+        "(no Python control flow on array values) and accept these "
+        "arguments.") from err
+  out_leaves_with_path, out_tree = jax.tree_util.tree_flatten_with_path(
+      out_shape)
+
+  builder = _Builder()
+  env: dict = {}
+  jaxpr = closed.jaxpr
+  arg_names = [_argument_name(path) for path, _ in leaves_with_path]
+  for i, (var, leaf_name) in enumerate(zip(jaxpr.invars, arg_names)):
+    env[var] = builder.add_input(leaf_name, var.aval, ("arg", i))
+  for var, value in zip(jaxpr.constvars, closed.consts):
+    env[var] = builder.const(value, var.aval, "")
+  builder.walk(jaxpr, env, "")
+  output_nodes = []
+  for (path, _), var in zip(out_leaves_with_path, jaxpr.outvars):
+    ref = builder.read(env, var)
+    label = _path_name(path)
+    output_nodes.append(builder.add_output(
+        "output" + (f"/{label}" if label else ""), ref, var.aval))
+
+  graph = Graph.build(
+      names=builder.names, op_type=builder.op_type, kind=builder.kind,
+      out_shapes=builder.shapes, out_dtype=builder.dtypes,
+      out_bytes=builder.out_bytes, flops=builder.flops,
+      bytes_accessed=builder.accessed, edges=builder.edges(),
+      name=name or getattr(fn, "__name__", "graph"))
+  # The walk visits nodes in a topological order, so Graph.build keeps ids.
+  assert list(graph.names) == builder.names, "capture renumbered nodes"
+  return Program(graph=graph, nodes=tuple(builder.records), in_tree=in_tree,
+                 out_tree=out_tree, in_avals=tuple(v.aval for v in jaxpr.invars),
+                 output_nodes=tuple(output_nodes))
+
+
+def capture(fn: Callable, *args, name: str | None = None, **kwargs) -> Graph:
+  """Captures a jittable function into an op :class:`Graph`.
+
+  Args:
+    fn: any jittable function (a flax ``apply``, a full training step...).
+    *args, **kwargs: example arguments, any pytrees of arrays or
+      ``jax.ShapeDtypeStruct``.
+    name: label of the graph (default: ``fn.__name__``).
+
+  Returns:
+    The op graph; node ids are a topological order.
+
+  Raises:
+    CaptureError: if ``fn`` cannot be traced or the arguments do not fit it.
+
+  Example::
+
+    graph = gplace.capture(train_step, params, opt_state, batch)
+    print(graph.summary())
+  """
+  return trace_program(fn, *args, name=name, **kwargs).graph
+
+
+def evaluate(program: Program, *args, **kwargs):
+  """Runs a program node by node on the host's default device.
+
+  A reference interpreter: the executor's placed runs must agree with it,
+  and with ``jax.jit(fn)``. Returns the output pytree of the function.
+
+  Raises:
+    CaptureError: if the arguments' structure differs from the captured one.
+  """
+  leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+  if in_tree != program.in_tree:
+    raise CaptureError("The arguments' pytree structure differs from the one "
+                       "the program was captured with.")
+  values: dict[int, Any] = {}
+  read = lambda ref: values[ref.var] if ref.var >= 0 else ref.literal
+  outputs = []
+  for record in program.nodes:
+    if record.kind == NODE_INPUT:
+      source, payload = record.source
+      values[record.outputs[0]] = leaves[payload] if source == "arg" else payload
+    elif record.kind == NODE_OP:
+      results = eval_node(record, [read(ref) for ref in record.inputs])
+      for var, value in zip(record.outputs, results):
+        if var >= 0:
+          values[var] = value
+    else:
+      outputs.append(read(record.inputs[0]))
+  return jax.tree_util.tree_unflatten(program.out_tree, outputs)

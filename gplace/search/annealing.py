@@ -1,0 +1,153 @@
+"""Simulated annealing over placements, with batched proposals.
+
+A search, not a learner: one current placement; each step proposes a batch of
+random moves of it (redraws of between 1 and ``move_size`` nodes or groups,
+as in local search), scores the batch with the simulator, and accepts moves by
+the Metropolis rule on the *relative* runtime change, ``delta = (candidate -
+current) / current``: a candidate passes if ``delta <= 0`` or, with
+probability ``exp(-delta / T)``, if it is slower. The chain moves to the
+fastest candidate that passed, so it steps uphill only when no candidate of the
+batch improves and an uphill one passes; with ``batch_size=1`` this is
+textbook annealing. The temperature falls geometrically, ``T_b = t0 *
+decay**b`` at batch ``b``. The best placement ever seen is returned, not the
+chain's last state.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from gplace.errors import SearchError
+from gplace.graphs.graph import Graph
+from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
+                                  SearchResult, stack_best, start)
+from gplace.search.moves import redraw
+from gplace.sim.topology import Topology
+
+DEFAULT_T0 = 0.01
+# With decay=None the temperature falls to this fraction of t0 by the last
+# batch of the budget.
+FINAL_TEMPERATURE_RATIO = 1e-3
+
+
+def check_schedule(t0, decay) -> tuple[float, float | None]:
+  """Validates a geometric temperature schedule.
+
+  Raises:
+    SearchError: ``t0`` not a positive finite number, or ``decay`` (unless
+      None) not in ``(0, 1]``.
+  """
+  if (not isinstance(t0, numbers.Real) or isinstance(t0, bool)
+      or not math.isfinite(t0) or t0 <= 0):
+    raise SearchError(
+        f"The temperature schedule must be positive: t0 must be a positive "
+        f"number, got {t0!r}. It is a relative runtime change: t0=0.01 "
+        "accepts a move 1% slower with probability 1/e.")
+  if decay is not None and (
+      not isinstance(decay, numbers.Real) or isinstance(decay, bool)
+      or not math.isfinite(decay) or not 0 < decay <= 1):
+    raise SearchError(
+        f"The temperature schedule must be positive: decay must be in (0, 1] "
+        f"(the temperature is multiplied by it after each batch), got "
+        f"{decay!r}; or pass decay=None to cool to t0 * "
+        f"{FINAL_TEMPERATURE_RATIO:g} over the budget.")
+  return float(t0), None if decay is None else float(decay)
+
+
+def metropolis(rng: np.random.Generator, runtime_s: np.ndarray,
+               current_s: float, temperature: float) -> np.ndarray:
+  """``[k]`` bool: which candidates pass the Metropolis test.
+
+  ``delta = (runtime_s - current_s) / current_s``; a finite candidate passes
+  if ``delta <= 0`` or ``u < exp(-delta / temperature)`` for a uniform ``u``.
+  Infeasible (``inf``) candidates never pass; if the current placement is
+  infeasible, every feasible candidate passes.
+  """
+  uniform = rng.random(runtime_s.shape)
+  feasible = np.isfinite(runtime_s)
+  if not math.isfinite(current_s):
+    return feasible
+  with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    delta = (runtime_s - current_s) / max(current_s, 1e-30)
+    probability = np.exp(-np.maximum(delta, 0.0) / temperature)
+  return feasible & ((delta <= 0) | (uniform < probability))
+
+
+def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
+              budget: int = DEFAULT_BUDGET, init=None, groups=None,
+              move_size: int | None = None, t0: float = DEFAULT_T0,
+              decay: float | None = None,
+              batch_size: int = DEFAULT_BATCH_SIZE,
+              time_limit_s: float | None = None) -> SearchResult:
+  """Simulated annealing over placements, scored by the simulator.
+
+  See the module docstring for the acceptance rule. Runtimes are simulated
+  under the simulator's default schedule; placements that run out of memory
+  count as infinitely slow and are never accepted.
+
+  Args:
+    graph: the graph to place (``N`` nodes).
+    topology: the devices (``D``).
+    costs: optional ``[N, D]`` measured seconds (default: the roofline).
+    seed: seeds every random draw; deterministic for a seed (unless
+      ``time_limit_s`` cuts it short).
+    budget: simulator evaluations to spend, the starting placement(s)
+      included; ``>= 1``.
+    init: ``[N]`` starting placement; default the fastest of the cheap
+      baselines in :data:`gplace.search.common.INIT_BASELINES`.
+    groups: move nodes (None) or whole groups: a coarsening rule, a
+      :class:`~gplace.Coarsening` or ``[N]`` group labels.
+    move_size: at most this many units redrawn per candidate, in ``1..G``;
+      default ``min(16, G)``.
+    t0: starting temperature, on the relative runtime change (``> 0``).
+    decay: temperature factor per batch, in ``(0, 1]``; default: cool to
+      ``t0 * 1e-3`` by the end of the budget.
+    batch_size: candidates simulated per step (``K``).
+    time_limit_s: optional wall-clock limit in seconds.
+
+  Returns:
+    :class:`~gplace.search.common.SearchResult`; the best placement seen,
+    never slower than ``init``.
+
+  Raises:
+    SearchError: a schedule that is not positive (``t0 <= 0``, ``decay``
+      outside ``(0, 1]``), ``budget``/``batch_size`` not positive,
+      ``move_size`` outside ``1..G``, bad ``groups`` or ``init``.
+    GraphError, TopologyError: not a graph / topology, or a bad cost table.
+  """
+  t0, decay = check_schedule(t0, decay)
+  setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
+                init=init, groups=groups, move_size=move_size,
+                batch_size=batch_size, time_limit_s=time_limit_s)
+  evaluator, rng = setup.evaluator, setup.rng
+  current, current_s = stack_best(setup.placements, setup.runtime_s)
+  init_s = current_s
+  if decay is None:
+    batches = max(1, math.ceil(evaluator.remaining / batch_size))
+    decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
+  temperature = t0
+  while setup.n_devices > 1 and evaluator.remaining > 0:
+    k = min(batch_size, evaluator.remaining)
+    base = np.broadcast_to(current, (k, current.size))
+    candidates = redraw(rng, base, setup.units, setup.n_devices,
+                        setup.move_size)
+    runtime_s = evaluator(candidates)
+    passed = metropolis(rng, runtime_s, current_s, temperature)
+    if passed.any():
+      chosen = int(np.argmin(np.where(passed, runtime_s, np.inf)))
+      current, current_s = candidates[chosen].copy(), float(runtime_s[chosen])
+    temperature *= decay
+  return evaluator.result(init_s)
+
+
+def annealing_placer(graph: Graph, topology: Topology, *, costs=None,
+                     seed: int = 0) -> np.ndarray:
+  """:func:`annealing` with its defaults, as a baseline-style placer.
+
+  Returns:
+    ``[N]`` int32 placement.
+  """
+  return annealing(graph, topology, costs=costs, seed=seed).placement

@@ -1,0 +1,363 @@
+"""What every search shares: the result type, validated settings, the units a
+move acts on (nodes or coarse groups), the starting placement, and the
+:class:`Evaluator` that scores placements in batches against a budget.
+
+Where it sits: :mod:`gplace.search.local`, :mod:`gplace.search.annealing` and
+:mod:`gplace.search.genetic` propose placements (with the operators of
+:mod:`gplace.search.moves`) and hand them to an :class:`Evaluator`, which
+runs the public simulator ``gplace.simulate`` under its default schedule
+(whatever that is: no ``order`` or ``priority`` is ever passed), counts every
+simulated placement against the budget and keeps the best one seen.
+
+Host-side numpy around a jitted simulator; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from gplace.baselines.common import prepare
+from gplace.errors import PlacementError, SearchError
+from gplace.graphs.coarsening import Coarsening, coarsen
+from gplace.graphs.graph import Graph
+from gplace.graphs.placement import check_placements
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import Topology
+
+# Baselines tried as the starting placement when the caller gives none, in
+# this order (single_device first: it is the one kept when the budget is too
+# small to score them all). All place an 80k-node graph in about a second.
+INIT_BASELINES = ("single_device", "expert", "m_topo", "m_etf", "heft",
+                  "ordered_eft")
+
+DEFAULT_BUDGET = 10_000
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_MOVE_SIZE = 16
+
+
+class History(NamedTuple):
+  """The best runtime found as a function of evaluations spent.
+
+  Attributes:
+    evaluations: ``[H]`` int64 simulator evaluations spent so far,
+      increasing; one entry after the starting placement(s) and after each
+      batch.
+    runtime_s: ``[H]`` float64 best simulated runtime after that many
+      evaluations (``inf`` while nothing feasible was seen).
+  """
+  evaluations: np.ndarray
+  runtime_s: np.ndarray
+
+
+class SearchResult(NamedTuple):
+  """What a search returns.
+
+  Attributes:
+    placement: ``[N]`` int32 the best placement found (never slower than the
+      starting one).
+    runtime_s: its simulated runtime in seconds under the simulator's
+      default schedule (``inf`` if every placement seen runs out of memory).
+    evaluations: simulator evaluations spent, ``<= budget``.
+    history: :class:`History` of the best runtime against evaluations.
+    wall_s: wall-clock seconds of the whole search (set-up included).
+    init_runtime_s: simulated runtime of the starting placement.
+  """
+  placement: np.ndarray
+  runtime_s: float
+  evaluations: int
+  history: History
+  wall_s: float
+  init_runtime_s: float
+
+
+class Units(NamedTuple):
+  """What a move redraws: single nodes, or whole groups of nodes.
+
+  Attributes:
+    group_of: ``[N]`` int32 unit of each node (``arange(N)`` for nodes).
+    n_units: number of units ``G``.
+    representative: ``[G]`` int32 lowest-id node of each unit; its device is
+      the unit's "current" device when a move picks a new one.
+  """
+  group_of: np.ndarray
+  n_units: int
+  representative: np.ndarray
+
+
+# -- validated settings ----------------------------------------------------------
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_positive_int(value, name: str, hint: str) -> int:
+  """``value`` as an int if it is an integer ``>= 1``, else SearchError."""
+  if not _is_int(value) or value < 1:
+    raise SearchError(f"{name} must be a positive integer, got {value!r}; "
+                      f"{hint}")
+  return int(value)
+
+
+def check_budget(budget) -> int:
+  """The evaluation budget as an int ``>= 1``."""
+  return check_positive_int(
+      budget, "budget",
+      "it counts simulator evaluations, e.g. budget=10_000.")
+
+
+def check_move_size(move_size, units: Units) -> int:
+  """``move_size`` (default :data:`DEFAULT_MOVE_SIZE`, at most ``G``) as an
+  int in ``1..G``."""
+  if move_size is None:
+    return min(DEFAULT_MOVE_SIZE, units.n_units)
+  what = "nodes" if units.n_units == len(units.group_of) else "groups"
+  if not _is_int(move_size) or not 1 <= move_size <= units.n_units:
+    raise SearchError(
+        f"move_size must be an integer in 1..{units.n_units} (the number of "
+        f"{what} a move can redraw), got {move_size!r}; pass a value in that "
+        "range or leave it unset for the default.")
+  return int(move_size)
+
+
+def check_fraction(value, name: str, *, low_open: bool = False) -> float:
+  """``value`` as a float in ``[0, 1]`` (``(0, 1]`` if ``low_open``)."""
+  ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and (
+      math.isfinite(value) and (0 < value if low_open else 0 <= value)
+      and value <= 1)
+  if not ok:
+    interval = "(0, 1]" if low_open else "[0, 1]"
+    raise SearchError(f"{name} must be a number in {interval}, got "
+                      f"{value!r}.")
+  return float(value)
+
+
+def check_time_limit(time_limit_s) -> float:
+  """``time_limit_s`` as a positive float, ``inf`` for None."""
+  if time_limit_s is None:
+    return math.inf
+  if (not isinstance(time_limit_s, numbers.Real) or isinstance(
+      time_limit_s, bool) or not time_limit_s > 0):
+    raise SearchError(f"time_limit_s must be a positive number of seconds or "
+                      f"None, got {time_limit_s!r}.")
+  return float(time_limit_s)
+
+
+def make_units(graph: Graph, groups=None) -> Units:
+  """The units a move redraws.
+
+  Args:
+    graph: the graph placed (``N`` nodes).
+    groups: None (every node is a unit), a coarsening rule name passed to
+      ``gplace.coarsen(graph, rule)`` (``"colocation"`` or ``"hsdag"``), a
+      :class:`~gplace.Coarsening` of ``graph``, or ``[N]`` integer labels
+      (nodes with the same label form a group).
+
+  Raises:
+    SearchError: labels of the wrong shape or type.
+    CoarseningError: an unknown rule, or ``"size"`` (which needs
+      ``max_groups``: pass ``gplace.coarsen(graph, "size", max_groups=...)``).
+  """
+  n = graph.n_nodes
+  if groups is None:
+    nodes = np.arange(n, dtype=np.int32)
+    return Units(nodes, n, nodes)
+  if isinstance(groups, str):
+    groups = coarsen(graph, groups)
+  labels = groups.group_of if isinstance(groups, Coarsening) else groups
+  labels = np.asarray(labels)
+  if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+    raise SearchError(
+        f"groups must give one integer group label per node, shape ({n},), "
+        f"got shape {labels.shape} and dtype {labels.dtype}; pass "
+        "gplace.coarsen(graph, 'colocation') or its group_of.")
+  _, first, group_of = np.unique(labels, return_index=True,
+                                 return_inverse=True)
+  return Units(group_of.astype(np.int32).reshape(n), int(first.size),
+               first.astype(np.int32))
+
+
+# -- the starting placement ----------------------------------------------------
+
+
+def initial_placements(graph: Graph, topology: Topology, costs: np.ndarray,
+                       init, seed: int) -> tuple[np.ndarray, list[str]]:
+  """Candidate starting placements ``[C, N]`` int32 and their labels.
+
+  ``init`` given: that placement alone (validated). Otherwise the
+  :data:`INIT_BASELINES` (a baseline that fails here is skipped).
+
+  Raises:
+    SearchError: ``init`` is not a valid placement of ``graph``.
+  """
+  if init is not None:
+    try:
+      placement = check_placements(init, graph, topology.n_devices,
+                                   device_names=topology.device_names,
+                                   batched=False)
+    except PlacementError as err:
+      raise SearchError(f"init is not a valid placement: {err} Pass an [N] "
+                        "int array of device indices, or init=None to start "
+                        "from the best cheap baseline.") from err
+    return placement[None], ["init"]
+  from gplace import baselines  # pylint: disable=g-import-not-at-top
+  rows, labels = [], []
+  for name in INIT_BASELINES:
+    try:
+      rows.append(baselines.get(name)(graph, topology, costs=costs, seed=seed))
+    except Exception:  # pylint: disable=broad-except
+      continue  # e.g. a baseline that needs a GPU-free topology feature.
+    labels.append(name)
+  return np.stack(rows).astype(np.int32), labels
+
+
+# -- evaluation ----------------------------------------------------------------
+
+
+class Evaluator:
+  """Scores placements with ``gplace.simulate`` in fixed-size batches.
+
+  Every placement passed in counts as one evaluation against ``budget``;
+  callers must not pass more than :attr:`remaining`. Placements are
+  simulated ``batch_size`` at a time under the simulator's default schedule;
+  a last, smaller batch is padded with copies of its first row (padding is
+  neither counted nor returned) so that the jitted simulator compiles for one
+  shape only. A placement that runs out of memory scores ``inf``
+  (infeasible). The best placement seen and the :class:`History` are kept
+  here, so a search cannot forget its best.
+
+  Host-side; not thread-safe.
+  """
+
+  def __init__(self, graph: Graph, topology: Topology, costs: np.ndarray,
+               budget: int, batch_size: int,
+               time_limit_s: float = math.inf):
+    self.graph = graph
+    self.topology = topology
+    self.costs = costs
+    self.budget = budget
+    self.batch_size = batch_size
+    self.time_limit_s = time_limit_s
+    self.start = time.perf_counter()
+    self.evaluations = 0
+    self.best_placement: np.ndarray | None = None
+    self.best_runtime_s = math.inf
+    self._history_evaluations: list[int] = []
+    self._history_runtime_s: list[float] = []
+
+  @property
+  def remaining(self) -> int:
+    """Evaluations left: 0 once the budget or the time limit is spent."""
+    if time.perf_counter() - self.start > self.time_limit_s:
+      return 0
+    return self.budget - self.evaluations
+
+  def __call__(self, placements: np.ndarray) -> np.ndarray:
+    """Simulated runtimes of ``[k, N]`` placements: ``[k]`` float64 seconds,
+    ``inf`` where a placement runs out of memory."""
+    placements = np.asarray(placements, np.int32)
+    k = placements.shape[0]
+    if k > self.budget - self.evaluations:
+      raise SearchError(
+          f"{k} placements would exceed the budget ({self.evaluations} of "
+          f"{self.budget} evaluations spent); propose at most "
+          f"{self.budget - self.evaluations}.")
+    runtimes = np.empty(k, np.float64)
+    for lo in range(0, k, self.batch_size):
+      batch = placements[lo:lo + self.batch_size]
+      size = batch.shape[0]
+      if size < self.batch_size:
+        batch = np.concatenate(
+            [batch, np.repeat(batch[:1], self.batch_size - size, axis=0)])
+      result = simulate(self.graph, batch, self.topology, costs=self.costs)
+      runtime = np.asarray(result.runtime_s, np.float64)[:size]
+      oom = np.asarray(result.oom)[:size]
+      runtimes[lo:lo + size] = np.where(oom | ~np.isfinite(runtime), np.inf,
+                                        runtime)
+    self.evaluations += k
+    if k:
+      best = int(np.argmin(runtimes))
+      if self.best_placement is None or runtimes[best] < self.best_runtime_s:
+        self.best_runtime_s = float(runtimes[best])
+        self.best_placement = placements[best].copy()
+    self._history_evaluations.append(self.evaluations)
+    self._history_runtime_s.append(self.best_runtime_s)
+    return runtimes
+
+  def result(self, init_runtime_s: float) -> SearchResult:
+    """The :class:`SearchResult` of everything evaluated so far."""
+    history = History(np.asarray(self._history_evaluations, np.int64),
+                      np.asarray(self._history_runtime_s, np.float64))
+    return SearchResult(placement=self.best_placement.astype(np.int32),
+                        runtime_s=self.best_runtime_s,
+                        evaluations=self.evaluations, history=history,
+                        wall_s=time.perf_counter() - self.start,
+                        init_runtime_s=init_runtime_s)
+
+
+class Start(NamedTuple):
+  """A search's validated set-up (see :func:`start`).
+
+  Attributes:
+    evaluator: the :class:`Evaluator`, with the starting placements scored.
+    units: the :class:`Units` moves act on.
+    rng: the search's ``np.random.Generator``.
+    placements: ``[C, N]`` int32 starting candidates that were scored.
+    runtime_s: ``[C]`` float64 their runtimes.
+    n_devices: ``D``.
+    move_size: the validated ``move_size`` (see :func:`check_move_size`).
+  """
+  evaluator: Evaluator
+  units: Units
+  rng: np.random.Generator
+  placements: np.ndarray
+  runtime_s: np.ndarray
+  n_devices: int
+  move_size: int
+
+
+def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
+          init, groups, move_size, batch_size, time_limit_s) -> Start:
+  """Validates the settings every search shares and scores the start.
+
+  Call it after validating a search's own settings: it spends evaluations.
+
+  Starting candidates beyond the budget are dropped (``init`` or the first
+  of :data:`INIT_BASELINES` is always scored).
+
+  Raises:
+    GraphError, TopologyError: not a graph / topology, or a bad cost table.
+    SearchError: a bad budget, batch size, time limit, ``groups``,
+      ``move_size`` or ``init``.
+  """
+  wall_start = time.perf_counter()
+  problem = prepare(graph, topology, costs)
+  budget = check_budget(budget)
+  batch_size = check_positive_int(
+      batch_size, "batch_size",
+      "it is how many placements are simulated at once, e.g. 64.")
+  time_limit_s = check_time_limit(time_limit_s)
+  units = make_units(graph, groups)
+  move_size = check_move_size(move_size, units)
+  rng = np.random.default_rng(seed)
+  placements, _ = initial_placements(graph, topology, problem.costs, init,
+                                     seed)
+  placements = placements[:budget]
+  evaluator = Evaluator(graph, topology, problem.costs, budget, batch_size,
+                        time_limit_s)
+  evaluator.start = wall_start
+  runtime_s = evaluator(placements)
+  return Start(evaluator, units, rng, placements, runtime_s,
+               topology.n_devices, move_size)
+
+
+def stack_best(placements: Sequence[np.ndarray] | np.ndarray,
+               runtime_s: np.ndarray) -> tuple[np.ndarray, float]:
+  """The fastest of ``[C, N]`` placements and its runtime (first on ties)."""
+  best = int(np.argmin(runtime_s))
+  return np.array(placements[best], np.int32), float(runtime_s[best])

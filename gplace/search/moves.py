@@ -1,0 +1,120 @@
+"""The operators searches build candidate placements with: redraw a few units
+(nodes or groups) to other devices, and cross two parent placements over.
+
+Where it sits: :mod:`gplace.search.local` and :mod:`gplace.search.annealing`
+propose redraws of their incumbent, :mod:`gplace.search.genetic` crosses
+parents over and mutates children with the same redraw. A unit is a node, or a
+group of nodes from :func:`gplace.search.common.make_units` (a move then puts
+the whole group on one device).
+
+Host-side numpy, vectorized over the ``K`` candidates of a batch; every random
+draw comes from the caller's ``np.random.Generator``, so a search is
+deterministic for its seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.search.common import Units
+
+CROSSOVERS = ("uniform", "segment")
+
+
+def choose_distinct(rng: np.random.Generator, n_units: int, k: int,
+                    m: int) -> np.ndarray:
+  """``[k, m]`` unit ids, distinct within each row, uniform over subsets.
+
+  Draws with replacement first (cheap for ``m << n_units``) and redraws the
+  rows that repeat a unit without replacement.
+  """
+  picks = rng.integers(0, n_units, (k, m))
+  if m > 1:
+    ordered = np.sort(picks, axis=1)
+    repeats = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    for row in repeats:
+      picks[row] = rng.choice(n_units, m, replace=False)
+  return picks
+
+
+def redraw(rng: np.random.Generator, base: np.ndarray, units: Units,
+           n_devices: int, move_size: int, *,
+           rows: np.ndarray | None = None) -> np.ndarray:
+  """Moves between 1 and ``move_size`` units of each base placement.
+
+  Each candidate draws its move size uniformly from ``1..move_size``, that
+  many distinct units uniformly, and for each unit a new device uniformly
+  among the ``D - 1`` devices other than the unit's current one (the device
+  of its representative node); every node of the unit goes there. With one
+  device there is nothing to move and the bases are returned unchanged.
+
+  Args:
+    rng: the search's generator.
+    base: ``[k, N]`` int32 placements to move from.
+    units: what a move redraws.
+    n_devices: ``D``.
+    move_size: at most this many units per candidate, ``1..G``.
+    rows: optional ``[k]`` bool; only these rows are moved (the rest are
+      copied).
+
+  Returns:
+    ``[k, N]`` int32 candidates.
+  """
+  base = np.asarray(base, np.int32)
+  k = base.shape[0]
+  out = base.copy()
+  if n_devices < 2 or k == 0:
+    return out
+  moved = np.flatnonzero(np.ones(k, bool) if rows is None else rows)
+  if moved.size == 0:
+    return out
+  sizes = rng.integers(1, move_size + 1, moved.size)
+  picks = choose_distinct(rng, units.n_units, moved.size, move_size)
+  shift = rng.integers(1, n_devices, (moved.size, move_size))
+  used = np.arange(move_size)[None, :] < sizes[:, None]      # [k', m]
+  row_of = np.broadcast_to(np.arange(moved.size)[:, None], used.shape)[used]
+  unit = picks[used]
+  current = base[moved[row_of], units.representative[unit]]
+  new_device = (current + shift[used]) % n_devices
+  if units.n_units == base.shape[1] and np.array_equal(
+      units.group_of, np.arange(units.n_units)):
+    out[moved[row_of], unit] = new_device
+    return out
+  unit_device = np.full((moved.size, units.n_units), -1, np.int32)
+  unit_device[row_of, unit] = new_device
+  node_device = unit_device[:, units.group_of]                 # [k', N]
+  out[moved] = np.where(node_device >= 0, node_device, base[moved])
+  return out
+
+
+def crossover(rng: np.random.Generator, first: np.ndarray, second: np.ndarray,
+              units: Units, kind: str = "uniform") -> np.ndarray:
+  """Children of pairs of parents, mixed unit by unit.
+
+  ``"uniform"``: each unit (all its nodes) comes from either parent with
+  probability 1/2. ``"segment"``: a contiguous run of unit ids (node ids are
+  a topological order, and so are coarse group ids), of uniform random start
+  and end, comes from ``second``, the rest from ``first``; it keeps
+  neighbouring ops together, as a pipeline split does.
+
+  Args:
+    rng: the search's generator.
+    first, second: ``[k, N]`` int32 parent placements.
+    units: what is inherited as a whole.
+    kind: one of :data:`CROSSOVERS`.
+
+  Returns:
+    ``[k, N]`` int32 children.
+  """
+  first = np.asarray(first, np.int32)
+  second = np.asarray(second, np.int32)
+  k, g = first.shape[0], units.n_units
+  if kind == "uniform":
+    take_second = rng.random((k, g)) < 0.5
+  elif kind == "segment":
+    ends = np.sort(rng.integers(0, g + 1, (k, 2)), axis=1)
+    ids = np.arange(g)[None, :]
+    take_second = (ids >= ends[:, :1]) & (ids < ends[:, 1:])
+  else:  # validated by the caller; belt and braces.
+    raise ValueError(f"unknown crossover {kind!r}")
+  return np.where(take_second[:, units.group_of], second, first)

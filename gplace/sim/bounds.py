@@ -1,0 +1,110 @@
+"""Lower bounds on the simulated runtime of any placement.
+
+Where it sits: experiments report how far a placement (learned or baseline)
+is from the best possible one; :func:`lower_bound` gives a floor that no
+placement can beat under the simulator's model (``gplace.sim.simulator``), so
+``runtime / lower_bound`` is an honest optimality gap. Host-side numpy.
+
+The bound is the largest of:
+
+* the critical path with every node on its fastest device and free
+  communication (``NODE_INPUT`` nodes cost nothing: they are resident);
+* a work bound. Each compute group runs one node at a time, so for any
+  weights ``w`` on the simplex over groups, ``sum_i min_g w_g * c[i, g]`` is
+  a lower bound (``c[i, g]``: cheapest cost of node ``i`` on a device of
+  group ``g``): weighting the groups' busy times by ``w`` gives at most the
+  makespan, and each node adds at least its cheapest weighted cost. Uniform
+  weights give ``sum_i min_d cost / n_groups``; we also search the weights
+  (a concave maximization, by exponentiated subgradient steps) and keep the
+  best value found, which is sound for any weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.sim.topology import Topology, validate_costs
+
+
+def _group_costs(costs: np.ndarray, topology: Topology) -> np.ndarray:
+  """``[N, G]`` cheapest cost of each node on a device of each group."""
+  _, group = np.unique(topology.compute_group, return_inverse=True)
+  group = group.reshape(-1)
+  out = np.full((costs.shape[0], int(group.max()) + 1), np.inf)
+  for dev, g in enumerate(group):
+    out[:, g] = np.minimum(out[:, g], costs[:, dev])
+  return out
+
+
+def critical_path(graph: Graph, node_costs: np.ndarray) -> float:
+  """Longest path of ``node_costs`` (``[N]`` seconds) through the graph."""
+  n = graph.n_nodes
+  if n == 0:
+    return 0.0
+  finish = np.asarray(node_costs, np.float64).copy()
+  depth = graph.depth
+  # Level by level: every edge goes from a lower depth to a higher one.
+  by_depth = np.argsort(depth[graph.edge_dst], kind="stable")
+  src = graph.edge_src[by_depth]
+  dst = graph.edge_dst[by_depth]
+  edge_depth = depth[dst]
+  bounds = np.searchsorted(edge_depth, np.arange(depth.max() + 2))
+  start = np.zeros(n)
+  for level in range(1, depth.max() + 1):
+    lo, hi = bounds[level], bounds[level + 1]
+    if hi > lo:
+      np.maximum.at(start, dst[lo:hi], finish[src[lo:hi]])
+      nodes = np.unique(dst[lo:hi])
+      finish[nodes] = start[nodes] + node_costs[nodes]
+  return float(finish.max())
+
+
+def work_bound(group_costs: np.ndarray, iterations: int = 200) -> float:
+  """``max_w sum_i min_g w_g c[i, g]`` over the simplex (searched; any
+  iterate is a valid bound, the best one is returned)."""
+  c = np.asarray(group_costs, np.float64)
+  n, g = c.shape
+  if n == 0:
+    return 0.0
+  weights = np.full(g, 1.0 / g)
+  best = 0.0
+  step = 1.0
+  for _ in range(iterations):
+    weighted = c * weights[None, :]
+    choice = np.argmin(weighted, 1)
+    value = float(weighted[np.arange(n), choice].sum())
+    best = max(best, value)
+    # Subgradient: the cost each group would carry under this choice.
+    grad = np.bincount(choice, weights=c[np.arange(n), choice], minlength=g)
+    scale = grad.max()
+    if not scale > 0:
+      break
+    weights = weights * np.exp(step * grad / scale)
+    weights /= weights.sum()
+    step *= 0.98
+  return best
+
+
+def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
+  """A lower bound in seconds on ``simulate(...).runtime_s`` of any placement.
+
+  Args:
+    graph: the op graph.
+    topology: the devices.
+    costs: optional ``[N, D]`` measured seconds (default: the roofline).
+
+  Returns:
+    ``max(critical path at fastest devices, work bound)`` (see module doc).
+
+  Raises:
+    TopologyError: bad cost table.
+  """
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, costs)
+  if graph.n_nodes == 0:
+    return 0.0
+  fastest = costs.min(1)
+  return max(critical_path(graph, fastest),
+             work_bound(_group_costs(costs, topology)))

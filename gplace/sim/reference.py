@@ -1,0 +1,196 @@
+"""Plain-Python, event-driven reference of the simulator's model.
+
+This is the specification :mod:`gplace.sim.simulator` is tested against: the
+same model (see that module's docstring), written as a discrete-event
+simulation with explicit queues rather than as a recurrence, in float64, one
+placement at a time. It is plain Python and slow: use it for tests and for
+checking the fast simulator, never in a training loop.
+
+Each compute group has a queue of its nodes in priority order and each link
+``(s, d)`` a queue of its transfers in priority order of their producers. A
+queue's head starts as soon as its resource is idle and its inputs are there
+(a node: all inputs arrived on its device; a transfer: its producer
+finished). Events (node or transfer completions) are processed in time order;
+each completion wakes the queues it may unblock.
+
+Memory is computed separately by a sweep over priority positions of explicit
+live intervals of every copy of every node's output.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+import numpy as np
+
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.sim.problem import check_order, send_bytes
+from gplace.sim.topology import Topology, validate_costs
+
+
+class ReferenceResult(NamedTuple):
+  """Outcome of one placement (float64).
+
+  Attributes:
+    runtime_s: latest finish time.
+    peak_bytes: ``[D]`` peak live bytes per device.
+    oom: peak above some device's capacity.
+    start_s, finish_s: ``[N]`` per-node times.
+  """
+
+  runtime_s: float
+  peak_bytes: np.ndarray
+  oom: bool
+  start_s: np.ndarray
+  finish_s: np.ndarray
+
+
+def simulate_reference(graph: Graph, placement, topology: Topology,
+                       costs=None, order=None) -> ReferenceResult:
+  """Simulates one ``[N]`` placement with the event-driven reference."""
+  n = graph.n_nodes
+  placement = [int(x) for x in np.asarray(placement).reshape(-1)]
+  assert len(placement) == n
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  order = list(range(n)) if order is None else [
+      int(x) for x in check_order(order, n, graph)]
+  position = [0] * n
+  for i, node in enumerate(order):
+    position[node] = i
+  kind = [int(x) for x in graph.kind]
+  groups = [int(x) for x in topology.compute_group]
+  preds = [[] for _ in range(n)]
+  succs = [[] for _ in range(n)]
+  for s, t in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
+    preds[t].append(s)
+    succs[s].append(t)
+  nbytes = [int(x) for x in send_bytes(graph)]
+
+  # Where each output must go, and the queues in priority order.
+  destinations = [sorted({placement[w] for w in succs[u]} - {placement[u]})
+                  for u in range(n)]
+  group_queue: dict[int, list[int]] = {}
+  link_queue: dict[tuple[int, int], list[int]] = {}
+  for node in order:
+    if kind[node] != NODE_INPUT:
+      group_queue.setdefault(groups[placement[node]], []).append(node)
+    for dest in destinations[node]:
+      link_queue.setdefault((placement[node], dest), []).append(node)
+  group_head = {g: 0 for g in group_queue}
+  link_head = {link: 0 for link in link_queue}
+  group_busy = {g: False for g in group_queue}
+  link_busy = {link: False for link in link_queue}
+
+  start = [0.0] * n
+  finish = [None] * n
+  available: dict[tuple[int, int], float] = {}   # (node, device) -> time
+  events: list = []
+  counter = 0
+
+  def push(time, what, payload):
+    nonlocal counter
+    heapq.heappush(events, (time, counter, what, payload))
+    counter += 1
+
+  def try_group(g, now):
+    if g not in group_queue or group_busy[g]:
+      return
+    if group_head[g] >= len(group_queue[g]):
+      return
+    node = group_queue[g][group_head[g]]
+    dev = placement[node]
+    if any((u, dev) not in available for u in preds[node]):
+      return
+    group_busy[g] = True
+    group_head[g] += 1
+    start[node] = now
+    push(now + float(costs[node, dev]), "node", node)
+
+  def try_link(link, now):
+    if link not in link_queue or link_busy[link]:
+      return
+    if link_head[link] >= len(link_queue[link]):
+      return
+    node = link_queue[link][link_head[link]]
+    if finish[node] is None:
+      return
+    link_busy[link] = True
+    link_head[link] += 1
+    src, dst = link
+    duration = (float(topology.link_latency[src, dst])
+                + nbytes[node] / float(topology.link_bandwidth[src, dst]))
+    push(now + duration, "transfer", (node, link))
+
+  def produced(node, now):
+    finish[node] = now
+    dev = placement[node]
+    available[(node, dev)] = now
+    for dest in destinations[node]:
+      try_link((dev, dest), now)
+
+  for node in order:                  # inputs are resident at time 0
+    if kind[node] == NODE_INPUT:
+      produced(node, 0.0)
+  for g in group_queue:
+    try_group(g, 0.0)
+  while events:
+    now, _, what, payload = heapq.heappop(events)
+    if what == "node":
+      node = payload
+      group_busy[groups[placement[node]]] = False
+      produced(node, now)
+      try_group(groups[placement[node]], now)
+    else:
+      node, link = payload
+      link_busy[link] = False
+      available[(node, link[1])] = now
+      try_link(link, now)
+      try_group(groups[link[1]], now)
+  missing = [v for v in range(n) if finish[v] is None]
+  assert not missing, f"reference deadlocked on nodes {missing[:5]}"
+  finish_arr = np.asarray(finish, np.float64)
+  runtime = float(finish_arr.max()) if n else 0.0
+
+  peak = _peak_bytes(graph, placement, position, succs, nbytes, kind,
+                     topology.n_devices)
+  oom = bool(np.any(peak > topology.memory_bytes))
+  return ReferenceResult(runtime_s=runtime, peak_bytes=peak, oom=oom,
+                         start_s=np.asarray(start, np.float64),
+                         finish_s=finish_arr)
+
+
+def _peak_bytes(graph, placement, position, succs, nbytes, kind, n_devices):
+  """Sweeps explicit live intervals ``[first, last]`` of every copy."""
+  n = graph.n_nodes
+  end = n - 1
+  intervals = [[] for _ in range(n_devices)]   # (first, last, bytes)
+  for u in range(n):
+    home = placement[u]
+    last_on: dict[int, int] = {}
+    for w in succs[u]:
+      dev = placement[w]
+      last_on[dev] = max(last_on.get(dev, -1), position[w])
+    if kind[u] == NODE_INPUT:
+      own = (0, end)
+    elif kind[u] == NODE_OUTPUT:
+      own = (position[u], end)
+    else:
+      own = (position[u], max(position[u], last_on.get(home, -1)))
+    intervals[home].append((own[0], own[1], int(graph.out_bytes[u])))
+    for dev, last in last_on.items():
+      if dev != home:
+        intervals[dev].append((position[u], last, nbytes[u]))
+  peak = np.zeros(n_devices, np.float64)
+  for dev in range(n_devices):
+    delta = [0] * (n + 1)
+    for first, last, size in intervals[dev]:
+      delta[first] += size
+      delta[last + 1] -= size
+    live = best = 0
+    for t in range(n):
+      live += delta[t]
+      best = max(best, live)
+    peak[dev] = best
+  return peak

@@ -1,0 +1,308 @@
+"""Device topologies and the per-op cost model.
+
+A :class:`Topology` says what a placement runs on: devices (peak FLOP/s,
+memory bandwidth and capacity, per-op launch overhead), links between every
+device pair (latency and bandwidth), and groups of devices that share compute
+(several CPU "devices" on the same cores run one op at a time between them).
+
+The default op cost is a roofline: ``max(flops / peak_flops, bytes_accessed /
+mem_bandwidth) + launch_overhead`` for op nodes, zero for input and output
+nodes. A measured ``[n_nodes, n_devices]`` cost table (from
+``gplace.profile``) replaces it wherever a caller passes ``costs=``.
+
+Presets (:func:`preset`):
+
+* ``"1cpu+2gpu"``, ``"1cpu+4gpu"``, ``"1cpu+8gpu"``: the hardware of the
+  ColocRL / HDP experiments, a Haswell-class server CPU plus K80-class GPUs
+  over PCIe 3.0. Figures: the CPU is an 18-core Haswell Xeon at 2.3 GHz
+  (ColocRL: "Intel Haswell 2300, 18 cores"): 18 cores x 2.3 GHz x 32 fp32
+  FLOP/cycle (2 AVX2 FMA units) = 1.32 TFLOP/s peak, of which we credit 50%
+  as attainable by framework kernels -> 0.66 TFLOP/s; 4 channels of DDR4-2133
+  = 68 GB/s; 128 GiB. A GPU is one GK210 die of a Tesla K80 (NVIDIA data
+  sheet: 8.73 TFLOP/s fp32 boost per board = 4.37 per die, 480 GB/s per board =
+  240 GB/s per die, 24 GB per board = 12 GB per die); we credit 70% of peak
+  FLOPs -> 3.06 TFLOP/s. Per-op launch overhead: 10 us on GPU (TF1-era
+  kernel launch + executor), 5.7 us on CPU (Placeto's simulator figure).
+  Links CPU<->GPU and GPU<->GPU go over PCIe 3.0 x16: 12 GB/s effective
+  (15.75 GB/s theoretical, ~75% achieved), 25 us latency (Placeto's simulator:
+  25 us per transfer).
+* ``"8xh100"``: eight H100 SXM5 GPUs on NVLink 4 (NVIDIA data sheet: 67
+  TFLOP/s fp32 non-tensor, 495 TFLOP/s TF32 dense, 3.35 TB/s HBM3, 80 GB;
+  NVLink 900 GB/s bidirectional = 450 GB/s per direction). We credit 200
+  TFLOP/s (TF32 matmuls dominate FLOPs), 5 us launch overhead, 8 us link
+  latency.
+
+:func:`local` describes the local JAX devices with rough defaults; the
+executor's calibration (``gplace.profile``) fits them to measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Sequence
+
+import numpy as np
+
+from gplace.errors import TopologyError
+from gplace.graphs.graph import Graph, NODE_OP
+
+GB = 1e9
+GiB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+  """One device of a topology.
+
+  Attributes:
+    name: e.g. ``"cpu:0"`` or ``"gpu:1"``.
+    kind: ``"cpu"``, ``"gpu"`` or ``"tpu"``.
+    peak_flops: attainable FLOP/s.
+    mem_bandwidth: bytes/s between the device and its memory.
+    memory_bytes: capacity available to tensors.
+    launch_overhead_s: fixed cost of every op run on the device.
+  """
+
+  name: str
+  kind: str
+  peak_flops: float
+  mem_bandwidth: float
+  memory_bytes: float
+  launch_overhead_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Topology:
+  """Devices, links and shared-compute groups.
+
+  Attributes:
+    devices: ``D`` devices; a placement's values index this tuple.
+    link_bandwidth: ``[D, D]`` float64 bytes/s for a transfer from row to
+      column device (the diagonal is ignored).
+    link_latency: ``[D, D]`` float64 seconds per transfer (diagonal ignored).
+    compute_group: ``[D]`` int32; devices with the same value share compute
+      and run one op at a time between them.
+    name: label, e.g. ``"1cpu+4gpu"``.
+    time_scale: multiplies every roofline op time (calibration's fusion
+      factor; 1.0 for presets).
+  """
+
+  devices: tuple[Device, ...]
+  link_bandwidth: np.ndarray
+  link_latency: np.ndarray
+  compute_group: np.ndarray
+  name: str = "topology"
+  time_scale: float = 1.0
+
+  def __post_init__(self):
+    devices = tuple(self.devices)
+    object.__setattr__(self, "devices", devices)
+    d = len(devices)
+    if d == 0:
+      raise TopologyError("A topology needs at least one device.")
+    for field in ("link_bandwidth", "link_latency"):
+      value = np.array(getattr(self, field), dtype=np.float64)
+      if value.shape != (d, d):
+        raise TopologyError(
+            f"{field} has shape {value.shape}, expected ({d}, {d}) for {d} "
+            "devices.")
+      off = value[~np.eye(d, dtype=bool)]
+      if np.any(np.isnan(off)) or np.any(off < 0):
+        raise TopologyError(f"{field} must be non-negative and not NaN.")
+      if field == "link_bandwidth" and np.any(off == 0):
+        raise TopologyError("link_bandwidth must be positive between every "
+                            "pair of distinct devices.")
+      value.setflags(write=False)
+      object.__setattr__(self, field, value)
+    group = np.array(self.compute_group, dtype=np.int32).reshape(-1)
+    if group.shape != (d,):
+      raise TopologyError(f"compute_group must have one entry per device "
+                          f"({d}), got shape {group.shape}.")
+    group.setflags(write=False)
+    object.__setattr__(self, "compute_group", group)
+    for dev in devices:
+      for attr in ("peak_flops", "mem_bandwidth", "memory_bytes"):
+        value = getattr(dev, attr)
+        if not (value > 0) or math.isnan(value):
+          raise TopologyError(f"Device {dev.name!r}: {attr} must be positive, "
+                              f"got {value}.")
+      if not dev.launch_overhead_s >= 0:
+        raise TopologyError(f"Device {dev.name!r}: launch_overhead_s must be "
+                            "non-negative.")
+    if not self.time_scale > 0:
+      raise TopologyError("time_scale must be positive.")
+
+  @property
+  def n_devices(self) -> int:
+    return len(self.devices)
+
+  @property
+  def device_names(self) -> list[str]:
+    return [dev.name for dev in self.devices]
+
+  @property
+  def memory_bytes(self) -> np.ndarray:
+    """``[D]`` float64 capacity of each device."""
+    return np.array([dev.memory_bytes for dev in self.devices], np.float64)
+
+  @property
+  def peak_flops(self) -> np.ndarray:
+    return np.array([dev.peak_flops for dev in self.devices], np.float64)
+
+  @property
+  def mem_bandwidth(self) -> np.ndarray:
+    return np.array([dev.mem_bandwidth for dev in self.devices], np.float64)
+
+  @property
+  def launch_overhead_s(self) -> np.ndarray:
+    return np.array([dev.launch_overhead_s for dev in self.devices],
+                    np.float64)
+
+  @property
+  def n_compute_groups(self) -> int:
+    return int(np.unique(self.compute_group).size)
+
+  def op_costs(self, graph: Graph) -> np.ndarray:
+    """Roofline seconds of each node on each device.
+
+    Returns:
+      ``[N, D]`` float64: ``time_scale * max(flops / peak, bytes / bandwidth)
+      + launch_overhead`` for op nodes, 0 for input and output nodes.
+    """
+    flops = graph.flops[:, None] / self.peak_flops[None, :]
+    memory = graph.bytes_accessed[:, None] / self.mem_bandwidth[None, :]
+    costs = self.time_scale * np.maximum(flops, memory)
+    costs = costs + self.launch_overhead_s[None, :]
+    return np.where((graph.kind == NODE_OP)[:, None], costs, 0.0)
+
+  def transfer_time(self, nbytes, src, dst) -> np.ndarray:
+    """Seconds to move ``nbytes`` from device ``src`` to ``dst`` (0 if equal).
+
+    Broadcasts over array arguments.
+    """
+    src = np.asarray(src)
+    dst = np.asarray(dst)
+    t = self.link_latency[src, dst] + np.asarray(nbytes) / self.link_bandwidth[
+        src, dst]
+    return np.where(src == dst, 0.0, t)
+
+  def replace(self, **changes) -> "Topology":
+    return dataclasses.replace(self, **changes)
+
+  def __repr__(self) -> str:
+    return (f"Topology(name={self.name!r}, devices="
+            f"{[d.name for d in self.devices]})")
+
+
+def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:
+  """Checks a measured cost table; returns it as ``[N, D]`` float64.
+
+  Raises:
+    TopologyError: wrong shape, NaN, infinite or negative entries.
+  """
+  costs = np.asarray(costs, np.float64)
+  want = (graph.n_nodes, topology.n_devices)
+  if costs.shape != want:
+    raise TopologyError(f"costs has shape {costs.shape}, expected {want} "
+                        "(one column per device of the topology).")
+  if not np.all(np.isfinite(costs)):
+    raise TopologyError("costs contains NaN or infinite entries; measure or "
+                        "fill them before simulating.")
+  if np.any(costs < 0):
+    raise TopologyError("costs contains negative entries.")
+  return costs
+
+
+def uniform_links(n_devices: int, bandwidth: float, latency_s: float):
+  """``(bandwidth [D, D], latency [D, D])`` with the same link everywhere."""
+  bandwidth_matrix = np.full((n_devices, n_devices), float(bandwidth))
+  latency_matrix = np.full((n_devices, n_devices), float(latency_s))
+  np.fill_diagonal(latency_matrix, 0.0)
+  np.fill_diagonal(bandwidth_matrix, np.inf)
+  return bandwidth_matrix, latency_matrix
+
+
+def _haswell_k80(n_gpus: int) -> Topology:
+  cpu = Device("cpu:0", "cpu", peak_flops=0.66e12, mem_bandwidth=68 * GB,
+               memory_bytes=128 * GiB, launch_overhead_s=5.7e-6)
+  gpus = [Device(f"gpu:{i}", "gpu", peak_flops=3.06e12, mem_bandwidth=240 * GB,
+                 memory_bytes=12 * GB, launch_overhead_s=10e-6)
+          for i in range(n_gpus)]
+  bandwidth, latency = uniform_links(n_gpus + 1, 12 * GB, 25e-6)
+  return Topology(devices=(cpu, *gpus), link_bandwidth=bandwidth,
+                  link_latency=latency,
+                  compute_group=np.arange(n_gpus + 1),
+                  name=f"1cpu+{n_gpus}gpu")
+
+
+def _h100x8() -> Topology:
+  gpus = [Device(f"gpu:{i}", "gpu", peak_flops=200e12, mem_bandwidth=3350 * GB,
+                 memory_bytes=80 * GB, launch_overhead_s=5e-6)
+          for i in range(8)]
+  bandwidth, latency = uniform_links(8, 450 * GB, 8e-6)
+  return Topology(devices=tuple(gpus), link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.arange(8),
+                  name="8xh100")
+
+
+_PRESETS = {
+    "1cpu+2gpu": lambda: _haswell_k80(2),
+    "1cpu+4gpu": lambda: _haswell_k80(4),
+    "1cpu+8gpu": lambda: _haswell_k80(8),
+    "8xh100": _h100x8,
+}
+
+
+def preset_names() -> list[str]:
+  return sorted(_PRESETS)
+
+
+def preset(name: str) -> Topology:
+  """A named topology: one of :func:`preset_names`."""
+  if name not in _PRESETS:
+    raise TopologyError(f"Unknown topology preset {name!r}; choose one of "
+                        f"{preset_names()}.")
+  return _PRESETS[name]()
+
+
+def local(devices: Sequence | None = None) -> Topology:
+  """Describes local JAX devices with rough, uncalibrated defaults.
+
+  CPU devices (``--xla_force_host_platform_device_count``) share one compute
+  group because they run on the same cores. GPU capacity comes from
+  ``memory_stats()`` where the runtime reports it. Use
+  ``gplace.profile`` to replace these guesses with measurements.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  devices = list(devices) if devices is not None else list(jax.devices())
+  if not devices:
+    raise TopologyError("No JAX devices were given.")
+  cores = os.cpu_count() or 1
+  try:
+    host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    host_memory = 16 * GiB
+  out, group = [], []
+  for dev in devices:
+    if dev.platform == "cpu":
+      out.append(Device(f"cpu:{dev.id}", "cpu", peak_flops=cores * 2e10,
+                        mem_bandwidth=10 * GB, memory_bytes=float(host_memory),
+                        launch_overhead_s=5e-6))
+      group.append(0)
+    else:
+      stats = {}
+      try:
+        stats = dev.memory_stats() or {}
+      except Exception:  # pylint: disable=broad-except
+        pass
+      memory = float(stats.get("bytes_limit", 16 * GiB))
+      out.append(Device(f"{dev.platform}:{dev.id}", dev.platform,
+                        peak_flops=50e12, mem_bandwidth=1000 * GB,
+                        memory_bytes=memory, launch_overhead_s=10e-6))
+      group.append(len(group) + 1)
+  bandwidth, latency = uniform_links(len(out), 10 * GB, 20e-6)
+  return Topology(devices=tuple(out), link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.asarray(group),
+                  name="local")

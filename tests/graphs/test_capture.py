@@ -1,0 +1,221 @@
+"""Tests of gplace.capture: structure, inlining, costs, names and errors."""
+
+import functools
+import warnings
+
+import flax.linen as nn
+import jax
+from jax.extend import core as jex_core
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gplace
+from gplace import _testing
+from gplace.graphs.capture import eval_node, evaluate, trace_program
+from gplace.errors import CaptureError, GplaceError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+
+
+class _Block(nn.Module):
+  features: int
+
+  @nn.compact
+  def __call__(self, x):
+    return nn.relu(nn.Dense(self.features, name="dense")(x))
+
+
+class _Net(nn.Module):
+
+  @nn.compact
+  def __call__(self, x):
+    for i in range(2):
+      x = _Block(8, name=f"layer_{i}")(x)
+    return nn.Dense(2, name="head")(x)
+
+
+def _train_step_and_args():
+  net = _Net()
+  x = jnp.ones((4, 8))
+  params = net.init(jax.random.key(0), x)
+  tx = optax.adam(1e-3)
+
+  def train_step(params, opt_state, batch):
+    loss, grads = jax.value_and_grad(
+        lambda p: jnp.mean(net.apply(p, batch["x"]) ** 2))(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  return train_step, (params, tx.init(params), {"x": x})
+
+
+def test_inlines_calls_and_keeps_control_flow_whole():
+  graph = gplace.capture(_testing.control_flow_program,
+                         *_testing.control_flow_args())
+  ops = set(graph.op_type[graph.kind == NODE_OP])
+  assert not ops & {"jit", "pjit", "custom_jvp_call", "custom_vjp_call",
+                    "remat", "checkpoint", "closed_call"}
+  assert {"scan", "while", "cond", "dot_general", "sin"} <= ops
+  assert np.all(graph.edge_src < graph.edge_dst)
+
+
+def test_program_replay_equals_jit():
+  args = _testing.control_flow_args()
+  program = trace_program(_testing.control_flow_program, *args)
+  got = evaluate(program, *args)
+  want = jax.jit(_testing.control_flow_program)(*args)
+  jax.tree_util.tree_map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), got, want)
+
+
+def test_train_step_inputs_names_and_outputs():
+  step, args = _train_step_and_args()
+  graph = gplace.capture(step, *args)
+  n_leaves = len(jax.tree_util.tree_leaves(args))
+  assert int((graph.kind == NODE_INPUT).sum()) == n_leaves
+  n_out = len(jax.tree_util.tree_leaves(jax.eval_shape(step, *args)))
+  assert int((graph.kind == NODE_OUTPUT).sum()) == n_out
+  names = list(graph.names)
+  assert "arg0/params/layer_1/dense/kernel" in names
+  assert "arg2/x" in names
+  # Forward and backward ops of a layer carry the layer's module path.
+  dots = [n for n, t in zip(names, graph.op_type) if t == "dot_general"]
+  assert sum("layer_1/dense" in n for n in dots) == 3  # fwd, dgrad, wgrad
+  assert sum("layer_0/dense" in n for n in dots) == 2  # no grad wrt x
+  # Every parameter feeds something.
+  assert np.all(graph.out_degree[graph.kind == NODE_INPUT] > 0)
+
+
+def test_keyword_arguments_are_named():
+  graph = gplace.capture(lambda x, *, scale: x * scale, jnp.ones(3),
+                         scale=jnp.float32(2.0))
+  assert list(graph.names[graph.kind == NODE_INPUT]) == ["arg0", "scale"]
+
+
+def test_abstract_arguments_capture_without_allocating():
+  big = jax.ShapeDtypeStruct((4096, 4096), jnp.float32)
+  graph = gplace.capture(lambda a, b: a @ b, big, big)
+  (dot,) = np.flatnonzero(graph.op_type == "dot_general")
+  assert graph.flops[dot] == 2 * 4096**3
+  assert graph.edge_bytes.max() == 4096 * 4096 * 4
+
+
+def test_scan_cost_is_body_times_length():
+  def one(x):
+    return jnp.tanh(x @ x)
+
+  def looped(x):
+    return jax.lax.scan(lambda c, _: (one(c), None), x, None, length=7)[0]
+
+  x = jnp.ones((16, 16))
+  single = gplace.capture(one, x)
+  scanned = gplace.capture(looped, x)
+  (scan,) = np.flatnonzero(scanned.op_type == "scan")
+  assert scanned.flops[scan] == pytest.approx(7 * single.flops.sum())
+
+
+def test_save_load_round_trip_of_captured_graph(tmp_path):
+  step, args = _train_step_and_args()
+  graph = gplace.capture(step, *args, name="mlp_train")
+  graph.save(tmp_path / "g.npz")
+  assert Graph.load(tmp_path / "g.npz") == graph
+
+
+# -- FLOPs against XLA's own cost analysis --------------------------------------
+
+
+def _xla_flops(fn, *avals):
+  cost = jax.jit(fn).lower(*avals).cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost["flops"])
+
+
+def _check_op_flops(graph_program, op_types=("dot_general",
+                                             "conv_general_dilated")):
+  """Compares every dot/conv node's FLOPs with XLA's, per distinct op."""
+  seen = {}
+  for node, record in enumerate(graph_program.nodes):
+    if record.kind != NODE_OP or record.eqn.primitive.name not in op_types:
+      continue
+    eqn = record.eqn
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype)
+             for v in eqn.invars]
+    key = (eqn.primitive.name, str(eqn.params), str(avals))
+    if key in seen:
+      continue
+    fn = functools.partial(
+        lambda *xs, record: eval_node(record, xs)[0],
+        record=record)
+    seen[key] = (graph_program.graph.flops[node], _xla_flops(fn, *avals))
+  assert seen, "no dot/conv ops found"
+  for ours, xla in seen.values():
+    assert ours == pytest.approx(xla, rel=0.05)
+  return len(seen)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(padding="SAME"),
+    dict(padding="VALID", strides=(2, 2)),
+    dict(padding=((2, 1), (0, 3)), kernel_dilation=(2, 1)),
+    dict(padding="SAME", feature_group_count=4),
+    dict(padding=((1, 1), (2, 0)), strides=(2, 2), input_dilation=(1, 2)),
+])
+def test_conv_flops_match_xla(kwargs):
+  conv = nn.Conv(8, (3, 3), **kwargs)
+  x = jnp.ones((2, 11, 9, 8))
+  params = conv.init(jax.random.key(0), x)
+  program = trace_program(
+      lambda p, x: jax.grad(lambda p: conv.apply(p, x).sum())(p), params, x)
+  assert _check_op_flops(program) >= 2  # forward conv and its gradient
+
+
+def test_dot_flops_match_xla_on_batched_einsum():
+  program = trace_program(
+      lambda a, b: jnp.einsum("bij,bjk->bik", a, b), jnp.ones((3, 5, 7)),
+      jnp.ones((3, 7, 2)))
+  _check_op_flops(program)
+
+
+def test_workload_dot_and_conv_flops_match_xla():
+  workloads = pytest.importorskip("gplace.workloads")
+  checked = 0
+  for name in workloads.names():
+    fn, args = workloads.get(name, size="tiny", step="train")
+    program = trace_program(fn, *args)
+    checked += _check_op_flops(program)
+  assert checked > 10
+
+
+# -- bad input ----------------------------------------------------------------------
+
+
+def test_untraceable_function_raises_capture_error():
+  def python_branch(x):
+    if x.sum() > 0:  # Python control flow on a traced value
+      return x
+    return -x
+
+  with pytest.raises(CaptureError, match="jittable"):
+    gplace.capture(python_branch, jnp.ones(3))
+
+
+def test_mismatched_arguments_raise_capture_error():
+  with pytest.raises(CaptureError, match="Could not trace"):
+    gplace.capture(lambda a, b: a @ b, jnp.ones((2, 3)), jnp.ones((4, 5)))
+  with pytest.raises(GplaceError):
+    gplace.capture(lambda a: a, "not an array")
+  with pytest.raises(CaptureError, match="function"):
+    gplace.capture(42, jnp.ones(3))
+
+
+def test_unknown_primitive_is_captured_with_a_warning():
+  pytest.importorskip("gplace.features")
+  prim = jex_core.Primitive("gplace_test_mystery_op")
+  prim.def_impl(lambda x: x * 3)
+  prim.def_abstract_eval(lambda x: x)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    graph = gplace.capture(lambda x: prim.bind(x) + 1, jnp.ones(4))
+  assert "unknown" in set(graph.op_type)
+  assert any("gplace_test_mystery_op" in str(w.message) for w in caught)

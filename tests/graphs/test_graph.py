@@ -1,0 +1,64 @@
+"""Tests of the Graph value: validation, construction, persistence."""
+
+import numpy as np
+import pytest
+
+from gplace.errors import GraphError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
+
+
+def _tiny(edges):
+  return Graph.build(
+      names=["x", "a", "b", "y"], op_type=["input", "add", "mul", "output"],
+      kind=[NODE_INPUT, NODE_OP, NODE_OP, NODE_OUTPUT],
+      out_shapes=[(2, 3)] * 4, out_dtype=["float32"] * 4,
+      out_bytes=[24] * 4, flops=[0, 6, 6, 0], bytes_accessed=[0, 48, 48, 0],
+      edges=edges)
+
+
+def test_build_renumbers_into_topological_order():
+  g = _tiny([(0, 2, 24), (2, 1, 24), (1, 3, 24)])
+  assert np.all(g.edge_src < g.edge_dst)
+  assert list(g.names) == ["x", "b", "a", "y"]
+
+
+def test_build_merges_duplicate_edges():
+  g = _tiny([(0, 1, 24), (0, 1, 8), (1, 2, 24), (2, 3, 24)])
+  assert g.n_edges == 3
+  assert g.edge_bytes[0] == 32
+
+
+def test_cycle_is_rejected():
+  with pytest.raises(GraphError, match="cycle"):
+    _tiny([(0, 1, 1), (1, 2, 1), (2, 1, 1), (2, 3, 1)])
+
+
+def test_backward_edge_in_raw_constructor_is_rejected():
+  g = _tiny([(0, 1, 24), (1, 2, 24), (2, 3, 24)])
+  with pytest.raises(GraphError, match="topological"):
+    g.replace(edge_src=np.array([0, 2, 2]), edge_dst=np.array([1, 1, 3]))
+
+
+def test_save_load_round_trip(tmp_path):
+  g = random_dag(300, seed=3)
+  g.save(tmp_path / "g.npz")
+  h = Graph.load(tmp_path / "g.npz")
+  assert g == h
+  for field in ("names", "flops", "edge_bytes", "out_shape"):
+    assert getattr(g, field).dtype == getattr(h, field).dtype
+
+
+def test_load_rejects_other_files(tmp_path):
+  np.savez(tmp_path / "x.npz", a=np.zeros(3))
+  with pytest.raises(GraphError):
+    Graph.load(tmp_path / "x.npz")
+
+
+def test_depth_and_csr_agree_with_edges():
+  g = random_dag(200, seed=5)
+  for node in (10, 50, 199):
+    preds = g.predecessors(node)
+    assert set(preds) == set(g.edge_src[g.edge_dst == node])
+    expect = max((g.depth[p] + 1 for p in preds), default=0)
+    assert g.depth[node] == expect
+  assert g.in_degree.sum() == g.n_edges

@@ -1,0 +1,45 @@
+"""Tests of the one placement validator (gplace.graphs.placement)."""
+
+import numpy as np
+import pytest
+
+from gplace.errors import PlacementError
+from gplace.graphs.graph import random_dag
+from gplace.graphs.placement import check_placements
+
+
+def test_accepts_one_or_k_placements_and_integer_floats():
+  graph = random_dag(10, seed=0)
+  one = check_placements(np.arange(10) % 3, graph, 3)
+  assert one.shape == (1, 10) and one.dtype == np.int32
+  many = check_placements(np.zeros((4, 10)), graph, 3)
+  assert many.shape == (4, 10) and not many.any()
+  flat = check_placements([2] * 10, graph, 3, batched=False)
+  assert flat.shape == (10,) and flat.dtype == np.int32
+
+
+@pytest.mark.parametrize("placements,batched,match", [
+    (np.zeros(9, int), True, "length 9 .* 10 nodes"),
+    (np.zeros((2, 2, 10), int), True, r"\[n_nodes\] or \[K, n_nodes\]"),
+    (np.zeros((2, 10), int), False, r"must be \[n_nodes\]"),
+    (np.full(10, 0.5), True, "non-integer"),
+    (np.full(10, np.nan), True, "non-integer"),
+    (np.array(["a"] * 10), True, "integer device indices"),
+    (np.full(10, 3), True, "device 3, but only devices 0..2"),
+    (np.full(10, -1), True, "device -1"),
+])
+def test_bad_placements_say_what_is_wrong(placements, batched, match):
+  graph = random_dag(10, seed=0)
+  with pytest.raises(PlacementError, match=match):
+    check_placements(placements, graph, 3, batched=batched)
+
+
+def test_error_names_the_node_the_row_and_the_devices():
+  graph = random_dag(10, seed=0)
+  placements = np.zeros((3, 10), int)
+  placements[2, 7] = 5
+  with pytest.raises(PlacementError) as info:
+    check_placements(placements, graph, 2, device_names=["cpu", "gpu"])
+  message = str(info.value)
+  assert "Placement 2" in message and f"node 7 ({graph.names[7]})" in message
+  assert "(cpu, gpu)" in message

@@ -1,0 +1,154 @@
+"""Tests of topologies: presets, local(), the roofline cost model, links and
+the checks of a measured cost table."""
+
+import jax
+import numpy as np
+import pytest
+
+from gplace.errors import TopologyError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.sim import topology as topology_lib
+from gplace.sim.topology import (Device, Topology, local, preset,
+                                 preset_names, uniform_links, validate_costs)
+
+
+def tiny_graph() -> Graph:
+  """input -> op (compute bound) -> op (memory bound) -> output."""
+  return Graph.build(
+      names=["x", "matmul", "add", "out"], op_type=["input", "dot", "add",
+                                                    "output"],
+      kind=[NODE_INPUT, NODE_OP, NODE_OP, NODE_OUTPUT],
+      out_shapes=[(256,)] * 4, out_dtype=["float32"] * 4,
+      out_bytes=[1024] * 4, flops=[0.0, 6e9, 1e3, 0.0],
+      bytes_accessed=[0.0, 1e3, 6.8e8, 0.0],
+      edges=[(0, 1, 1024), (1, 2, 1024), (2, 3, 1024)])
+
+
+def test_preset_names_and_shapes():
+  assert preset_names() == ["1cpu+2gpu", "1cpu+4gpu", "1cpu+8gpu", "8xh100"]
+  for name in preset_names():
+    topology = preset(name)
+    d = topology.n_devices
+    assert topology.name == name
+    assert topology.link_bandwidth.shape == (d, d)
+    assert topology.link_latency.shape == (d, d)
+    assert topology.compute_group.shape == (d,)
+    assert topology.n_compute_groups == d          # nothing shares compute
+    assert np.all(np.diag(topology.link_latency) == 0)
+    assert len(topology.device_names) == d
+  assert preset("1cpu+4gpu").device_names == [
+      "cpu:0", "gpu:0", "gpu:1", "gpu:2", "gpu:3"]
+  assert preset("8xh100").n_devices == 8
+
+
+def test_preset_figures():
+  topology = preset("1cpu+2gpu")
+  np.testing.assert_allclose(topology.peak_flops, [0.66e12, 3.06e12, 3.06e12])
+  np.testing.assert_allclose(topology.mem_bandwidth, [68e9, 240e9, 240e9])
+  np.testing.assert_allclose(topology.launch_overhead_s, [5.7e-6, 1e-5, 1e-5])
+  assert topology.memory_bytes[0] == 128 * 2**30
+  assert topology.link_bandwidth[0, 1] == 12e9
+  assert topology.link_latency[1, 2] == 25e-6
+
+
+def test_unknown_preset_names_the_choices():
+  with pytest.raises(TopologyError, match="1cpu\\+4gpu"):
+    preset("2cpu")
+
+
+def test_roofline_op_costs():
+  topology = preset("1cpu+2gpu")
+  graph = tiny_graph()
+  costs = topology.op_costs(graph)
+  assert costs.shape == (4, 3)
+  # Inputs and outputs cost nothing, on every device.
+  np.testing.assert_array_equal(costs[[0, 3]], 0.0)
+  # The matmul is compute bound, the add memory bound; plus launch overhead.
+  np.testing.assert_allclose(costs[1], 6e9 / topology.peak_flops
+                             + topology.launch_overhead_s)
+  np.testing.assert_allclose(costs[2], 6.8e8 / topology.mem_bandwidth
+                             + topology.launch_overhead_s)
+  scaled = topology.replace(time_scale=2.0).op_costs(graph)
+  np.testing.assert_allclose(scaled[1], 2 * 6e9 / topology.peak_flops
+                             + topology.launch_overhead_s)
+
+
+def test_transfer_time_broadcasts_and_is_zero_on_device():
+  topology = preset("1cpu+2gpu")
+  times = topology.transfer_time(np.array([12e9, 0.0]), np.array([0, 1]),
+                                 np.array([1, 1]))
+  np.testing.assert_allclose(times, [1.0 + 25e-6, 0.0])
+
+
+def test_uniform_links():
+  bandwidth, latency = uniform_links(3, 5e9, 1e-5)
+  assert np.all(np.diag(latency) == 0) and np.all(np.isinf(np.diag(
+      bandwidth)))
+  assert bandwidth[0, 2] == 5e9 and latency[2, 1] == 1e-5
+
+
+def test_validate_costs():
+  topology = preset("1cpu+2gpu")
+  graph = tiny_graph()
+  ok = validate_costs(np.ones((4, 3), np.float32), graph, topology)
+  assert ok.dtype == np.float64 and ok.shape == (4, 3)
+  with pytest.raises(TopologyError, match="shape"):
+    validate_costs(np.ones((4, 2)), graph, topology)
+  with pytest.raises(TopologyError, match="NaN"):
+    validate_costs(np.full((4, 3), np.nan), graph, topology)
+  with pytest.raises(TopologyError, match="NaN or infinite"):
+    validate_costs(np.full((4, 3), np.inf), graph, topology)
+  with pytest.raises(TopologyError, match="negative"):
+    validate_costs(-np.ones((4, 3)), graph, topology)
+
+
+def _devices(n):
+  return tuple(Device(f"gpu:{i}", "gpu", peak_flops=1e12, mem_bandwidth=1e11,
+                      memory_bytes=1e9) for i in range(n))
+
+
+def test_topology_checks_its_fields():
+  bandwidth, latency = uniform_links(2, 1e9, 1e-5)
+  ok = dict(devices=_devices(2), link_bandwidth=bandwidth,
+            link_latency=latency, compute_group=[0, 1])
+  assert Topology(**ok).n_devices == 2
+  with pytest.raises(TopologyError, match="at least one device"):
+    Topology(**{**ok, "devices": (), "link_bandwidth": np.zeros((0, 0)),
+                "link_latency": np.zeros((0, 0)), "compute_group": []})
+  with pytest.raises(TopologyError, match="link_bandwidth has shape"):
+    Topology(**{**ok, "link_bandwidth": np.ones((3, 3))})
+  with pytest.raises(TopologyError, match="positive between every pair"):
+    Topology(**{**ok, "link_bandwidth": np.zeros((2, 2))})
+  with pytest.raises(TopologyError, match="non-negative"):
+    Topology(**{**ok, "link_latency": -np.ones((2, 2))})
+  with pytest.raises(TopologyError, match="compute_group"):
+    Topology(**{**ok, "compute_group": [0]})
+  with pytest.raises(TopologyError, match="peak_flops"):
+    Topology(**{**ok, "devices": (Device("a", "gpu", 0.0, 1.0, 1.0),
+                                  _devices(1)[0])})
+  with pytest.raises(TopologyError, match="launch_overhead_s"):
+    Topology(**{**ok, "devices": (Device("a", "gpu", 1.0, 1.0, 1.0, -1.0),
+                                  _devices(1)[0])})
+  with pytest.raises(TopologyError, match="time_scale"):
+    Topology(**{**ok, "time_scale": 0.0})
+  # Arrays are frozen copies.
+  topology = Topology(**ok)
+  assert not topology.link_bandwidth.flags.writeable
+
+
+def test_local_describes_the_cpu_devices():
+  devices = jax.devices("cpu")
+  topology = local(devices)
+  assert topology.name == "local"
+  assert topology.n_devices == len(devices)
+  assert topology.device_names == [f"cpu:{d.id}" for d in devices]
+  # CPU devices run on the same cores: one compute group.
+  assert topology.n_compute_groups == 1
+  assert np.all(topology.memory_bytes > 0)
+  assert local().n_devices == len(jax.devices())
+  with pytest.raises(TopologyError, match="No JAX devices"):
+    local([])
+
+
+def test_module_exports():
+  assert topology_lib.preset is preset and topology_lib.local is local
