@@ -2,24 +2,32 @@
 
   python experiments/bench_train_step.py --sizes=1000,10000,80000
 
-Graphs are gplace.graph.random_dag; topology 1cpu+4gpu; the step is the
-jitted ``gplace.rl.rl_step`` exactly as ``gplace.train`` runs it (one device,
-no pmap), in a ``lax.scan`` chunk of ``--steps`` steps. Prints compile time,
-seconds per step and the process's peak RSS after each size.
+Graphs are gplace.graphs.graph.random_dag; topology 1cpu+4gpu; the state is
+made by ``gplace.rl.state.create_train_state`` and the step is the jitted
+``gplace.rl.update.rl_step`` exactly as ``gplace.rl.train`` runs it (one
+device, no pmap), in a ``lax.scan`` chunk of ``--steps`` steps. Prints compile
+time, seconds per step and the process's peak RSS after each size.
 """
 
 import os
 import resource
+import sys
 import time
 
+# The quickstart config is imported as experiments.configs.quickstart.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import app
 from absl import flags
 import jax
 
+from experiments.configs import quickstart
 from gplace.graphs import graph as graph_lib
-from gplace.rl import core as rl
-from gplace.sim import topology
+from gplace.rl import data
+from gplace.rl import state as state_lib
 from gplace.rl import train
+from gplace.sim import topology
 
 _SIZES = flags.DEFINE_string("sizes", "1000,10000,80000", "Node counts.")
 _STEPS = flags.DEFINE_integer("steps", 3, "Steps per timed chunk.")
@@ -36,8 +44,6 @@ def peak_rss_gib() -> float:
 
 def main(argv):
   del argv
-  # pylint: disable-next=g-import-not-at-top
-  from experiments.configs import quickstart
   config = quickstart.get_config()
   config.policy.hidden_size = _HIDDEN.value
   config.policy.segment_length = _SEGMENT.value
@@ -51,19 +57,16 @@ def main(argv):
   for size in [int(s) for s in _SIZES.value.split(",")]:
     t0 = time.time()
     graph = graph_lib.random_dag(size, seed=0, name=f"random_dag:{size}")
-    setup = train.GraphSetup(
+    setup = data.GraphSetup(
         name=graph.name, graph=graph, fn=None, args=None, baselines={},
         baseline_runtime_s={}, lower_bound_s=0.0, failing_runtime_s=1.0)
-    batch = train.make_batch([setup], topo)
+    batch = data.make_batch([setup], topo)
     host_s = time.time() - t0
-    policy = train.create_policy(config, topo.n_devices)
-    optimizer = train.create_optimizer(config)
-    fns = train.make_step_fns(policy, optimizer, train.create_hparams(config),
-                              parallel=1)
-    graph0 = jax.tree.map(lambda x: x[0], batch.graphs)
-    params = jax.jit(policy.init)(jax.random.PRNGKey(0), graph0)
-    state = rl.init_train_state(jax.random.PRNGKey(1), params, optimizer,
-                                batch)
+    policy = state_lib.create_policy(config, topo.n_devices)
+    optimizer = state_lib.create_optimizer(config)
+    fns = train.make_step_fns(policy, optimizer,
+                              state_lib.create_hparams(config), parallel=1)
+    state = state_lib.create_train_state(config, batch, policy, optimizer)
     batch = jax.tree.map(jax.numpy.asarray, batch)
     t0 = time.time()
     compiled = fns.rl_chunk.lower(state, batch, _STEPS.value).compile()

@@ -12,14 +12,25 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
    topological order cut into 2..16 random contiguous blocks on random
    devices), everything on one device, and every baseline of
    ``gplace.baselines`` planned on the calibrated topology and costs;
-3. runs each placement with ``gplace.place`` / ``gplace.measure`` in
-   ``--rounds`` rounds (placements in a new random order each round), each
-   round summarized by the fastest and by the median of ``--repeats`` calls;
-4. compares ``gplace.simulate`` with the mean measurement over rounds:
-   Spearman rank correlation and median absolute % error, next to the
-   measurement's own round-to-round Spearman (the mean over round pairs: the
-   noise ceiling). The fastest call is the robust statistic on a shared,
-   loaded machine; the median is what ``gplace.measure`` reports.
+3. runs each placement with ``gplace.place`` / ``gplace.measure`` under each
+   of ``--schedules`` in ``--rounds`` rounds (all runs in a new random order
+   each round), each round summarized by the fastest and by the median of
+   ``--repeats`` calls:
+
+   * ``sim`` (default): the placement runs in its simulator schedule, the
+     default schedule of ``gplace.simulate(graph, placements,
+     profile.topology, costs=profile.costs, return_schedule=True)``
+     (``place(..., schedule=order)``: each device runs its ops in that
+     order), and is predicted by that same simulation;
+   * ``device_greedy``: the way before schedules: the executor's
+     device-greedy order, predicted by the simulator in node-id order
+     (``simulate(..., order=np.arange(N))``);
+
+4. compares the prediction with the mean measurement over rounds: Spearman
+   rank correlation and median absolute % error, next to the measurement's
+   own round-to-round Spearman (the mean over round pairs: the noise
+   ceiling). The fastest call is the robust statistic on a shared, loaded
+   machine; the median is what ``gplace.measure`` reports.
 
 It prints a table and writes the "## Simulator fidelity" section of ``--out``
 (replacing an earlier one).
@@ -46,11 +57,13 @@ from scipy import stats  # noqa: E402  pylint: disable=g-import-not-at-top,wrong
 
 import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import baselines, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace.execution import executor
-from gplace.execution import profiler
-from gplace.sim import simulator
+from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 STATISTICS = ("min", "median")
+SCHEDULES = ("sim", "device_greedy")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 
 
@@ -62,13 +75,15 @@ def two_devices() -> list[jax.Device]:
   return list(jax.devices("cpu")[:_N_DEVICES])
 
 
-def load_profile(name, size, fn, args, devices, fresh, repeats):
+def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE):
   platforms = "+".join(d.platform for d in devices)
-  path = os.path.join(CACHE, f"profile_{name}_{size}_{platforms}.npz")
+  # "_sched": calibrated with placements run in their simulator schedule
+  # (profiles from before schedules are not reused).
+  path = os.path.join(cache, f"profile_{name}_{size}_{platforms}_sched.npz")
   if os.path.exists(path) and not fresh:
     return profiler.Profile.load(path)
   prof = profiler.profile(fn, *args, devices=devices, repeats=repeats)
-  os.makedirs(CACHE, exist_ok=True)
+  os.makedirs(cache, exist_ok=True)
   prof.save(path)
   return prof
 
@@ -76,7 +91,7 @@ def load_profile(name, size, fn, args, devices, fresh, repeats):
 def evaluate(name, size, args_ns, devices):
   fn, args = workloads.get(name, size, "infer")
   prof = load_profile(name, size, fn, args, devices, args_ns.fresh,
-                      args_ns.profile_repeats)
+                      args_ns.profile_repeats, args_ns.cache)
   graph = gplace.capture(fn, *args)
   if graph.n_nodes != prof.graph.n_nodes:
     raise SystemExit(f"{name}: cached profile is of another graph; --fresh")
@@ -96,46 +111,67 @@ def evaluate(name, size, args_ns, devices):
     placements.append(placement)
   placements = np.stack(placements)
   k = placements.shape[0]
+  kinds = args_ns.schedules.split(",")
+
+  # Predictions, and the schedule each placement runs in, per kind.
+  predicted, schedules = {}, {}
+  for kind in kinds:
+    if kind == "sim":
+      result = simulator.simulate(graph, placements, prof.topology,
+                                  costs=prof.costs, return_schedule=True)
+      schedules[kind] = list(partition.schedule_orders(result))
+    else:
+      result = simulator.simulate(graph, placements, prof.topology,
+                                  costs=prof.costs,
+                                  order=np.arange(graph.n_nodes))
+      schedules[kind] = [kind] * k
+    predicted[kind] = np.asarray(result.runtime_s, np.float64)
 
   start = time.perf_counter()
-  placed = [executor.place(fn, graph, p, devices, mode=args_ns.mode)
-            for p in placements]
-  measured = {stat: np.full((args_ns.rounds, k), np.nan)
-              for stat in STATISTICS}
+  runs = [(kind, i) for kind in kinds for i in range(k)]
+  placed = {run: executor.place(fn, graph, placements[run[1]], devices,
+                                mode=args_ns.mode,
+                                schedule=schedules[run[0]][run[1]])
+            for run in runs}
+  measured = {(stat, kind): np.full((args_ns.rounds, k), np.nan)
+              for stat in STATISTICS for kind in kinds}
   failed = np.zeros(k, bool)
   for r in range(args_ns.rounds):
-    for i in rng.permutation(k):
-      result = gplace.measure(placed[i], *args, repeats=args_ns.repeats,
+    for j in rng.permutation(len(runs)):
+      kind, i = runs[j]
+      result = gplace.measure(placed[runs[j]], *args, repeats=args_ns.repeats,
                               warmup=args_ns.warmup)
       if result.failed:
         failed[i] = True
-        print(f"  {labels[i]} failed: {result.reason}", file=sys.stderr)
+        print(f"  {labels[i]} ({kind}) failed: {result.reason}",
+              file=sys.stderr)
         continue
-      measured["median"][r, i] = result.runtime_s
-      measured["min"][r, i] = result.min_s
+      measured[("median", kind)][r, i] = result.runtime_s
+      measured[("min", kind)][r, i] = result.min_s
   measure_s = time.perf_counter() - start
   ok = ~failed
-  sim = np.asarray(simulator.simulate(graph, placements[ok], prof.topology,
-                                      costs=prof.costs).runtime_s,
-                   np.float64)
-  clusters = np.array([p.n_clusters for p in placed])
-  common = dict(name=name, n_nodes=graph.n_nodes, k=int(ok.sum()),
-                clusters=f"{clusters.min()}-{clusters.max()}",
-                profile_s=prof.profile_s, measure_s=measure_s,
-                fusion=float(prof.fusion_factor[0]),
-                link_scale=prof.link_scale)
   results = {}
-  for stat in STATISTICS:
-    rounds = measured[stat][:, ok]
-    mean = rounds.mean(0)
-    ceiling = np.mean([stats.spearmanr(rounds[a], rounds[b]).statistic
-                       for a, b in itertools.combinations(
-                           range(args_ns.rounds), 2)])
-    results[stat] = dict(
-        common, statistic=stat, spearman=stats.spearmanr(sim, mean).statistic,
-        error=np.median(np.abs(sim - mean) / mean) * 100, ceiling=ceiling,
-        min_ms=mean.min() * 1e3, max_ms=mean.max() * 1e3,
-        rows=list(zip(np.asarray(labels)[ok], mean, sim)))
+  for kind in kinds:
+    sim = predicted[kind][ok]
+    clusters = np.array([placed[(kind, i)].n_clusters for i in range(k)])
+    common = dict(name=name, n_nodes=graph.n_nodes, k=int(ok.sum()),
+                  schedule=kind,
+                  clusters=f"{clusters.min()}-{clusters.max()}",
+                  profile_s=prof.profile_s, measure_s=measure_s,
+                  fusion=float(prof.fusion_factor[0]),
+                  link_scale=prof.link_scale)
+    for stat in STATISTICS:
+      rounds = measured[(stat, kind)][:, ok]
+      mean = rounds.mean(0)
+      ceiling = np.mean([stats.spearmanr(rounds[a], rounds[b]).statistic
+                         for a, b in itertools.combinations(
+                             range(args_ns.rounds), 2)])
+      results[(kind, stat)] = dict(
+          common, statistic=stat,
+          spearman=stats.spearmanr(sim, mean).statistic,
+          error=np.median(np.abs(sim - mean) / mean) * 100, ceiling=ceiling,
+          min_ms=mean.min() * 1e3, max_ms=mean.max() * 1e3,
+          rows=list(zip(np.asarray(labels)[ok], mean, sim)))
   return results
 
 
@@ -150,35 +186,54 @@ def main():
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--profile-repeats", type=int, default=5)
   parser.add_argument("--mode", default="cluster")
+  parser.add_argument(
+      "--schedules", default="sim",
+      help="comma list of " + ", ".join(SCHEDULES) + ": sim = run and "
+      "simulate each placement in its simulator schedule; device_greedy = "
+      "the way before schedules (device-greedy executor, node-id-order "
+      "simulator). Both: the old and the new figures from the same rounds.")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--fresh", action="store_true")
+  parser.add_argument("--cache", default=CACHE,
+                      help="directory of cached profiles (a smoke run should "
+                      "point elsewhere, e.g. /tmp)")
   parser.add_argument("--verbose", action="store_true")
   parser.add_argument("--out", default="")
   args_ns = parser.parse_args()
+  unknown = set(args_ns.schedules.split(",")) - set(SCHEDULES)
+  if unknown:
+    parser.error(f"unknown --schedules {sorted(unknown)}; choose from "
+                 f"{SCHEDULES}")
+  if args_ns.rounds < 2:
+    parser.error("--rounds must be at least 2 (the noise ceiling compares "
+                 "rounds)")
   devices = two_devices()
   print(f"devices: {devices}")
   rows = []
   for name in args_ns.workloads.split(","):
     results = evaluate(name, args_ns.size, args_ns, devices)
-    rows.extend(results[stat] for stat in STATISTICS)
-    if args_ns.verbose:
-      for (label, low, sim), (_, mid, _) in zip(results["min"]["rows"],
-                                                results["median"]["rows"]):
-        print(f"    {label:16s} measured min {low * 1e3:8.3f} ms, median "
-              f"{mid * 1e3:8.3f} ms; simulated {sim * 1e3:8.3f} ms")
-    for stat in STATISTICS:
-      r = results[stat]
-      print(f"{name} ({stat}): spearman {r['spearman']:.3f} (ceiling "
-            f"{r['ceiling']:.3f}), median error {r['error']:.1f}%",
-            flush=True)
-  header = ("| workload | nodes | placements | clusters | statistic | "
-            "measured ms (min-max) | Spearman | noise ceiling | "
+    rows.extend(results.values())
+    for kind in args_ns.schedules.split(","):
+      if args_ns.verbose:
+        for (label, low, sim), (_, mid, _) in zip(
+            results[(kind, "min")]["rows"], results[(kind, "median")]["rows"]):
+          print(f"    {kind:13s} {label:16s} measured min {low * 1e3:8.3f} "
+                f"ms, median {mid * 1e3:8.3f} ms; simulated "
+                f"{sim * 1e3:8.3f} ms")
+      for stat in STATISTICS:
+        r = results[(kind, stat)]
+        print(f"{name} [{kind}] ({stat}): spearman {r['spearman']:.3f} "
+              f"(ceiling {r['ceiling']:.3f}), median error "
+              f"{r['error']:.1f}%", flush=True)
+  header = ("| workload | nodes | placements | schedule | clusters | "
+            "statistic | measured ms (min-max) | Spearman | noise ceiling | "
             "median abs err % | fusion | link scale | profile s | measure s |")
-  lines = [header, "|" + "---|" * 13]
+  lines = [header, "|" + "---|" * 14]
   for r in rows:
     lines.append(
         f"| {r['name']} ({args_ns.size}, infer) | {r['n_nodes']} | {r['k']} | "
-        f"{r['clusters']} | {r['statistic']} | {r['min_ms']:.2f}-"
+        f"{r['schedule']} | {r['clusters']} | {r['statistic']} | "
+        f"{r['min_ms']:.2f}-"
         f"{r['max_ms']:.2f} | {r['spearman']:.3f} | {r['ceiling']:.3f} | "
         f"{r['error']:.1f} | {r['fusion']:.3f} | {r['link_scale']:.2f} | "
         f"{r['profile_s']:.0f} | {r['measure_s']:.0f} |")
@@ -190,6 +245,9 @@ def main():
     section = (
         f"## Simulator fidelity\n\nCommand: `{command}` on "
         f"{len(devices)} devices ({platforms}), mode {args_ns.mode!r}, "
+        f"schedules {args_ns.schedules} (sim: each placement run and "
+        "simulated in its simulator schedule; device_greedy: the executor's "
+        "order before schedules against the simulator in node-id order), "
         f"{args_ns.rounds} rounds of {args_ns.repeats} timed calls per "
         "placement, summarized per round by their fastest (min) or median "
         "call; the measurement is the mean over rounds, the noise ceiling "

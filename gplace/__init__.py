@@ -1,11 +1,21 @@
 """gplace: learned device placement for JAX programs.
 
-The pipeline: :func:`capture` turns a jittable function into a :class:`Graph`;
-``gplace.features`` turns graphs into padded ``jraph.GraphsTuple`` batches;
-:func:`simulate` predicts runtime and memory of placements on a
-:class:`Topology`; ``gplace.baselines`` and :func:`lower_bound` say how good a
-placement is; :func:`place` and :func:`measure` run it for real; and
-``gplace.policies`` / ``gplace.rl`` learn placements.
+Four subsystems, one subpackage each:
+
+* ``gplace.graphs``, the graph IR: :func:`capture` turns a jittable function
+  into a :class:`Graph`; ``features`` turns graphs into padded
+  ``jraph.GraphsTuple`` batches; :func:`coarsen` groups nodes.
+* ``gplace.sim``, the cost model: :class:`Topology`; :func:`simulate`
+  predicts runtime and memory of placements (jitted, vmapped);
+  :func:`lower_bound` says how fast any placement could be.
+* ``gplace.execution``: :func:`place` and :func:`measure` run a placement
+  for real; :func:`profile` measures per-op costs for calibration.
+* ``gplace.policies`` / ``gplace.rl``: learned placers and their training.
+
+Beside them, ``gplace.baselines`` (classical placers), ``gplace.search``
+(local search, annealing, genetic search), ``gplace.solvers`` (CP-SAT, a
+proven optimum) and ``gplace.workloads`` (the model zoo). Every subpackage is
+reachable from ``import gplace`` alone; the heavy ones load on first use.
 """
 
 from gplace.errors import GplaceError
@@ -27,7 +37,8 @@ __version__ = "0.1.0"
 # Subpackages that load heavier dependencies (flax models, scipy, optax,
 # orbax) are imported on first attribute access, so `import gplace` stays
 # cheap and `gplace.baselines.heft` still works without a second import.
-_LAZY_SUBPACKAGES = ("baselines", "workloads", "policies", "rl", "plotting")
+_LAZY_SUBPACKAGES = ("baselines", "workloads", "policies", "rl", "search",
+                     "solvers", "plotting")
 
 
 # Old names of moved user-facing modules (0.1), resolved on first use.

@@ -1,4 +1,5 @@
-"""Small programs for tests and examples (control flow, nesting, custom rules).
+"""Shared test fixtures: small programs (control flow, nesting, custom rules),
+hand-built padded graphs, and a toy placement problem with tiny policies.
 
 Public so that tests of every module, notebooks and users' own tests can share
 them; nothing here is used by the library itself.
@@ -6,8 +7,13 @@ them; nothing here is used by the library itself.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import jraph
+import numpy as np
 
 
 @jax.custom_vjp
@@ -56,3 +62,150 @@ def control_flow_args(d: int = 8, batch: int = 4, seed: int = 0):
   params = {"w": jax.random.normal(k1, (d, d)) / d**0.5,
             "b": jax.random.normal(k2, (d,)) * 0.1}
   return params, jax.random.normal(k3, (batch, d))
+
+
+# -- hand-built padded graphs (policy and RL tests) ----------------------------
+
+
+def make_graphs_tuple(graphs, n_pad: int, e_pad: int, g_pad=None,
+                      n_features: int = 3, seed: int = 0) -> jraph.GraphsTuple:
+  """A tiny stand-in for ``gplace.graphs.features.to_graphs_tuple``.
+
+  Builds the documented GraphsTuple layout (forward + reversed edges, masks,
+  ``graph_index``, ``position``, random node features and op types) from edge
+  lists, padded to the given budgets, so layer and RL tests do not depend on
+  the feature extractor.
+
+  Args:
+    graphs: list of ``(n_nodes, [(src, dst), ...])`` in topological order.
+    n_pad, e_pad: node and edge budgets (``n_pad`` > all real nodes).
+    g_pad: graph budget (default: one padding graph).
+    n_features: node feature width.
+    seed: of the random features.
+  """
+  rng = np.random.default_rng(seed)
+  g_pad = g_pad or len(graphs) + 1
+  feats = np.zeros((n_pad, n_features), np.float32)
+  op_type = np.zeros(n_pad, np.int32)
+  mask = np.zeros(n_pad, bool)
+  graph_index = np.full(n_pad, g_pad - 1, np.int32)
+  position = np.zeros(n_pad, np.int32)
+  senders = np.zeros(e_pad, np.int32)
+  receivers = np.zeros(e_pad, np.int32)
+  direction = np.zeros(e_pad, np.int32)
+  edge_mask = np.zeros(e_pad, bool)
+  n_node = np.zeros(g_pad, np.int32)
+  n_edge = np.zeros(g_pad, np.int32)
+  node_offset = edge_offset = 0
+  for g, (n, edges) in enumerate(graphs):
+    sl = slice(node_offset, node_offset + n)
+    feats[sl] = rng.normal(size=(n, n_features))
+    op_type[sl] = rng.integers(1, 6, size=n)
+    mask[sl] = True
+    graph_index[sl] = g
+    position[sl] = np.arange(n)
+    for d in (0, 1):
+      for s, t in edges:
+        if d == 1:
+          s, t = t, s
+        senders[edge_offset] = node_offset + s
+        receivers[edge_offset] = node_offset + t
+        direction[edge_offset] = d
+        edge_mask[edge_offset] = True
+        edge_offset += 1
+    n_node[g] = n
+    n_edge[g] = 2 * len(edges)
+    node_offset += n
+  assert node_offset < n_pad and edge_offset <= e_pad
+  n_node[-1] = n_pad - node_offset
+  n_edge[-1] = e_pad - edge_offset
+  senders[edge_offset:] = n_pad - 1
+  receivers[edge_offset:] = n_pad - 1
+  return jraph.GraphsTuple(
+      nodes=dict(features=feats, op_type=op_type, mask=mask,
+                 graph_index=graph_index, position=position),
+      edges=dict(features=np.ones((e_pad, 1), np.float32),
+                 direction=direction, mask=edge_mask),
+      senders=senders, receivers=receivers, n_node=n_node, n_edge=n_edge,
+      globals=dict(mask=np.arange(g_pad) < g_pad - 1))
+
+
+def chain(n: int):
+  """A path graph ``0 -> 1 -> ... -> n-1`` for :func:`make_graphs_tuple`."""
+  return (n, [(i, i + 1) for i in range(n - 1)])
+
+
+# -- a toy placement problem (RL tests) ----------------------------------------
+
+
+class ToyProblem(NamedTuple):
+  """Load balancing with memory: per-node costs and bytes, device capacity."""
+  costs: jax.Array      # [N, D]
+  node_bytes: jax.Array  # [N]
+  capacity: jax.Array   # [D]
+
+
+def toy_simulate(problem: ToyProblem, placements: jax.Array):
+  """A ``SimulateFn``: runtime = the busiest device's load ``[K]``; failed
+  (out of memory) where a device's bytes exceed its capacity ``[K]``."""
+  one_hot = jax.nn.one_hot(placements, problem.costs.shape[1])  # [K, N, D]
+  load = jnp.einsum("knd,nd->kd", one_hot, problem.costs)
+  used = jnp.einsum("knd,n->kd", one_hot, problem.node_bytes)
+  return load.max(-1), jnp.any(used > problem.capacity, -1)
+
+
+def toy_batch(num_graphs: int = 2, n_pad: int = 12, num_devices: int = 3):
+  """A ``gplace.rl.types.Batch`` of chains (6, 9, 5 nodes) with
+  :class:`ToyProblem` s as their simulator problems."""
+  from gplace.rl.types import Batch  # pylint: disable=g-import-not-at-top
+  sizes = [6, 9, 5][:num_graphs]
+  graphs, problems = [], []
+  rng = np.random.default_rng(0)
+  for n in sizes:
+    graphs.append(make_graphs_tuple([chain(n)], n_pad=n_pad, e_pad=24,
+                                    seed=n))
+    costs = np.zeros((n_pad, num_devices), np.float32)
+    costs[:n] = rng.uniform(0.5, 1.5, size=(n, num_devices))
+    node_bytes = np.zeros(n_pad, np.float32)
+    node_bytes[:n] = 1.0
+    problems.append(ToyProblem(costs, node_bytes,
+                               np.full(num_devices, n - 1.0, np.float32)))
+  stack = lambda xs: jax.tree.map(lambda *a: np.stack(a), *xs)
+  return Batch(graphs=stack(graphs), problems=stack(problems),
+               failing_runtime_s=np.full(num_graphs, 20.0, np.float32),
+               device_mask=np.ones((num_graphs, num_devices), bool))
+
+
+class LinearPolicy(nn.Module):
+  """Logits linear in node features: compiles fast, for update tests."""
+  num_devices: int = 3
+
+  @nn.compact
+  def __call__(self, graphs, device_mask=None):
+    logits = nn.Dense(self.num_devices)(graphs.nodes["features"])
+    if device_mask is not None:
+      logits = jnp.where(device_mask, logits, -1e9)
+    return logits
+
+
+class TabularPolicy(nn.Module):
+  """A free logit per (node position, device): learns anything, fast."""
+  num_devices: int = 3
+  max_nodes: int = 16
+
+  @nn.compact
+  def __call__(self, graphs, device_mask=None):
+    table = self.param("table", nn.initializers.zeros,
+                       (self.max_nodes, self.num_devices))
+    return table[graphs.nodes["position"]]
+
+
+def toy_train_state(policy, batch, optimizer, seed: int = 0):
+  """``gplace.rl.state.init_train_state`` for ``policy`` on the batch's first
+  graph."""
+  # pylint: disable-next=g-import-not-at-top
+  from gplace.rl.state import init_train_state
+  graph0 = jax.tree.map(lambda x: x[0], batch.graphs)
+  params = policy.init(jax.random.PRNGKey(seed), graph0)
+  return init_train_state(jax.random.PRNGKey(seed + 1), params, optimizer,
+                          batch)

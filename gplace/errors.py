@@ -71,6 +71,10 @@ class SearchError(GplaceError):
   """A search or solver was given a budget or setting that cannot work."""
 
 
+class PolicyError(GplaceError):
+  """An unknown policy family, or policy hyperparameters that cannot work."""
+
+
 def first_line(err: BaseException) -> str:
   """``"TypeName: first line of the message"``: a one-line cause to quote."""
   text = str(err).strip().splitlines()

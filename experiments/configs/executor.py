@@ -1,27 +1,17 @@
 """Real-executor rewards: placements run and timed on the local JAX devices.
 
 Sampling and the update stay jitted; each step measures the K sampled
-placements with gplace.executor (host side) in between.
+placements with gplace.execution (host side) in between.
 
   python experiments/run.py --config experiments/configs/executor.py \
       --workdir /tmp/gplace_executor
 """
 
-import importlib.util
-import os
-
-
-def _quickstart():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                      "quickstart.py")
-  spec = importlib.util.spec_from_file_location("gplace_quickstart", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+from experiments.configs import quickstart
 
 
 def get_config():
-  config = _quickstart().get_config()
+  config = quickstart.get_config()
   config.topology = "local"
   config.rl.reward = "executor"
   config.rl.num_samples = 4

@@ -4,21 +4,11 @@
       --workdir /tmp/go_one --config.workload=gnmt4 --config.topology=1cpu+4gpu
 """
 
-import importlib.util
-import os
-
-
-def _quickstart():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                      "quickstart.py")
-  spec = importlib.util.spec_from_file_location("gplace_quickstart", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+from experiments.configs import quickstart
 
 
 def get_config():
-  config = _quickstart().get_config()
+  config = quickstart.get_config()
   config.workload = "gnmt2"
   config.workload_size = "paper"
   config.topology = "1cpu+4gpu"

@@ -6,8 +6,8 @@ placement's simulated runtime next to every baseline and the lower bound.
   python experiments/run.py --config experiments/configs/quickstart.py \
       --workdir /tmp/gplace_quickstart
 
-Every other config starts from this one and overrides fields; this file
-documents them all.
+Every other config imports this one (``from experiments.configs import
+quickstart``) and overrides fields; this file documents them all.
 """
 
 import ml_collections
@@ -21,7 +21,7 @@ def get_config():
   config.workload = "rnnlm2"
   config.workload_size = "tiny"    # tiny | small | paper
   config.workload_step = "train"   # train | infer
-  config.topology = "1cpu+4gpu"    # a gplace.topology preset, or "local"
+  config.topology = "1cpu+4gpu"    # a gplace.sim.topology preset, or "local"
   config.baselines = "all"         # or a comma-separated list of names
   # Directory of captured graphs <name>_<size>_<step>.npz (as written by
   # experiments/baselines.py), read instead of capturing with simulated
@@ -31,9 +31,12 @@ def get_config():
   config.progress_bar = True
   config.print_table = True
 
+  # name: a policy family (gplace.policies.policy_names()); the other keys
+  # are its hyperparameters (for "go": the fields of gplace.policies.GOEncoder
+  # and head_hidden_size).
   config.policy = ml_collections.ConfigDict(dict(
-      hidden_size=64, num_sage_layers=2, num_attention_layers=2, num_heads=4,
-      segment_length=128, aggregator="max", modulation="film",
+      name="go", hidden_size=64, num_sage_layers=2, num_attention_layers=2,
+      num_heads=4, segment_length=128, aggregator="max", modulation="film",
       op_embedding_size=16, head_hidden_size=64))
   # learning_rate is RL's; the warm start has its own.
   config.optimizer = ml_collections.ConfigDict(dict(
@@ -48,7 +51,8 @@ def get_config():
       explore_epsilon=0.01,
       # > 0: samples are the best placement so far with this fraction of
       # nodes re-drawn from the policy (heuristic hill climbing, see
-      # gplace.rl.RLHyperparams); 0.01 re-draws ~7 of the 705 nodes here.
+      # gplace.rl.state.RLHyperparams); 0.01 re-draws ~7 of the 705 nodes
+      # here.
       # Without it the warm-started policy only ties its baseline.
       mutate_best=0.01))
   # Supervised fit to a baseline before RL ("best", "none" or a name).

@@ -102,14 +102,22 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Baseline:
-  """The baseline called ``name``.
+  """The baseline called ``name``, or a search placer of ``gplace.search``.
+
+  The searches (``local_search``, ``annealing``, ``genetic``) have the same
+  interface but spend a simulator budget, so :func:`names` and
+  :func:`run_all` leave them out; ``get`` finds them by name.
 
   Raises:
     BaselineError: unknown name; the message lists the known ones.
   """
-  if name not in _BASELINES:
-    raise BaselineError(f"Unknown baseline {name!r}; choose one of {names()}.")
-  return _BASELINES[name]
+  if name in _BASELINES:
+    return _BASELINES[name]
+  from gplace import search  # pylint: disable=g-import-not-at-top
+  if name in search.PLACERS:
+    return search.PLACERS[name]
+  raise BaselineError(f"Unknown baseline {name!r}; choose one of {names()} "
+                      f"or a search placer {sorted(search.PLACERS)}.")
 
 
 def schedulers() -> list[str]:

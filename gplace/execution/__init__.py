@@ -1,9 +1,11 @@
 """Execution: running a placement of a real program on the local devices.
 
-``partition`` cuts a placed program into same-device clusters; ``executor``
-compiles and runs them (:func:`place`); ``timing`` measures runtimes
-(:func:`measure`); ``profiler`` calibrates a :class:`~gplace.Topology` and a
-cost table against the executor (:func:`profile`).
+``partition`` decides the dispatch order (from a schedule) and cuts a placed
+program into same-device clusters; ``cache`` compiles clusters and keeps the
+executables; ``executor`` runs them (:func:`place`); ``timing`` measures
+runtimes (:func:`measure`); ``profiler`` calibrates a
+:class:`~gplace.sim.topology.Topology` and a cost table against the executor
+(:func:`profile`).
 """
 
 from gplace.execution.executor import place, PlacedFunction, default_devices

@@ -3,26 +3,34 @@
 Where the simulator *predicts* a placement's runtime, the executor *runs* it:
 :func:`place` turns ``(fn, graph, placement)`` into a :class:`PlacedFunction`,
 a drop-in replacement for ``fn`` that computes each op on the device the
-placement gives it; ``gplace.timing.measure`` times a placed (or plain)
-function, and ``gplace.timing.measure_placements`` scores many placements in
-a row, e.g. as the host reward of an RL loop. The clustering itself lives in
-``gplace.partition``.
+placement gives it; :func:`gplace.execution.timing.measure` times a placed
+(or plain) function, and :func:`gplace.execution.timing.measure_placements`
+scores many placements in a row, e.g. as the host reward of an RL loop. The
+dispatch order and the clustering live in :mod:`gplace.execution.partition`,
+the executable cache in :mod:`gplace.execution.cache`.
 
 How a placement is run (host-side Python; nothing here is traced except the
 sub-programs it compiles):
 
-1. ``fn`` is traced once with :func:`gplace.capture.trace_program`; node ids of
-   the program and of ``graph`` agree.
-2. Op nodes are ordered topologically, preferring to stay on the current
-   device (a device-greedy Kahn order), and the order is cut into contiguous
-   same-device *clusters*. Because every cluster is a segment of one
-   topological order, the cluster graph is acyclic.
+1. ``fn`` is traced once with :func:`gplace.graphs.capture.trace_program`;
+   node ids of the program and of ``graph`` agree.
+2. A *schedule* (a topological order of the nodes; default: the simulator's
+   default schedule of this placement, ``gplace.simulate(graph, placement,
+   topology, return_schedule=True)``) fixes the order in which each device
+   runs its ops. The devices' sequences are interleaved into one topological
+   order that stays on a device while its next op is ready, and that order
+   is cut into maximal same-device *clusters*, dispatched in that order (see
+   :mod:`gplace.execution.partition`). Every device thus runs its ops in
+   schedule order, and the cluster graph is acyclic.
+   Executor device ``i`` is topology device ``i``: the default topology is
+   :func:`gplace.sim.topology.local` ``(devices)``; a calibrated one (e.g.
+   ``Profile.topology``) must have one device per entry of ``devices``.
 3. Each cluster is one jitted sub-program that replays its nodes with
-   :func:`~gplace.capture.eval_node`, compiled ahead of time for its device
-   (``out_shardings=SingleDeviceSharding(device)``). Compiled clusters are
-   cached process-wide by what they compute (the op signatures, their wiring
-   and the device), so placing the same program again, or another placement
-   that cuts the same cluster, does not compile again.
+   :func:`~gplace.graphs.capture.eval_node`, compiled ahead of time for its
+   device (``out_shardings=SingleDeviceSharding(device)``) and cached
+   process-wide by what it computes (:mod:`gplace.execution.cache`), so
+   placing the same program again, or another placement that cuts the same
+   cluster, does not compile again.
 4. At call time arguments are put on the device of their input node (where
    the parameter lives); a value read on another device is moved there once
    per destination (``jax.device_put``); outputs land on the device of their
@@ -41,22 +49,13 @@ Two partitioning modes:
   every op is its own dispatch without fusion, so it runs slower and ranks
   placements by a different cost than the one a clustered run pays.
 
-Measured with ``experiments/bench_executor.py`` (resnet50 tiny inference,
-300 nodes, 2 forced CPU devices on a loaded 2-core machine, so +-30%):
-
-=========  ==========  ==========  ========  ==============================
-mode       cold build  warm build  run       uniform-random placement
-=========  ==========  ==========  ========  ==============================
-cluster    0.87 s      0.83 s      1.23 ms   38 clusters: 3.1 s / 3.4 ms
-op         4.63 s      0.05 s      3.07 ms   210 ops: 0.01 s / 6.2 ms
-=========  ==========  ==========  ========  ==============================
-
-(5 placements with 2..16 same-device blocks; warm = median build after the
-first placement.) So ``"cluster"`` wins whenever a placement runs more than
-a few hundred times or its true runtime matters (2.5x faster runs, and what
-the calibrated simulator models); ``"op"`` wins for sweeps over many fresh
-placements of one program, e.g. an RL reward, where a new placement builds
-in milliseconds instead of seconds (but ranks placements by an unfused cost).
+On resnet50 (tiny, inference, 300 nodes, 2 forced CPU devices;
+``experiments/bench_executor.py`` has the table) ``"cluster"`` runs ~2.5x
+faster and is what the calibrated simulator models, so it wins whenever a
+placement runs more than a few hundred times or its true runtime matters;
+``"op"`` wins for sweeps over many fresh placements of one program, e.g. an
+RL reward, where a warm build takes milliseconds instead of seconds (but
+ranks placements by an unfused cost).
 """
 
 from __future__ import annotations
@@ -68,29 +67,17 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from gplace.graphs.capture import NodeRecord, Program, eval_node, trace_program
-from gplace.errors import ExecutionError, GplaceError, PlacementError
-from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
-from gplace.execution.partition import (Cluster, op_signature,
-                              partition, _value_owner)
+from gplace.errors import ExecutionError
+from gplace.execution import cache
+from gplace.execution import partition as partitioning
+from gplace.execution.partition import (Cluster, op_signature, value_bytes,
+                                        value_owner)
+from gplace.graphs.capture import Program
+from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.graphs.placement import check_placements
+from gplace.sim.topology import Topology
 
 MODES = ("cluster", "op")
-
-
-class BuildError(ExecutionError):
-  """A placement could not be compiled (e.g. a device ran out of memory);
-  :func:`measure` reports it as a failed measurement instead of raising."""
-
-# Process-wide cache of compiled sub-programs: key -> compiled executable.
-_EXECUTABLES: dict[Any, Any] = {}
-_MAX_EXECUTABLES = 20000
-
-
-def clear_cache() -> None:
-  """Forgets every compiled cluster and op and every traced program (e.g. to
-  time a cold build)."""
-  _EXECUTABLES.clear()
-  _PROGRAMS.clear()
 
 
 def default_devices() -> list[jax.Device]:
@@ -102,67 +89,6 @@ def default_devices() -> list[jax.Device]:
   except RuntimeError:
     pass
   return devices
-
-def _cluster_key(program: Program, signatures: Sequence[str],
-                 cluster: Cluster, device) -> tuple:
-  """What a cluster computes, wiring included, on which device."""
-  position = {var: ("in", i) for i, var in enumerate(cluster.in_vars)}
-  body = []
-  for local, node in enumerate(cluster.nodes):
-    record = program.nodes[node]
-    wiring = tuple(position.get(ref.var, "lit") for ref in record.inputs)
-    body.append((signatures[node], wiring))
-    for out_index, var in enumerate(record.outputs):
-      if var >= 0:
-        position[var] = (local, out_index)
-  outs = tuple(position[var] for var in cluster.out_vars)
-  return (device, tuple(body), outs)
-
-
-def _cluster_function(records: Sequence[NodeRecord], in_vars, out_vars):
-  """A traceable function that replays ``records`` on its inputs."""
-
-  def run(*inputs):
-    env = dict(zip(in_vars, inputs))
-    for record in records:
-      values = [env[ref.var] if ref.var >= 0 else ref.literal
-                for ref in record.inputs]
-      for var, value in zip(record.outputs, eval_node(record, values)):
-        if var >= 0:
-          env[var] = value
-    return tuple(env[var] for var in out_vars)
-
-  return run
-
-
-# Recently traced programs, so placing one function many times traces once.
-_PROGRAMS: dict[Any, Program] = {}
-_MAX_PROGRAMS = 8
-
-
-def _traced(fn: Callable, args, kwargs) -> Program:
-  """``trace_program(fn, *args, **kwargs)``, cached by function and argument
-  shapes."""
-  leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
-  try:
-    key = (fn, in_tree, tuple(
-        (tuple(np.shape(x)), str(getattr(x, "dtype", type(x).__name__)))
-        for x in leaves))
-    hash(key)
-  except TypeError:
-    return trace_program(fn, *args, **kwargs)
-  program = _PROGRAMS.get(key)
-  if program is None:
-    program = trace_program(fn, *args, **kwargs)
-    if len(_PROGRAMS) >= _MAX_PROGRAMS:
-      _PROGRAMS.pop(next(iter(_PROGRAMS)))
-    _PROGRAMS[key] = program
-  return program
-
-
-def _first_line(err: BaseException) -> str:
-  text = str(err).strip().splitlines()
-  return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 # -- the placed function ----------------------------------------------------------
@@ -184,6 +110,7 @@ class _Plan:
   steps: list[tuple]
   output_slots: list[int | tuple[Any, Any]]  # slot, or ("lit", value, device)
   clusters: list[Cluster]
+  schedule: np.ndarray | None   # [N] order used (None: device-greedy)
   n_transfers: int
   transfer_bytes: int
   compile_s: float
@@ -204,18 +131,23 @@ class PlacedFunction:
     placement: ``[N]`` int32, device index per node.
     devices: the ``jax.Device`` s that placement indices refer to.
     mode: ``"cluster"`` or ``"op"``.
+    topology: the topology the default schedule is simulated on (None:
+      ``local(devices)``).
     build_s: seconds spent tracing, partitioning and compiling (0 before the
       first call).
     compile_s: the part of ``build_s`` spent compiling.
   """
 
   def __init__(self, fn: Callable, graph: Graph, placement: np.ndarray,
-               devices: Sequence[jax.Device], mode: str):
+               devices: Sequence[jax.Device], mode: str, schedule=None,
+               topology: Topology | None = None):
     self.fn = fn
     self.graph = graph
     self.placement = placement
     self.devices = list(devices)
     self.mode = mode
+    self.topology = topology
+    self._schedule = schedule   # checked: None, DEVICE_GREEDY or [N] order
     self.program: Program | None = None
     self.build_s = 0.0
     self._plan: _Plan | None = None
@@ -232,7 +164,7 @@ class PlacedFunction:
     if self._plan is not None:
       return self
     start = time.perf_counter()
-    program = _traced(self.fn, args, kwargs)
+    program = cache.traced_program(self.fn, args, kwargs)
     if (program.graph.n_nodes != self.graph.n_nodes
         or not np.array_equal(program.graph.op_type, self.graph.op_type)):
       raise ExecutionError(
@@ -242,14 +174,23 @@ class PlacedFunction:
           f"{self.graph.n_nodes} (or their op types differ). Capture the "
           "graph from the same function and argument shapes you place.")
     self.program = program
+    schedule, order = partitioning.dispatch_order(
+        self.graph, self.placement, self._schedule, self.devices,
+        self.topology)
     self._plan = _compile_plan(program, self.placement, self.devices,
-                               self.mode)
+                               self.mode, order, schedule)
     self.build_s = time.perf_counter() - start
     return self
 
   @property
   def clusters(self) -> list[Cluster]:
     return self._require_plan().clusters
+
+  @property
+  def schedule(self) -> np.ndarray | None:
+    """``[N]`` int64, the topological order of the nodes whose per-device
+    order the executor follows (None for ``schedule="device_greedy"``)."""
+    return self._require_plan().schedule
 
   @property
   def n_clusters(self) -> int:
@@ -371,16 +312,18 @@ class PlacedFunction:
 
 
 def _compile_plan(program: Program, placement: np.ndarray, devices,
-                  mode: str) -> _Plan:
-  """Partitions, compiles (or fetches from cache) and flattens the schedule."""
-  clusters = partition(program, placement, mode)
-  owner = _value_owner(program)
+                  mode: str, order: list[int],
+                  schedule: np.ndarray | None) -> _Plan:
+  """Partitions ``order`` (op nodes in dispatch order), compiles (or fetches
+  from cache) and flattens the plan."""
+  clusters = partitioning.partition(program, placement, mode, order)
+  owner = value_owner(program)
   nodes = program.nodes
   slot_of: dict[tuple[int, int], int] = {}
   steps: list[tuple] = []
   n_transfers = 0
   transfer_bytes = 0
-  var_bytes = {}
+  var_bytes = value_bytes(program)
 
   def new_slot(var, device_index):
     slot_of[(var, device_index)] = len(slot_of)
@@ -440,17 +383,6 @@ def _compile_plan(program: Program, placement: np.ndarray, devices,
       arg_devices[payload] = devices[home]
     else:
       const_slots.append((slot, jax.device_put(payload, devices[home])))
-  for node, record in enumerate(nodes):
-    if record.kind == NODE_OP:
-      for var, out in zip(record.outputs, record.eqn.outvars):
-        if var >= 0:
-          var_bytes[var] = int(np.prod(out.aval.shape)) * out.aval.dtype.itemsize
-    elif record.kind == NODE_INPUT:
-      aval = (program.in_avals[record.source[1]] if record.source[0] == "arg"
-              else None)
-      if aval is not None:
-        var_bytes[record.outputs[0]] = (int(np.prod(aval.shape))
-                                        * aval.dtype.itemsize)
 
   for record in nodes:
     if record.kind == NODE_INPUT:
@@ -467,19 +399,12 @@ def _compile_plan(program: Program, placement: np.ndarray, devices,
     for node in cluster.nodes:
       if node not in signatures:
         signatures[node] = op_signature(nodes[node])
-    key = _cluster_key(program, signatures, cluster, device)
-    executable = _EXECUTABLES.get(key)
     in_slots = [read(var, cluster.device_index) for var in cluster.in_vars]
-    if executable is None:
-      start = time.perf_counter()
-      executable = _compile_cluster(program, cluster, device)
-      compile_s += time.perf_counter() - start
-      n_compiled += 1
-      if len(_EXECUTABLES) >= _MAX_EXECUTABLES:
-        _EXECUTABLES.clear()
-      _EXECUTABLES[key] = executable
-    else:
-      n_cached += 1
+    lookup = cache.get_or_compile(program, signatures, cluster, device)
+    executable = lookup.executable
+    compile_s += lookup.compile_s
+    n_compiled += lookup.compiled
+    n_cached += not lookup.compiled
     out_slots = [new_slot(var, cluster.device_index)
                  for var in cluster.out_vars]
     flush()
@@ -503,76 +428,18 @@ def _compile_plan(program: Program, placement: np.ndarray, devices,
                               for d in arg_devices],
                const_slots=const_slots, steps=steps,
                output_slots=output_slots, clusters=clusters,
-               n_transfers=n_transfers, transfer_bytes=transfer_bytes,
+               schedule=schedule, n_transfers=n_transfers,
+               transfer_bytes=transfer_bytes,
                compile_s=compile_s, n_compiled=n_compiled, n_cached=n_cached)
 
 
-def _var_aval(program: Program, owner: dict[int, int], var: int):
-  record = program.nodes[owner[var]]
-  if record.kind == NODE_INPUT:
-    source, payload = record.source
-    if source == "arg":
-      return program.in_avals[payload]
-    return jax.typeof(payload)
-  return record.eqn.outvars[record.outputs.index(var)].aval
-
-
-def _compile_cluster(program: Program, cluster: Cluster, device):
-  """Compiles one cluster ahead of time for ``device``."""
-  sharding = jax.sharding.SingleDeviceSharding(device)
-  owner = _value_owner(program)
-  in_specs = []
-  for var in cluster.in_vars:
-    aval = _var_aval(program, owner, var)
-    in_specs.append(jax.ShapeDtypeStruct(aval.shape, aval.dtype,
-                                         sharding=sharding,
-                                         weak_type=aval.weak_type))
-  run = _cluster_function([program.nodes[n] for n in cluster.nodes],
-                          cluster.in_vars, cluster.out_vars)
-  try:
-    return jax.jit(run, out_shardings=sharding).lower(*in_specs).compile()
-  except GplaceError:
-    raise
-  except Exception as err:  # pylint: disable=broad-except
-    raise BuildError(
-        f"Could not compile a cluster of {len(cluster.nodes)} ops (first "
-        f"{program.graph.names[cluster.nodes[0]]!r}) for device {device}: "
-        f"{_first_line(err)}") from err
-
-
-# -- public entry points ------------------------------------------------------------
-
-
-def check_placement(placement, graph: Graph, n_devices: int) -> np.ndarray:
-  """Validates a placement; returns it as ``[N]`` int32.
-
-  Raises:
-    PlacementError: wrong length, non-integer values, or a device index
-      outside ``0..n_devices-1``.
-  """
-  placement = np.asarray(placement)
-  if placement.ndim != 1 or placement.shape[0] != graph.n_nodes:
-    raise PlacementError(
-        f"A placement must have one device index per node: expected shape "
-        f"({graph.n_nodes},) for graph {graph.name!r}, got "
-        f"{placement.shape}.")
-  if placement.size and not np.issubdtype(placement.dtype, np.integer):
-    if not np.all(np.mod(placement, 1) == 0):
-      raise PlacementError("Placement values must be integer device indices.")
-  placement = placement.astype(np.int32)
-  if placement.size and (placement.min() < 0 or placement.max() >= n_devices):
-    bad = int(np.flatnonzero((placement < 0) | (placement >= n_devices))[0])
-    raise PlacementError(
-        f"Node {bad} ({graph.names[bad]}) is placed on device "
-        f"{placement[bad]}, but only {n_devices} devices are available "
-        f"(indices 0..{n_devices - 1}); pass devices= or fix the placement.")
-  return placement
-
-
 def place(fn: Callable, graph: Graph, placement, devices=None,
-          mode: str = "cluster", *, example_args: tuple | None = None,
+          mode: str = "cluster", *, schedule=None,
+          topology: Topology | None = None,
+          example_args: tuple | None = None,
           example_kwargs: dict | None = None) -> PlacedFunction:
-  """Pins each op of ``fn`` to the device that ``placement`` gives it.
+  """Pins each op of ``fn`` to the device that ``placement`` gives it, and
+  runs each device's ops in the order ``schedule`` gives them.
 
   Args:
     fn: the jittable function ``graph`` was captured from.
@@ -583,6 +450,17 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
       devices, CPU first, then accelerators).
     mode: ``"cluster"`` (fast runs) or ``"op"`` (fast builds); see the
       module docstring.
+    schedule: the order in which each device runs its ops: ``[N]`` int, a
+      topological order of the nodes (each device runs its ops in this
+      order; see :mod:`gplace.execution.partition`), or the ``SimResult`` of
+      ``gplace.simulate(graph, placement, topology, return_schedule=True)``
+      for this one placement (its ``order``, or its nodes by start time, ties
+      by node id). Default None: the simulator's default schedule of this
+      placement on ``topology``, simulated when the function is built.
+      ``"device_greedy"``: no schedule, the executor's original order.
+    topology: what the default schedule is simulated on; device ``i`` must
+      describe ``devices[i]`` (default ``gplace.sim.topology.local(devices)``;
+      pass ``Profile.topology`` for calibrated costs).
     example_args, example_kwargs: if given, build (trace and compile) now
       instead of on the first call.
 
@@ -592,6 +470,9 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
   Raises:
     PlacementError: a placement of the wrong length or a device index out of
       range.
+    ScheduleError: a schedule that is not a topological order of the nodes
+      (wrong length, not a permutation, a node before one of its inputs).
+    TopologyError: a topology without one device per entry of ``devices``.
     ExecutionError: an unknown mode, or (when building) ``graph`` was not
       captured from ``fn`` with arguments of these shapes.
   """
@@ -600,8 +481,13 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
   devices = list(devices) if devices is not None else default_devices()
   if not devices:
     raise ExecutionError("No devices to place on.")
-  placement = check_placement(placement, graph, len(devices))
-  placed = PlacedFunction(fn, graph, placement, devices, mode)
+  placement = check_placements(placement, graph, len(devices),
+                               batched=False)
+  schedule = partitioning.check_schedule(schedule, graph)
+  if topology is not None:
+    topology = partitioning.check_topology(topology, devices)
+  placed = PlacedFunction(fn, graph, placement, devices, mode, schedule,
+                          topology)
   if example_args is not None or example_kwargs is not None:
     placed.build(*(example_args or ()), **(example_kwargs or {}))
   return placed

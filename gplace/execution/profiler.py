@@ -1,16 +1,17 @@
 """Calibration: measure local devices so the simulator predicts the executor.
 
-``gplace.profile(fn, *args)`` times what the executor (``gplace.executor``)
-pays to run a program on the local devices and turns it into the two things
-``gplace.simulate`` takes: a :class:`~gplace.topology.Topology` whose numbers
-are measured instead of guessed, and a cost table ``costs [N, D]``.
+``gplace.profile(fn, *args)`` times what the executor
+(:mod:`gplace.execution.executor`) pays to run a program on the local devices
+and turns it into the two things ``gplace.simulate`` takes: a
+:class:`~gplace.sim.topology.Topology` whose numbers are measured instead of
+guessed, and a cost table ``costs [N, D]``.
 
 What is measured (host-side Python; every timing is the median of
 ``repeats`` calls, each waited for with ``block_until_ready``):
 
 * **Op times.** Every op node is compiled alone for each device (the
-  executor's op-mode executables, so they are cached by op signature and
-  shared with ``place(..., mode="op")``) and run on the real intermediate
+  executor's op-mode executables, from :mod:`gplace.execution.cache`, so
+  they are shared with ``place(..., mode="op")``) and run on the real intermediate
   values of the program (so while loops take their real trip counts). Devices
   of the same platform and kind that share compute (forced CPU devices) are
   timed once and share the result.
@@ -28,7 +29,9 @@ What is measured (host-side Python; every timing is the median of
 * **Link calibration**: a few random placements with long same-device runs
   are run with the executor, and one factor on every link's latency and
   per-byte time is fitted so the simulator matches them (a placed transfer
-  costs more than a bare copy: see :func:`_calibrate_links`). Placed runs are
+  costs more than a bare copy: see :func:`_calibrate_links`). Each runs with
+  the simulator's default schedule on the uncalibrated topology and costs,
+  and is simulated in that same order, so the fit compares like with like. Placed runs are
   timed in interleaved rounds, each by its fastest call, so that bursts of
   load on a shared machine do not bias one of them.
 
@@ -63,12 +66,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gplace.errors import ExecutionError
+from gplace.execution import cache
 from gplace.execution import executor
 from gplace.execution import partition
 from gplace.execution import timing
 from gplace.graphs.capture import Program, trace_program
-from gplace.errors import ExecutionError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
+from gplace.sim import simulator
 from gplace.sim.topology import Device, Topology, local
 
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
@@ -268,14 +273,12 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
 
 
 def _compiled_op(program: Program, cluster, device):
+  """The op-mode executable of a one-op cluster (cached, shared with
+  ``place(..., mode="op")``)."""
   signatures = {cluster.nodes[0]: partition.op_signature(
       program.nodes[cluster.nodes[0]])}
-  key = executor._cluster_key(program, signatures, cluster, device)  # pylint: disable=protected-access
-  compiled = executor._EXECUTABLES.get(key)  # pylint: disable=protected-access
-  if compiled is None:
-    compiled = executor._compile_cluster(program, cluster, device)  # pylint: disable=protected-access
-    executor._EXECUTABLES[key] = compiled  # pylint: disable=protected-access
-  return compiled
+  return cache.get_or_compile(program, signatures, cluster,
+                              device).executable
 
 
 def profile(fn: Callable, *args, devices=None, repeats: int = 5,
@@ -333,15 +336,22 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
 
   # The executor's own costs: the whole program on each device (one
   # cluster), and random placements with long same-device runs that the link
-  # calibration fits. Placed programs are timed in interleaved rounds (median
-  # over rounds of the fastest call), so a burst of load on a shared machine
-  # hits all of them alike instead of one.
+  # calibration fits, each run in the simulator's default schedule on the
+  # uncalibrated topology and compute times. Placed programs are timed in
+  # interleaved rounds (median over rounds of the fastest call), so a burst
+  # of load on a shared machine hits all of them alike instead of one.
   singles = [j for j in range(d) if timing_class[j] == j]
   rng = np.random.default_rng(seed)
   blocks = (block_placements(graph.n_nodes, d, calibration_placements, rng)
             if d > 1 else np.zeros((0, graph.n_nodes), np.int32))
-  runs = [np.full(graph.n_nodes, j, np.int32) for j in singles] + list(blocks)
-  placed = [executor.place(fn, graph, p, devices) for p in runs]
+  uncalibrated = _measured_topology(devices, dispatch, latency, bandwidth, 1.0)
+  schedules = (partition.schedule_orders(simulator.simulate(
+      graph, blocks, uncalibrated, costs=compute, return_schedule=True))
+               if len(blocks) else np.zeros((0, graph.n_nodes), np.int64))
+  runs = [(np.full(graph.n_nodes, j, np.int32), np.arange(graph.n_nodes))
+          for j in singles] + list(zip(blocks, schedules))
+  placed = [executor.place(fn, graph, p, devices, schedule=order)
+            for p, order in runs]
   rounds = np.full((calibration_rounds, len(placed)), np.nan)
   for r in range(calibration_rounds):
     for i in rng.permutation(len(placed)):
@@ -357,27 +367,36 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   fusion = whole / np.maximum(compute.sum(0), 1e-12)
   costs = compute * fusion[None, :]
 
-  base = local(devices)
-  topo_devices = tuple(
-      dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]))
-      for j, dev in enumerate(base.devices))
-  link_latency = latency + dispatch[None, :]
-  np.fill_diagonal(link_latency, 0.0)
-  topology = Topology(
-      devices=topo_devices, link_bandwidth=bandwidth,
-      link_latency=link_latency, compute_group=base.compute_group,
-      name="local-calibrated", time_scale=float(np.median(fusion)))
+  topology = _measured_topology(devices, dispatch, latency, bandwidth,
+                                float(np.median(fusion)))
   link_scale = 1.0
   measured = executor_s[len(singles):]
   if np.isfinite(measured).any():
     topology, link_scale = _calibrate_links(graph, topology, costs, blocks,
-                                            measured)
+                                            schedules, measured)
   return Profile(graph=graph, topology=topology, costs=costs,
                  op_time_s=np.where(is_op[:, None], op_time, 0.0),
                  dispatch_s=dispatch, fusion_factor=fusion,
                  whole_program_s=whole, transfer_latency_s=latency,
                  transfer_bandwidth=bandwidth, link_scale=link_scale,
                  profile_s=time.perf_counter() - start)
+
+
+def _measured_topology(devices, dispatch: np.ndarray, latency: np.ndarray,
+                       bandwidth: np.ndarray, time_scale: float) -> Topology:
+  """``local(devices)`` with measured dispatch overheads and links: a link
+  costs the fitted copy latency plus one dispatch (a value that crosses
+  devices almost always starts a new cluster)."""
+  base = local(devices)
+  topo_devices = tuple(
+      dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]))
+      for j, dev in enumerate(base.devices))
+  link_latency = latency + dispatch[None, :]
+  np.fill_diagonal(link_latency, 0.0)
+  return Topology(
+      devices=topo_devices, link_bandwidth=bandwidth,
+      link_latency=link_latency, compute_group=base.compute_group,
+      name="local-calibrated", time_scale=time_scale)
 
 
 def block_placements(n_nodes: int, n_devices: int, count: int,
@@ -397,8 +416,8 @@ def block_placements(n_nodes: int, n_devices: int, count: int,
 
 
 def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
-                     placements: np.ndarray, measured: np.ndarray
-                     ) -> tuple[Topology, float]:
+                     placements: np.ndarray, schedules: np.ndarray,
+                     measured: np.ndarray) -> tuple[Topology, float]:
   """Scales link costs so the simulator matches the executor on measured
   placements.
 
@@ -412,19 +431,20 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   Args:
     graph, topology, costs: the problem as the simulator sees it.
     placements: ``[K, N]`` placements that were run.
+    schedules: ``[K, N]`` the orders they ran in (simulated in that order).
     measured: ``[K]`` their measured seconds (inf/NaN: failed, ignored).
 
   Returns:
     ``(topology with scaled links, the factor)``.
   """
-  from gplace.sim import simulator  # pylint: disable=g-import-not-at-top
-  ok = np.isfinite(measured)
+  ok = np.flatnonzero(np.isfinite(measured))
   scales = np.geomspace(0.25, 16.0, 25)
   errors = []
   for scale in scales:
-    sim = np.asarray(simulator.simulate(
-        graph, placements[ok], _scaled_links(topology, scale),
-        costs=costs).runtime_s, np.float64)
+    scaled = _scaled_links(topology, scale)
+    sim = np.array([simulator.simulate(graph, placements[k], scaled,
+                                       costs=costs, order=schedules[k]
+                                       ).runtime_s for k in ok], np.float64)
     errors.append(np.median(np.abs(np.log(sim / measured[ok]))))
   best = float(scales[int(np.argmin(errors))])
   return _scaled_links(topology, best), best

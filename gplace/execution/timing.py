@@ -15,10 +15,14 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from gplace.errors import ExecutionError, PlacementError
-from gplace.execution.executor import (BuildError, PlacedFunction, _first_line,
-                             default_devices, place)
+from gplace.errors import (BuildError, ExecutionError, PlacementError,
+                           ScheduleError, first_line)
+from gplace.execution import partition
+from gplace.execution.executor import PlacedFunction, default_devices, place
 from gplace.graphs.graph import Graph
+from gplace.sim.simulator import SimResult
+from gplace.sim.topology import Topology
+
 
 class Measurement(NamedTuple):
   """Wall-clock timing of one placed (or plain jitted) function.
@@ -86,7 +90,7 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
     except Exception as err:  # pylint: disable=broad-except
       if not _is_runtime_failure(err):
         raise
-      return _failed(_first_line(err))
+      return _failed(first_line(err))
     call = placed
     build_s, compile_s = placed.build_s, placed.compile_s
     n_clusters, n_transfers = placed.n_clusters, placed.n_transfers
@@ -98,7 +102,7 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
     except Exception as err:  # pylint: disable=broad-except
       if not _is_runtime_failure(err):
         raise
-      return _failed(_first_line(err))
+      return _failed(first_line(err))
     build_s = compile_s = time.perf_counter() - start
     call, call_args, call_kwargs = jitted, args, kwargs
     n_clusters, n_transfers = 1, 0
@@ -114,7 +118,7 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
   except Exception as err:  # pylint: disable=broad-except
     if not _is_runtime_failure(err):
       raise
-    return _failed(_first_line(err), **fields)
+    return _failed(first_line(err), **fields)
   q1, q3 = np.percentile(times, [25, 75])
   return Measurement(
       runtime_s=float(statistics.median(times)), min_s=min(times),
@@ -124,7 +128,8 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
 
 def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
                        kwargs: dict | None = None, *, devices=None,
-                       mode: str = "cluster", repeats: int = 5,
+                       mode: str = "cluster", schedules=None,
+                       topology: Topology | None = None, repeats: int = 5,
                        warmup: int = 1, penalty_s: float = float("inf"),
                        ) -> np.ndarray:
   """Measures ``K`` placements of one program; a host reward function.
@@ -133,12 +138,20 @@ def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
     fn, graph: as for :func:`place`.
     placements: ``[K, N]`` device indices.
     args, kwargs: the arguments to run ``fn`` on.
-    devices, mode: as for :func:`place`.
+    devices, mode, topology: as for :func:`place`.
+    schedules: ``[K, N]`` int topological orders, a ``SimResult`` of these
+      ``K`` placements (``simulate(..., return_schedule=True)``),
+      ``"device_greedy"``, or None: the simulator's default schedule of each
+      placement on ``topology``, simulated for all ``K`` in one call.
     repeats, warmup: as for :func:`measure`.
     penalty_s: runtime reported for a placement that fails.
 
   Returns:
     ``[K]`` float64 median seconds per call (``penalty_s`` where failed).
+
+  Raises:
+    PlacementError: placements not ``[K, N]`` or out of range.
+    ScheduleError: schedules of the wrong shape or not topological.
   """
   placements = np.asarray(placements)
   if placements.ndim != 2:
@@ -146,9 +159,25 @@ def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
                          f"{placements.shape}.")
   kwargs = kwargs or {}
   devices = list(devices) if devices is not None else default_devices()
-  runtime_s = np.empty(placements.shape[0], np.float64)
+  k_placements = placements.shape[0]
+  if k_placements == 0:
+    return np.zeros(0, np.float64)
+  if isinstance(schedules, SimResult):
+    schedules = partition.schedule_orders(schedules)
+  if schedules is None:
+    schedules = partition.default_schedules(graph, placements, devices,
+                                            topology)
+  if not isinstance(schedules, str):
+    schedules = np.asarray(schedules)
+    if schedules.ndim != 2 or schedules.shape[0] != k_placements:
+      raise ScheduleError(
+          f"schedules must hold one order per placement, [{k_placements}, "
+          f"{graph.n_nodes}], got shape {schedules.shape}.")
+  runtime_s = np.empty(k_placements, np.float64)
   for k, placement in enumerate(placements):
-    placed = place(fn, graph, placement, devices, mode)
+    schedule = schedules if isinstance(schedules, str) else schedules[k]
+    placed = place(fn, graph, placement, devices, mode, schedule=schedule,
+                   topology=topology)
     result = measure(placed, *args, repeats=repeats, warmup=warmup, **kwargs)
     runtime_s[k] = penalty_s if result.failed else result.runtime_s
   return runtime_s

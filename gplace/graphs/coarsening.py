@@ -34,7 +34,7 @@ Rules (``coarsen(graph, rule=...)``):
 For ``"colocation"`` and ``"hsdag"``, a ``max_groups`` continues with the size
 procedure from the rule's groups.
 
-The coarse graph (a valid :class:`~gplace.graph.Graph`, numbered in
+The coarse graph (a valid :class:`~gplace.graphs.graph.Graph`, numbered in
 topological order) has one node per group:
 
 * ``flops``, ``bytes_accessed``: sums over the members.

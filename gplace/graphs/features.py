@@ -1,6 +1,6 @@
 """Node and edge features, and padded ``jraph.GraphsTuple`` batches of graphs.
 
-This sits between capture (which produces a :class:`~gplace.graph.Graph`) and
+This sits between capture (which produces a :class:`~gplace.graphs.graph.Graph`) and
 the policies (which read a ``GraphsTuple``). Everything here is host-side
 numpy: it runs once per graph, outside ``jit``, and returns numpy arrays that a
 jitted function takes as they are.

@@ -1,37 +1,16 @@
-"""Placement policies, and the one interface every policy in gplace follows.
+"""The GO placement policy (Zhou et al., "Transferable Graph Optimizers",
+NeurIPS 2020): a graph encoder and a per-node placement head.
 
-The policy interface
---------------------
-A placement policy is a flax module whose ``__call__`` maps a padded batch of
-graphs (the ``jraph.GraphsTuple`` layout of ``gplace.features``) to one row of
-device logits per node::
-
-    logits = policy.apply(params, graphs, device_mask=None)  # f32 [N_pad, D]
-
-* ``device_mask``: optional ``bool [D]`` or ``[N_pad, D]``; disallowed devices
-  get a large negative logit.
-* Rows of padding nodes (``graphs.nodes["mask"] == False``) are ignored by
-  :mod:`gplace.rl` (they never count in log-probabilities or entropies).
-* The logits define a factorised distribution: each node's device is an
-  independent categorical given the graph ("one-shot" placement, as in GO).
-  ``gplace.rl.sample_placements(logits, rng, K) -> [K, N_pad]`` and
-  ``gplace.rl.log_prob(logits, placements, node_mask) -> [K]`` are the only
-  two things RL needs from a policy.
-
-Policies that decide op by op (ColocRL's seq2seq, HDP's grouper-placer) fit the
-same interface by teacher forcing: given ``placements=[K, N_pad]`` they return
-logits ``[K, N_pad, D]`` conditioned on the earlier decisions, which
-``gplace.rl.log_prob`` accepts unchanged (it broadcasts over a leading ``K``);
-they add a ``sample(graphs, rng, num_samples, device_mask=None)`` method for
-the decoding loop. Groupers return node logits by gathering each node's group
-row, so the RL side never knows about groups.
-
-This module holds :class:`GOEncoder` (node embeddings, reusable in other
-models) and :class:`GOPolicy` (encoder + :class:`~gplace.layers.PlacementHead`).
+:class:`GOEncoder` (node embeddings, reusable in other models) holds every
+encoder hyperparameter; :class:`GOPolicy` holds one encoder and the head, and
+follows the policy interface of :mod:`gplace.policies.base`. The family is
+registered as ``"go"``: ``create_policy("go", num_devices, **hparams)`` takes
+the encoder's fields and ``head_hidden_size``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import flax.linen as nn
@@ -39,27 +18,15 @@ import jax
 import jax.numpy as jnp
 import jraph
 
+from gplace.errors import PolicyError
+from gplace.graphs import features
 from gplace.policies import layers
+from gplace.policies.base import register_policy
 
-# Default op-type vocabulary size when gplace.features does not say
-# (op ids at or above it share the last embedding row).
-DEFAULT_VOCABULARY_SIZE = 256
-
-
-def default_vocabulary_size() -> int:
-  """The op-type vocabulary size of ``gplace.features`` (or a default)."""
-  try:
-    from gplace.graphs import features  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return DEFAULT_VOCABULARY_SIZE
-  for name in ("VOCABULARY_SIZE", "vocabulary_size", "VOCABULARY", "OP_TYPES",
-               "OP_VOCABULARY"):
-    value = getattr(features, name, None)
-    if value is None:
-      continue
-    value = value() if callable(value) else value
-    return int(value) if isinstance(value, int) else len(value)
-  return DEFAULT_VOCABULARY_SIZE
+# Op-type ids at or above the vocabulary size share the last embedding row.
+DEFAULT_VOCABULARY_SIZE = features.VOCABULARY_SIZE
+AGGREGATORS = ("max", "mean")
+MODULATIONS = ("film", "gate", "none")
 
 
 def relative_position_encoding(graphs: jraph.GraphsTuple,
@@ -84,11 +51,11 @@ class GOEncoder(nn.Module):
   """GO's graph encoder: op embedding, GraphSAGE, modulation, attention.
 
   ``x0 = [Embed(op_type) ‖ Dense(features) ‖ position encoding]``; then
-  ``num_sage_layers`` :class:`~gplace.layers.GraphSAGE` layers (residual) and
-  ``num_attention_layers`` :class:`~gplace.layers.SegmentRecurrentAttention`
-  layers, the input of every layer modulated by
-  :class:`~gplace.layers.FeatureModulation` from the graph's embedding (masked
-  mean of the input projection's states).
+  ``num_sage_layers`` :class:`~gplace.policies.layers.GraphSAGE` layers
+  (residual) and ``num_attention_layers``
+  :class:`~gplace.policies.layers.SegmentRecurrentAttention` layers, the input
+  of every layer modulated by :class:`~gplace.policies.layers.FeatureModulation`
+  from the graph's embedding (masked mean of the input projection's states).
 
   Attributes:
     hidden_size: width ``H`` of every layer (divisible by ``num_heads``).
@@ -114,6 +81,21 @@ class GOEncoder(nn.Module):
   vocabulary_size: int = DEFAULT_VOCABULARY_SIZE
   op_embedding_size: int = 16
   num_position_frequencies: int = 8
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_heads:
+      raise PolicyError(f"hidden_size={self.hidden_size} must be divisible by "
+                        f"num_heads={self.num_heads}.")
+    if self.modulation not in MODULATIONS:
+      raise PolicyError(f"modulation must be one of {MODULATIONS}, got "
+                        f"{self.modulation!r}.")
+    if self.aggregator not in AGGREGATORS:
+      raise PolicyError(f"aggregator must be one of {AGGREGATORS}, got "
+                        f"{self.aggregator!r}.")
+    if self.segment_length < 1:
+      raise PolicyError(f"segment_length={self.segment_length} must be "
+                        "positive.")
+    super().__post_init__()
 
   @nn.compact
   def __call__(self, graphs: jraph.GraphsTuple) -> jax.Array:
@@ -153,43 +135,51 @@ class GOEncoder(nn.Module):
 
 
 class GOPolicy(nn.Module):
-  """The GO placement policy: :class:`GOEncoder` + placement head.
+  """The GO placement policy: a :class:`GOEncoder` and a placement head.
 
-  Follows the policy interface of this module: ``__call__(graphs,
-  device_mask=None) -> logits f32 [N_pad, num_devices]``.
+  Follows the policy interface of :mod:`gplace.policies.base`:
+  ``__call__(graphs, device_mask=None) -> logits f32 [N_pad, num_devices]``.
 
   Attributes:
     num_devices: ``D``, devices of the topology.
-    hidden_size, num_sage_layers, num_attention_layers, num_heads,
-    segment_length, aggregator, modulation, vocabulary_size,
-    op_embedding_size, num_position_frequencies: see :class:`GOEncoder`.
+    encoder: the node encoder with all its hyperparameters (its parameters
+      live under ``"encoder"``).
     head_hidden_size: hidden width of the placement head.
   """
 
   num_devices: int
-  hidden_size: int = 64
-  num_sage_layers: int = 2
-  num_attention_layers: int = 2
-  num_heads: int = 4
-  segment_length: int = 128
-  aggregator: str = "max"
-  modulation: str = "film"
-  vocabulary_size: int = DEFAULT_VOCABULARY_SIZE
-  op_embedding_size: int = 16
-  num_position_frequencies: int = 8
+  encoder: GOEncoder = GOEncoder()
   head_hidden_size: int = 64
 
   @nn.compact
   def __call__(self, graphs: jraph.GraphsTuple,
                device_mask: Optional[jax.Array] = None) -> jax.Array:
-    states = GOEncoder(
-        hidden_size=self.hidden_size, num_sage_layers=self.num_sage_layers,
-        num_attention_layers=self.num_attention_layers,
-        num_heads=self.num_heads, segment_length=self.segment_length,
-        aggregator=self.aggregator, modulation=self.modulation,
-        vocabulary_size=self.vocabulary_size,
-        op_embedding_size=self.op_embedding_size,
-        num_position_frequencies=self.num_position_frequencies,
-        name="encoder")(graphs)
+    states = self.encoder(graphs)  # [N_pad, hidden_size]
     return layers.PlacementHead(self.num_devices, self.head_hidden_size,
                                 name="head")(states, device_mask)
+
+
+def _field_names(module_class) -> set[str]:
+  return {f.name for f in dataclasses.fields(module_class)} - {"parent",
+                                                               "name"}
+
+
+@register_policy("go")
+def create_go_policy(num_devices: int, **hparams) -> GOPolicy:
+  """A :class:`GOPolicy` from flat hyperparameters: the fields of
+  :class:`GOEncoder` and ``head_hidden_size`` (``config.policy``).
+
+  Raises:
+    PolicyError: an unknown hyperparameter, or values the encoder rejects.
+  """
+  encoder_fields = _field_names(GOEncoder)
+  policy_fields = _field_names(GOPolicy) - {"num_devices", "encoder"}
+  unknown = set(hparams) - encoder_fields - policy_fields
+  if unknown:
+    raise PolicyError(
+        f"Unknown GO policy hyperparameters {sorted(unknown)}; the policy "
+        f"takes {sorted(encoder_fields | policy_fields)}.")
+  encoder = GOEncoder(**{k: v for k, v in hparams.items()
+                         if k in encoder_fields})
+  return GOPolicy(num_devices=num_devices, encoder=encoder,
+                  **{k: v for k, v in hparams.items() if k in policy_fields})

@@ -16,7 +16,7 @@ al., "Transferable Graph Optimizers", NeurIPS 2020), usable in any flax model:
 * :class:`PlacementHead`: node states to per-device logits, with device masks.
 
 Every layer takes the ``jraph.GraphsTuple`` layout built by
-``gplace.features.to_graphs_tuple``:
+``gplace.graphs.features.to_graphs_tuple``:
 
 * ``graphs.nodes["mask"]``: ``bool [N_pad]``, False for padding nodes;
 * ``graphs.nodes["graph_index"]``: ``int32 [N_pad]``, the graph of each node;
@@ -37,6 +37,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import jraph
+
+from gplace.errors import PolicyError
 
 # Finite "minus infinity": keeps softmax rows that are fully masked NaN-free.
 NEG_INF = -1e9
@@ -81,7 +83,7 @@ def _aggregate(messages, receivers, weight, num_nodes, aggregator):
     result = jax.ops.segment_max(masked, receivers, num_nodes)
     # Empty segments come back as the dtype's lowest value or NEG_INF.
     return jnp.where(result <= NEG_INF / 2, 0.0, result)
-  raise ValueError(f"Unknown aggregator {aggregator!r}; use 'mean' or 'max'.")
+  raise PolicyError(f"Unknown aggregator {aggregator!r}; use 'mean' or 'max'.")
 
 
 class GraphSAGE(nn.Module):
@@ -165,7 +167,7 @@ class FeatureModulation(nn.Module):
       gate = 2.0 * nn.sigmoid(dense(width, "gate")(conditioning))
       out = node_states * gate[index]
     else:
-      raise ValueError(f"Unknown modulation mode {self.mode!r}; use 'film' "
+      raise PolicyError(f"Unknown modulation mode {self.mode!r}; use 'film' "
                        "or 'gate'.")
     return out * node_mask(graphs)[:, None].astype(out.dtype)
 
@@ -217,7 +219,7 @@ class SegmentRecurrentAttention(nn.Module):
     """Args: ``node_states [N_pad, H]``; returns ``[N_pad, H]``."""
     num_nodes, width = node_states.shape
     if width % self.num_heads:
-      raise ValueError(f"Width {width} is not divisible by num_heads "
+      raise PolicyError(f"Width {width} is not divisible by num_heads "
                        f"{self.num_heads}.")
     heads, head_dim, length = self.num_heads, width // self.num_heads, (
         self.segment_length)

@@ -1,6 +1,41 @@
-"""Learning placements: distributions, losses, the jitted update, training.
+"""Learning placements: distributions, losses, rewards, the jitted update.
 
-Imported lazily by ``gplace`` (orbax and optax load on first use).
+The modules, in the order a training run uses them (imports only go down
+this list; ``update`` names the state's types in annotations only):
+
+* ``train``: :func:`~gplace.rl.train.train_and_evaluate`, the loop over
+  jitted chunks (loads orbax and the config machinery: import it directly).
+* ``validation``: config checks before anything is compiled.
+* ``data``: graphs -> padded :class:`Batch` es (host side).
+* ``state``: :class:`TrainState`, :class:`RLHyperparams`, and their
+  construction from a config.
+* ``update``: sample, score, update, written once for one or many devices.
+* ``losses``: REINFORCE, PPO, supervised.
+* ``distributions``: sampling, log-probabilities, entropy, exploration.
+* ``rewards``: runtimes -> rewards, host and simulator scoring.
+* ``types``: :class:`Batch`, :class:`Rollout`, function types.
+* ``checkpoint``, ``reports``: what a run saves and writes.
+
+The names below are the ones most users need; ``gplace`` imports this
+package lazily.
 """
 
-from gplace.rl.core import *  # noqa: F401,F403
+from gplace.rl.distributions import (entropy, exploration_logits, log_prob,
+                                     node_log_probs, sample_placements)
+from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
+from gplace.rl.rewards import (Scorer, effective_runtime, host_scored_rollout,
+                               reward, simulator_reward)
+from gplace.rl.state import RLHyperparams, TrainState, init_train_state
+from gplace.rl.types import (ApplyFn, Batch, RewardFn, Rollout, SimulateFn)
+from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
+                              supervised_step, update_from_rollout)
+
+__all__ = [
+    "ApplyFn", "Batch", "RLHyperparams", "RewardFn", "Rollout", "Scorer",
+    "SimulateFn", "TrainState", "effective_runtime", "entropy",
+    "exploration_logits", "host_scored_rollout", "init_train_state",
+    "log_prob", "node_log_probs", "ppo_loss", "reinforce_loss", "reward",
+    "rl_step", "sample_placements", "sample_rollout", "scan_chunk",
+    "simulator_reward", "supervised_loss", "supervised_step",
+    "update_from_rollout",
+]

@@ -2,7 +2,7 @@
 
 A small wrapper around ``orbax.checkpoint.CheckpointManager`` with an absolute
 directory, ``StandardSave`` / ``StandardRestore`` of a whole pytree (the
-``gplace.rl.TrainState``), restores against an abstract target (shapes and
+``gplace.rl.state.TrainState``), restores against an abstract target (shapes and
 dtypes of a freshly initialised state), and the train step as the checkpoint
 step. Saving is asynchronous; :meth:`Checkpointer.close` waits for it.
 """

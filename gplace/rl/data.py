@@ -1,32 +1,34 @@
-"""Host-side set-up of training problems: graphs, baselines, rewards, batches.
+"""Graphs -> padded batches: the input pipeline of training.
 
-Captures (or loads) the workloads a config names, scores every baseline under
-the simulator, builds the padded GraphsTuples and simulator problems of one
-budget (a batch of ``B`` graphs), and provides the host reward functions
-(simulator or real executor). Used by :mod:`gplace.train`; numpy on the host,
-nothing here is traced.
+Where this sits: :mod:`gplace.rl.train` calls, in order,
+:func:`make_topology`, :func:`setup_graphs` (capture or load each workload,
+score every baseline under the simulator, pick the failure penalty),
+:func:`warm_start_targets`, :func:`make_batch` (pad every graph to one
+budget, stack graphs and simulator problems into a
+:class:`~gplace.rl.types.Batch`) and, for measured rewards,
+:func:`host_reward_fns`. Host-side numpy; nothing here is traced.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import numpy as np
 
 from gplace import baselines
-from gplace.sim import bounds
-from gplace.graphs import features as features_lib
-from gplace.rl import core as rl
-from gplace.sim import simulator
 from gplace import workloads
+from gplace.errors import BudgetError, PlacementError
+from gplace.graphs import features as features_lib
 from gplace.graphs.capture import capture
-from gplace.errors import ConfigError, PlacementError
 from gplace.graphs.graph import Graph, random_dag
+from gplace.rl.rewards import Scorer, simulate_host
+from gplace.rl.types import Batch
+from gplace.sim import bounds
+from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 
 # A graph name of the form "random_dag:N[:seed]" (tests and benchmarks).
@@ -57,8 +59,52 @@ class GraphSetup(NamedTuple):
   failing_runtime_s: float
 
 
+class WarmStart(NamedTuple):
+  """The supervised targets of the warm start, one per graph.
+
+  Attributes:
+    baseline_names: the baseline each graph imitates.
+    placements: ``int32 [B, N_pad]`` (0 on padding nodes).
+    runtime_s: ``f32 [B]``, the baselines' runtimes.
+  """
+
+  baseline_names: list
+  placements: np.ndarray
+  runtime_s: np.ndarray
+
+
+def workload_names(config) -> list[str]:
+  """The graphs of the batch: ``config.workload`` split at commas."""
+  return [w.strip() for w in str(config.workload).split(",") if w.strip()]
+
+
+def is_random_dag(name: str) -> bool:
+  """Whether ``name`` is of the form ``random_dag:N[:seed]``."""
+  return RANDOM_DAG.match(name) is not None
+
+
+def placement_devices() -> list:
+  """Local devices a placement indexes: CPUs first, then accelerators, as the
+  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
+  exists)."""
+  from gplace.execution import executor  # pylint: disable=g-import-not-at-top
+  return executor.default_devices()
+
+
+def make_topology(config) -> topology_lib.Topology:
+  """``config.topology``: a preset name, or ``"local"`` for this machine's
+  devices."""
+  if config.topology == "local":
+    return topology_lib.local(placement_devices())
+  return topology_lib.preset(config.topology)
+
+
 def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
-  """``(graph, fn, args)`` of a workload name or ``random_dag:N[:seed]``."""
+  """``(graph, fn, args)`` of a workload name or ``random_dag:N[:seed]``.
+
+  Raises:
+    WorkloadError: an unknown workload, size or step.
+  """
   match = RANDOM_DAG.match(name)
   if match:
     seed = int(match.group(2) or config.seed)
@@ -81,59 +127,26 @@ def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
   return graph, fn, args
 
 
-def _simulate_host(graph, placements, topology) -> tuple[np.ndarray,
-                                                         np.ndarray]:
-  result = simulator.simulate(graph, np.asarray(placements, np.int32),
-                              topology)
-  return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
+def make_scorer(graph: Graph, fn, args, topology, config,
+                devices: Optional[Sequence] = None) -> Scorer:
+  """The host :class:`~gplace.rl.rewards.Scorer` ``config.rl.reward`` and
+  ``config.executor`` ask for."""
+  return Scorer(graph, topology, fn=fn, args=args,
+                executor=config.rl.reward == "executor", devices=devices,
+                repeats=config.executor.repeats,
+                warmup=config.executor.warmup)
 
 
-class Scorer:
-  """Scores placements of one graph on the host: simulated or measured."""
-
-  def __init__(self, setup_graph, fn, args, topology, config, devices=None):
-    self.graph, self.fn, self.args = setup_graph, fn, args
-    self.topology = topology
-    self.executor = config.rl.reward == "executor"
-    self.devices = devices
-    self.repeats = config.executor.repeats
-    self.warmup = config.executor.warmup
-
-  def __call__(self, placements: np.ndarray) -> np.ndarray:
-    """``[K, N]`` -> ``[K]`` seconds, inf where OOM / failed."""
-    placements = np.asarray(placements, np.int32)
-    if self.executor:
-      from gplace.execution import timing  # pylint: disable=g-import-not-at-top
-      return timing.measure_placements(
-          self.fn, self.graph, placements, self.args, devices=self.devices,
-          repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
-    runtime, oom = _simulate_host(self.graph, placements, self.topology)
-    return np.where(oom, np.inf, runtime)
-
-
-def _placement_devices():
-  """Local devices a placement indexes: CPUs first, then accelerators, as the
-  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
-  exists)."""
-  from gplace.execution import executor  # pylint: disable=g-import-not-at-top
-  return executor.default_devices()
-
-
-def _make_topology(config):
-  if config.topology == "local":
-    return topology_lib.local(_placement_devices())
-  return topology_lib.preset(config.topology)
-
-
-def setup_graphs(config, topology, names: Sequence[str], log=print):
+def setup_graphs(config, topology, names: Sequence[str],
+                 log: Callable[[str], None] = print) -> list[GraphSetup]:
   """Captures the graphs, scores the baselines, picks failure penalties."""
   out = []
   for name in names:
     t0 = time.time()
     graph, fn, args = load_graph(name, config)
-    scorer = Scorer(graph, fn, args, topology, config,
-                    devices=_placement_devices() if config.topology == "local"
-                    else None)
+    scorer = make_scorer(graph, fn, args, topology, config,
+                         devices=placement_devices()
+                         if config.topology == "local" else None)
     only = None if config.baselines == "all" else [
         b.strip() for b in config.baselines.split(",")]
     placements = baselines.run_all(graph, topology, seed=config.seed,
@@ -146,8 +159,8 @@ def setup_graphs(config, topology, names: Sequence[str], log=print):
     reference = finite.min() if finite.size else np.nanmax(
         np.where(np.isfinite(runtimes), runtimes, np.nan))
     if not np.isfinite(reference):
-      runtime_any, _ = _simulate_host(graph, np.zeros((1, graph.n_nodes)),
-                                      topology)
+      runtime_any, _ = simulate_host(graph, np.zeros((1, graph.n_nodes)),
+                                     topology)
       reference = float(runtime_any[0])
     out.append(GraphSetup(
         name=name, graph=graph, fn=fn, args=args,
@@ -163,7 +176,8 @@ def setup_graphs(config, topology, names: Sequence[str], log=print):
 
 
 def warm_start_target(setup: GraphSetup, which: str):
-  """``(name, placement [N], runtime_s)`` of the warm-start baseline."""
+  """``(name, placement [N], runtime_s)`` of the warm-start baseline
+  (``which``: a baseline name, or ``"best"``)."""
   if which == "best":
     name = min(setup.baseline_runtime_s, key=setup.baseline_runtime_s.get)
   else:
@@ -171,10 +185,35 @@ def warm_start_target(setup: GraphSetup, which: str):
   return name, setup.baselines[name], setup.baseline_runtime_s[name]
 
 
+def warm_start_targets(setups: Sequence[GraphSetup], which: str,
+                       num_padded_nodes: int) -> WarmStart:
+  """:func:`warm_start_target` of every graph, padded to ``N_pad`` nodes."""
+  names = []
+  placements = np.zeros((len(setups), num_padded_nodes), np.int32)
+  runtime_s = np.full(len(setups), np.inf, np.float32)
+  for b, setup in enumerate(setups):
+    name, placement, runtime = warm_start_target(setup, which)
+    names.append(name)
+    placements[b, :setup.graph.n_nodes] = placement
+    runtime_s[b] = runtime
+  return WarmStart(names, placements, runtime_s)
+
+
 def make_batch(setups: Sequence[GraphSetup], topology, *,
-               with_problems: bool = True) -> rl.Batch:
-  """Pads every graph to one budget and stacks them into a :class:`rl.Batch`
-  (host-side numpy)."""
+               with_problems: bool = True) -> Batch:
+  """Pads every graph to one budget and stacks them into a
+  :class:`~gplace.rl.types.Batch` (host-side numpy).
+
+  Args:
+    setups: ``B`` graphs (only ``graph`` and ``failing_runtime_s`` are read).
+    topology: the devices (``D``).
+    with_problems: also build the stacked simulator problems (simulated
+      rewards inside the jitted step).
+
+  Returns:
+    A batch of ``B`` graphs of one node budget ``N_pad``, all devices
+    allowed (``device_mask`` ``bool [B, D]``).
+  """
   graphs = [s.graph for s in setups]
   budgets = [features_lib.budget_for(g) for g in graphs]
   budget = features_lib.Budget(max(b.n_nodes for b in budgets),
@@ -184,32 +223,40 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   graphs_tuple = features_lib.stack_graphs_tuples(tuples)
   problems = None
   if with_problems:
-    problems = _stacked_problems(graphs, topology, budget.n_nodes)
-  return rl.Batch(
+    problems = stacked_problems(graphs, topology, budget.n_nodes)
+  return Batch(
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
                                    np.float32),
       device_mask=np.ones((len(setups), topology.n_devices), bool))
 
 
-def _stacked_problems(graphs, topology, n_nodes: int):
-  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``."""
+def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):
+  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``.
+
+  Raises:
+    BudgetError: the graphs need more simulator steps than 8x the node
+      budget.
+  """
   n_steps = n_nodes
   for _ in range(4):
     try:
       problems = [simulator.make_problem(g, topology, n_nodes=n_nodes,
                                          n_steps=n_steps) for g in graphs]
       break
-    except PlacementError:
+    except (PlacementError, BudgetError):
       # High-degree nodes take several simulator steps: a larger budget.
       n_steps *= 2
   else:
-    raise ConfigError("The graphs need more simulator steps than 8x their "
-                      "node budget (nodes of very high degree).")
+    raise BudgetError("The graphs need more simulator steps than 8x their "
+                      "node budget (nodes of very high degree); split or "
+                      "coarsen them (gplace.coarsen) first.")
   return jax.tree.map(lambda *xs: np.stack(xs), *problems)
 
 
-def simulator_reward(problem, placements):
-  """``rl.SimulateFn`` over ``gplace.simulator.simulate_problem``."""
-  result = simulator.simulate_problem(problem, placements)
-  return result.runtime_s, result.oom
+def host_reward_fns(setups: Sequence[GraphSetup], topology,
+                    config) -> list[Scorer]:
+  """One measured (or simulated) reward function per graph, for
+  :func:`gplace.rl.rewards.host_scored_rollout`."""
+  return [make_scorer(s.graph, s.fn, s.args, topology, config,
+                      devices=placement_devices()) for s in setups]

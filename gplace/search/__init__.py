@@ -30,8 +30,9 @@ Shared rules (:mod:`gplace.search.common`):
   batches of ``batch_size`` under the simulator's default schedule (no
   ``order`` or ``priority`` is passed, so the searches follow whatever the
   default is); a placement that runs out of memory is infeasible (``inf``).
-* The start is ``init`` or, by default, the fastest of the cheap baselines
-  in :data:`INIT_BASELINES`.
+* The start is ``init`` (``[N]``, or ``[C, N]`` candidates) or, by default,
+  the fastest of the cheap baselines in :data:`INIT_BASELINES`;
+  :func:`initial_placements` computes those once for several searches.
 * A move redraws between 1 and ``move_size`` units to other devices; a unit
   is a node, or with ``groups=`` (``"colocation"``, ``"hsdag"``, a
   :class:`~gplace.Coarsening` or ``[N]`` labels) a group that moves whole.
@@ -46,7 +47,8 @@ Shared rules (:mod:`gplace.search.common`):
 
 from gplace.search.annealing import annealing, annealing_placer
 from gplace.search.common import (INIT_BASELINES, Evaluator, History,
-                                  SearchResult, Units, make_units)
+                                  SearchResult, Units, initial_placements,
+                                  make_units)
 from gplace.search.genetic import genetic, genetic_placer
 from gplace.search.local import local_search, local_search_placer
 from gplace.search.moves import CROSSOVERS, crossover, redraw
@@ -66,6 +68,6 @@ SEARCHES = {
 __all__ = [
     "CROSSOVERS", "Evaluator", "History", "INIT_BASELINES", "PLACERS",
     "SEARCHES", "SearchResult", "Units", "annealing", "annealing_placer",
-    "crossover", "genetic", "genetic_placer", "local_search",
-    "local_search_placer", "make_units", "redraw",
+    "crossover", "genetic", "genetic_placer", "initial_placements",
+    "local_search", "local_search_placer", "make_units", "redraw",
 ]

@@ -23,11 +23,12 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  SearchResult, stack_best, start)
+                                  SearchResult, placer_from_search, stack_best,
+                                  start)
 from gplace.search.moves import redraw
 from gplace.sim.topology import Topology
 
-DEFAULT_T0 = 0.01
+DEFAULT_T0 = 0.001
 # With decay=None the temperature falls to this fraction of t0 by the last
 # batch of the budget.
 FINAL_TEMPERATURE_RATIO = 1e-3
@@ -96,8 +97,9 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       ``time_limit_s`` cuts it short).
     budget: simulator evaluations to spend, the starting placement(s)
       included; ``>= 1``.
-    init: ``[N]`` starting placement; default the fastest of the cheap
-      baselines in :data:`gplace.search.common.INIT_BASELINES`.
+    init: ``[N]`` starting placement, or ``[C, N]`` candidates whose
+      fastest is the start (all count against the budget); default the
+      cheap baselines in :data:`gplace.search.common.INIT_BASELINES`.
     groups: move nodes (None) or whole groups: a coarsening rule, a
       :class:`~gplace.Coarsening` or ``[N]`` group labels.
     move_size: at most this many units redrawn per candidate, in ``1..G``;
@@ -143,11 +145,4 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   return evaluator.result(init_s)
 
 
-def annealing_placer(graph: Graph, topology: Topology, *, costs=None,
-                     seed: int = 0) -> np.ndarray:
-  """:func:`annealing` with its defaults, as a baseline-style placer.
-
-  Returns:
-    ``[N]`` int32 placement.
-  """
-  return annealing(graph, topology, costs=costs, seed=seed).placement
+annealing_placer = placer_from_search(annealing)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from gplace.baselines.common import prepare
-from gplace.errors import PlacementError, SearchError
+from gplace.errors import GplaceError, PlacementError, SearchError
 from gplace.graphs.coarsening import Coarsening, coarsen
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
@@ -37,7 +37,7 @@ INIT_BASELINES = ("single_device", "expert", "m_topo", "m_etf", "heft",
 
 DEFAULT_BUDGET = 10_000
 DEFAULT_BATCH_SIZE = 64
-DEFAULT_MOVE_SIZE = 16
+DEFAULT_MOVE_SIZE = 1
 
 
 class History(NamedTuple):
@@ -185,33 +185,45 @@ def make_units(graph: Graph, groups=None) -> Units:
 # -- the starting placement ----------------------------------------------------
 
 
-def initial_placements(graph: Graph, topology: Topology, costs: np.ndarray,
-                       init, seed: int) -> tuple[np.ndarray, list[str]]:
+def initial_placements(graph: Graph, topology: Topology, costs=None,
+                       init=None, seed: int = 0) -> tuple[np.ndarray, list[str]]:
   """Candidate starting placements ``[C, N]`` int32 and their labels.
 
-  ``init`` given: that placement alone (validated). Otherwise the
-  :data:`INIT_BASELINES` (a baseline that fails here is skipped).
+  ``init`` given: that ``[N]`` placement, or those ``[C, N]`` placements
+  (validated). Otherwise the :data:`INIT_BASELINES` (a baseline that fails
+  here is skipped). Compute this once and pass it as ``init=`` to run several
+  searches from the same start without planning the baselines again.
 
   Raises:
-    SearchError: ``init`` is not a valid placement of ``graph``.
+    SearchError: ``init`` is not a valid placement of ``graph`` (or a stack
+      of them).
+    GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
+  costs = prepare(graph, topology, costs).costs
   if init is not None:
+    batched = np.ndim(init) == 2
     try:
-      placement = check_placements(init, graph, topology.n_devices,
-                                   device_names=topology.device_names,
-                                   batched=False)
+      placements = check_placements(init, graph, topology.n_devices,
+                                    device_names=topology.device_names,
+                                    batched=batched)
     except PlacementError as err:
       raise SearchError(f"init is not a valid placement: {err} Pass an [N] "
-                        "int array of device indices, or init=None to start "
-                        "from the best cheap baseline.") from err
-    return placement[None], ["init"]
+                        "int array of device indices (or [C, N] of them), or "
+                        "init=None to start from the best cheap "
+                        "baseline.") from err
+    if placements.shape[0] == 0:
+      raise SearchError("init holds no placement; pass [N] or [C, N] with "
+                        "C >= 1, or init=None.")
+    placements = placements if batched else placements[None]
+    labels = [f"init[{i}]" for i in range(placements.shape[0])]
+    return placements, labels if batched else ["init"]
   from gplace import baselines  # pylint: disable=g-import-not-at-top
   rows, labels = [], []
   for name in INIT_BASELINES:
     try:
       rows.append(baselines.get(name)(graph, topology, costs=costs, seed=seed))
-    except Exception:  # pylint: disable=broad-except
-      continue  # e.g. a baseline that needs a GPU-free topology feature.
+    except GplaceError:
+      continue  # a baseline that cannot place this graph is no start.
     labels.append(name)
   return np.stack(rows).astype(np.int32), labels
 
@@ -231,19 +243,29 @@ class Evaluator:
   (infeasible). The best placement seen and the :class:`History` are kept
   here, so a search cannot forget its best.
 
+  Args:
+    graph, topology: what is placed (``N`` nodes, ``D`` devices).
+    costs: ``[N, D]`` float64 seconds, validated.
+    budget: evaluations allowed.
+    batch_size: placements per simulator call (``K``).
+    time_limit_s: wall-clock seconds after which :attr:`remaining` is 0.
+    start_time: ``time.perf_counter()`` when that clock started (default
+      now).
+
   Host-side; not thread-safe.
   """
 
   def __init__(self, graph: Graph, topology: Topology, costs: np.ndarray,
                budget: int, batch_size: int,
-               time_limit_s: float = math.inf):
+               time_limit_s: float = math.inf,
+               start_time: float | None = None):
     self.graph = graph
     self.topology = topology
     self.costs = costs
     self.budget = budget
     self.batch_size = batch_size
     self.time_limit_s = time_limit_s
-    self.start = time.perf_counter()
+    self.start = time.perf_counter() if start_time is None else start_time
     self.evaluations = 0
     self.best_placement: np.ndarray | None = None
     self.best_runtime_s = math.inf
@@ -349,8 +371,7 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
                                      seed)
   placements = placements[:budget]
   evaluator = Evaluator(graph, topology, problem.costs, budget, batch_size,
-                        time_limit_s)
-  evaluator.start = wall_start
+                        time_limit_s, start_time=wall_start)
   runtime_s = evaluator(placements)
   return Start(evaluator, units, rng, placements, runtime_s,
                topology.n_devices, move_size)
@@ -361,3 +382,25 @@ def stack_best(placements: Sequence[np.ndarray] | np.ndarray,
   """The fastest of ``[C, N]`` placements and its runtime (first on ties)."""
   best = int(np.argmin(runtime_s))
   return np.array(placements[best], np.int32), float(runtime_s[best])
+
+
+def placer_from_search(search: Callable[..., SearchResult]
+                       ) -> Callable[..., np.ndarray]:
+  """A baseline-style placer that runs ``search`` with its defaults.
+
+  Args:
+    search: ``search(graph, topology, *, costs, seed, ...) -> SearchResult``.
+
+  Returns:
+    ``placer(graph, topology, *, costs=None, seed=0) -> [N] int32``.
+  """
+
+  def placer(graph: Graph, topology: Topology, *, costs=None,
+             seed: int = 0) -> np.ndarray:
+    return search(graph, topology, costs=costs, seed=seed).placement
+
+  placer.__name__ = placer.__qualname__ = f"{search.__name__}_placer"
+  placer.__doc__ = (f":func:`{search.__name__}` with its defaults, as a "
+                    "baseline-style placer.\n\nReturns:\n  ``[N]`` int32 "
+                    "placement.\n")
+  return placer

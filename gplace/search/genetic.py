@@ -22,7 +22,8 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BUDGET, SearchResult,
-                                  check_fraction, check_positive_int, start)
+                                  check_fraction, check_positive_int,
+                                  placer_from_search, start)
 from gplace.search.moves import CROSSOVERS, crossover, redraw
 from gplace.sim.topology import Topology
 
@@ -73,7 +74,7 @@ def tournament_select(rng: np.random.Generator, runtime_s: np.ndarray,
 def genetic(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
             budget: int = DEFAULT_BUDGET, init=None, groups=None,
             population: int = DEFAULT_POPULATION, elite: int = 2,
-            tournament: int = 3, crossover_kind: str = "uniform",
+            tournament: int = 8, crossover_kind: str = "uniform",
             mutation_rate: float = 0.5, move_size: int | None = None,
             batch_size: int | None = None,
             time_limit_s: float | None = None) -> SearchResult:
@@ -91,9 +92,10 @@ def genetic(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       ``time_limit_s`` cuts it short).
     budget: simulator evaluations to spend, the starting population
       included; ``>= 1``.
-    init: ``[N]`` starting placement; default the cheap baselines in
-      :data:`gplace.search.common.INIT_BASELINES`, all of which join the
-      first population.
+    init: ``[N]`` starting placement, or ``[C, N]`` candidates, all of
+      which join the first population (the fastest ``population`` if more);
+      default the cheap baselines in
+      :data:`gplace.search.common.INIT_BASELINES`.
     groups: inherit and mutate nodes (None) or whole groups: a coarsening
       rule, a :class:`~gplace.Coarsening` or ``[N]`` group labels.
     population: placements per generation (``P >= 2``).
@@ -159,11 +161,4 @@ def genetic(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   return evaluator.result(init_s)
 
 
-def genetic_placer(graph: Graph, topology: Topology, *, costs=None,
-                   seed: int = 0) -> np.ndarray:
-  """:func:`genetic` with its defaults, as a baseline-style placer.
-
-  Returns:
-    ``[N]`` int32 placement.
-  """
-  return genetic(graph, topology, costs=costs, seed=seed).placement
+genetic_placer = placer_from_search(genetic)

@@ -17,7 +17,8 @@ import numpy as np
 
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  SearchResult, stack_best, start)
+                                  SearchResult, placer_from_search, stack_best,
+                                  start)
 from gplace.search.moves import redraw
 from gplace.sim.topology import Topology
 
@@ -44,8 +45,9 @@ def local_search(graph: Graph, topology: Topology, *, costs=None,
       (unless ``time_limit_s`` cuts it short).
     budget: simulator evaluations to spend, the starting placement(s)
       included; ``>= 1``.
-    init: ``[N]`` starting placement; default the fastest of the cheap
-      baselines in :data:`gplace.search.common.INIT_BASELINES`.
+    init: ``[N]`` starting placement, or ``[C, N]`` candidates whose
+      fastest is the start (all count against the budget); default the
+      cheap baselines in :data:`gplace.search.common.INIT_BASELINES`.
     groups: move nodes one by one (None), or whole groups: a coarsening rule
       (``"colocation"``, ``"hsdag"``), a :class:`~gplace.Coarsening` or
       ``[N]`` group labels.
@@ -81,11 +83,4 @@ def local_search(graph: Graph, topology: Topology, *, costs=None,
   return evaluator.result(init_s)
 
 
-def local_search_placer(graph: Graph, topology: Topology, *, costs=None,
-                        seed: int = 0) -> np.ndarray:
-  """:func:`local_search` with its defaults, as a baseline-style placer.
-
-  Returns:
-    ``[N]`` int32 placement.
-  """
-  return local_search(graph, topology, costs=costs, seed=seed).placement
+local_search_placer = placer_from_search(local_search)

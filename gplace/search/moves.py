@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gplace.errors import SearchError
 from gplace.search.common import Units
 
 CROSSOVERS = ("uniform", "segment")
@@ -116,5 +117,6 @@ def crossover(rng: np.random.Generator, first: np.ndarray, second: np.ndarray,
     ids = np.arange(g)[None, :]
     take_second = (ids >= ends[:, :1]) & (ids < ends[:, 1:])
   else:  # validated by the caller; belt and braces.
-    raise ValueError(f"unknown crossover {kind!r}")
+    raise SearchError(f"Unknown crossover {kind!r}; use one of "
+                      f"{CROSSOVERS}.")
   return np.where(take_second[:, units.group_of], second, first)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.errors import PlacementError, TopologyError
+from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
 from gplace.sim.topology import Topology, validate_costs
 
@@ -34,6 +34,9 @@ class SimResult(NamedTuple):
     oom: ``[K]`` bool, peak above some device's ``memory_bytes``.
     start_s: ``[K, N]`` float32 start time of each node, or None.
     finish_s: ``[K, N]`` float32 finish time of each node, or None.
+    order: ``[K, N]`` int32 dispatch order, or None: nodes by start time,
+      ties by node id (``np.lexsort((np.arange(N), start_s[k]))``). Always a
+      topological order; per-device order is it filtered by placement.
   """
 
   runtime_s: jax.Array
@@ -41,6 +44,7 @@ class SimResult(NamedTuple):
   oom: jax.Array
   start_s: Optional[jax.Array] = None
   finish_s: Optional[jax.Array] = None
+  order: Optional[np.ndarray] = None
 
 
 
@@ -106,27 +110,27 @@ def check_order(order, n_nodes: int, graph: Graph) -> np.ndarray:
   """Validates a priority order; returns it as ``[N]`` int64.
 
   Raises:
-    PlacementError: not a permutation of the nodes, or not topological.
+    ScheduleError: not a permutation of the nodes, or not topological.
   """
   order = np.asarray(order)
   if order.shape != (n_nodes,) or not np.issubdtype(order.dtype, np.integer):
-    raise PlacementError(
+    raise ScheduleError(
         f"order must be a 1-D integer permutation of the {n_nodes} nodes, got "
         f"shape {order.shape} and dtype {order.dtype}.")
   order = order.astype(np.int64)
   seen = np.zeros(n_nodes, bool)
   if order.size and (order.min() < 0 or order.max() >= n_nodes):
-    raise PlacementError(f"order names a node outside 0..{n_nodes - 1}.")
+    raise ScheduleError(f"order names a node outside 0..{n_nodes - 1}.")
   seen[order] = True
   if not seen.all():
-    raise PlacementError("order is not a permutation: node "
+    raise ScheduleError("order is not a permutation: node "
                          f"{int(np.argmin(seen))} is missing.")
   pos = np.empty(n_nodes, np.int64)
   pos[order] = np.arange(n_nodes)
   bad = pos[graph.edge_src] >= pos[graph.edge_dst]
   if np.any(bad):
     e = int(np.argmax(bad))
-    raise PlacementError(
+    raise ScheduleError(
         f"order is not a topological order: node {graph.edge_src[e]} feeds "
         f"node {graph.edge_dst[e]} but comes after it. Use a topological "
         "order (node ids are one).")

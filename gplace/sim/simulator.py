@@ -86,7 +86,8 @@ from gplace.sim.scan import simulate_problem
 from gplace.sim.topology import Topology
 
 __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SimProblem", "SimResult",
-           "check_order", "make_problem", "one_kernel_loops", "send_bytes",
+           "check_order", "dispatch_order", "make_problem", "one_kernel_loops",
+           "send_bytes",
            "simulate", "simulate_problem"]
 
 _simulate_jit = jax.jit(simulate_problem, static_argnames=("return_schedule",),
@@ -123,7 +124,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     :class:`SimResult`; fields have no ``K`` axis if ``placements`` is 1-D.
 
   Raises:
-    PlacementError: bad placements or order.
+    PlacementError: bad placements.
+    ScheduleError: ``order`` is not a topological order of the nodes.
     TopologyError: bad topology or cost table.
   """
   single = np.ndim(placements) == 1
@@ -134,6 +136,19 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   with one_kernel_loops():
     result = _simulate_jit(problem, jnp.asarray(array),
                            return_schedule=return_schedule)
+  if return_schedule:
+    result = result._replace(order=dispatch_order(result.start_s))
   if single:
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
+
+
+def dispatch_order(start_s) -> np.ndarray:
+  """``[K, N]`` int32 dispatch order from ``[K, N]`` start times.
+
+  Nodes by start time, ties by node id: a topological order (node ids are
+  one, and a consumer never starts before its producer).
+  """
+  start = np.atleast_2d(np.asarray(start_s))
+  ids = np.arange(start.shape[-1])
+  return np.stack([np.lexsort((ids, row)) for row in start]).astype(np.int32)

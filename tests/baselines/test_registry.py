@@ -107,3 +107,12 @@ def test_schedulers_beat_round_robin_under_simulator():
     runtime = dict(zip(names, np.asarray(result.runtime_s)))
     for name in names[1:]:
       assert runtime[name] < runtime["round_robin"], runtime
+
+
+def test_get_finds_search_placers_but_run_all_leaves_them_out():
+  from gplace import search  # pylint: disable=g-import-not-at-top
+  for name in search.PLACERS:
+    assert baselines.get(name) is search.PLACERS[name]
+    assert name not in baselines.names()
+  with pytest.raises(GplaceError, match="local_search"):
+    baselines.get("nope")

@@ -120,7 +120,7 @@ def test_train_step_returns_variables_state_and_loss():
 def test_batch_norm_train_step_updates_statistics():
   from gplace.workloads import cnn, common  # pylint: disable=g-import-not-at-top
   config = dict(image=16, batch=2, classes=3)
-  spec = cnn._image_spec(cnn.ResNet50((1,), 2, 3, name="ResNet50"), config,
+  spec = cnn.image_spec(cnn.ResNet50((1,), 2, 3, name="ResNet50"), config,
                          cnn.optax.sgd(0.1, momentum=0.9))
   fn, args = common.make_step(spec, "train")
   variables, _, loss = jax.jit(fn, compiler_options=_FAST_COMPILE)(*args)

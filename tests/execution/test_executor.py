@@ -1,8 +1,10 @@
-"""Tests of gplace.executor: placed runs agree with jax.jit, clusters are
-well formed, executables are cached, bad input raises, measure never crashes
-on a failing placement."""
+"""Tests of gplace.execution.executor: placed runs agree with jax.jit under
+every kind of schedule, outputs land where their output nodes are placed,
+schedules are followed per device, and bad input raises actionable errors.
+(Partitioning, the executable cache and timing have their own test modules.)"""
 
 import functools
+import heapq
 import os
 import zlib
 
@@ -13,11 +15,54 @@ import pytest
 
 import gplace
 from gplace import _testing, workloads
-from gplace.execution import executor
-from gplace.execution import timing
-from gplace.graphs.capture import trace_program
-from gplace.errors import ExecutionError, GplaceError, PlacementError
+from gplace.errors import (ExecutionError, GplaceError, PlacementError,
+                           ScheduleError, TopologyError)
 from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.sim.topology import local
+
+# Schedules the executor runs the test matrix with: the simulator's default
+# schedule of the placement, node id order, and a topological order that
+# always takes the highest ready node id (the reverse of id priority).
+SCHEDULES = ("default", "ids", "reversed")
+
+
+def reversed_priority_order(graph):
+  """A topological order of all nodes: Kahn's algorithm, highest id first."""
+  indegree = np.zeros(graph.n_nodes, np.int64)
+  np.add.at(indegree, graph.edge_dst, 1)
+  ready = [-int(v) for v in np.flatnonzero(indegree == 0)]
+  heapq.heapify(ready)
+  ptr, _ = graph.succ_csr
+  order = []
+  while ready:
+    node = -heapq.heappop(ready)
+    order.append(node)
+    for succ in graph.edge_dst[ptr[node]:ptr[node + 1]]:
+      indegree[succ] -= 1
+      if indegree[succ] == 0:
+        heapq.heappush(ready, -int(succ))
+  return np.asarray(order)
+
+
+def make_schedule(kind, graph):
+  """The ``schedule=`` argument of one of :data:`SCHEDULES`."""
+  if kind == "default":
+    return None
+  if kind == "ids":
+    return np.arange(graph.n_nodes)
+  return reversed_priority_order(graph)
+
+
+def assert_follows_schedule(placed):
+  """Every device runs its ops in the order the schedule gives them."""
+  schedule = placed.schedule
+  dispatched = [n for c in placed.clusters for n in c.nodes]
+  is_op = placed.graph.kind == NODE_OP
+  for device in range(len(placed.devices)):
+    want = [int(n) for n in schedule
+            if is_op[n] and placed.placement[n] == device]
+    got = [n for n in dispatched if placed.placement[n] == device]
+    assert got == want, device
 
 
 def _block_placement(n_nodes, n_devices, n_blocks, seed, permute=False):
@@ -48,18 +93,23 @@ def control_flow():
   return fn, args, gplace.capture(fn, *args), jax.jit(fn)(*args)
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("mode", ["cluster", "op"])
 @pytest.mark.parametrize("n_devices", [2, 4])
-def test_control_flow_matches_jit(control_flow, mode, n_devices):
+def test_control_flow_matches_jit(control_flow, mode, n_devices, schedule):
   fn, args, graph, want = control_flow
   rng = np.random.default_rng(n_devices)
   for _ in range(2):
     placement = rng.integers(0, n_devices, graph.n_nodes)
     placed = gplace.place(fn, graph, placement, jax.devices()[:n_devices],
-                          mode=mode)
+                          mode=mode, schedule=make_schedule(schedule, graph))
     _assert_close(placed(*args), want, rtol=1e-5)
     devices = {d for c in placed.clusters for d in [c.device_index]}
     assert devices <= set(range(n_devices))
+    assert_follows_schedule(placed)
+    if schedule != "default":
+      np.testing.assert_array_equal(placed.schedule,
+                                    make_schedule(schedule, graph))
 
 
 # -- every tiny workload x step x device count (issue 4) --------------------------
@@ -85,6 +135,9 @@ def test_control_flow_matches_jit(control_flow, mode, n_devices):
 #   compile one by one (~100 s for inception_v3); a few big clusters cost
 #   about one ``jax.jit`` compile.
 # The reference ``jax.jit(fn)`` output is computed once per (workload, step).
+# Each case runs under one of SCHEDULES (the simulator's default, id order,
+# reversed priority), taken in turn over the cases; with GPLACE_SLOW_TESTS=1
+# every case runs under all three.
 #
 # By default every workload runs at least once (inference, alternating 2 and
 # 4 devices) plus two training steps (one per device count); the rest of the
@@ -98,6 +151,7 @@ _SLOW = pytest.mark.skipif(not os.environ.get("GPLACE_SLOW_TESTS"),
 
 def _workload_cases():
   cases = []
+  n_default = 0
   for index, name in enumerate(workloads.names()):
     for step in ("infer", "train"):
       for n_devices in (2, 4):
@@ -105,9 +159,13 @@ def _workload_cases():
           default = n_devices == (2, 4)[index % 2]
         else:
           default = (name, n_devices) in _DEFAULT_TRAIN
-        marks = () if default else (_SLOW,)
-        cases.append(pytest.param(name, step, n_devices, marks=marks,
-                                  id=f"{name}-{step}-{n_devices}"))
+        for schedule in SCHEDULES:
+          fast = default and schedule == SCHEDULES[n_default % len(SCHEDULES)]
+          marks = () if fast else (_SLOW,)
+          cases.append(pytest.param(
+              name, step, n_devices, schedule, marks=marks,
+              id=f"{name}-{step}-{n_devices}-{schedule}"))
+        n_default += default
   return cases
 
 
@@ -131,15 +189,16 @@ def _assert_close_to_leaf_scale(got, want, rtol):
                                err_msg=f"leaf {i} (max |leaf| {scale:.3g})")
 
 
-@pytest.mark.parametrize("name,step,n_devices", _workload_cases())
-def test_workload_matches_jit(name, step, n_devices):
+@pytest.mark.parametrize("name,step,n_devices,schedule", _workload_cases())
+def test_workload_matches_jit(name, step, n_devices, schedule):
   fn, args, graph, want = _workload_reference(name, step)
   seed = zlib.crc32(f"{name}/{step}/{n_devices}".encode())
   rng = np.random.default_rng(seed)
   devices = jax.devices()[:n_devices]
   if step == "infer":
     placement = rng.integers(0, n_devices, graph.n_nodes)
-    placed = gplace.place(fn, graph, placement, devices, mode="op")
+    placed = gplace.place(fn, graph, placement, devices, mode="op",
+                          schedule=make_schedule(schedule, graph))
   else:
     # Blocks over the op nodes (node ids are a topological order); inputs
     # (where parameters and optimizer state live) and outputs on random
@@ -148,13 +207,15 @@ def test_workload_matches_jit(name, step, n_devices):
     ops = np.flatnonzero(graph.kind == NODE_OP)
     placement[ops] = _block_placement(len(ops), n_devices, n_devices, seed,
                                       permute=True)
-    placed = gplace.place(fn, graph, placement, devices, mode="cluster")
+    placed = gplace.place(fn, graph, placement, devices, mode="cluster",
+                          schedule=make_schedule(schedule, graph))
   got = placed(*args)
   rtol = 1e-5 if step == "infer" else 1e-3
   _assert_close_to_leaf_scale(got, want, rtol)
   assert placed.n_transfers > 0
   used = {c.device_index for c in placed.clusters}
   assert len(used) >= 2 and used <= set(range(n_devices))
+  assert_follows_schedule(placed)
 
 
 def test_outputs_land_on_their_output_nodes_device(control_flow):
@@ -178,28 +239,11 @@ def test_single_device_is_one_cluster_without_transfers(control_flow):
   _assert_close(placed(*args), want, rtol=1e-5)
 
 
-def test_clusters_are_contiguous_single_device_and_acyclic(control_flow):
-  fn, args, graph, _ = control_flow
-  program = trace_program(fn, *args)
-  placement = np.random.default_rng(0).integers(0, 3, graph.n_nodes)
-  clusters = executor.partition(program, placement)
-  ops = [n for c in clusters for n in c.nodes]
-  assert sorted(ops) == list(np.flatnonzero(graph.kind == NODE_OP))
-  cluster_of = {n: i for i, c in enumerate(clusters) for n in c.nodes}
-  for c in clusters:
-    assert len({placement[n] for n in c.nodes}) == 1
-  for i, (a, b) in enumerate(zip(clusters, clusters[1:])):
-    assert a.device_index != b.device_index  # maximal runs
-  for src, dst in zip(graph.edge_src, graph.edge_dst):
-    if src in cluster_of and dst in cluster_of:
-      assert cluster_of[src] <= cluster_of[dst]  # order is topological
-  op_clusters = executor.partition(program, placement, mode="op")
-  assert len(op_clusters) == len(ops)
-
-
-def test_device_greedy_order_prefers_current_device():
-  # Two independent chains, alternating devices by id: greedy runs each
-  # device's chain to the end instead of ping-ponging.
+@pytest.mark.parametrize("schedule", ["device_greedy", "default", "ids"])
+def test_independent_chains_make_one_cluster_per_device(schedule):
+  # Two independent chains, alternating devices by id: the executor runs
+  # each device's chain to the end instead of ping-ponging, whatever the
+  # interleaving of the schedule.
   def fn(x, y):
     for _ in range(3):
       x = jnp.sin(x)
@@ -210,41 +254,21 @@ def test_device_greedy_order_prefers_current_device():
   placement = np.where(np.char.find(graph.op_type.astype(str), "cos") >= 0,
                        1, 0)
   placed = gplace.place(fn, graph, placement, jax.devices()[:2],
+                        schedule=(np.arange(graph.n_nodes) if schedule == "ids"
+                                  else None if schedule == "default"
+                                  else schedule),
                         example_args=args)
   assert placed.n_clusters == 2
   assert placed.n_transfers == 2  # y's input and output live on device 0
   _assert_close(placed(*args), fn(*args), rtol=1e-6)
 
 
-def test_executables_are_cached_across_placements(control_flow):
-  fn, args, graph, want = control_flow
-  placement = np.random.default_rng(7).integers(0, 2, graph.n_nodes)
-  first = gplace.place(fn, graph, placement, jax.devices()[:2],
-                       example_args=args)
-  again = gplace.place(fn, graph, placement.copy(), jax.devices()[:2],
-                       example_args=args)
-  assert again.n_compiled == 0
-  _assert_close(again(*args), want, rtol=1e-5)
-  # Op mode shares one executable between identical ops.
-  def chain(x):
-    for _ in range(6):
-      x = jnp.tanh(x)
-    return x
-  x = jnp.ones(5)
-  chain_graph = gplace.capture(chain, x)
-  executor.clear_cache()
-  placed = gplace.place(chain, chain_graph, np.zeros(chain_graph.n_nodes, int),
-                        jax.devices()[:1], mode="op", example_args=(x,))
-  assert placed.n_clusters == 6 and placed.n_compiled == 1
-  assert first.n_compiled > 0
-
-
 def test_bad_input_raises_actionable_errors(control_flow):
   fn, args, graph, _ = control_flow
   devices = jax.devices()[:2]
-  with pytest.raises(PlacementError, match="expected shape"):
+  with pytest.raises(PlacementError, match="one device index per node"):
     gplace.place(fn, graph, np.zeros(graph.n_nodes - 1, int), devices)
-  with pytest.raises(PlacementError, match="only 2 devices"):
+  with pytest.raises(PlacementError, match="only devices 0..1"):
     gplace.place(fn, graph, np.full(graph.n_nodes, 2), devices)
   with pytest.raises(ExecutionError, match="Unknown mode"):
     gplace.place(fn, graph, np.zeros(graph.n_nodes, int), devices, mode="x")
@@ -261,50 +285,6 @@ def test_bad_input_raises_actionable_errors(control_flow):
     other(params, x)
 
 
-def test_measure_reports_timings_and_counts(control_flow):
-  fn, args, graph, _ = control_flow
-  placement = np.random.default_rng(1).integers(0, 2, graph.n_nodes)
-  placed = gplace.place(fn, graph, placement, jax.devices()[:2])
-  result = gplace.measure(placed, *args, repeats=3, warmup=1)
-  assert not result.failed and len(result.times_s) == 3
-  assert result.min_s <= result.runtime_s <= result.max_s
-  assert result.n_clusters == placed.n_clusters >= 2
-  assert result.n_transfers == placed.n_transfers
-  assert result.build_s >= result.compile_s >= 0
-  plain = gplace.measure(fn, *args, repeats=3, warmup=1)
-  assert plain.n_clusters == 1 and plain.runtime_s > 0
-
-
-def test_measure_marks_failed_placements(control_flow, monkeypatch):
-  fn, args, graph, _ = control_flow
-  def out_of_memory(*_):
-    raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: out of memory")
-  monkeypatch.setattr(executor, "_compile_cluster", out_of_memory)
-  executor.clear_cache()
-  placed = gplace.place(fn, graph, np.zeros(graph.n_nodes, int),
-                        jax.devices()[:1])
-  result = gplace.measure(placed, *args, repeats=2)
-  assert result.failed and "RESOURCE_EXHAUSTED" in result.reason
-  assert result.runtime_s == float("inf")
-  runtimes = timing.measure_placements(
-      fn, graph, np.zeros((2, graph.n_nodes), int), args, repeats=1,
-      devices=jax.devices()[:1], penalty_s=9.0)
-  np.testing.assert_array_equal(runtimes, [9.0, 9.0])
-  executor.clear_cache()
-
-
-def test_measure_placements_scores_each_placement(control_flow):
-  fn, args, graph, _ = control_flow
-  placements = np.stack([np.zeros(graph.n_nodes, int),
-                         np.arange(graph.n_nodes) % 2])
-  runtimes = timing.measure_placements(fn, graph, placements, args,
-                                         devices=jax.devices()[:2],
-                                         repeats=2, mode="op")
-  assert runtimes.shape == (2,) and np.all(np.isfinite(runtimes))
-  with pytest.raises(PlacementError):
-    timing.measure_placements(fn, graph, placements[0], args)
-
-
 def test_input_placement_is_where_parameters_live(control_flow):
   fn, args, graph, _ = control_flow
   placement = np.zeros(graph.n_nodes, np.int32)
@@ -315,3 +295,54 @@ def test_input_placement_is_where_parameters_live(control_flow):
   for leaf in jax.tree.leaves(staged_params):
     assert leaf.devices() == {jax.devices()[1]}
   assert placed.n_transfers >= 2  # parameters read on device 0
+
+
+def test_default_schedule_is_the_simulators(control_flow):
+  fn, args, graph, want = control_flow
+  devices = jax.devices()[:3]
+  placement = np.random.default_rng(3).integers(0, 3, graph.n_nodes)
+  result = gplace.simulate(graph, placement, local(devices),
+                           return_schedule=True)
+  order = np.lexsort((np.arange(graph.n_nodes), np.asarray(result.start_s)))
+  if result.order is not None:
+    order = np.asarray(result.order)
+  placed = gplace.place(fn, graph, placement, devices, example_args=args)
+  np.testing.assert_array_equal(placed.schedule, order)
+  assert_follows_schedule(placed)
+  # The same schedule given as the SimResult, or on an explicit topology.
+  again = gplace.place(fn, graph, placement, devices, schedule=result,
+                       topology=local(devices), example_args=args)
+  np.testing.assert_array_equal(again.schedule, order)
+  assert [c.nodes for c in again.clusters] == [c.nodes for c in
+                                               placed.clusters]
+  _assert_close(again(*args), want, rtol=1e-5)
+  greedy = gplace.place(fn, graph, placement, devices,
+                        schedule="device_greedy", example_args=args)
+  assert greedy.schedule is None
+
+
+def test_bad_schedules_raise_schedule_errors(control_flow):
+  fn, _, graph, _ = control_flow
+  devices = jax.devices()[:2]
+  placement = np.zeros(graph.n_nodes, int)
+  n = graph.n_nodes
+  bad = {
+      "permutation of the": np.arange(n - 1),
+      "not a permutation": np.zeros(n, int),
+      "topological": np.arange(n)[::-1],
+      "Unknown schedule": "fastest",
+  }
+  for message, schedule in bad.items():
+    with pytest.raises(ScheduleError, match=message):
+      gplace.place(fn, graph, placement, devices, schedule=schedule)
+  assert issubclass(ScheduleError, PlacementError)
+  two = gplace.simulate(graph, np.zeros((2, n), int), local(devices),
+                        return_schedule=True)
+  with pytest.raises(ScheduleError, match="holds 2 placements"):
+    gplace.place(fn, graph, placement, devices, schedule=two)
+  plain = gplace.simulate(graph, placement, local(devices))
+  with pytest.raises(ScheduleError, match="return_schedule=True"):
+    gplace.place(fn, graph, placement, devices, schedule=plain)
+  with pytest.raises(TopologyError, match="topology device i"):
+    gplace.place(fn, graph, placement, devices,
+                 topology=local(jax.devices()[:3]))

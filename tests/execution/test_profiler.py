@@ -1,5 +1,6 @@
-"""Tests of gplace.profiler: a calibrated profile has the right shapes, feeds
-the simulator, survives save/load, and its transfer fit recovers a line."""
+"""Tests of gplace.execution.profiler: a calibrated profile has the right
+shapes, feeds the simulator, survives save/load, and its transfer fit
+recovers a line."""
 
 import jax
 import jax.numpy as jnp

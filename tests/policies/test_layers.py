@@ -1,13 +1,13 @@
-"""Tests of gplace.layers and gplace.policies on tiny padded graphs."""
+"""Tests of gplace.policies.layers on tiny padded graphs."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gplace._testing import chain, make_graphs_tuple
+from gplace.errors import PolicyError
 from gplace.policies import layers
-from gplace.policies import go as policies
-from graphs_tuple_helper import chain, make_graphs_tuple
 
 DIAMOND = (4, [(0, 1), (0, 2), (1, 3), (2, 3)])
 
@@ -122,20 +122,11 @@ def test_placement_head_device_masks():
   assert logits[2, 0] <= layers.NEG_INF and logits[1, 0] > layers.NEG_INF
 
 
-@pytest.mark.parametrize("modulation", ["film"])  # gate: layer test
-def test_go_policy_shapes_and_padding_invariance(modulation):
-  policy = policies.GOPolicy(num_devices=3, hidden_size=16, num_heads=2,
-                             segment_length=4, modulation=modulation,
-                             vocabulary_size=8, head_hidden_size=8)
-  small = make_graphs_tuple([DIAMOND, chain(3)], n_pad=9, e_pad=16)
-  large = make_graphs_tuple([DIAMOND, chain(3)], n_pad=16, e_pad=24)
-  params = policy.init(jax.random.PRNGKey(0), small)
-  logits = jax.jit(policy.apply)(params, small)
-  assert logits.shape == (9, 3) and logits.dtype == jnp.float32
-  np.testing.assert_allclose(policy.apply(params, large)[:7], logits[:7],
-                             rtol=1e-4, atol=1e-5)
-  # The encoder alone, as another model would use it.
-  encoder = policies.GOEncoder(hidden_size=16, num_heads=2, segment_length=4,
-                               vocabulary_size=8)
-  enc_params = encoder.init(jax.random.PRNGKey(1), small)
-  assert encoder.apply(enc_params, small).shape == (9, 16)
+def test_bad_layer_settings_raise_policy_error():
+  graphs = make_graphs_tuple([DIAMOND], n_pad=8, e_pad=12)
+  x = _states(8, 6)
+  bad = [layers.GraphSAGE(6, "median"),
+         layers.SegmentRecurrentAttention(num_heads=4, segment_length=4)]
+  for layer in bad:
+    with pytest.raises(PolicyError):
+      layer.init(jax.random.PRNGKey(0), x, graphs)

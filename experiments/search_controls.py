@@ -1,0 +1,199 @@
+"""The search controls on the workload suite, next to the best baseline.
+
+    python experiments/search_controls.py --topology 1cpu+4gpu --size paper \
+        --budgets 1000,10000 --seeds 3 --graph_cache experiments/cache \
+        --out experiments/results/search_controls_1cpu+4gpu.md
+
+For each workload (default the suite: rnnlm2, transformer_xl4, wavenet2,
+resnet50, inception_v3, bert, gnmt4; train step) it captures the graph (or
+loads ``<graph_cache>/<name>_<size>_<step>.npz``, the same files
+``experiments/baselines.py`` writes), runs every baseline of
+``gplace.baselines`` and every search of ``gplace.search`` (local search,
+simulated annealing, genetic) at each budget of simulator evaluations for
+``--seeds`` seeds, and prints a markdown table: each search's simulated
+runtime (mean over seeds, and the range), its change against the best
+baseline under the simulator's default schedule, the evaluations it spent and
+its wall time. The searches start from the best of the cheap baselines
+(``gplace.search.INIT_BASELINES``, planned once per workload and passed as
+``init``, so the wall time column leaves their planning out) and are scored
+under the default schedule, as are the baselines; the best baseline in any
+schedule (a list scheduler's own planned op order included) is listed too.
+The first search run on a graph also pays the simulator's compilation.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import gplace
+from gplace import baselines, search
+from gplace.errors import GplaceError, first_line
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import preset
+
+SUITE = ("rnnlm2", "transformer_xl4", "wavenet2", "resnet50", "inception_v3",
+         "bert", "gnmt4")
+
+
+def load_graph(name: str, size: str, step: str,
+               cache_dir: str | None) -> Graph:
+  """The captured graph of a workload, from ``cache_dir`` if it is there
+  (and written there after a capture)."""
+  path = (os.path.join(cache_dir, f"{name}_{size}_{step}.npz")
+          if cache_dir else None)
+  if path and os.path.exists(path):
+    return Graph.load(path)
+  from gplace import workloads  # pylint: disable=g-import-not-at-top
+  fn, args = workloads.get(name, size=size, step=step, abstract=True)
+  graph = gplace.capture(fn, *args, name=name)
+  if path:
+    os.makedirs(cache_dir, exist_ok=True)
+    graph.save(path)
+  return graph
+
+
+def best_baselines(graph, topology, seed=0):
+  """``(default, any)``: each ``(name, runtime_s)`` of the fastest baseline
+  without OOM under the default schedule, and in any schedule (the default,
+  or a list scheduler's own planned order)."""
+  placements = baselines.run_all(graph, topology, seed=seed)
+  names = list(placements)
+  result = gplace.simulate(graph, np.stack([placements[n] for n in names]),
+                           topology)
+  runtime = np.where(np.asarray(result.oom), np.inf,
+                     np.asarray(result.runtime_s, np.float64))
+  k = int(np.argmin(runtime))
+  default = (names[k], float(runtime[k]))
+  best_any = (f"{default[0]} (default)", default[1])
+  for name in baselines.schedulers():
+    plan = baselines.plan(name, graph, topology, seed=seed)
+    own = gplace.simulate(graph, plan.placement, topology, order=plan.order)
+    if not bool(own.oom) and float(own.runtime_s) < best_any[1]:
+      best_any = (f"{name} (own plan)", float(own.runtime_s))
+  return default, best_any
+
+
+def run_searches(graph, topology, searches, budgets, seeds, groups=None,
+                 batch_size=64, init=None):
+  """``{(search, budget): [SearchResult per seed]}``; ``init`` as in
+  ``gplace.search`` (``[C, N]`` starting candidates, or None)."""
+  results = {}
+  for name in searches:
+    kwargs = {"init": init} if groups is None else {"init": init,
+                                                    "groups": groups}
+    if name != "genetic":
+      kwargs["batch_size"] = batch_size
+    for budget in budgets:
+      results[name, budget] = [
+          search.SEARCHES[name](graph, topology, seed=seed, budget=budget,
+                                **kwargs)
+          for seed in range(seeds)]
+  return results
+
+
+def _change(runtime_s, reference_s):
+  return 100.0 * (runtime_s / reference_s - 1.0)
+
+
+def format_rows(workload, graph, default, best_any, results) -> list[str]:
+  """Markdown rows of one workload."""
+  rows = []
+  base_name, base_s = default
+  for (name, budget), runs in results.items():
+    runtime = np.array([r.runtime_s for r in runs])
+    change = _change(runtime, base_s)
+    init_change = _change(np.array([r.init_runtime_s for r in runs]), base_s)
+    rows.append(
+        f"| {workload} | {graph.n_nodes} | {base_name} {base_s:.4g} | "
+        f"{best_any[0]} {best_any[1]:.4g} | {name} | {budget:g} | "
+        f"{runtime.mean():.4g} | {change.mean():+.1f}% "
+        f"[{change.min():+.1f}, {change.max():+.1f}] | "
+        f"{init_change.mean():+.1f}% | "
+        f"{np.mean([r.evaluations for r in runs]):.0f} | "
+        f"{np.mean([r.wall_s for r in runs]):.1f} |")
+  return rows
+
+
+HEADER = [
+    "| workload | nodes | best baseline, default schedule (s) | best "
+    "baseline, any schedule (s) | search | budget | runtime s (mean) | vs "
+    "best default baseline: mean [min, max] | start vs best baseline | "
+    "evaluations | wall s |",
+    "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--workloads", default=",".join(SUITE),
+                      help="comma-separated workload names")
+  parser.add_argument("--size", default="paper", help="tiny | small | paper")
+  parser.add_argument("--step", default="train", help="train | infer")
+  parser.add_argument("--topology", default="1cpu+4gpu",
+                      help="a gplace.topology preset name")
+  parser.add_argument("--budgets", default="1000,10000",
+                      help="comma-separated simulator-evaluation budgets")
+  parser.add_argument("--seeds", type=int, default=3,
+                      help="seeds per search and budget (0..seeds-1)")
+  parser.add_argument("--searches", default=",".join(search.SEARCHES),
+                      help="comma-separated names from gplace.search.SEARCHES")
+  parser.add_argument("--groups", default="none",
+                      help="none (move nodes) or a coarsening rule whose "
+                      "groups move whole (colocation, hsdag)")
+  parser.add_argument("--batch_size", type=int, default=64,
+                      help="candidates per simulator call (local search and "
+                      "annealing; genetic uses its population)")
+  parser.add_argument("--graph_cache", default=None,
+                      help="directory of captured graphs (.npz); e.g. "
+                      "experiments/cache, shared with experiments/baselines.py")
+  parser.add_argument("--out", default=None, help="also write the table here")
+  args = parser.parse_args(argv)
+
+  topology = preset(args.topology)
+  budgets = [int(float(b)) for b in args.budgets.split(",") if b]
+  searches = [s for s in args.searches.split(",") if s]
+  unknown = [s for s in searches if s not in search.SEARCHES]
+  if unknown:
+    parser.error(f"unknown searches {unknown}; choose from "
+                 f"{list(search.SEARCHES)}")
+  groups = None if args.groups == "none" else args.groups
+  lines = [f"### Search controls: {args.topology}, size={args.size}, "
+           f"{args.step} step, {args.seeds} seeds, moves of "
+           f"{'nodes' if groups is None else groups + ' groups'}", "",
+           "Simulated seconds per step under the simulator's default "
+           "schedule; changes are against the best baseline under the same "
+           "schedule (negative = faster). Searches start from the best cheap "
+           "baseline (`gplace.search.INIT_BASELINES`).", ""] + HEADER
+  print("\n".join(lines), flush=True)
+  for workload in [w for w in args.workloads.split(",") if w]:
+    try:
+      start = time.perf_counter()
+      graph = load_graph(workload, args.size, args.step, args.graph_cache)
+      print(f"<!-- {workload}: {graph.n_nodes} nodes, graph in "
+            f"{time.perf_counter() - start:.1f} s -->", file=sys.stderr,
+            flush=True)
+      default, best_any = best_baselines(graph, topology)
+      start = time.perf_counter()
+      init, _ = search.initial_placements(graph, topology)
+      print(f"<!-- {workload}: starting baselines in "
+            f"{time.perf_counter() - start:.1f} s (not in wall s) -->",
+            file=sys.stderr, flush=True)
+      results = run_searches(graph, topology, searches, budgets, args.seeds,
+                             groups=groups, batch_size=args.batch_size,
+                             init=init)
+      rows = format_rows(workload, graph, default, best_any, results)
+    except GplaceError as err:
+      rows = [f"| {workload} | – | skipped: {first_line(err)} |"]
+    print("\n".join(rows), flush=True)
+    lines += rows
+  if args.out:
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+      f.write("\n".join(lines) + "\n")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,201 @@
+"""Process-wide caches of the executor: compiled clusters and traced programs.
+
+Where it sits: :mod:`gplace.execution.partition` cuts a placed program into
+:class:`~gplace.execution.partition.Cluster` s; this module compiles each
+cluster ahead of time for its device and remembers the executable by *what it
+computes* (:func:`cluster_key`: the op signatures, their wiring and the
+device), so that placing the same program again, another placement that cuts
+the same cluster, or the profiler timing an op alone, does not compile again.
+:mod:`gplace.execution.executor` and :mod:`gplace.execution.profiler` both go
+through :func:`get_or_compile`.
+
+It also remembers the last few traced programs (:func:`traced_program`), so
+placing one function many times traces it once. :func:`clear_cache` forgets
+both (e.g. to time a cold build).
+
+Host-side Python; only the cluster functions it compiles are traced.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import jax
+import numpy as np
+
+from gplace.errors import BuildError, GplaceError, first_line
+from gplace.execution.partition import Cluster, value_owner
+from gplace.graphs.capture import (NodeRecord, Program, eval_node,
+                                   trace_program)
+from gplace.graphs.graph import NODE_INPUT
+
+#: Compiled executables kept before the cache is emptied (a simple bound on
+#: memory: a process that places thousands of fresh programs starts over).
+MAX_EXECUTABLES = 20000
+#: Traced programs kept (oldest dropped first).
+MAX_PROGRAMS = 8
+
+_EXECUTABLES: dict[Any, Any] = {}
+_PROGRAMS: dict[Any, Program] = {}
+
+
+class Lookup(NamedTuple):
+  """One :func:`get_or_compile` answer.
+
+  Attributes:
+    executable: the compiled cluster (call it with the cluster's ``in_vars``
+      values, on its device; it returns the ``out_vars`` values).
+    compiled: true if it was compiled now, false if it came from the cache.
+    compile_s: seconds spent compiling (0.0 from the cache).
+  """
+  executable: Any
+  compiled: bool
+  compile_s: float
+
+
+def clear_cache() -> None:
+  """Forgets every compiled cluster and op and every traced program."""
+  _EXECUTABLES.clear()
+  _PROGRAMS.clear()
+
+
+def cache_size() -> int:
+  """Number of compiled executables held."""
+  return len(_EXECUTABLES)
+
+
+def cluster_key(program: Program, signatures: Mapping[int, str],
+                cluster: Cluster, device) -> tuple:
+  """What a cluster computes, wiring included, on which device.
+
+  Args:
+    program: the traced program the cluster belongs to.
+    signatures: ``{node: op_signature}`` for (at least) the cluster's nodes
+      (:func:`gplace.execution.partition.op_signature`).
+    cluster: the cluster.
+    device: the ``jax.Device`` it runs on.
+
+  Returns:
+    A hashable key: two clusters with equal keys compute the same function
+    of their inputs on the same device, so they can share an executable.
+  """
+  position = {var: ("in", i) for i, var in enumerate(cluster.in_vars)}
+  body = []
+  for local, node in enumerate(cluster.nodes):
+    record = program.nodes[node]
+    wiring = tuple(position.get(ref.var, "lit") for ref in record.inputs)
+    body.append((signatures[node], wiring))
+    for out_index, var in enumerate(record.outputs):
+      if var >= 0:
+        position[var] = (local, out_index)
+  outs = tuple(position[var] for var in cluster.out_vars)
+  return (device, tuple(body), outs)
+
+
+def cluster_function(records: Sequence[NodeRecord], in_vars: Sequence[int],
+                     out_vars: Sequence[int]) -> Callable:
+  """A traceable function that replays ``records`` on its inputs.
+
+  Returns:
+    ``run(*inputs) -> tuple``: inputs are the values of ``in_vars``, in
+    order; it returns the values of ``out_vars``.
+  """
+
+  def run(*inputs):
+    env = dict(zip(in_vars, inputs))
+    for record in records:
+      values = [env[ref.var] if ref.var >= 0 else ref.literal
+                for ref in record.inputs]
+      for var, value in zip(record.outputs, eval_node(record, values)):
+        if var >= 0:
+          env[var] = value
+    return tuple(env[var] for var in out_vars)
+
+  return run
+
+
+def _var_aval(program: Program, owner: Mapping[int, int], var: int):
+  record = program.nodes[owner[var]]
+  if record.kind == NODE_INPUT:
+    source, payload = record.source
+    if source == "arg":
+      return program.in_avals[payload]
+    return jax.typeof(payload)
+  return record.eqn.outvars[record.outputs.index(var)].aval
+
+
+def compile_cluster(program: Program, cluster: Cluster, device):
+  """Compiles one cluster ahead of time for ``device`` (no caching).
+
+  Returns:
+    The compiled executable; its results land on ``device``.
+
+  Raises:
+    BuildError: XLA could not compile it (e.g. the device is out of memory).
+  """
+  sharding = jax.sharding.SingleDeviceSharding(device)
+  owner = value_owner(program)
+  in_specs = []
+  for var in cluster.in_vars:
+    aval = _var_aval(program, owner, var)
+    in_specs.append(jax.ShapeDtypeStruct(aval.shape, aval.dtype,
+                                         sharding=sharding,
+                                         weak_type=aval.weak_type))
+  run = cluster_function([program.nodes[n] for n in cluster.nodes],
+                         cluster.in_vars, cluster.out_vars)
+  try:
+    return jax.jit(run, out_shardings=sharding).lower(*in_specs).compile()
+  except GplaceError:
+    raise
+  except Exception as err:  # pylint: disable=broad-except
+    raise BuildError(
+        f"Could not compile a cluster of {len(cluster.nodes)} ops (first "
+        f"{program.graph.names[cluster.nodes[0]]!r}) for device {device}: "
+        f"{first_line(err)}") from err
+
+
+def get_or_compile(program: Program, signatures: Mapping[int, str],
+                   cluster: Cluster, device) -> Lookup:
+  """The cached executable of ``cluster`` on ``device``, compiled if new.
+
+  Args:
+    program, signatures, cluster, device: as for :func:`cluster_key`.
+
+  Returns:
+    A :class:`Lookup`.
+
+  Raises:
+    BuildError: as :func:`compile_cluster`.
+  """
+  key = cluster_key(program, signatures, cluster, device)
+  executable = _EXECUTABLES.get(key)
+  if executable is not None:
+    return Lookup(executable, False, 0.0)
+  start = time.perf_counter()
+  executable = compile_cluster(program, cluster, device)
+  seconds = time.perf_counter() - start
+  if len(_EXECUTABLES) >= MAX_EXECUTABLES:
+    _EXECUTABLES.clear()
+  _EXECUTABLES[key] = executable
+  return Lookup(executable, True, seconds)
+
+
+def traced_program(fn: Callable, args: tuple, kwargs: dict) -> Program:
+  """``trace_program(fn, *args, **kwargs)``, cached by function and argument
+  shapes and dtypes (unhashable functions are traced every time)."""
+  leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+  try:
+    key = (fn, in_tree, tuple(
+        (tuple(np.shape(x)), str(getattr(x, "dtype", type(x).__name__)))
+        for x in leaves))
+    hash(key)
+  except TypeError:
+    return trace_program(fn, *args, **kwargs)
+  program = _PROGRAMS.get(key)
+  if program is None:
+    program = trace_program(fn, *args, **kwargs)
+    if len(_PROGRAMS) >= MAX_PROGRAMS:
+      _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    _PROGRAMS[key] = program
+  return program

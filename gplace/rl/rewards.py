@@ -1,0 +1,134 @@
+"""Rewards: what a placement's runtime is worth, and how runtimes are measured.
+
+Where this sits: :mod:`gplace.rl.update` turns scored rollouts into rewards
+with :func:`effective_runtime` / :func:`reward`; :func:`simulator_reward`
+scores placements inside the jitted step, :class:`Scorer` on the host
+(simulated or measured on real devices, used by :mod:`gplace.rl.data` for the
+baselines and by :mod:`gplace.rl.train` for executor rewards), and
+:func:`host_scored_rollout` fills a rollout from host scores.
+
+Reward ``-sqrt(runtime_s)`` (ColocRL, HDP). A failed placement (out of
+memory, or a measurement that failed) counts as running for
+``failing_runtime_s``, a per-graph constant: HDP uses a fixed 100 s, which
+would swamp the microsecond runtimes of small graphs, so gplace uses
+``oom_penalty_factor`` (default 10) times the graph's best single-device
+runtime (:func:`gplace.rl.data.setup_graphs` computes it; any value works
+here).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.errors import RewardError
+from gplace.graphs.graph import Graph
+from gplace.rl.types import RewardFn, Rollout
+from gplace.sim import simulator
+from gplace.sim.topology import Topology
+
+
+def effective_runtime(runtime_s: jax.Array, failed: jax.Array,
+                      failing_runtime_s: jax.Array) -> jax.Array:
+  """Runtime with failed (or non-finite) placements charged
+  ``failing_runtime_s``; same shape as ``runtime_s``."""
+  failed = failed | ~jnp.isfinite(runtime_s)
+  return jnp.where(failed, failing_runtime_s, runtime_s)
+
+
+def reward(runtime_s: jax.Array, failed: jax.Array,
+           failing_runtime_s: jax.Array) -> jax.Array:
+  """``-sqrt(runtime)`` of ColocRL/HDP, with the failure penalty; same shape
+  as ``runtime_s``."""
+  return -jnp.sqrt(effective_runtime(runtime_s, failed, failing_runtime_s))
+
+
+def simulator_reward(problem: Any, placements: jax.Array):
+  """A :data:`~gplace.rl.types.SimulateFn` over
+  :func:`gplace.sim.simulator.simulate_problem`: ``placements int32 [K, N]``
+  -> ``(runtime_s [K], out_of_memory [K])``. Jittable."""
+  result = simulator.simulate_problem(problem, placements)
+  return result.runtime_s, result.oom
+
+
+def simulate_host(graph: Graph, placements: np.ndarray,
+                  topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+  """Simulates ``placements int [K, N]`` of ``graph`` on the host:
+  ``(runtime_s float64 [K], out_of_memory bool [K])``."""
+  result = simulator.simulate(graph, np.asarray(placements, np.int32),
+                              topology)
+  return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
+
+
+class Scorer:
+  """Scores placements of one graph on the host, simulated or measured: a
+  :data:`~gplace.rl.types.RewardFn`.
+
+  Args:
+    graph: the op graph.
+    topology: the devices (simulated scores).
+    fn, args: the runnable workload (measured scores only).
+    executor: measure on real devices with ``gplace.execution.timing``
+      instead of simulating.
+    devices: the local devices a placement indexes (measured scores).
+    repeats, warmup: timed and untimed runs per measured placement.
+  """
+
+  def __init__(self, graph: Graph, topology: Topology, *, fn=None, args=None,
+               executor: bool = False, devices: Optional[Sequence] = None,
+               repeats: int = 5, warmup: int = 1):
+    self.graph, self.fn, self.args = graph, fn, args
+    self.topology = topology
+    self.executor = executor
+    self.devices = devices
+    self.repeats = repeats
+    self.warmup = warmup
+
+  def __call__(self, placements: np.ndarray) -> np.ndarray:
+    """``int [K, N]`` -> ``float64 [K]`` seconds, inf where OOM / failed."""
+    placements = np.asarray(placements, np.int32)
+    if self.executor:
+      from gplace.execution import timing  # pylint: disable=g-import-not-at-top
+      return timing.measure_placements(
+          self.fn, self.graph, placements, self.args, devices=self.devices,
+          repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
+    runtime, oom = simulate_host(self.graph, placements, self.topology)
+    return np.where(oom, np.inf, runtime)
+
+
+def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
+                        num_nodes: Sequence[int]) -> Rollout:
+  """Scores a rollout on the host: ``reward_fns[b]`` measures graph ``b``.
+
+  Args:
+    rollout: from :func:`gplace.rl.update.sample_rollout`
+      (``axis_name=None``).
+    reward_fns: one :data:`~gplace.rl.types.RewardFn` per graph of the
+      batch; it receives the placements cut to the graph's real
+      ``num_nodes[b]`` nodes.
+    num_nodes: ``[B]`` real node counts.
+
+  Returns:
+    The rollout with ``runtime_s`` and ``failed`` filled in.
+
+  Raises:
+    RewardError: a reward function returned the wrong number of runtimes.
+  """
+  placements = np.asarray(rollout.placements)
+  runtimes = []
+  for b, fn in enumerate(reward_fns):
+    runtime = np.asarray(fn(placements[b, :, :int(num_nodes[b])]),
+                         np.float64).reshape(-1)
+    if runtime.shape[0] != placements.shape[1]:
+      raise RewardError(
+          f"reward_fn for graph {b} returned {runtime.shape[0]} runtimes for "
+          f"{placements.shape[1]} placements; it must return one runtime (s) "
+          "per placement, inf or NaN for a failed one.")
+    runtimes.append(runtime)
+  runtime = np.stack(runtimes).astype(np.float32)
+  return rollout._replace(runtime_s=jnp.asarray(runtime),
+                          failed=jnp.asarray(~np.isfinite(runtime)))

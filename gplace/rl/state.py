@@ -1,0 +1,174 @@
+"""The training state, RL settings, and their construction from a config.
+
+Where this sits: :mod:`gplace.rl.train` (and
+``experiments/bench_train_step.py``) call :func:`create_policy`,
+:func:`create_optimizer`, :func:`create_hparams` and
+:func:`create_train_state`, the only place where ``config.policy``,
+``config.optimizer`` and ``config.rl`` are read; :mod:`gplace.rl.update`
+evolves a :class:`TrainState` under the static :class:`RLHyperparams`.
+
+Baseline (ColocRL; decay 0.9 as HDP): an exponential moving average of the
+mean reward per graph, initialised by the first batch; advantages are divided
+by the EMA of their standard deviation (reward normalisation), so one
+learning rate serves graphs whose runtimes differ by orders of magnitude.
+Both EMAs are part of the state.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from gplace import policies
+from gplace.rl.types import Batch
+
+
+class RLHyperparams(NamedTuple):
+  """Static RL settings (hashable, closed over by the jitted step).
+
+  Attributes:
+    num_samples: ``K``, placements sampled per graph per step (over all
+      devices of the axis).
+    loss: ``"ppo"`` or ``"reinforce"``.
+    ppo_epochs: gradient steps on the same samples (PPO; REINFORCE uses 1).
+    ppo_clip: ratio clip ``epsilon``.
+    entropy_weight: weight of the mean per-node entropy bonus.
+    baseline_decay: EMA decay of the reward baseline.
+    normalize_rewards: divide advantages by the EMA reward std.
+    explore_epsilon: ``eps``, per-node uniform exploration: the policy that
+      samples *and* is trained is the mixture ``(1 - eps) softmax(logits) +
+      eps / D`` of every node (``eps * N`` nodes of a sample re-drawn
+      uniformly on average). Its log-probabilities are exact, so PPO ratios,
+      the REINFORCE term and the entropy all use the same mixture. A
+      warm-started policy (entropy ~0) otherwise samples only its baseline;
+      with ``eps > 0`` it samples placements around it. 0 (default) is the
+      plain softmax policy.
+    mutate_best: ``m``, search around the best placement (a heuristic, not
+      from the papers): each sampled node keeps its policy draw with
+      probability ``m`` and otherwise takes its device in
+      ``state.best_placement`` (the warm-start baseline until something
+      beats it), so the ``K`` samples are mutations of the best placement
+      found so far (hill climbing that the best-ever tracking accumulates).
+      The update treats them as if the policy had drawn them (log-probs under
+      the policy of the devices taken: off-policy and biased). 0 (default):
+      plain policy samples.
+  """
+
+  num_samples: int = 16
+  loss: str = "ppo"
+  ppo_epochs: int = 4
+  ppo_clip: float = 0.2
+  entropy_weight: float = 0.01
+  baseline_decay: float = 0.9
+  normalize_rewards: bool = True
+  explore_epsilon: float = 0.0
+  mutate_best: float = 0.0
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything a run needs to continue bit-for-bit after a restart.
+
+  Attributes:
+    step: ``int32 []``, train steps taken (supervised and RL).
+    params: policy parameters.
+    opt_state: optax state.
+    rng: ``uint32 [2]`` key, split once per step.
+    baseline: ``f32 [B]`` EMA of the mean reward.
+    reward_var: ``f32 [B]`` EMA of the squared advantage.
+    baseline_ready: ``bool []``, the EMAs hold data.
+    best_runtime_s: ``f32 [B]``, best runtime of any placement seen (inf
+      until one succeeds).
+    best_placement: ``int32 [B, N]``, that placement.
+  """
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  rng: jax.Array
+  baseline: jax.Array
+  reward_var: jax.Array
+  baseline_ready: jax.Array
+  best_runtime_s: jax.Array
+  best_placement: jax.Array
+
+
+def init_train_state(rng: jax.Array, params: Any,
+                     optimizer: optax.GradientTransformation,
+                     batch: Batch) -> TrainState:
+  """A fresh state for ``batch`` (``B`` graphs of ``N`` padded nodes)."""
+  num_graphs, num_nodes = batch.graphs.nodes["mask"].shape
+  return TrainState(
+      step=jnp.zeros((), jnp.int32), params=params,
+      opt_state=optimizer.init(params), rng=jnp.asarray(rng),
+      baseline=jnp.zeros((num_graphs,), jnp.float32),
+      reward_var=jnp.ones((num_graphs,), jnp.float32),
+      baseline_ready=jnp.zeros((), bool),
+      best_runtime_s=jnp.full((num_graphs,), jnp.inf, jnp.float32),
+      best_placement=jnp.zeros((num_graphs, num_nodes), jnp.int32))
+
+
+# -- config -> objects ---------------------------------------------------------
+
+
+def create_policy(config, num_devices: int) -> policies.Policy:
+  """``config.policy`` (``name`` and the family's hyperparameters) onto
+  :func:`gplace.policies.create_policy`."""
+  hparams = dict(config.policy.items())
+  name = hparams.pop("name", "go")
+  return policies.create_policy(name, num_devices, **hparams)
+
+
+def create_optimizer(config) -> optax.GradientTransformation:
+  """Adam with global-norm clipping (HDP clips at 1.0); the warm start's
+  learning rate for its ``warm_start.steps`` updates, then RL's.
+
+  The same settings return the same object, so jitted functions that close
+  over it are reused (a run resumed in the same process does not compile
+  again)."""
+  warm_steps = (0 if config.warm_start.baseline == "none"
+                else int(config.warm_start.steps))
+  return _optimizer(float(config.optimizer.learning_rate),
+                    float(config.warm_start.learning_rate), warm_steps,
+                    float(config.optimizer.grad_clip))
+
+
+@functools.lru_cache(maxsize=8)
+def _optimizer(rl_rate, warm_rate, warm_steps, grad_clip):
+  # Supervised steps make one update each, so the boundary is exact.
+  schedule = optax.piecewise_constant_schedule(
+      warm_rate, {warm_steps: rl_rate / warm_rate}) if warm_steps else rl_rate
+  return optax.chain(optax.clip_by_global_norm(grad_clip),
+                     optax.adam(schedule))
+
+
+def create_hparams(config) -> RLHyperparams:
+  """``config.rl`` onto :class:`RLHyperparams`."""
+  r = config.rl
+  return RLHyperparams(
+      num_samples=r.num_samples, loss=r.loss, ppo_epochs=r.ppo_epochs,
+      ppo_clip=r.ppo_clip, entropy_weight=r.entropy_weight,
+      baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards,
+      explore_epsilon=float(r.get("explore_epsilon", 0.0)),
+      mutate_best=float(r.get("mutate_best", 0.0)))
+
+
+def create_train_state(config, batch: Batch, policy: policies.Policy,
+                       optimizer: optax.GradientTransformation
+                       ) -> TrainState:
+  """A fresh state: ``policy`` initialised from ``config.seed`` on the first
+  graph of ``batch``, ``optimizer`` state, the RNG and empty statistics."""
+  init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.seed))
+  first_graph = jax.tree.map(lambda x: x[0], batch.graphs)
+  params = _jitted_init(policy)(init_rng, first_graph)
+  return init_train_state(state_rng, params, optimizer, batch)
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_init(policy):
+  return jax.jit(policy.init)

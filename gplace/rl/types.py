@@ -1,0 +1,68 @@
+"""The data that flows through learning: batches, rollouts, function types.
+
+Where this sits: :mod:`gplace.rl.data` builds a :class:`Batch` on the host;
+:mod:`gplace.rl.update` samples a :class:`Rollout` from a policy, scores it
+with a :data:`SimulateFn` (inside the jitted step) or a :data:`RewardFn` (on
+the host, :mod:`gplace.rl.rewards`), and updates the policy. Only types live
+here, so every other module of the package can import them without importing
+each other.
+
+Shapes: ``B`` graphs per batch, ``K`` samples per graph (``K_local = K / axis
+size`` on each device of a parallel update), ``N`` padded nodes, ``D``
+devices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jraph
+import numpy as np
+
+# apply_fn(params, graphs, device_mask) -> logits f32 [N, D]: the policy
+# interface of gplace.policies.
+ApplyFn = Callable[[Any, jraph.GraphsTuple, jax.Array], jax.Array]
+
+# simulate_fn(problem, placements int32 [K, N]) -> (runtime_s f32 [K],
+# failed bool [K]); jittable (e.g. gplace.rl.rewards.simulator_reward).
+SimulateFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
+
+# reward_fn(placements int32 [K, N_graph], numpy) -> runtime_s float64 [K];
+# host-side, a failed run reports inf or NaN (e.g. gplace.rl.rewards.Scorer).
+RewardFn = Callable[[np.ndarray], np.ndarray]
+
+
+class Batch(NamedTuple):
+  """``B`` graphs to place, every leaf with a leading ``[B]`` axis.
+
+  Attributes:
+    graphs: stacked same-budget ``GraphsTuple`` s (``N_pad`` nodes each).
+    problems: stacked simulator problems (``gplace.sim.simulator.SimProblem``)
+      whose node order is the graphs' node order, or ``None`` with host
+      rewards.
+    failing_runtime_s: ``f32 [B]``, runtime charged to failed placements.
+    device_mask: ``bool [B, D]`` or ``[B, N_pad, D]``, allowed devices.
+  """
+
+  graphs: jraph.GraphsTuple
+  problems: Any
+  failing_runtime_s: jax.Array
+  device_mask: jax.Array
+
+
+class Rollout(NamedTuple):
+  """Sampled placements of one step, on one device of the axis.
+
+  Attributes:
+    placements: ``int32 [B, K_local, N]``.
+    node_log_probs: ``f32 [B, K_local, N]`` under the sampling policy (zero on
+      padding nodes).
+    runtime_s: ``f32 [B, K_local]`` (filled after scoring).
+    failed: ``bool [B, K_local]``.
+  """
+
+  placements: jax.Array
+  node_log_probs: jax.Array
+  runtime_s: jax.Array
+  failed: jax.Array

@@ -1,0 +1,255 @@
+"""The RL and warm-start updates, written once for one device or many.
+
+Where this sits: :mod:`gplace.rl.train` jits (or pmaps) chunks of these steps;
+they sample placements from the policy (:mod:`gplace.rl.distributions`),
+score them (a :data:`~gplace.rl.types.SimulateFn` inside the step, or host
+rewards in between :func:`sample_rollout` and :func:`update_from_rollout`),
+turn runtimes into advantages (:mod:`gplace.rl.rewards`, baselines in the
+:class:`~gplace.rl.state.TrainState`), and take gradient steps on
+:mod:`gplace.rl.losses`.
+
+The update is written once, with an ``axis_name``: samples are split over the
+axis, gradients and reward statistics ``lax.pmean``-ed, the best placement
+gathered; with ``axis_name=None`` the same code runs on one device. Every
+function here is pure and jittable.
+
+Shapes: ``B`` graphs per batch, ``K`` samples per graph (``K_local = K /
+axis size`` on each device), ``N`` padded nodes, ``D`` devices.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from gplace.rl.distributions import (exploration_logits, node_log_probs,
+                                     sample_with_keys)
+from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
+from gplace.rl.rewards import effective_runtime
+from gplace.rl.types import ApplyFn, Batch, Rollout, SimulateFn
+
+if TYPE_CHECKING:  # annotations only: the state module sits above this one
+  from gplace.rl.state import RLHyperparams, TrainState
+
+
+def _pmean(x, axis_name):
+  return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+
+def _axis_size_and_index(axis_name):
+  if axis_name is None:
+    return 1, 0
+  return jax.lax.axis_size(axis_name), jax.lax.axis_index(axis_name)
+
+
+def _all_logits(params, batch: Batch, apply_fn: ApplyFn):
+  """``[B, N, D]``: the policy on every graph of the batch."""
+  return jax.vmap(lambda g, m: apply_fn(params, g, m))(batch.graphs,
+                                                       batch.device_mask)
+
+
+def _policy_logits(params, batch: Batch, apply_fn: ApplyFn,
+                   hparams: RLHyperparams):
+  """``[B, N, D]`` logits of the policy RL samples from and trains."""
+  logits = _all_logits(params, batch, apply_fn)
+  if not hparams.explore_epsilon:
+    return logits
+  mask = batch.device_mask
+  mask = mask[:, None, :] if mask.ndim == 2 else mask
+  return exploration_logits(logits, hparams.explore_epsilon, mask)
+
+
+def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
+                   hparams: RLHyperparams,
+                   axis_name: Optional[str] = None):
+  """Samples this device's share of ``K`` placements per graph.
+
+  Returns:
+    ``(state with the next rng, Rollout)``; ``runtime_s`` / ``failed`` of the
+    rollout are placeholders until scored.
+  """
+  axis_size, axis_index = _axis_size_and_index(axis_name)
+  local = hparams.num_samples // axis_size
+  rng, step_rng = jax.random.split(state.rng)
+  num_graphs = batch.failing_runtime_s.shape[0]
+  logits = _policy_logits(state.params, batch, apply_fn, hparams)
+
+  def one_graph(logits, graph_rng, mask, best):
+    keys = jax.random.split(graph_rng, hparams.num_samples)
+    keys = jax.lax.dynamic_slice_in_dim(keys, axis_index * local, local)
+    placements = sample_with_keys(logits, keys)
+    if hparams.mutate_best:
+      def keep(key):
+        return jax.random.uniform(jax.random.fold_in(key, 1),
+                                  best.shape) >= hparams.mutate_best
+      placements = jnp.where(jax.vmap(keep)(keys), best[None], placements)
+    return placements, node_log_probs(logits, placements, mask)
+
+  placements, log_probs = jax.vmap(one_graph)(
+      logits, jax.random.split(step_rng, num_graphs),
+      batch.graphs.nodes["mask"], state.best_placement)
+  zeros = jnp.zeros(placements.shape[:2], jnp.float32)
+  rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
+                    zeros.astype(bool))
+  return state.replace(rng=rng), rollout
+
+
+def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
+                        apply_fn: ApplyFn,
+                        optimizer: optax.GradientTransformation,
+                        hparams: RLHyperparams,
+                        axis_name: Optional[str] = None):
+  """Baseline, advantages, policy update and best placement from a scored
+  rollout; the same on every device of ``axis_name``.
+
+  Returns:
+    ``(new state, metrics)``; metrics are means over the batch and all
+    samples: ``mean_runtime_s``, ``best_runtime_s`` (per graph ``[B]``),
+    ``fail_fraction``, ``entropy``, ``loss``, ...
+  """
+  runtime = effective_runtime(rollout.runtime_s, rollout.failed,
+                              batch.failing_runtime_s[:, None])  # [B, Kl]
+  rewards = -jnp.sqrt(runtime)
+  batch_mean = _pmean(rewards.mean(1), axis_name)  # [B]
+  baseline = jnp.where(state.baseline_ready, state.baseline, batch_mean)
+  deviation_sq = _pmean(jnp.mean((rewards - baseline[:, None])**2, 1),
+                        axis_name)
+  reward_var = jnp.where(state.baseline_ready, state.reward_var, deviation_sq)
+  advantages = rewards - baseline[:, None]
+  if hparams.normalize_rewards:
+    advantages = advantages / jnp.sqrt(reward_var[:, None] + 1e-8)
+  decay = hparams.baseline_decay
+  new_baseline = decay * baseline + (1 - decay) * batch_mean
+  new_reward_var = decay * reward_var + (1 - decay) * deviation_sq
+
+  node_mask = batch.graphs.nodes["mask"]
+
+  def loss_fn(params):
+    logits = _policy_logits(params, batch, apply_fn, hparams)
+    if hparams.loss == "ppo":
+      per_graph = functools.partial(ppo_loss, clip=hparams.ppo_clip,
+                                    entropy_weight=hparams.entropy_weight)
+      losses, metrics = jax.vmap(per_graph)(
+          logits, rollout.placements, rollout.node_log_probs, advantages,
+          node_mask)
+    else:
+      per_graph = functools.partial(reinforce_loss,
+                                    entropy_weight=hparams.entropy_weight)
+      losses, metrics = jax.vmap(per_graph)(logits, rollout.placements,
+                                            advantages, node_mask)
+    return losses.mean(), jax.tree.map(jnp.mean, metrics)
+
+  def gradient_step(carry, _):
+    params, opt_state = carry
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    grads = _pmean(grads, axis_name)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return (params, opt_state), dict(metrics, loss=loss)
+
+  epochs = hparams.ppo_epochs if hparams.loss == "ppo" else 1
+  (params, opt_state), metrics = jax.lax.scan(
+      gradient_step, (state.params, state.opt_state), None, length=epochs)
+  # Report the first epoch: the loss of the sampling policy.
+  metrics = jax.tree.map(lambda m: _pmean(m[0], axis_name), metrics)
+
+  best_runtime, best_placement = _best_of(rollout, runtime, axis_name)
+  improved = best_runtime < state.best_runtime_s
+  failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
+  new_state = state.replace(
+      step=state.step + 1, params=params, opt_state=opt_state,
+      baseline=new_baseline, reward_var=new_reward_var,
+      baseline_ready=jnp.ones((), bool),
+      best_runtime_s=jnp.where(improved, best_runtime, state.best_runtime_s),
+      best_placement=jnp.where(improved[:, None], best_placement,
+                               state.best_placement))
+  metrics.update(
+      mean_runtime_s=_pmean(runtime.mean(), axis_name),
+      fail_fraction=_pmean(failed.astype(jnp.float32).mean(), axis_name),
+      mean_reward=batch_mean.mean(),
+      best_runtime_s=new_state.best_runtime_s)
+  return new_state, metrics
+
+
+def _best_of(rollout: Rollout, runtime, axis_name):
+  """Best successful sample per graph over all devices: ``([B], [B, N])``."""
+  failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
+  candidate = jnp.where(failed, jnp.inf, runtime)  # [B, Kl]
+  index = jnp.argmin(candidate, axis=1)
+  best = jnp.take_along_axis(candidate, index[:, None], 1)[:, 0]
+  placement = jnp.take_along_axis(rollout.placements, index[:, None, None],
+                                  1)[:, 0]
+  if axis_name is not None:
+    all_best = jax.lax.all_gather(best, axis_name)  # [A, B]
+    all_placement = jax.lax.all_gather(placement, axis_name)  # [A, B, N]
+    winner = jnp.argmin(all_best, axis=0)  # first device wins ties
+    best = jnp.take_along_axis(all_best, winner[None], 0)[0]
+    placement = jnp.take_along_axis(all_placement, winner[None, :, None],
+                                    0)[0]
+  return best, placement
+
+
+def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
+            optimizer: optax.GradientTransformation, hparams: RLHyperparams,
+            simulate_fn: SimulateFn, axis_name: Optional[str] = None):
+  """One whole RL step with simulated rewards: sample, simulate, update.
+
+  Pure and jittable; ``simulate_fn(problem, placements [K, N]) ->
+  (runtime_s [K], failed [K])`` is vmapped over the batch's graphs.
+
+  Returns:
+    ``(new state, metrics)``.
+  """
+  state, rollout = sample_rollout(state, batch, apply_fn=apply_fn,
+                                  hparams=hparams, axis_name=axis_name)
+  runtime_s, failed = jax.vmap(simulate_fn)(batch.problems,
+                                            rollout.placements)
+  rollout = rollout._replace(runtime_s=runtime_s.astype(jnp.float32),
+                             failed=failed.astype(bool))
+  return update_from_rollout(state, batch, rollout, apply_fn=apply_fn,
+                             optimizer=optimizer, hparams=hparams,
+                             axis_name=axis_name)
+
+
+def supervised_step(state: TrainState, batch: Batch, target: jax.Array, *,
+                    apply_fn: ApplyFn, optimizer: optax.GradientTransformation,
+                    label_smoothing: float = 0.0,
+                    axis_name: Optional[str] = None):
+  """One warm-start step: cross-entropy to ``target int32 [B, N]``.
+
+  Returns:
+    ``(new state, metrics)`` with ``supervised_loss``, ``accuracy``,
+    ``loss``.
+  """
+  loss_one = functools.partial(supervised_loss,
+                               label_smoothing=label_smoothing)
+
+  def loss_fn(params):
+    logits = _all_logits(params, batch, apply_fn)
+    losses, metrics = jax.vmap(loss_one)(logits, target,
+                                         batch.graphs.nodes["mask"])
+    return losses.mean(), jax.tree.map(jnp.mean, metrics)
+
+  (loss, metrics), grads = jax.value_and_grad(loss_fn,
+                                              has_aux=True)(state.params)
+  grads = _pmean(grads, axis_name)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  metrics = dict(metrics, loss=loss)
+  return state.replace(step=state.step + 1, params=params,
+                       opt_state=opt_state), metrics
+
+
+def scan_chunk(step_fn: Callable, state: TrainState, *args,
+               num_steps: int):
+  """Runs ``step_fn(state, *args) -> (state, metrics)`` ``num_steps`` times in
+  one ``lax.scan``; metrics come back stacked ``[num_steps, ...]``."""
+
+  def body(state, _):
+    return step_fn(state, *args)
+
+  return jax.lax.scan(body, state, None, length=num_steps)

@@ -1,0 +1,108 @@
+"""Tests of gplace.execution.cache: executables are shared by what they
+compute, survive across placements until clear_cache, traced programs are
+reused, and compile failures become BuildErrors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gplace
+from gplace import _testing
+from gplace.errors import BuildError
+from gplace.execution import cache
+from gplace.execution import partition
+from gplace.graphs.capture import trace_program
+from gplace.graphs.graph import NODE_OP
+
+
+def _chain(x):
+  for _ in range(6):
+    x = jnp.tanh(x)
+  return x
+
+
+@pytest.fixture(scope="module")
+def control_flow():
+  fn = _testing.control_flow_program
+  args = _testing.control_flow_args()
+  return fn, args, gplace.capture(fn, *args), jax.jit(fn)(*args)
+
+
+def test_executables_are_cached_across_placements(control_flow):
+  fn, args, graph, want = control_flow
+  placement = np.random.default_rng(7).integers(0, 2, graph.n_nodes)
+  first = gplace.place(fn, graph, placement, jax.devices()[:2],
+                       example_args=args)
+  again = gplace.place(fn, graph, placement.copy(), jax.devices()[:2],
+                       example_args=args)
+  assert first.n_compiled > 0 and again.n_compiled == 0
+  for got, ref in zip(jax.tree.leaves(again(*args)), jax.tree.leaves(want)):
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_op_mode_shares_one_executable_between_identical_ops():
+  x = jnp.ones(5)
+  graph = gplace.capture(_chain, x)
+  cache.clear_cache()
+  assert cache.cache_size() == 0
+  placed = gplace.place(_chain, graph, np.zeros(graph.n_nodes, int),
+                        jax.devices()[:1], mode="op", example_args=(x,))
+  assert placed.n_clusters == 6 and placed.n_compiled == 1
+  assert cache.cache_size() == 1
+  # Another device is another executable.
+  other = gplace.place(_chain, graph, np.ones(graph.n_nodes, int),
+                       jax.devices()[:2], mode="op", example_args=(x,))
+  assert other.n_compiled == 1 and cache.cache_size() == 2
+  cache.clear_cache()
+  assert cache.cache_size() == 0
+
+
+def test_cluster_key_and_get_or_compile():
+  x = jnp.ones(5)
+  program = trace_program(_chain, x)
+  ops = [n for n, r in enumerate(program.nodes) if r.kind == NODE_OP]
+  signatures = {n: partition.op_signature(program.nodes[n]) for n in ops}
+  clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
+                                                   int), mode="op")
+  device = jax.devices()[0]
+  # The same op at two positions of the chain computes the same function.
+  keys = {cache.cluster_key(program, signatures, c, device) for c in clusters}
+  assert len(keys) == 1
+  assert cache.cluster_key(program, signatures, clusters[0],
+                           jax.devices()[1]) not in keys
+  cache.clear_cache()
+  first = cache.get_or_compile(program, signatures, clusters[0], device)
+  second = cache.get_or_compile(program, signatures, clusters[1], device)
+  assert first.compiled and first.compile_s > 0
+  assert not second.compiled and second.compile_s == 0.0
+  assert second.executable is first.executable
+  value = jax.device_put(x, device)
+  np.testing.assert_allclose(first.executable(value)[0], jnp.tanh(x))
+  cache.clear_cache()
+
+
+def test_traced_programs_are_reused():
+  x = jnp.ones(5)
+  cache.clear_cache()
+  program = cache.traced_program(_chain, (x,), {})
+  assert cache.traced_program(_chain, (jnp.zeros(5),), {}) is program
+  assert cache.traced_program(_chain, (jnp.ones(6),), {}) is not program
+  cache.clear_cache()
+  assert cache.traced_program(_chain, (x,), {}) is not program
+
+
+def test_compile_failures_are_build_errors(monkeypatch):
+  x = jnp.ones(5)
+  program = trace_program(_chain, x)
+  cluster = partition.partition(program,
+                                np.zeros(program.graph.n_nodes, int))[0]
+
+  def broken(*_):
+    def run(*inputs):
+      raise ValueError("no kernel for this op\nmore detail")
+    return run
+
+  monkeypatch.setattr(cache, "cluster_function", broken)
+  with pytest.raises(BuildError, match="ValueError: no kernel for this op"):
+    cache.compile_cluster(program, cluster, jax.devices()[0])

@@ -1,0 +1,74 @@
+"""Tests of gplace.policies.go: the GO encoder and policy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gplace import policies
+from gplace._testing import chain, make_graphs_tuple
+from gplace.errors import PolicyError
+from gplace.policies import go
+
+DIAMOND = (4, [(0, 1), (0, 2), (1, 3), (2, 3)])
+
+
+@pytest.mark.parametrize("modulation", ["film"])  # gate: layer test
+def test_go_policy_shapes_and_padding_invariance(modulation):
+  encoder = go.GOEncoder(hidden_size=16, num_heads=2, segment_length=4,
+                         modulation=modulation, vocabulary_size=8)
+  policy = go.GOPolicy(num_devices=3, encoder=encoder, head_hidden_size=8)
+  small = make_graphs_tuple([DIAMOND, chain(3)], n_pad=9, e_pad=16)
+  large = make_graphs_tuple([DIAMOND, chain(3)], n_pad=16, e_pad=24)
+  params = policy.init(jax.random.PRNGKey(0), small)
+  assert set(params["params"]) == {"encoder", "head"}
+  logits = jax.jit(policy.apply)(params, small)
+  assert logits.shape == (9, 3) and logits.dtype == jnp.float32
+  np.testing.assert_allclose(policy.apply(params, large)[:7], logits[:7],
+                             rtol=1e-4, atol=1e-5)
+  # The encoder alone, as another model would use it.
+  enc_params = encoder.init(jax.random.PRNGKey(1), small)
+  assert encoder.apply(enc_params, small).shape == (9, 16)
+
+
+def test_device_mask_reaches_the_head():
+  policy = policies.create_policy("go", 3, hidden_size=8, num_heads=2,
+                                  segment_length=4, num_sage_layers=1,
+                                  num_attention_layers=1, head_hidden_size=8)
+  graphs = make_graphs_tuple([chain(5)], n_pad=8, e_pad=8)
+  params = policy.init(jax.random.PRNGKey(0), graphs)
+  logits = policy.apply(params, graphs, jnp.array([True, False, True]))
+  assert np.all(logits[:, 1] <= -1e8)
+
+
+def test_create_policy_go_splits_encoder_and_head_hyperparameters():
+  policy = policies.create_policy("go", 5, hidden_size=16, num_heads=2,
+                                  segment_length=8, head_hidden_size=12)
+  assert isinstance(policy, go.GOPolicy)
+  assert policy.num_devices == 5 and policy.head_hidden_size == 12
+  assert policy.encoder == go.GOEncoder(hidden_size=16, num_heads=2,
+                                        segment_length=8)
+  # Defaults: the README's GOPolicy(num_devices=5).
+  assert policies.create_policy("go", 5) == policies.GOPolicy(num_devices=5)
+  assert go.GOEncoder().vocabulary_size == go.DEFAULT_VOCABULARY_SIZE
+
+
+@pytest.mark.parametrize("hparams,message", [
+    (dict(hidden_size=10, num_heads=4), "divisible by num_heads"),
+    (dict(modulation="scale"), "modulation"),
+    (dict(aggregator="sum"), "aggregator"),
+    (dict(segment_length=0), "segment_length"),
+    (dict(num_layers=3), "Unknown GO policy hyperparameters"),
+])
+def test_bad_hyperparameters_are_policy_errors(hparams, message):
+  with pytest.raises(PolicyError, match=message):
+    policies.create_policy("go", 3, **hparams)
+
+
+def test_relative_position_encoding_is_the_fraction_of_the_graph():
+  graphs = make_graphs_tuple([chain(4)], n_pad=6, e_pad=8)
+  encoding = go.relative_position_encoding(graphs, num_frequencies=2)
+  assert encoding.shape == (6, 5)
+  np.testing.assert_allclose(encoding[:4, 0], [0.0, 0.25, 0.5, 0.75])
+  np.testing.assert_allclose(encoding[:4, 1], np.sin(np.pi * encoding[:4, 0]),
+                             atol=1e-6)

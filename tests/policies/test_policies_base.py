@@ -1,0 +1,43 @@
+"""Tests of gplace.policies.base: the policy registry and interface."""
+
+import flax.linen as nn
+import jax
+import pytest
+
+from gplace import policies
+from gplace._testing import chain, make_graphs_tuple
+from gplace.errors import PolicyError
+from gplace.policies import base
+
+
+def test_go_is_registered():
+  assert "go" in policies.policy_names()
+  assert policies.create_policy is base.create_policy
+
+
+def test_unknown_family_is_a_policy_error():
+  with pytest.raises(PolicyError, match="Unknown policy 'placeto_v9'"):
+    policies.create_policy("placeto_v9", 3)
+
+
+def test_a_registered_family_is_built_by_name(monkeypatch):
+  monkeypatch.setattr(base, "_FACTORIES", dict(base._FACTORIES))
+
+  class Constant(nn.Module):
+    num_devices: int
+    scale: float = 1.0
+
+    @nn.compact
+    def __call__(self, graphs, device_mask=None):
+      bias = self.param("bias", nn.initializers.zeros, (self.num_devices,))
+      return self.scale * (graphs.nodes["features"][:, :1] + bias)
+
+  @base.register_policy("constant")
+  def create_constant(num_devices, **hparams):
+    return Constant(num_devices, **hparams)
+
+  assert "constant" in policies.policy_names()
+  policy: base.Policy = policies.create_policy("constant", 4, scale=2.0)
+  graphs = make_graphs_tuple([chain(3)], n_pad=4, e_pad=4)
+  params = policy.init(jax.random.PRNGKey(0), graphs)
+  assert policy.apply(params, graphs).shape == (4, 4)

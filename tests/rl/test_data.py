@@ -1,0 +1,127 @@
+"""Tests of gplace.rl.data: graphs -> padded batches, baselines, targets."""
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.configs import quickstart
+from gplace.errors import BudgetError, PlacementError, WorkloadError
+from gplace.graphs.graph import random_dag
+from gplace.rl import data
+from gplace.sim import bounds
+from gplace.sim import topology as topology_lib
+
+
+def small_config():
+  config = quickstart.get_config()
+  config.workload = "random_dag:30:1,random_dag:50:2"
+  config.topology = "1cpu+2gpu"
+  config.baselines = "single_device,round_robin"
+  return config
+
+
+def _setup(graph, failing_runtime_s=1.0):
+  return data.GraphSetup(name=graph.name, graph=graph, fn=None, args=None,
+                         baselines={}, baseline_runtime_s={},
+                         lower_bound_s=0.0,
+                         failing_runtime_s=failing_runtime_s)
+
+
+def test_workload_names_and_random_dags():
+  config = small_config()
+  config.workload = " random_dag:30:1 , rnnlm2,"
+  assert data.workload_names(config) == ["random_dag:30:1", "rnnlm2"]
+  assert data.is_random_dag("random_dag:30")
+  assert data.is_random_dag("random_dag:30:4")
+  assert not data.is_random_dag("random_dag:x")
+  assert not data.is_random_dag("rnnlm2")
+
+
+def test_load_graph_random_dag_names_and_seeds():
+  config = small_config()
+  config.seed = 3
+  graph, fn, args = data.load_graph("random_dag:30:1", config)
+  assert graph.n_nodes == 30 and graph.name == "random_dag:30:1"
+  assert fn is None and args is None
+  assert str(graph.names[3]) == "random_dag:30:1/n3"
+  # Without a seed in the name the config's seed is used.
+  seeded, _, _ = data.load_graph("random_dag:30", config)
+  same = random_dag(30, seed=3, name="random_dag:30")
+  np.testing.assert_array_equal(seeded.edge_src, same.edge_src)
+  np.testing.assert_array_equal(seeded.flops, same.flops)
+
+
+def test_load_graph_unknown_workload_is_a_workload_error():
+  with pytest.raises(WorkloadError):
+    data.load_graph("no_such_model", small_config())
+
+
+def test_make_topology_from_a_preset():
+  topology = data.make_topology(small_config())
+  assert topology.n_devices == 3 and topology.name == "1cpu+2gpu"
+
+
+def test_make_batch_pads_and_stacks():
+  topology = topology_lib.preset("1cpu+2gpu")
+  graphs = [random_dag(30, seed=1, name="a"), random_dag(70, seed=2,
+                                                         name="b")]
+  setups = [_setup(graphs[0], 2.0), _setup(graphs[1], 3.0)]
+  batch = data.make_batch(setups, topology)
+  mask = batch.graphs.nodes["mask"]
+  n_pad = mask.shape[1]
+  assert mask.shape == (2, n_pad) and n_pad % 64 == 0 and n_pad > 70
+  np.testing.assert_array_equal(mask.sum(1), [30, 70])
+  assert batch.graphs.senders.shape[0] == 2
+  np.testing.assert_array_equal(batch.failing_runtime_s, [2.0, 3.0])
+  assert batch.failing_runtime_s.dtype == np.float32
+  assert batch.device_mask.shape == (2, 3) and batch.device_mask.all()
+  # The simulator problems share the budget and stack along the batch.
+  leaves = [np.asarray(x) for x in jax.tree.leaves(batch.problems)]
+  assert all(leaf.shape[0] == 2 for leaf in leaves)
+  assert data.make_batch(setups, topology, with_problems=False).problems is None
+
+
+def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
+  calls = []
+
+  def make_problem(graph, topology, n_nodes, n_steps):
+    calls.append(n_steps)
+    raise PlacementError("needs more steps")
+
+  monkeypatch.setattr(data.simulator, "make_problem", make_problem)
+  with pytest.raises(BudgetError, match="simulator steps"):
+    data.stacked_problems([random_dag(10, seed=0)],
+                          topology_lib.preset("1cpu+2gpu"), 64)
+  assert calls == [64, 128, 256, 512]
+
+
+def test_setup_graphs_scores_baselines_and_picks_the_penalty():
+  config = small_config()
+  topology = data.make_topology(config)
+  lines = []
+  setups = data.setup_graphs(config, topology, ["random_dag:30:1"],
+                             log=lines.append)
+  (setup,) = setups
+  assert set(setup.baselines) == {"single_device", "round_robin"}
+  assert all(np.isfinite(r) for r in setup.baseline_runtime_s.values())
+  assert setup.lower_bound_s == bounds.lower_bound(setup.graph, topology)
+  assert setup.lower_bound_s <= min(setup.baseline_runtime_s.values())
+  # 10x the best single-device runtime.
+  single = data.make_scorer(setup.graph, None, None, topology, config)(
+      np.tile(np.arange(3)[:, None], (1, 30)))
+  np.testing.assert_allclose(setup.failing_runtime_s,
+                             config.rl.oom_penalty_factor * single.min())
+  assert "random_dag:30:1: 30 nodes" in lines[0]
+
+
+def test_warm_start_targets_pick_the_best_baseline_and_pad():
+  graph = random_dag(5, seed=0, name="g")
+  setup = _setup(graph)._replace(
+      baselines={"a": np.full(5, 1, np.int32), "b": np.full(5, 2, np.int32)},
+      baseline_runtime_s={"a": 2.0, "b": 1.0})
+  warm = data.warm_start_targets([setup, setup], "best", 8)
+  assert warm.baseline_names == ["b", "b"]
+  np.testing.assert_array_equal(warm.placements[0], [2] * 5 + [0] * 3)
+  np.testing.assert_array_equal(warm.runtime_s, [1.0, 1.0])
+  warm = data.warm_start_targets([setup], "a", 8)
+  assert warm.baseline_names == ["a"] and warm.runtime_s[0] == 2.0

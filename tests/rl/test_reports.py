@@ -1,0 +1,128 @@
+"""Tests of gplace.rl.reports: metrics files, best placements, tables."""
+
+import json
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from gplace.graphs.graph import random_dag
+from gplace.rl import reports
+from gplace.sim import topology as topology_lib
+
+
+class Summary(NamedTuple):
+  name: str
+  graph: object
+  baseline_runtime_s: dict
+  lower_bound_s: float
+
+
+def _summary(n=4, name="g", bound=1e-3):
+  return Summary(name, random_dag(n, seed=0, name=name),
+                 {"slow": 4e-3, "fast": 2e-3, "oom": float("inf")}, bound)
+
+
+def test_format_table_rows_and_gaps():
+  table = reports.format_table(_summary(), 1.5e-3).splitlines()
+  assert table[0] == "g (4 nodes)"
+  assert table[1].split() == ["placement", "runtime", "(ms)", "gap", "to",
+                              "bound"]
+  rows = [line.split() for line in table[2:]]
+  # Learned first, then baselines fastest first, OOM, the bound last.
+  assert [r[0] for r in rows] == ["gplace", "fast", "slow", "oom", "lower"]
+  assert rows[0][-2:] == ["1.5000", "50.0%"]
+  assert rows[1][-2:] == ["2.0000", "100.0%"]
+  assert rows[3][-1] == "OOM/failed"
+  assert rows[4][-2:] == ["1.0000", "0.0%"]
+  # Measured runtimes have no bound: no gap, no bound row.
+  no_bound = reports.format_table(_summary(bound=float("nan")), 1.5e-3)
+  assert "n/a" in no_bound and "lower bound" not in no_bound
+
+
+def test_chunk_records_number_steps_and_interpolate_time():
+  metrics = {"loss": np.array([1.0, 2.0]),
+             "best_runtime_s": np.array([[1.0, 2.0], [0.5, 2.0]])}
+  records = reports.chunk_records(4, "rl", metrics, start_s=10.0,
+                                  elapsed_s=2.0)
+  assert [r["step"] for r in records] == [5, 6]
+  assert [r["wall_s"] for r in records] == [11.0, 12.0]
+  assert records[1]["best_runtime_s"] == [0.5, 2.0]
+  assert records[0]["loss"] == 1.0 and records[0]["phase"] == "rl"
+  json.dumps(records)  # plain Python values only
+
+
+def test_metrics_writer_trims_lines_after_the_resumed_step(tmp_path):
+  path = str(tmp_path / reports.METRICS_FILE)
+  with reports.MetricsWriter(path) as writer:
+    writer.write([{"step": s, "phase": "rl"} for s in (1, 2, 3, 4)])
+  with reports.MetricsWriter(path, resume_step=2) as writer:
+    assert [r["step"] for r in reports.read_metrics(path)] == [1, 2]
+    writer.write([{"step": 3, "phase": "rl"}])
+  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2, 3]
+  # A fresh run (step 0) starts an empty file.
+  reports.MetricsWriter(path).close()
+  assert reports.read_metrics(path) == []
+
+
+def test_best_placement_json_content_and_rewrites(tmp_path):
+  topology = topology_lib.preset("1cpu+2gpu")
+  graphs = [_summary(4, "a"), _summary(3, "b")]
+  path = str(tmp_path / reports.BEST_PLACEMENT_FILE)
+  writer = reports.BestPlacementWriter(path, graphs, topology,
+                                       np.array([1.0, 1.0]))
+  placement = np.array([[0, 1, 2, 1, 0], [2, 2, 0, 0, 0]])
+  writer.update(3, placement, np.array([1.0, 1.0]))
+  assert not os.path.exists(path)  # nothing improved
+  writer.update(4, placement, np.array([0.5, 1.0]))
+  with open(path) as f:
+    best = json.load(f)
+  assert best["step"] == 4 and best["topology"] == "1cpu+2gpu"
+  assert best["device_names"] == ["cpu:0", "gpu:0", "gpu:1"]
+  assert [g["workload"] for g in best["graphs"]] == ["a", "b"]
+  assert best["graphs"][0]["runtime_s"] == 0.5
+  a_nodes = best["graphs"][0]["placement"]
+  assert len(a_nodes) == 4  # padding nodes are cut
+  assert a_nodes[2] == {"node": 2, "name": str(graphs[0].graph.names[2]),
+                        "device": "gpu:1"}
+  assert [n["device"] for n in best["graphs"][1]["placement"]] == [
+      "gpu:1", "gpu:1", "cpu:0"]
+  writer.update(5, placement, np.array([0.5, 1.0]))
+  with open(path) as f:
+    assert json.load(f)["step"] == 4  # no improvement, no rewrite
+  writer.update(6, placement, np.array([0.5, 1.0]), force=True)
+  with open(path) as f:
+    assert json.load(f)["step"] == 6
+
+
+def test_progress_postfix_by_phase():
+  rl = reports.progress_postfix(4, 2.0, [1e-3, 3e-3],
+                                {"phase": "rl", "mean_runtime_s": 5e-3,
+                                 "entropy": 0.25})
+  assert rl == {"best_ms": "2", "steps/s": "2.00", "mean_ms": "5",
+                "entropy": "0.250"}
+  warm = reports.progress_postfix(2, 1.0, [1e-3], {"phase": "warm_start",
+                                                   "accuracy": 0.5})
+  assert warm["accuracy"] == "0.500" and "entropy" not in warm
+
+
+def test_final_report_writes_results_and_curve(tmp_path):
+  workdir = str(tmp_path)
+  with reports.MetricsWriter(os.path.join(workdir,
+                                          reports.METRICS_FILE)) as writer:
+    writer.write([{"step": 1, "phase": "warm_start", "accuracy": 0.5}] + [
+        {"step": s, "phase": "rl", "mean_runtime_s": 3e-3,
+         "best_runtime_s": [2e-3]} for s in (2, 3)])
+  lines = []
+  tables = reports.write_final_report(
+      workdir, [_summary()], [1.5e-3], ["g"],
+      topology_lib.preset("1cpu+2gpu"), log=lines.append)
+  assert tables == [{"slow": 4e-3, "fast": 2e-3, "oom": float("inf"),
+                     "gplace": 1.5e-3, "lower_bound": 1e-3}]
+  with open(os.path.join(workdir, reports.RESULTS_FILE)) as f:
+    results = json.load(f)
+  assert results["tables"][0]["oom"] is None  # inf is not JSON
+  assert results["workloads"] == ["g"]
+  assert results["topology"] == "1cpu+2gpu"
+  assert os.path.getsize(os.path.join(workdir, reports.CURVE_FILE)) > 0
+  assert len(lines) == 1 and lines[0].startswith("g (4 nodes)")

@@ -1,0 +1,99 @@
+"""Tests of gplace.rl.rewards: penalties, host scoring, scorers."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from gplace import _testing
+from gplace.errors import RewardError
+from gplace.graphs.graph import random_dag
+from gplace.rl import rewards
+from gplace.rl import update
+from gplace.rl.state import RLHyperparams
+from gplace.sim import simulator
+from gplace.sim import topology as topology_lib
+
+
+def test_reward_penalises_failures():
+  r = rewards.reward(jnp.array([4.0, 1.0, jnp.nan]),
+                     jnp.array([False, True, False]), 100.0)
+  np.testing.assert_allclose(r, [-2.0, -10.0, -10.0])
+  np.testing.assert_allclose(
+      rewards.effective_runtime(jnp.array([4.0, jnp.inf]),
+                                jnp.array([False, False]), 7.0), [4.0, 7.0])
+
+
+def test_host_rewards_match_jitted_simulator():
+  batch = _testing.toy_batch()
+  policy = _testing.LinearPolicy()
+  optimizer = optax.adam(1e-2)
+  hparams = RLHyperparams(num_samples=4, loss="reinforce")
+  state = _testing.toy_train_state(policy, batch, optimizer)
+  common = dict(apply_fn=policy.apply, hparams=hparams)
+  expected, _ = jax.jit(functools.partial(
+      update.rl_step, optimizer=optimizer, simulate_fn=_testing.toy_simulate,
+      **common))(state, batch)
+
+  sample = jax.jit(functools.partial(update.sample_rollout, **common))
+  update_fn = jax.jit(functools.partial(update.update_from_rollout,
+                                        optimizer=optimizer, **common))
+  state, rollout = sample(state, batch)
+
+  def reward_fn(b):
+    problem = jax.tree.map(lambda x: x[b], batch.problems)
+    def measure(placements_np):  # [K, n_real] numpy, like gplace.measure
+      full = np.zeros((placements_np.shape[0], 12), np.int32)
+      full[:, :placements_np.shape[1]] = placements_np
+      runtime, failed = _testing.toy_simulate(problem, full)
+      return np.where(np.asarray(failed), np.inf, np.asarray(runtime))
+    return measure
+
+  num_nodes = batch.graphs.n_node[:, 0]
+  rollout = rewards.host_scored_rollout(rollout, [reward_fn(0), reward_fn(1)],
+                                        num_nodes)
+  got, _ = update_fn(state, batch, rollout)
+  np.testing.assert_array_equal(got.best_placement, expected.best_placement)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5,
+                                                       atol=1e-7),
+               got.params, expected.params)
+
+
+def test_reward_fn_of_the_wrong_shape_is_a_reward_error():
+  batch = _testing.toy_batch(num_graphs=1)
+  policy = _testing.LinearPolicy()
+  state = _testing.toy_train_state(policy, batch, optax.sgd(0.1))
+  _, rollout = update.sample_rollout(
+      state, batch, apply_fn=policy.apply,
+      hparams=RLHyperparams(num_samples=4))
+  with pytest.raises(RewardError, match="returned 3 runtimes for 4"):
+    rewards.host_scored_rollout(rollout, [lambda p: np.ones(3)], [6])
+
+
+def test_scorer_simulates_and_marks_out_of_memory():
+  graph = random_dag(30, seed=0)
+  topology = topology_lib.preset("1cpu+2gpu")
+  scorer = rewards.Scorer(graph, topology)
+  placements = np.stack([np.zeros(30, np.int32),
+                         np.arange(30, dtype=np.int32) % 3])
+  got = scorer(placements)
+  want = simulator.simulate(graph, placements, topology)
+  np.testing.assert_allclose(
+      got, np.where(want.oom, np.inf, want.runtime_s), rtol=1e-12)
+  runtime, oom = rewards.simulate_host(graph, placements, topology)
+  assert runtime.shape == oom.shape == (2,) and runtime.dtype == np.float64
+
+
+def test_simulator_reward_is_jittable_and_matches_the_host():
+  graph = random_dag(20, seed=1)
+  topology = topology_lib.preset("1cpu+2gpu")
+  problem = simulator.make_problem(graph, topology)
+  placements = jnp.asarray(np.random.default_rng(0).integers(0, 3, (3, 20)),
+                           jnp.int32)
+  runtime, oom = jax.jit(rewards.simulator_reward)(problem, placements)
+  host_runtime, host_oom = rewards.simulate_host(graph, placements, topology)
+  np.testing.assert_allclose(runtime, host_runtime, rtol=1e-5)
+  np.testing.assert_array_equal(oom, host_oom)

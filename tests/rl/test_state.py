@@ -1,0 +1,86 @@
+"""Tests of gplace.rl.state: the train state and its construction from a
+config."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from experiments.configs import quickstart
+from gplace import _testing
+from gplace import policies
+from gplace.rl import state as state_lib
+
+
+def small_config():
+  config = quickstart.get_config()
+  config.policy.update(hidden_size=8, num_sage_layers=1,
+                       num_attention_layers=1, num_heads=2, segment_length=4,
+                       op_embedding_size=4, head_hidden_size=8)
+  return config
+
+
+def test_init_train_state_shapes():
+  batch = _testing.toy_batch(num_graphs=2, n_pad=12)
+  state = _testing.toy_train_state(_testing.LinearPolicy(), batch,
+                                   optax.sgd(0.1))
+  assert state.step.dtype == jnp.int32 and int(state.step) == 0
+  assert state.best_placement.shape == (2, 12)
+  assert state.best_placement.dtype == jnp.int32
+  np.testing.assert_array_equal(state.best_runtime_s, np.inf)
+  np.testing.assert_array_equal(state.baseline, 0.0)
+  np.testing.assert_array_equal(state.reward_var, 1.0)
+  assert not bool(state.baseline_ready)
+
+
+def test_create_policy_maps_every_config_field_once():
+  config = small_config()
+  policy = state_lib.create_policy(config, num_devices=5)
+  assert isinstance(policy, policies.GOPolicy)
+  assert policy.num_devices == 5 and policy.head_hidden_size == 8
+  assert policy.encoder.hidden_size == 8 and policy.encoder.num_heads == 2
+  assert policy.encoder.segment_length == 4
+  assert policy == state_lib.create_policy(config, num_devices=5)
+
+
+def test_create_hparams_and_optimizer():
+  config = quickstart.get_config()
+  hparams = state_lib.create_hparams(config)
+  assert hparams.num_samples == config.rl.num_samples
+  assert hparams.loss == config.rl.loss
+  assert hparams.mutate_best == config.rl.mutate_best
+  # The same settings give the same optimizer object (jitted steps reused).
+  assert (state_lib.create_optimizer(config)
+          is state_lib.create_optimizer(quickstart.get_config()))
+  config.optimizer.learning_rate = 1e-3
+  assert (state_lib.create_optimizer(config)
+          is not state_lib.create_optimizer(quickstart.get_config()))
+
+
+def test_optimizer_switches_from_warm_start_to_rl_rate():
+  config = quickstart.get_config()
+  config.warm_start.update(steps=2, learning_rate=1.0)
+  config.optimizer.update(learning_rate=1e-3, grad_clip=100.0)
+  optimizer = state_lib.create_optimizer(config)
+  params = jnp.zeros(())
+  opt_state = optimizer.init(params)
+  sizes = []
+  for _ in range(4):
+    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
+    sizes.append(abs(float(updates)))
+  # Adam's first steps move by about the learning rate.
+  np.testing.assert_allclose(sizes, [1.0, 1.0, 1e-3, 1e-3], rtol=1e-3)
+
+
+def test_create_train_state_is_seeded_by_the_config():
+  batch = _testing.toy_batch(num_graphs=1, n_pad=12)
+  config = small_config()
+  policy = _testing.LinearPolicy()
+  optimizer = state_lib.create_optimizer(config)
+  first = state_lib.create_train_state(config, batch, policy, optimizer)
+  again = state_lib.create_train_state(config, batch, policy, optimizer)
+  jax.tree.map(np.testing.assert_array_equal, first, again)
+  config.seed = 1
+  other = state_lib.create_train_state(config, batch, policy, optimizer)
+  assert not np.array_equal(other.rng, first.rng)
+  assert first.best_placement.shape == (1, 12)

@@ -1,0 +1,49 @@
+"""Shared helpers of the simulator tests (tests/sim): random topologies,
+fixed padding budgets and one jitted ``simulate_problem``, so that test
+modules and hypothesis examples reuse compiled simulators."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+from gplace.sim.scan import simulate_problem
+from gplace.sim.topology import Device, Topology
+
+RTOL = 1e-6
+SETTINGS = settings(max_examples=15, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+# Fixed budgets, so hypothesis examples reuse compiled simulators.
+BUDGET = dict(n_nodes=48, n_steps=320, n_slots=48)
+jit_simulate = jax.jit(simulate_problem, static_argnames="return_schedule")
+
+
+def padded(placements, n_nodes=48):
+  """``[K, n]`` placements padded with device 0 to ``[K, n_nodes]``."""
+  placements = np.asarray(placements)
+  return jnp.asarray(np.pad(placements, ((0, 0), (0,
+                                                  n_nodes - placements.shape[1]))))
+
+
+def random_topology(rng: np.random.Generator, n_devices: int) -> Topology:
+  """Random devices, links and shared compute groups."""
+  devices = tuple(
+      Device(f"dev:{i}", "gpu", peak_flops=float(rng.uniform(0.5, 5) * 1e12),
+             mem_bandwidth=float(rng.uniform(50, 500) * 1e9),
+             memory_bytes=float(rng.uniform(2e6, 3e7)),
+             launch_overhead_s=float(rng.uniform(0, 2e-5)))
+      for i in range(n_devices))
+  bandwidth = rng.uniform(1e9, 2e10, (n_devices, n_devices))
+  latency = rng.uniform(0, 5e-5, (n_devices, n_devices))
+  np.fill_diagonal(bandwidth, np.inf)
+  np.fill_diagonal(latency, 0.0)
+  group = rng.integers(0, n_devices, n_devices)     # shared compute groups
+  return Topology(devices=devices, link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=group, name="random")
+
+
+def is_topological(graph, order) -> bool:
+  """Whether every edge of ``graph`` goes forward in ``order`` ``[N]``."""
+  position = np.empty(graph.n_nodes, np.int64)
+  position[np.asarray(order)] = np.arange(graph.n_nodes)
+  return bool(np.all(position[graph.edge_src] < position[graph.edge_dst]))

@@ -1,0 +1,54 @@
+"""Tests of gplace.sim.bounds: no simulated placement beats the lower bound,
+which is at least its critical-path and work components."""
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
+from gplace.sim.bounds import critical_path, lower_bound, work_bound
+from gplace.sim.problem import make_problem
+from gplace.sim.topology import preset
+from sim_cases import BUDGET, SETTINGS, jit_simulate, padded, random_topology
+
+
+@SETTINGS
+@given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
+       seed=st.integers(0, 10**6), measured=st.booleans())
+def test_no_placement_beats_lower_bound(n_nodes, n_devices, seed, measured):
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, seed=seed)
+  topology = random_topology(rng, n_devices)
+  costs = rng.uniform(0, 1e-3, (n_nodes, n_devices)) if measured else None
+  bound = lower_bound(graph, topology, costs)
+  placements = np.concatenate([
+      rng.integers(0, n_devices, (6, n_nodes)),
+      np.repeat(np.arange(n_devices)[:, None], n_nodes, 1)])
+  problem = make_problem(graph, topology, costs=costs, **BUDGET)
+  result = jit_simulate(problem, padded(placements))
+  assert np.all(np.asarray(result.runtime_s) >= bound * (1 - 1e-6))
+
+
+def test_lower_bound_components():
+  graph = random_dag(200, seed=3)
+  topology = preset("1cpu+4gpu")
+  costs = topology.op_costs(graph)
+  fastest = np.where(graph.kind == NODE_INPUT, 0.0, costs.min(1))
+  bound = lower_bound(graph, topology)
+  assert bound >= fastest.sum() / topology.n_compute_groups * (1 - 1e-12)
+  assert bound >= fastest.max()
+
+
+def test_critical_path_and_work_bound_by_hand():
+  # A diamond 0 -> {1, 2} -> 3: the longest path is 0, 2, 3.
+  graph = Graph.build(
+      names=list("abcd"), op_type=["op"] * 4, kind=[NODE_OP] * 4,
+      out_shapes=[(1,)] * 4, out_dtype=["float32"] * 4, out_bytes=[4] * 4,
+      flops=[0.0] * 4, bytes_accessed=[0.0] * 4,
+      edges=[(0, 1, 4), (0, 2, 4), (1, 3, 4), (2, 3, 4)])
+  assert critical_path(graph, np.array([1.0, 2.0, 5.0, 1.0])) == 7.0
+  # Two groups, each node as cheap on either: half the total work each.
+  assert work_bound(np.ones((4, 2))) == 2.0
+  # One node only the first group can run: the weights move onto it, and no
+  # weights give more than its cost.
+  assert 0.99 <= work_bound(np.array([[1.0, np.inf]])) <= 1.0
+  assert work_bound(np.zeros((0, 3))) == 0.0
