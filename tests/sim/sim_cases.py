@@ -21,8 +21,8 @@ jit_simulate = jax.jit(simulate_problem, static_argnames="return_schedule")
 def padded(placements, n_nodes=48):
   """``[K, n]`` placements padded with device 0 to ``[K, n_nodes]``."""
   placements = np.asarray(placements)
-  return jnp.asarray(np.pad(placements, ((0, 0), (0,
-                                                  n_nodes - placements.shape[1]))))
+  width = n_nodes - placements.shape[1]
+  return jnp.asarray(np.pad(placements, ((0, 0), (0, width))))
 
 
 def random_topology(rng: np.random.Generator, n_devices: int) -> Topology:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
+from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
+                                 random_dag)
 from gplace.sim.problem import make_problem
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate

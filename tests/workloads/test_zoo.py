@@ -1,16 +1,20 @@
-"""Tests of the zoo tools: export to .npz and the markdown table."""
+"""Tests of gplace.workloads.zoo: export to .npz and the markdown table
+(the command line that wraps them is tested in test_main.py)."""
 
 import gplace
 from gplace import workloads
+from gplace.workloads import zoo
 
 
-def test_export_writes_loadable_graphs(tmp_path, capsys):
-  from gplace.workloads.__main__ import main  # pylint: disable=g-import-not-at-top
-  assert main(["export", "--out", str(tmp_path), "--names", "wavenet2",
-               "--step", "infer"]) == 0
-  graph = gplace.Graph.load(tmp_path / "wavenet2_tiny_infer.npz")
-  assert graph.name == "wavenet2_tiny_infer" and graph.n_nodes > 50
-  assert "| wavenet2 | tiny | infer |" in capsys.readouterr().out
+def test_export_writes_loadable_graphs(tmp_path):
+  seen = []
+  rows = zoo.export(str(tmp_path), "tiny", "infer", names=["rnnlm2"],
+                    progress=seen.append)
+  assert [row.name for row in rows] == ["rnnlm2"] and seen == rows
+  graph = gplace.Graph.load(tmp_path / "rnnlm2_tiny_infer.npz")
+  assert graph.name == "rnnlm2_tiny_infer"
+  assert graph.n_nodes == rows[0].nodes
+  assert workloads.export is zoo.export
 
 
 def test_zoo_table_is_markdown():

@@ -1,0 +1,31 @@
+"""Tests of gplace.workloads.amoebanet: AmoebaNet captures with cell names
+and runs."""
+
+import pytest
+
+import workload_cases
+
+# A layer-name fragment that each workload's captured graph must contain.
+LAYER_NAMES = {
+    "amoebanet": "AmoebaNet/cell_1/node_4_b",
+}
+
+
+def test_layer_names_cover_the_module():
+  assert workload_cases.names_from("amoebanet") == set(LAYER_NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
+def test_tiny_train_captures_with_layer_names(name):
+  workload_cases.check_tiny_train_captures_with_layer_names(
+      name, LAYER_NAMES[name])
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
+def test_tiny_infer_runs(name):
+  workload_cases.check_tiny_infer_runs(name)
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
+def test_tiny_train_runs(name):
+  workload_cases.check_tiny_train_runs(name)
