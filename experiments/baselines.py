@@ -8,10 +8,10 @@ rnnlm2, transformer_xl4, wavenet2; ``--workloads`` picks others) it captures
 the graph (cached in ``experiments/cache/<name>_<size>_<step>.npz``, since
 paper-size captures take a while), runs every baseline of
 ``gplace.baselines`` and simulates every placement under every schedule
-(the simulator's default dynamic schedule, node-id order, and a list
+(dynamic list scheduling, node-id order, and a list
 scheduler's own plan). It prints markdown tables: each method in its best
 schedule, then one table per schedule (simulated seconds per step, gap to
-``gplace.lower_bound`` in %, OOM), the list schedulers' default-vs-own ratio,
+``gplace.lower_bound`` in %, OOM), the list schedulers' dynamic-vs-own ratio,
 and how long each baseline took to plan. Workloads not (yet) in ``gplace.workloads``
 are listed as skipped.
 """
@@ -48,15 +48,15 @@ def load_graph(name: str, size: str, step: str, cache_dir: str,
   return graph
 
 
-SCHEDULES = ("default", "id", "own")
+SCHEDULES = ("dynamic", "id", "own")
 
 
 def evaluate(graph, topology, names, seed=0):
   """Plans, times and simulates each baseline on one graph, in every schedule.
 
-  Schedules: ``default`` (the simulator's default: dynamic list scheduling
-  on critical-path priorities), ``id`` (each device runs its ops in node-id
-  order, the 0.1 default) and, for list schedulers, ``own`` (the op order
+  Schedules: ``dynamic`` (``gplace.simulate(..., schedule="dynamic")``:
+  list scheduling on critical-path priorities), ``id`` (each device runs its
+  ops in node-id order, the simulator's default) and, for list schedulers, ``own`` (the op order
   the scheduler planned, ``order=plan.order``).
 
   Returns:
@@ -83,8 +83,11 @@ def evaluate(graph, topology, names, seed=0):
       oom[schedule] = np.array(
           [False if r is None else bool(np.ravel(r.oom)[0]) for r in rows])
       continue
-    order = by_id if schedule == "id" else None
-    result = gplace.simulate(graph, placements, topology, order=order)
+    if schedule == "id":
+      result = gplace.simulate(graph, placements, topology, order=by_id)
+    else:
+      result = gplace.simulate(graph, placements, topology,
+                               schedule="dynamic")
     runtime[schedule] = np.asarray(result.runtime_s, np.float64)
     oom[schedule] = np.asarray(result.oom, bool)
   return dict(runtime_s=runtime, oom=oom,
@@ -139,15 +142,15 @@ def format_tables(rows, names, topology_name, size) -> str:
   lines = [f"### {topology_name}, size={size}, train step", "",
            "Each method in its best schedule (simulated seconds per step; in "
            "brackets the gap to the lower bound; after it the schedule that "
-           "gave it: `default` = the simulator's dynamic list scheduling, "
+           "gave it: `dynamic` = the simulator's dynamic list scheduling, "
            "`id` = node-id order per device, `own` = the list scheduler's "
            "own planned order); bold: best overall. OOM placements are "
            "excluded.", ""]
   lines += _table(rows, names, best_cell)
   titles = {
-      "default": "Default schedule (dynamic list scheduling, critical-path "
-                 "priority):",
-      "id": "Node-id order on every device (gplace 0.1's default):",
+      "dynamic": "Dynamic list scheduling (`schedule=\"dynamic\"`, "
+                 "critical-path priority):",
+      "id": "Node-id order on every device (the simulator's default):",
       "own": "List schedulers in their own planned op order "
              "(`order=plan.order`):"}
   for schedule in SCHEDULES:
@@ -158,8 +161,8 @@ def format_tables(rows, names, topology_name, size) -> str:
     lines += ["", titles[schedule], ""] + _table(rows, names, cell)
   schedulers = [n for n in names if n in baselines.schedulers()]
   if schedulers:
-    lines += ["", "List schedulers: default schedule vs own plan "
-              "(default / own - 1; the bar is <= +2%):", "",
+    lines += ["", "List schedulers: dynamic schedule vs own plan "
+              "(dynamic / own - 1):", "",
               "| workload | " + " | ".join(schedulers) + " |",
               "|---|" + "---:|" * len(schedulers)]
     for workload, graph, res in rows:
@@ -168,7 +171,7 @@ def format_tables(rows, names, topology_name, size) -> str:
       cells = []
       for name in schedulers:
         k = names.index(name)
-        ratio = res["runtime_s"]["default"][k] / res["runtime_s"]["own"][k]
+        ratio = res["runtime_s"]["dynamic"][k] / res["runtime_s"]["own"][k]
         cells.append(f"{100 * (ratio - 1):+.1f}%")
       lines.append(f"| {workload} | " + " | ".join(cells) + " |")
   lines += ["", "Seconds to plan (host, this machine):", "",

@@ -22,7 +22,9 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
      profile.topology, costs=profile.costs, return_schedule=True)``
      (``place(..., schedule=order)``: each device runs its ops in that
      order), and is predicted by that same simulation;
-   * ``device_greedy``: the way before schedules: the executor's
+   * ``dynamic``: the same with the simulator's dynamic list schedule
+    (``simulate(..., schedule="dynamic")``), each placement its own order;
+  * ``device_greedy``: the way before schedules: the executor's
      device-greedy order, predicted by the simulator in node-id order
      (``simulate(..., order=np.arange(N))``);
 
@@ -63,7 +65,7 @@ from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-no
 from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 STATISTICS = ("min", "median")
-SCHEDULES = ("sim", "device_greedy")
+SCHEDULES = ("sim", "dynamic", "device_greedy")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 
 
@@ -116,9 +118,11 @@ def evaluate(name, size, args_ns, devices):
   # Predictions, and the schedule each placement runs in, per kind.
   predicted, schedules = {}, {}
   for kind in kinds:
-    if kind == "sim":
-      result = simulator.simulate(graph, placements, prof.topology,
-                                  costs=prof.costs, return_schedule=True)
+    if kind in ("sim", "dynamic"):
+      result = simulator.simulate(
+          graph, placements, prof.topology, costs=prof.costs,
+          schedule="dynamic" if kind == "dynamic" else "static",
+          return_schedule=True)
       schedules[kind] = list(partition.schedule_orders(result))
     else:
       result = simulator.simulate(graph, placements, prof.topology,
@@ -189,7 +193,8 @@ def main():
   parser.add_argument(
       "--schedules", default="sim",
       help="comma list of " + ", ".join(SCHEDULES) + ": sim = run and "
-      "simulate each placement in its simulator schedule; device_greedy = "
+      "simulate each placement in its simulator schedule; dynamic = the "
+      "same with the dynamic list schedule; device_greedy = "
       "the way before schedules (device-greedy executor, node-id-order "
       "simulator). Both: the old and the new figures from the same rounds.")
   parser.add_argument("--seed", type=int, default=0)

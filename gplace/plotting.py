@@ -24,17 +24,21 @@ def _axes(ax, figsize):
   return ax
 
 
-def schedule(graph: Graph, placement, topology: Topology, costs=None):
-  """Simulated ``(start_s [N], finish_s [N], runtime_s)`` of one placement."""
+def schedule(graph: Graph, placement, topology: Topology, costs=None,
+             **schedule_args):
+  """Simulated ``(start_s [N], finish_s [N], runtime_s)`` of one placement;
+  ``schedule_args`` (``order=``, ``priority=``, ``schedule="dynamic"``) pick
+  the schedule as in ``gplace.simulate``."""
   from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
   result = simulate(graph, np.asarray(placement), topology, costs=costs,
-                    return_schedule=True)
+                    return_schedule=True, **schedule_args)
   return (np.asarray(result.start_s), np.asarray(result.finish_s),
           float(result.runtime_s))
 
 
 def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
-                  ax=None, max_ops: int = 20000, title: str | None = None):
+                  ax=None, max_ops: int = 20000, title: str | None = None,
+                  **schedule_args):
   """Gantt chart: one row per device, one bar per op, coloured by op type.
 
   Args:
@@ -45,11 +49,17 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     ax: matplotlib axes to draw into (default: a new figure).
     max_ops: draw at most this many of the longest ops (big graphs).
     title: axes title (default: graph name and simulated runtime).
+    **schedule_args: ``order=``, ``priority=`` or ``schedule="dynamic"``,
+      as in ``gplace.simulate`` (default: node-id order).
+
+  Returns:
+    The axes.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices))
   placement = np.asarray(placement)
-  start, finish, runtime = schedule(graph, placement, topology, costs)
+  start, finish, runtime = schedule(graph, placement, topology, costs,
+                                    **schedule_args)
   ops = np.flatnonzero((graph.kind == NODE_OP) & (finish > start))
   if ops.size > max_ops:
     ops = ops[np.argsort(start[ops] - finish[ops])[:max_ops]]

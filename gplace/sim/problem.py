@@ -145,6 +145,18 @@ def send_bytes(graph: Graph) -> np.ndarray:
   return out
 
 
+def transfer_seconds(graph: Graph, topology: Topology) -> np.ndarray:
+  """``[N, D, D]`` float64 seconds of one transfer of each node's output on
+  each link: ``link_latency + send_bytes / link_bandwidth`` (0 on the
+  diagonal)."""
+  eye = np.eye(topology.n_devices, dtype=bool)
+  latency = np.where(eye, 0.0, topology.link_latency)
+  inv_bw = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0,
+                                             topology.link_bandwidth))
+  nbytes = send_bytes(graph).astype(np.float64)
+  return latency[None] + nbytes[:, None, None] * inv_bw[None]
+
+
 def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
                  n_nodes: int | None = None, *, n_steps: int | None = None,
                  n_slots: int | None = None,
@@ -272,12 +284,7 @@ def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
   succ_node = np.full((n_steps, width), n_pad, np.int64)
   succ_node[out_step, out_col] = dst
 
-  eye = np.eye(d, dtype=bool)
-  latency = np.where(eye, 0.0, topology.link_latency)
-  inv_bw = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0,
-                                             topology.link_bandwidth))
-  send_s = latency[None] + nbytes_send.astype(np.float64)[:, None, None] * (
-      inv_bw[None])                                             # [N, D, D]
+  send_s = transfer_seconds(graph, topology)                   # [N, D, D]
   step_times = np.zeros((n_steps, d + d * d), np.float64)
   step_times[commit, :d] = costs
   step_times[commit, d:] = send_s.reshape(n, d * d)

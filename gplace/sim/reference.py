@@ -15,6 +15,10 @@ each completion wakes the queues it may unblock.
 
 Memory is computed separately by a sweep over priority positions of explicit
 live intervals of every copy of every node's output.
+
+Per-placement schedules (a priority, or ``schedule="dynamic"``; see
+:mod:`gplace.sim.dispatch`) are specified by :func:`dispatch_reference`: the
+list scheduler's rule, one node at a time, in float64.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.problem import check_order, send_bytes
+from gplace.sim.priority import bottom_level
+from gplace.sim.problem import check_order, send_bytes, transfer_seconds
 from gplace.sim.topology import Topology, validate_costs
 
 
@@ -37,6 +42,7 @@ class ReferenceResult(NamedTuple):
     peak_bytes: ``[D]`` peak live bytes per device.
     oom: peak above some device's capacity.
     start_s, finish_s: ``[N]`` per-node times.
+    order: ``[N]`` the priority order the schedule followed.
   """
 
   runtime_s: float
@@ -44,11 +50,25 @@ class ReferenceResult(NamedTuple):
   oom: bool
   start_s: np.ndarray
   finish_s: np.ndarray
+  order: np.ndarray | None = None
 
 
 def simulate_reference(graph: Graph, placement, topology: Topology,
-                       costs=None, order=None) -> ReferenceResult:
-  """Simulates one ``[N]`` placement with the event-driven reference."""
+                       costs=None, order=None, *, priority=None,
+                       schedule: str = "static") -> ReferenceResult:
+  """Simulates one ``[N]`` placement with the event-driven reference.
+
+  ``order`` (``[N]``), or else a ``priority`` or ``schedule="dynamic"``
+  (then :func:`dispatch_reference` decides the order), as for
+  :func:`gplace.simulate`.
+  """
+  if priority is not None or schedule == "dynamic":
+    assert order is None
+    if priority is None:
+      priority = bottom_level(graph, topology, costs)
+    return dispatch_reference(graph, placement, topology, costs,
+                              np.asarray(priority, np.float32),
+                              dynamic=schedule == "dynamic")
   n = graph.n_nodes
   placement = [int(x) for x in np.asarray(placement).reshape(-1)]
   assert len(placement) == n
@@ -158,7 +178,80 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
   oom = bool(np.any(peak > topology.memory_bytes))
   return ReferenceResult(runtime_s=runtime, peak_bytes=peak, oom=oom,
                          start_s=np.asarray(start, np.float64),
-                         finish_s=finish_arr)
+                         finish_s=finish_arr, order=np.asarray(order))
+
+
+def dispatch_reference(graph: Graph, placement, topology: Topology, costs,
+                       priority: np.ndarray, *, dynamic: bool
+                       ) -> ReferenceResult:
+  """The list scheduler of :mod:`gplace.sim.dispatch`, one node at a time.
+
+  Each step dispatches, among the nodes whose producers have all been
+  dispatched, the one with the smallest ``(t, group, -priority, id)``
+  (``t`` and ``group`` only if ``dynamic``): ``t = max(ready, group free)``
+  for executed nodes, ``0`` and group ``-1`` for ``NODE_INPUT`` nodes. It
+  starts at ``max(ready, group free)``; its output is sent at once to every
+  other device holding a consumer, each link serving in dispatch order.
+  """
+  n = graph.n_nodes
+  placement = [int(x) for x in np.asarray(placement).reshape(-1)]
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  send_s = transfer_seconds(graph, topology)
+  groups = [int(x) for x in topology.compute_group]
+  executed = [int(k) != NODE_INPUT for k in graph.kind]
+  succs = [[] for _ in range(n)]
+  remaining = [0] * n
+  for s, t in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()):
+    succs[s].append(t)
+    remaining[t] += 1
+  prio = [float(x) for x in priority]
+  ready = [0.0] * n
+  start = [0.0] * n
+  finish = [0.0] * n
+  done = [False] * n
+  group_free: dict[int, float] = {}
+  link_free: dict[tuple[int, int], float] = {}
+  order = []
+
+  def key(v):
+    if not dynamic:
+      return (-prio[v], v)
+    if not executed[v]:
+      return (0.0, -1, -prio[v], v)
+    g = groups[placement[v]]
+    return (max(ready[v], group_free.get(g, 0.0)), g, -prio[v], v)
+
+  for _ in range(n):
+    v = min((w for w in range(n) if not done[w] and remaining[w] == 0),
+            key=key)
+    done[v] = True
+    order.append(v)
+    dev = placement[v]
+    if executed[v]:
+      g = groups[dev]
+      start[v] = max(ready[v], group_free.get(g, 0.0))
+      finish[v] = start[v] + float(costs[v, dev])
+      group_free[g] = finish[v]
+    arrival = {dev: finish[v]}
+    for dest in sorted({placement[w] for w in succs[v]} - {dev}):
+      begin = max(finish[v], link_free.get((dev, dest), 0.0))
+      arrival[dest] = link_free[(dev, dest)] = begin + send_s[v, dev, dest]
+    for w in succs[v]:
+      ready[w] = max(ready[w], arrival[placement[w]])
+      remaining[w] -= 1
+  position = [0] * n
+  for i, v in enumerate(order):
+    position[v] = i
+  nbytes = [int(x) for x in send_bytes(graph)]
+  kind = [int(x) for x in graph.kind]
+  peak = _peak_bytes(graph, placement, position, succs, nbytes, kind,
+                     topology.n_devices)
+  return ReferenceResult(
+      runtime_s=max(finish) if n else 0.0, peak_bytes=peak,
+      oom=bool(np.any(peak > topology.memory_bytes)),
+      start_s=np.asarray(start, np.float64),
+      finish_s=np.asarray(finish, np.float64), order=np.asarray(order))
 
 
 def _peak_bytes(graph, placement, position, succs, nbytes, kind, n_devices):

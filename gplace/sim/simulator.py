@@ -18,7 +18,10 @@ The model
 ---------
 Let ``p[v]`` be the device of node ``v`` and ``pos(v)`` its index in the
 priority ``order`` (default: node id order). ``order`` must be a topological
-order. Costs are ``costs[v, p[v]]`` seconds (default: the topology's roofline
+order. Schedules that differ per placement (``[K, N]`` orders or
+priorities, and ``schedule="dynamic"`` list scheduling) choose each
+placement's order with the list scheduler of :mod:`gplace.sim.dispatch` and
+then follow exactly this model with that order. Costs are ``costs[v, p[v]]`` seconds (default: the topology's roofline
 ``Topology.op_costs``).
 
 Time:
@@ -76,16 +79,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.errors import TopologyError
+from gplace.errors import ScheduleError, TopologyError
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
+from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, make_problem, send_bytes)
+from gplace.sim.priority import (bottom_level, check_priority,
+                                 order_priority, priority_order)
 from gplace.sim.scan import simulate_problem
 from gplace.sim.topology import Topology
 
-__all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SimProblem", "SimResult",
+__all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
+           "SimResult",
            "check_order", "dispatch_order", "make_problem", "one_kernel_loops",
            "send_bytes",
            "simulate", "simulate_problem"]
@@ -104,43 +111,117 @@ def _check_topology(topology) -> None:
                         "least one.")
 
 
+SCHEDULES = ("static", "dynamic")
+
+
 def simulate(graph: Graph, placements, topology: Topology, costs=None,
-             order=None, *, return_schedule: bool = False) -> SimResult:
+             order=None, *, priority=None, schedule: str = "static",
+             return_schedule: bool = False) -> SimResult:
   """Simulated runtime and memory of placements of ``graph`` on ``topology``.
 
-  Validates everything on the host, builds the problem with
-  :func:`make_problem` and runs a cached jitted :func:`simulate_problem`.
-  Inside a jitted training step, call :func:`simulate_problem` directly.
+  Validates everything on the host, builds the problem and runs a cached
+  jitted simulation. Inside a jitted training step, call
+  :func:`simulate_problem` (shared order) or
+  :func:`gplace.sim.dispatch.simulate_dispatch` directly.
+
+  The schedule (in which order each compute group runs its nodes):
+
+  * ``schedule="static"`` (default): the priority order ``order`` (``[N]``,
+    shared by all placements, or ``[K, N]``, one per placement); else the
+    priority-respecting topological order of ``priority`` (``[N]`` or
+    ``[K, N]``, larger first); else node-id order.
+  * ``schedule="dynamic"``: list scheduling as an asynchronous runtime does
+    it: a free compute group runs its arrived op of highest ``priority``
+    (default: the critical path, :func:`gplace.sim.priority.bottom_level`),
+    or, if none has arrived, the first to arrive. Each placement gets its
+    own schedule. See :mod:`gplace.sim.dispatch`.
+
+  A shared order runs the fast scan; per-placement schedules run the list
+  scheduler of :mod:`gplace.sim.dispatch` (``O(K N^2)``).
 
   Args:
     graph: the op graph (``N`` nodes).
     placements: ``[K, N]`` or ``[N]`` int device index per node.
     topology: the devices (``D``).
     costs: optional ``[N, D]`` measured seconds per node and device.
-    order: optional ``[N]`` priority order (topological); default node ids.
-    return_schedule: also return per-node ``start_s`` / ``finish_s``.
+    order: optional ``[N]`` or ``[K, N]`` topological priority order.
+    priority: optional ``[N]`` or ``[K, N]`` float priorities.
+    schedule: ``"static"`` or ``"dynamic"``.
+    return_schedule: also return per-node ``start_s`` / ``finish_s`` and
+      the dispatch ``order`` (pass it back as ``order=`` to reproduce the
+      result, or to ``gplace.place(..., schedule=)`` to execute it).
 
   Returns:
     :class:`SimResult`; fields have no ``K`` axis if ``placements`` is 1-D.
 
   Raises:
     PlacementError: bad placements.
-    ScheduleError: ``order`` is not a topological order of the nodes.
+    ScheduleError: a bad ``order``, ``priority`` or ``schedule``, or both
+      an order and a priority (or an order with ``schedule="dynamic"``).
     TopologyError: bad topology or cost table.
   """
   single = np.ndim(placements) == 1
   _check_topology(topology)
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
-  problem = make_problem(graph, topology, costs=costs, order=order)
-  with one_kernel_loops():
-    result = _simulate_jit(problem, jnp.asarray(array),
-                           return_schedule=return_schedule)
-  if return_schedule:
-    result = result._replace(order=dispatch_order(result.start_s))
+  order, priority = _check_schedule(graph, topology, costs, array.shape[0],
+                                    order, priority, schedule)
+  if order is not None and order.ndim == 2:
+    priority = order_priority(order)
+    order = None
+  if priority is not None and priority.ndim == 1 and schedule == "static":
+    order, priority = priority_order(priority, graph), None
+  if priority is None:
+    problem = make_problem(graph, topology, costs=costs, order=order)
+    with one_kernel_loops():
+      result = _simulate_jit(problem, jnp.asarray(array),
+                             return_schedule=return_schedule)
+    if return_schedule:
+      result = result._replace(order=dispatch_order(result.start_s))
+  else:
+    problem = make_dispatch_problem(graph, topology, costs=costs)
+    result = simulate_dispatch(problem, jnp.asarray(array),
+                               jnp.asarray(priority),
+                               dynamic=schedule == "dynamic")
+    if return_schedule:
+      result = result._replace(order=np.asarray(result.order))
+    else:
+      result = result._replace(start_s=None, finish_s=None, order=None)
   if single:
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
+
+
+def _check_schedule(graph, topology, costs, n_samples, order, priority,
+                    schedule):
+  """Validated ``(order, priority)``: int64 order(s) or None, float32
+  priorities or None (the default critical path for ``"dynamic"``)."""
+  if schedule not in SCHEDULES:
+    raise ScheduleError(f"Unknown schedule {schedule!r}; use one of "
+                        f"{', '.join(map(repr, SCHEDULES))}.")
+  if order is not None and priority is not None:
+    raise ScheduleError("Pass an order or a priority, not both: an order "
+                        "already fixes every priority.")
+  if order is not None and schedule == "dynamic":
+    raise ScheduleError(
+        "schedule='dynamic' picks the order itself; pass a priority to steer "
+        "it, or drop schedule='dynamic' to run this order.")
+  if order is not None:
+    rows = np.asarray(order)
+    if rows.ndim == 2:
+      if rows.shape[0] != n_samples:
+        raise ScheduleError(
+            f"order has {rows.shape[0]} rows but there are {n_samples} "
+            "placements; give one row per placement, or one [N] order.")
+      order = np.stack([check_order(row, graph.n_nodes, graph)
+                        for row in rows])
+    else:
+      order = check_order(order, graph.n_nodes, graph)
+  if priority is not None:
+    priority = check_priority(priority, graph.n_nodes, n_samples)
+  elif schedule == "dynamic":
+    priority = bottom_level(graph, topology, costs).astype(np.float32)
+  return order, priority
 
 
 def dispatch_order(start_s) -> np.ndarray:

@@ -1,0 +1,337 @@
+"""Per-sample schedules in the simulator: list scheduling, jitted and vmapped.
+
+Where it sits: :func:`gplace.simulate` runs a *shared* order (one order for
+all ``K`` placements, node ids by default) through the fast scan of
+:mod:`gplace.sim.scan`. A schedule that differs per placement goes through
+:func:`simulate_dispatch` instead, a list scheduler that dispatches one node
+per step and gives each of the ``K`` placements its own order:
+
+* ``dynamic=True``, the rule of an asynchronous runtime with a good
+  dispatcher: whenever a compute group is free it runs, among its ops whose
+  inputs have arrived, the one of highest priority; when none has arrived,
+  the first to arrive. Default priority: the critical path
+  (:func:`gplace.sim.priority.bottom_level`).
+* ``dynamic=False``: the priority-respecting topological order (repeatedly
+  the highest-priority node whose producers are all dispatched), what a
+  policy that outputs ``[K, N]`` priorities means; an explicit ``[K, N]``
+  order is the special case ``priority = N - position``.
+
+Each step dispatches the node with the smallest key ``(t, group, -priority,
+id)`` among those whose producers are all dispatched, where ``t`` is when it
+could start (``max(ready, group free)``, 0 for ``NODE_INPUT`` nodes, which
+run nowhere and come first) and ``t`` and ``group`` count only with
+``dynamic=True``. Start times are nondecreasing in dynamic dispatch, so no
+node that is not yet a candidate could have started earlier (up to zero-cost
+ties, which this key settles).
+
+Everything else is the model of :mod:`gplace.sim.simulator`, with the
+dispatch order as the priority order: a node starts at ``max(ready, its
+group's previous finish)``, transfers are eager and each link serves them in
+dispatch order of their producers, memory is counted by dispatch position.
+So the result of every placement equals ``simulate_problem`` with ``order =``
+its dispatch order (tested), and :class:`SimResult.order` returns it.
+
+Cost: ``N`` sequential steps of ``O(N)`` vector work per placement (the
+candidate scan), so ``O(K N^2)``; fine to a few thousand nodes, slower than
+the shared-order scan beyond that (see ``experiments/bench_simulator.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.errors import PlacementError, TopologyError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.sim.problem import SimResult, send_bytes, transfer_seconds
+from gplace.sim.topology import Topology, validate_costs
+
+#: Consumers handled per inner step when a node's outputs are delivered.
+SUCC_WIDTH = 8
+_MAX_DEVICES = 32
+
+
+class DispatchProblem(NamedTuple):
+  """A graph, topology and costs as padded arrays for :func:`simulate_dispatch`.
+
+  ``M = n_nodes + 1``: the extra last node is a sentinel (never dispatched,
+  no bytes) that padding edge slots point to. Shapes depend only on the
+  budget ``(n_nodes, n_edges)`` and the topology, so problems of one budget
+  stack and vmap. Padding nodes (beyond the graph's) cost nothing, have no
+  edges and no bytes.
+
+  Attributes:
+    costs: ``[M, D]`` float32 seconds (0 for inputs, padding, sentinel).
+    send_s: ``[M, D, D]`` float32 seconds of one transfer of the node's
+      output on each link.
+    executed: ``[M]`` bool, the node runs on a compute group (not an input).
+    succ_ptr: ``[M + 1]`` int32, consumers of ``v`` are
+      ``succ_dst[succ_ptr[v]:succ_ptr[v + 1]]``.
+    succ_dst: ``[E + SUCC_WIDTH]`` int32 consumer per edge, by producer
+      (padding: the sentinel).
+    in_degree: ``[M]`` int32 producers per node (sentinel: 1, so it never
+      becomes a candidate).
+    edge_src, edge_dst: ``[E]`` int32 edges (padding: the sentinel).
+    own_bytes: ``[M]`` float32 bytes of the node's own output copy.
+    send_bytes: ``[M]`` float32 bytes of one transfer of its output.
+    kind: ``[M]`` int32 node kind (sentinel and padding: ``NODE_INPUT``).
+    group_of_device: ``[D]`` int32 compute group in ``0..G-1``.
+    group_ids: ``[G]`` int32 ``arange(G)``.
+    memory_bytes: ``[D]`` float32 device capacity.
+  """
+
+  costs: jax.Array
+  send_s: jax.Array
+  executed: jax.Array
+  succ_ptr: jax.Array
+  succ_dst: jax.Array
+  in_degree: jax.Array
+  edge_src: jax.Array
+  edge_dst: jax.Array
+  own_bytes: jax.Array
+  send_bytes: jax.Array
+  kind: jax.Array
+  group_of_device: jax.Array
+  group_ids: jax.Array
+  memory_bytes: jax.Array
+
+
+def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
+                          n_nodes: int | None = None,
+                          n_edges: int | None = None) -> DispatchProblem:
+  """Builds the arrays of :func:`simulate_dispatch` (host-side numpy).
+
+  Args:
+    graph: the op graph (``N`` nodes, ``E`` edges).
+    topology: the devices (at most 32).
+    costs: optional ``[N, D]`` measured seconds; default the roofline.
+    n_nodes, n_edges: budgets ``>= N, E`` (default: the graph's), so that
+      problems of several graphs stack.
+
+  Returns:
+    A :class:`DispatchProblem`.
+
+  Raises:
+    PlacementError: an empty graph or a budget below the graph's size.
+    TopologyError: a bad cost table or more than 32 devices.
+  """
+  n, e, d = graph.n_nodes, graph.n_edges, topology.n_devices
+  if n == 0:
+    raise PlacementError("The graph has no nodes; there is nothing to "
+                         "simulate.")
+  if d > _MAX_DEVICES:
+    raise TopologyError(f"The simulator supports at most {_MAX_DEVICES} "
+                        f"devices, the topology has {d}.")
+  n_pad = n if n_nodes is None else int(n_nodes)
+  e_pad = e if n_edges is None else int(n_edges)
+  if n_pad < n or e_pad < e:
+    raise PlacementError(
+        f"The budget (n_nodes={n_pad}, n_edges={e_pad}) is smaller than the "
+        f"graph ({n} nodes, {e} edges); pass larger budgets.")
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  m = n_pad + 1
+  sentinel = n_pad
+  kind = np.full(m, NODE_INPUT, np.int64)
+  kind[:n] = graph.kind
+  executed = kind != NODE_INPUT
+  node_costs = np.zeros((m, d))
+  node_costs[:n] = np.where(executed[:n, None], costs, 0.0)
+  send_s = np.zeros((m, d, d))
+  send_s[:n] = transfer_seconds(graph, topology)
+  ptr = np.zeros(m + 1, np.int64)
+  ptr[1:n + 1] = graph.succ_csr[0][1:]
+  ptr[n + 1:] = e
+  succ_dst = np.full(e_pad + SUCC_WIDTH, sentinel, np.int64)
+  succ_dst[:e] = graph.edge_dst
+  in_degree = np.zeros(m, np.int64)
+  in_degree[:n] = graph.in_degree
+  in_degree[sentinel] = 1
+  edge_src = np.full(e_pad, sentinel, np.int64)
+  edge_dst = np.full(e_pad, sentinel, np.int64)
+  edge_src[:e], edge_dst[:e] = graph.edge_src, graph.edge_dst
+  own = np.zeros(m)
+  own[:n] = graph.out_bytes
+  sent = np.zeros(m)
+  sent[:n] = send_bytes(graph)
+  _, group_of_device = np.unique(topology.compute_group, return_inverse=True)
+  group_of_device = group_of_device.reshape(-1)
+  i32 = lambda x: jnp.asarray(x, jnp.int32)
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  return DispatchProblem(
+      costs=f32(node_costs), send_s=f32(send_s),
+      executed=jnp.asarray(executed), succ_ptr=i32(ptr),
+      succ_dst=i32(succ_dst), in_degree=i32(in_degree),
+      edge_src=i32(edge_src), edge_dst=i32(edge_dst), own_bytes=f32(own),
+      send_bytes=f32(sent), kind=i32(kind),
+      group_of_device=i32(group_of_device),
+      group_ids=i32(np.arange(int(group_of_device.max()) + 1)),
+      memory_bytes=f32(topology.memory_bytes))
+
+
+class _State(NamedTuple):
+  remaining: jax.Array    # [M] int32 producers not yet dispatched (M once
+                          # the node itself is)
+  ready: jax.Array        # [M] latest arrival so far of inputs on its device
+  start: jax.Array        # [M]
+  finish: jax.Array       # [M]
+  group_free: jax.Array   # [G] finish of the group's latest node
+  link_free: jax.Array    # [D, D] end of the link's latest transfer
+  order: jax.Array        # [M - 1] int32 dispatched node per step
+  position: jax.Array     # [M] int32 dispatch step per node
+
+
+def _dispatch_one(problem: DispatchProblem, placement: jax.Array,
+                  priority: jax.Array, dynamic: bool) -> _State:
+  """List-schedules one placement: ``placement``, ``priority`` are
+  ``[M]`` (the sentinel's entries are ignored)."""
+  m = placement.shape[0]
+  d = problem.group_of_device.shape[0]
+  g = problem.group_ids.shape[0]
+  devices = jnp.arange(d, dtype=jnp.int32)
+  group = problem.group_of_device[placement]                   # [M]
+  cost = jnp.take_along_axis(problem.costs, placement[:, None], 1)[:, 0]
+  executed = problem.executed
+  group_key = jnp.where(executed, group, -1)
+  neg_inf = jnp.float32(-jnp.inf)
+
+  def deliver(ready, remaining, v, dev, finish, link_end):
+    """Counts ``v`` as dispatched for its consumers and records when its
+    output arrives on their devices; also returns the devices it goes to."""
+    lo, hi = problem.succ_ptr[v], problem.succ_ptr[v + 1]
+
+    def body(carry):
+      c, ready, remaining, dest = carry
+      dst = jax.lax.dynamic_slice(problem.succ_dst, (c,), (SUCC_WIDTH,))
+      valid = c + jnp.arange(SUCC_WIDTH) < hi
+      there = placement[dst]
+      arrive = jnp.where(there == dev, finish, link_end[there])
+      ready = ready.at[dst].max(jnp.where(valid, arrive, neg_inf))
+      remaining = remaining.at[dst].add(-valid.astype(jnp.int32))
+      dest = dest | jnp.any((there[:, None] == devices) & valid[:, None], 0)
+      return c + SUCC_WIDTH, ready, remaining, dest
+
+    _, ready, remaining, dest = jax.lax.while_loop(
+        lambda carry: carry[0] < hi, body,
+        (lo, ready, remaining, jnp.zeros((d,), bool)))
+    return ready, remaining, dest
+
+  on_group = group[None, :] == problem.group_ids[:, None]      # [G, M]
+  done_mark = jnp.int32(m)      # ``remaining`` of a dispatched node
+
+  def step(i, state: _State) -> _State:
+    candidate = state.remaining == 0
+    if dynamic:
+      free = state.group_free[-1]
+      for row in range(g - 2, -1, -1):        # group_free[group], by selects
+        free = jnp.where(on_group[row], state.group_free[row], free)
+      t = jnp.where(executed, jnp.maximum(free, state.ready), 0.0)
+      t = jnp.where(candidate, t, jnp.inf)
+      first = t == jnp.min(t)
+      key = jnp.where(first, group_key, g)
+      chosen = first & (key == jnp.min(key))
+    else:
+      chosen = candidate
+    v = jnp.argmax(jnp.where(chosen, priority, neg_inf))
+    dev = placement[v]
+    runs = executed[v]
+    start = jnp.where(runs, jnp.maximum(state.ready[v],
+                                        state.group_free[group[v]]), 0.0)
+    finish = jnp.where(runs, start + cost[v], 0.0)
+    group_free = jnp.where(runs, state.group_free.at[group[v]].set(finish),
+                           state.group_free)
+    link_row = state.link_free[dev]
+    link_end = jnp.maximum(finish, link_row) + problem.send_s[v, dev]
+    ready, remaining, dest = deliver(state.ready,
+                                     state.remaining.at[v].set(done_mark), v,
+                                     dev, finish, link_end)
+    link_free = state.link_free.at[dev].set(
+        jnp.where(dest & (devices != dev), link_end, link_row))
+    return _State(
+        remaining=remaining, ready=ready,
+        start=state.start.at[v].set(start),
+        finish=state.finish.at[v].set(finish), group_free=group_free,
+        link_free=link_free, order=state.order.at[i].set(v),
+        position=state.position.at[v].set(i))
+
+  zeros = jnp.zeros((m,), jnp.float32)
+  state = _State(
+      remaining=problem.in_degree, ready=zeros, start=zeros, finish=zeros,
+      group_free=jnp.zeros((g,), jnp.float32),
+      link_free=jnp.zeros((d, d), jnp.float32),
+      order=jnp.zeros((m - 1,), jnp.int32),
+      position=jnp.full((m,), m - 1, jnp.int32))
+  return jax.lax.fori_loop(0, m - 1, step, state)
+
+
+def peak_by_position(problem: DispatchProblem, placement: jax.Array,
+                     position: jax.Array) -> jax.Array:
+  """``[D]`` peak live bytes per device of one placement whose nodes run at
+  dispatch ``position`` (``[M]``), in the simulator's memory model (own copy
+  from its position to its last consumer on its device, or throughout for
+  inputs, to the end for outputs; a received copy from the producer's
+  position to its last consumer there)."""
+  m = placement.shape[0]
+  d = problem.group_of_device.shape[0]
+  end = m - 2                                  # last position of a node
+  src, dst = problem.edge_src, problem.edge_dst
+  last = jnp.full((m * d,), -1, jnp.int32).at[
+      src * d + placement[dst]].max(position[dst]).reshape(m, d)
+  home = placement
+  kind = problem.kind
+  own_first = jnp.where(kind == NODE_INPUT, 0, position)
+  own_last = jnp.where(
+      (kind == NODE_INPUT) | (kind == NODE_OUTPUT), end,
+      jnp.maximum(position, jnp.take_along_axis(last, home[:, None], 1)[:, 0]))
+  remote = (last >= 0) & (jnp.arange(d)[None, :] != home[:, None])  # [M, D]
+  width = m                                    # positions 0..end, then end+1
+  rows = jnp.arange(d)[None, :] * width
+  index = jnp.concatenate([
+      home * width + own_first, home * width + own_last + 1,
+      (rows + position[:, None]).reshape(-1),
+      (rows + last + 1).reshape(-1)])
+  sent = jnp.where(remote, problem.send_bytes[:, None], 0.0)
+  delta = jnp.concatenate([problem.own_bytes, -problem.own_bytes,
+                           sent.reshape(-1), -sent.reshape(-1)])
+  live = jnp.zeros((d * width,), jnp.float32).at[index].add(delta)
+  live = jnp.cumsum(live.reshape(d, width), axis=1)
+  return jnp.maximum(jnp.max(live, axis=1), 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("dynamic",))
+def simulate_dispatch(problem: DispatchProblem, placements: jax.Array,
+                      priority: jax.Array, *, dynamic: bool) -> SimResult:
+  """List-schedules and simulates ``K`` placements (pure; jit and vmap).
+
+  Args:
+    problem: from :func:`make_dispatch_problem` (``n_nodes`` budget ``n``).
+    placements: ``[K, n]`` int device per node (padding: any in range).
+    priority: ``[K, n]`` or ``[n]`` float32, larger first (ties: lower id).
+    dynamic: the dynamic rule; else the priority-respecting order.
+
+  Returns:
+    :class:`SimResult` with ``start_s``, ``finish_s`` ``[K, n]`` and
+    ``order`` ``[K, n]`` (the dispatch order, a topological order).
+  """
+  k, n = placements.shape
+  placements = jnp.concatenate(
+      [placements.astype(jnp.int32), jnp.zeros((k, 1), jnp.int32)], 1)
+  priority = jnp.broadcast_to(jnp.asarray(priority, jnp.float32), (k, n))
+  priority = jnp.concatenate(
+      [priority, jnp.full((k, 1), -jnp.inf, jnp.float32)], 1)
+
+  def one(placement, prio):
+    state = _dispatch_one(problem, placement, prio, dynamic)
+    peak = peak_by_position(problem, placement, state.position)
+    return state, peak
+
+  state, peak = jax.vmap(one)(placements, priority)
+  runtime = jnp.max(state.finish, axis=1)
+  oom = jnp.any(peak > problem.memory_bytes[None, :], -1)
+  return SimResult(runtime_s=runtime, peak_bytes=peak, oom=oom,
+                   start_s=state.start[:, :n], finish_s=state.finish[:, :n],
+                   order=state.order)

@@ -1,0 +1,137 @@
+"""Schedule priorities on the host: the critical-path default, checks, and
+the priority-respecting topological order.
+
+Where it sits: a *schedule* says in which order each compute group runs its
+ops. :func:`gplace.simulate` takes one of three kinds (see
+:mod:`gplace.sim.dispatch`): an explicit order, a priority vector (the order
+is then the priority-respecting topological order, :func:`priority_order`),
+or the dynamic list-scheduling rule, whose default priority is
+:func:`bottom_level`. Host-side numpy; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from gplace.errors import ScheduleError
+from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.sim.topology import Topology, validate_costs
+
+
+def bottom_level(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
+  """Critical-path priority: each node's bottom level in seconds.
+
+  The longest path from the node to an exit, counting each executed node's
+  cost averaged over the devices and each edge's transfer averaged over the
+  ordered pairs of distinct devices (HEFT's upward rank on the topology's
+  costs). ``NODE_INPUT`` nodes cost nothing. A placement-independent
+  priority: one vector serves every sample.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    topology: the devices (``D``).
+    costs: optional ``[N, D]`` measured seconds (default: the roofline).
+
+  Returns:
+    ``[N]`` float64; ``level[u] > level[v]`` for every edge ``u -> v`` whose
+    head costs something, ``>=`` always.
+  """
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  node_cost = np.where(graph.kind == NODE_INPUT, 0.0, costs.mean(axis=1))
+  d = topology.n_devices
+  off = ~np.eye(d, dtype=bool)
+  if d > 1:
+    latency = float(topology.link_latency[off].mean())
+    inv_bandwidth = float((1.0 / topology.link_bandwidth[off]).mean())
+  else:
+    latency = inv_bandwidth = 0.0
+  edge_cost = (latency + graph.edge_bytes.astype(np.float64) * inv_bandwidth
+               if d > 1 else np.zeros(graph.n_edges))
+  level = node_cost.astype(np.float64).copy()
+  ptr = graph.succ_csr[0]
+  tail = np.zeros(graph.n_nodes)
+  # Node ids are a topological order: sweep them backwards.
+  dst = graph.edge_dst
+  for v in range(graph.n_nodes - 1, -1, -1):
+    lo, hi = ptr[v], ptr[v + 1]
+    if hi > lo:
+      tail[v] = np.max(edge_cost[lo:hi] + level[dst[lo:hi]])
+    level[v] += tail[v]
+  return level
+
+
+def check_priority(priority, n_nodes: int, n_samples: int | None = None
+                   ) -> np.ndarray:
+  """Validates a priority vector; returns it as float32.
+
+  Args:
+    priority: ``[N]`` or ``[K, N]`` numbers, larger runs first.
+    n_nodes: ``N``.
+    n_samples: ``K`` if a ``[K, N]`` priority must match it.
+
+  Returns:
+    The priority, float32, same shape.
+
+  Raises:
+    ScheduleError: wrong shape, not numbers, or not finite.
+  """
+  try:
+    array = np.asarray(priority, np.float64)
+  except (TypeError, ValueError) as e:
+    raise ScheduleError(f"priority must be an array of numbers: {e}") from None
+  if array.ndim not in (1, 2) or array.shape[-1] != n_nodes:
+    raise ScheduleError(
+        f"priority must have shape [N] or [K, N] with N = {n_nodes} nodes, "
+        f"got shape {array.shape}.")
+  if array.ndim == 2 and n_samples is not None and array.shape[0] != n_samples:
+    raise ScheduleError(
+        f"priority has {array.shape[0]} rows but there are {n_samples} "
+        "placements; give one row per placement, or one [N] vector for all.")
+  if not np.all(np.isfinite(array)):
+    raise ScheduleError("priority must be finite (no NaN or inf).")
+  return array.astype(np.float32)
+
+
+def priority_order(priority, graph: Graph) -> np.ndarray:
+  """The priority-respecting topological order: repeatedly the node of
+  highest priority among those whose producers have all been ordered (ties:
+  lower node id first).
+
+  Args:
+    priority: ``[N]`` numbers (compared as float32, as the simulator does).
+    graph: the op graph.
+
+  Returns:
+    ``[N]`` int64 order.
+  """
+  priority = check_priority(priority, graph.n_nodes).astype(np.float64)
+  remaining = graph.in_degree.astype(np.int64).copy()
+  ptr = graph.succ_csr[0]
+  heap = [(-priority[v], v) for v in np.flatnonzero(remaining == 0).tolist()]
+  heapq.heapify(heap)
+  order = []
+  while heap:
+    _, v = heapq.heappop(heap)
+    order.append(v)
+    for w in graph.edge_dst[ptr[v]:ptr[v + 1]].tolist():
+      remaining[w] -= 1
+      if remaining[w] == 0:
+        heapq.heappush(heap, (-priority[w], w))
+  return np.asarray(order, np.int64)
+
+
+def order_priority(order) -> np.ndarray:
+  """A priority under which ``order`` (``[N]`` or ``[K, N]``, topological)
+  is the priority-respecting order: ``N - position``, float32 (exact below
+  2**24 nodes)."""
+  order = np.asarray(order)
+  n = order.shape[-1]
+  rows = np.atleast_2d(order)
+  priority = np.empty(rows.shape, np.float32)
+  for row, out in zip(rows, priority):
+    out[row] = n - np.arange(n)
+  return priority.reshape(order.shape)
+

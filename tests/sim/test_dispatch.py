@@ -1,0 +1,207 @@
+"""Tests of gplace.sim.dispatch: per-placement schedules (list scheduling)
+agree with the plain-Python reference, reproduce themselves through the
+shared-order scan, and follow the dynamic rule on schedules worked out by
+hand."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from gplace.errors import PlacementError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.graphs.graph import random_dag
+from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
+from gplace.sim.priority import bottom_level, order_priority
+from gplace.sim.reference import simulate_reference
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import Device, Topology, preset
+from sim_cases import RTOL, SETTINGS, is_topological, random_topology
+
+
+def _assert_close(result, k, ref):
+  scale = max(ref.runtime_s, 1e-30)
+  np.testing.assert_allclose(float(result.runtime_s[k]), ref.runtime_s,
+                             rtol=RTOL, atol=1e-30)
+  np.testing.assert_allclose(np.asarray(result.start_s[k]), ref.start_s,
+                             rtol=0, atol=RTOL * scale)
+  np.testing.assert_allclose(np.asarray(result.finish_s[k]), ref.finish_s,
+                             rtol=0, atol=RTOL * scale)
+  np.testing.assert_allclose(np.asarray(result.peak_bytes[k]),
+                             ref.peak_bytes, rtol=RTOL)
+
+
+@SETTINGS
+@given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
+       seed=st.integers(0, 10_000), dynamic=st.booleans())
+def test_dispatch_matches_reference(n_nodes, n_devices, seed, dynamic):
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, seed=seed)
+  topology = random_topology(rng, n_devices)
+  placements = rng.integers(0, n_devices, (3, n_nodes))
+  priority = rng.normal(size=(3, n_nodes)).astype(np.float32)
+  result = simulate(graph, placements, topology, priority=priority,
+                    schedule="dynamic" if dynamic else "static",
+                    return_schedule=True)
+  for k in range(3):
+    ref = simulate_reference(graph, placements[k], topology,
+                             priority=priority[k],
+                             schedule="dynamic" if dynamic else "static")
+    np.testing.assert_array_equal(result.order[k], ref.order)
+    _assert_close(result, k, ref)
+
+
+@SETTINGS
+@given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
+       seed=st.integers(0, 10_000))
+def test_dynamic_schedule_reproduces_through_the_shared_order_scan(
+    n_nodes, n_devices, seed):
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, seed=seed)
+  topology = random_topology(rng, n_devices)
+  placements = rng.integers(0, n_devices, (4, n_nodes))
+  dynamic = simulate(graph, placements, topology, schedule="dynamic",
+                     return_schedule=True)
+  for k in range(4):
+    assert is_topological(graph, dynamic.order[k])
+    again = simulate(graph, placements[k], topology, order=dynamic.order[k],
+                     return_schedule=True)
+    scale = max(float(again.runtime_s), 1e-30)
+    np.testing.assert_allclose(float(dynamic.runtime_s[k]),
+                               float(again.runtime_s), rtol=RTOL)
+    np.testing.assert_allclose(np.asarray(dynamic.start_s[k]),
+                               np.asarray(again.start_s), atol=RTOL * scale)
+    np.testing.assert_allclose(np.asarray(dynamic.peak_bytes[k]),
+                               np.asarray(again.peak_bytes), rtol=RTOL)
+    ref = simulate_reference(graph, placements[k], topology,
+                             order=dynamic.order[k])
+    np.testing.assert_allclose(float(dynamic.runtime_s[k]), ref.runtime_s,
+                               rtol=RTOL)
+
+
+def test_per_sample_orders_equal_one_shared_order_each():
+  graph = random_dag(30, seed=4)
+  topology = preset("1cpu+2gpu")
+  rng = np.random.default_rng(0)
+  placements = rng.integers(0, 3, (3, 30))
+  orders = np.stack([
+      np.arange(30), simulate(graph, placements[1], topology,
+                              schedule="dynamic", return_schedule=True).order,
+      np.argsort(-bottom_level(graph, topology), kind="stable")])
+  assert all(is_topological(graph, o) for o in orders)
+  batched = simulate(graph, placements, topology, order=orders,
+                     return_schedule=True)
+  for k in range(3):
+    one = simulate(graph, placements[k], topology, order=orders[k],
+                   return_schedule=True)
+    np.testing.assert_array_equal(batched.order[k], orders[k])
+    np.testing.assert_allclose(float(batched.runtime_s[k]),
+                               float(one.runtime_s), rtol=RTOL)
+    np.testing.assert_allclose(np.asarray(batched.peak_bytes[k]),
+                               np.asarray(one.peak_bytes), rtol=RTOL)
+
+
+def _graph(names, kinds, edges):
+  n = len(names)
+  return Graph.build(
+      names=names, op_type=[k.lower() for k in kinds],
+      kind=[{"IN": NODE_INPUT, "OP": NODE_OP, "OUT": NODE_OUTPUT}[k]
+            for k in kinds],
+      out_shapes=[(1,)] * n, out_dtype=["float32"] * n, out_bytes=[4] * n,
+      flops=[0] * n, bytes_accessed=[0] * n,
+      edges=[(s, t, 4) for s, t in edges], name="by_hand")
+
+
+def _two_devices(latency_s: float) -> Topology:
+  """Two devices in their own compute groups; a transfer takes
+  ``latency_s`` (bandwidth is practically infinite)."""
+  devices = tuple(Device(f"dev:{i}", "gpu", peak_flops=1e12,
+                         mem_bandwidth=1e11, memory_bytes=1e9)
+                  for i in range(2))
+  return Topology(devices=devices, link_bandwidth=np.full((2, 2), 1e15),
+                  link_latency=np.array([[0.0, latency_s], [latency_s, 0.0]]),
+                  compute_group=np.arange(2), name="two")
+
+
+def test_dynamic_rule_by_hand():
+  # x -> a (long) -> out_a and x -> b (short) -> c -> out_c.
+  graph = _graph(["x", "a", "b", "c", "out_a", "out_c"],
+                 ["IN", "OP", "OP", "OP", "OUT", "OUT"],
+                 [(0, 1), (0, 2), (2, 3), (1, 4), (3, 5)])
+  topology = _two_devices(3.0)
+  costs = np.zeros((6, 2))
+  costs[1], costs[2], costs[3] = 5.0, 1.0, 1.0
+  # a on device 1 (x's output arrives at 3), b and c on device 0.
+  split = simulate(graph, np.array([0, 1, 0, 0, 1, 0]), topology, costs,
+                   schedule="dynamic", return_schedule=True)
+  np.testing.assert_allclose(np.asarray(split.start_s)[[1, 2, 3]], [3.0, 0.0, 1.0],
+                             atol=1e-6)
+  # All on one device: the critical path (a, bottom level 5) runs first.
+  together = simulate(graph, np.zeros(6, int), topology, costs,
+                      schedule="dynamic", return_schedule=True)
+  np.testing.assert_allclose(np.asarray(together.start_s)[[1, 2, 3]], [0.0, 5.0, 6.0])
+  # A priority that prefers b runs b and c first.
+  prefer_b = np.array([0, 0, 9, 9, 0, 0], np.float32)
+  steered = simulate(graph, np.zeros(6, int), topology, costs,
+                     priority=prefer_b, schedule="dynamic",
+                     return_schedule=True)
+  np.testing.assert_allclose(np.asarray(steered.start_s)[[1, 2, 3]], [2.0, 0.0, 1.0])
+  np.testing.assert_array_equal(steered.order[:4], [0, 2, 3, 1])
+
+
+def test_dynamic_runs_an_arrived_op_rather_than_wait_for_priority():
+  # x0 -> a (high priority, its input arrives at 3), x1 -> b (arrived).
+  graph = _graph(["x0", "x1", "a", "b", "out_a", "out_b"],
+                 ["IN", "IN", "OP", "OP", "OUT", "OUT"],
+                 [(0, 2), (1, 3), (2, 4), (3, 5)])
+  topology = _two_devices(3.0)
+  costs = np.zeros((6, 2))
+  costs[2], costs[3] = 5.0, 1.0
+  placement = np.array([0, 1, 1, 1, 1, 1])
+  dynamic = simulate(graph, placement, topology, costs, schedule="dynamic",
+                     return_schedule=True)
+  np.testing.assert_allclose(np.asarray(dynamic.start_s)[[2, 3]], [3.0, 0.0], atol=1e-6)
+  np.testing.assert_allclose(float(dynamic.runtime_s), 8.0, atol=1e-6)
+  # The static order of the same priorities waits for a: one second more.
+  static = simulate(graph, placement, topology, costs,
+                    priority=bottom_level(graph, topology, costs),
+                    return_schedule=True)
+  np.testing.assert_allclose(float(static.runtime_s), 9.0, atol=1e-6)
+  ref = simulate_reference(graph, placement, topology, costs,
+                           schedule="dynamic")
+  np.testing.assert_allclose(ref.runtime_s, 8.0, atol=1e-6)
+
+
+def test_budget_padding_and_jit_of_the_raw_function():
+  graph = random_dag(20, seed=1)
+  topology = preset("1cpu+2gpu")
+  exact = make_dispatch_problem(graph, topology)
+  padded = make_dispatch_problem(graph, topology, n_nodes=32, n_edges=80)
+  rng = np.random.default_rng(1)
+  placement = rng.integers(0, 3, (2, 20))
+  priority = bottom_level(graph, topology).astype(np.float32)
+  a = simulate_dispatch(exact, jnp.asarray(placement), priority, dynamic=True)
+  wide = np.pad(placement, ((0, 0), (0, 12)))
+  b = simulate_dispatch(padded, jnp.asarray(wide),
+                        np.pad(priority, (0, 12)), dynamic=True)
+  np.testing.assert_allclose(np.asarray(a.runtime_s), np.asarray(b.runtime_s),
+                             rtol=RTOL)
+  np.testing.assert_allclose(np.asarray(a.finish_s),
+                             np.asarray(b.finish_s)[:, :20], rtol=RTOL)
+  # Problems of one budget stack and vmap.
+  other = make_dispatch_problem(random_dag(25, seed=2), topology, n_nodes=32,
+                                n_edges=80)
+  stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), padded, other)
+  both = jax.vmap(lambda p: simulate_dispatch(
+      p, jnp.asarray(wide), np.pad(priority, (0, 12)), dynamic=True))(stacked)
+  np.testing.assert_allclose(np.asarray(both.runtime_s[0]),
+                             np.asarray(b.runtime_s), rtol=RTOL)
+  with pytest.raises(PlacementError, match="budget"):
+    make_dispatch_problem(graph, topology, n_nodes=10)
+
+
+def test_order_priority_inverts_positions():
+  order = np.array([[2, 0, 1], [0, 1, 2]])
+  priority = order_priority(order)
+  np.testing.assert_array_equal(np.argsort(-priority, axis=1), order)

@@ -1,0 +1,54 @@
+"""Tests of gplace.plotting: the drawn schedule is the simulated one."""
+
+import matplotlib
+import numpy as np
+
+from gplace import plotting
+from gplace.graphs.graph import NODE_OP, random_dag
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import preset
+
+matplotlib.use("Agg")
+
+
+def _setup():
+  graph = random_dag(30, seed=3)
+  topology = preset("1cpu+2gpu")
+  placement = np.random.default_rng(0).integers(0, 3, 30)
+  return graph, topology, placement
+
+
+def test_schedule_is_the_simulated_one_in_each_schedule():
+  graph, topology, placement = _setup()
+  for args in ({}, {"schedule": "dynamic"}):
+    start, finish, runtime = plotting.schedule(graph, placement, topology,
+                                               **args)
+    result = simulate(graph, placement, topology, return_schedule=True,
+                      **args)
+    np.testing.assert_array_equal(start, np.asarray(result.start_s))
+    np.testing.assert_array_equal(finish, np.asarray(result.finish_s))
+    assert runtime == float(result.runtime_s)
+
+
+def test_plot_schedule_draws_one_bar_per_op_on_its_device_row():
+  graph, topology, placement = _setup()
+  ax = plotting.plot_schedule(graph, placement, topology, schedule="dynamic")
+  start, finish, _ = plotting.schedule(graph, placement, topology,
+                                       schedule="dynamic")
+  ops = (graph.kind == NODE_OP) & (finish > start)
+  bars = [len(c.get_paths()) for c in ax.collections]
+  assert sum(bars) == int(ops.sum())
+  assert [t.get_text() for t in ax.get_yticklabels()] == list(
+      topology.device_names)
+  assert "ms per step" in ax.get_title()
+
+
+def test_plot_device_load_shares_sum_to_one():
+  graph, topology, placement = _setup()
+  ax = plotting.plot_device_load(
+      graph, {"random": placement, "one": np.zeros(30, int)}, topology)
+  heights = np.zeros(2)
+  for patch in ax.patches:
+    heights[int(round(patch.get_x() + patch.get_width() / 2))] += (
+        patch.get_height())
+  np.testing.assert_allclose(heights, 1.0)
