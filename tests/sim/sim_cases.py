@@ -47,3 +47,18 @@ def is_topological(graph, order) -> bool:
   position = np.empty(graph.n_nodes, np.int64)
   position[np.asarray(order)] = np.arange(graph.n_nodes)
   return bool(np.all(position[graph.edge_src] < position[graph.edge_dst]))
+
+
+def assert_close_to_reference(result, k: int, ref) -> None:
+  """Placement ``k`` of a jitted ``result`` (runtime, per-node times, peak
+  bytes) equals the reference's ``ref`` to ``RTOL`` (times: relative to the
+  runtime)."""
+  scale = max(ref.runtime_s, 1e-30)
+  np.testing.assert_allclose(float(result.runtime_s[k]), ref.runtime_s,
+                             rtol=RTOL, atol=1e-30)
+  np.testing.assert_allclose(np.asarray(result.start_s[k]), ref.start_s,
+                             rtol=0, atol=RTOL * scale)
+  np.testing.assert_allclose(np.asarray(result.finish_s[k]), ref.finish_s,
+                             rtol=0, atol=RTOL * scale)
+  np.testing.assert_allclose(np.asarray(result.peak_bytes[k]),
+                             ref.peak_bytes, rtol=RTOL)

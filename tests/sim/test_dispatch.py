@@ -17,19 +17,8 @@ from gplace.sim.priority import bottom_level, order_priority
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Device, Topology, preset
-from sim_cases import RTOL, SETTINGS, is_topological, random_topology
-
-
-def _assert_close(result, k, ref):
-  scale = max(ref.runtime_s, 1e-30)
-  np.testing.assert_allclose(float(result.runtime_s[k]), ref.runtime_s,
-                             rtol=RTOL, atol=1e-30)
-  np.testing.assert_allclose(np.asarray(result.start_s[k]), ref.start_s,
-                             rtol=0, atol=RTOL * scale)
-  np.testing.assert_allclose(np.asarray(result.finish_s[k]), ref.finish_s,
-                             rtol=0, atol=RTOL * scale)
-  np.testing.assert_allclose(np.asarray(result.peak_bytes[k]),
-                             ref.peak_bytes, rtol=RTOL)
+from sim_cases import (RTOL, SETTINGS, assert_close_to_reference,
+                       is_topological, random_topology)
 
 
 @SETTINGS
@@ -49,7 +38,7 @@ def test_dispatch_matches_reference(n_nodes, n_devices, seed, dynamic):
                              priority=priority[k],
                              schedule="dynamic" if dynamic else "static")
     np.testing.assert_array_equal(result.order[k], ref.order)
-    _assert_close(result, k, ref)
+    assert_close_to_reference(result, k, ref)
 
 
 @SETTINGS

@@ -12,8 +12,8 @@ from gplace.sim.problem import make_problem
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
-from sim_cases import (BUDGET, RTOL, SETTINGS, jit_simulate, padded,
-                       random_topology)
+from sim_cases import (BUDGET, SETTINGS, assert_close_to_reference,
+                       jit_simulate, padded, random_topology)
 
 
 def random_topological_order(graph: Graph, rng) -> np.ndarray:
@@ -41,15 +41,7 @@ def assert_matches_reference(graph, placements, topology, costs=None,
   for k, placement in enumerate(placements):
     ref = simulate_reference(graph, placement, topology, costs=costs,
                              order=order)
-    scale = max(ref.runtime_s, 1e-30)
-    np.testing.assert_allclose(float(result.runtime_s[k]), ref.runtime_s,
-                               rtol=RTOL, atol=1e-30)
-    np.testing.assert_allclose(np.asarray(result.start_s[k]), ref.start_s,
-                               rtol=0, atol=RTOL * scale)
-    np.testing.assert_allclose(np.asarray(result.finish_s[k]), ref.finish_s,
-                               rtol=0, atol=RTOL * scale)
-    np.testing.assert_allclose(np.asarray(result.peak_bytes[k]),
-                               ref.peak_bytes, rtol=RTOL)
+    assert_close_to_reference(result, k, ref)
     capacity = topology.memory_bytes
     near = np.any(np.abs(ref.peak_bytes - capacity) <= 1e-6 * capacity)
     if not near:

@@ -1,7 +1,6 @@
 """Tests of gplace.workloads.amoebanet: AmoebaNet captures with cell names
 and runs."""
 
-import pytest
 
 import workload_cases
 
@@ -11,21 +10,6 @@ LAYER_NAMES = {
 }
 
 
-def test_layer_names_cover_the_module():
-  assert workload_cases.names_from("amoebanet") == set(LAYER_NAMES)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_captures_with_layer_names(name):
-  workload_cases.check_tiny_train_captures_with_layer_names(
-      name, LAYER_NAMES[name])
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_infer_runs(name):
-  workload_cases.check_tiny_infer_runs(name)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_runs(name):
-  workload_cases.check_tiny_train_runs(name)
+(test_layer_names_cover_the_module,
+ test_tiny_train_captures_with_layer_names, test_tiny_infer_runs,
+ test_tiny_train_runs) = workload_cases.family_tests("amoebanet", LAYER_NAMES)

@@ -2,7 +2,6 @@
 layer names and run; Transformer-XL returns its next memory."""
 
 import jax
-import pytest
 
 from gplace import workloads
 import workload_cases
@@ -16,24 +15,9 @@ LAYER_NAMES = {
 }
 
 
-def test_layer_names_cover_the_module():
-  assert workload_cases.names_from("attention") == set(LAYER_NAMES)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_captures_with_layer_names(name):
-  workload_cases.check_tiny_train_captures_with_layer_names(
-      name, LAYER_NAMES[name])
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_infer_runs(name):
-  workload_cases.check_tiny_infer_runs(name)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_runs(name):
-  workload_cases.check_tiny_train_runs(name)
+(test_layer_names_cover_the_module,
+ test_tiny_train_captures_with_layer_names, test_tiny_infer_runs,
+ test_tiny_train_runs) = workload_cases.family_tests("attention", LAYER_NAMES)
 
 
 def test_transformer_xl_infer_returns_next_memory():

@@ -4,7 +4,6 @@ time."""
 
 import jax
 import numpy as np
-import pytest
 
 from gplace import workloads
 import workload_cases
@@ -19,24 +18,9 @@ LAYER_NAMES = {
 }
 
 
-def test_layer_names_cover_the_module():
-  assert workload_cases.names_from("rnn") == set(LAYER_NAMES)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_captures_with_layer_names(name):
-  workload_cases.check_tiny_train_captures_with_layer_names(
-      name, LAYER_NAMES[name])
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_infer_runs(name):
-  workload_cases.check_tiny_infer_runs(name)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_runs(name):
-  workload_cases.check_tiny_train_runs(name)
+(test_layer_names_cover_the_module,
+ test_tiny_train_captures_with_layer_names, test_tiny_infer_runs,
+ test_tiny_train_runs) = workload_cases.family_tests("rnn", LAYER_NAMES)
 
 
 def test_train_step_reduces_loss():

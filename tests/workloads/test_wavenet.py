@@ -1,7 +1,6 @@
 """Tests of gplace.workloads.wavenet: the WaveNet stacks capture with layer
 names and run."""
 
-import pytest
 
 import workload_cases
 
@@ -12,21 +11,6 @@ LAYER_NAMES = {
 }
 
 
-def test_layer_names_cover_the_module():
-  assert workload_cases.names_from("wavenet") == set(LAYER_NAMES)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_captures_with_layer_names(name):
-  workload_cases.check_tiny_train_captures_with_layer_names(
-      name, LAYER_NAMES[name])
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_infer_runs(name):
-  workload_cases.check_tiny_infer_runs(name)
-
-
-@pytest.mark.parametrize("name", sorted(LAYER_NAMES))
-def test_tiny_train_runs(name):
-  workload_cases.check_tiny_train_runs(name)
+(test_layer_names_cover_the_module,
+ test_tiny_train_captures_with_layer_names, test_tiny_infer_runs,
+ test_tiny_train_runs) = workload_cases.family_tests("wavenet", LAYER_NAMES)

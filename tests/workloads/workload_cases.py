@@ -69,3 +69,31 @@ def check_tiny_train_runs(name: str):
       lambda a, b: bool(jnp.any(a != b)), variables["params"],
       args[0]["params"])
   assert any(jax.tree_util.tree_leaves(changed))
+
+
+def family_tests(module: str, layer_names: dict[str, str]):
+  """The four tests every model module's test file runs on its workloads
+  (``gplace.workloads.<module>``; ``layer_names``: a layer-name fragment
+  each captured graph must contain). Assign them to ``test_*`` names.
+
+  Returns:
+    ``(covers_module, captures_with_layer_names, infer_runs, train_runs)``.
+  """
+  names = sorted(layer_names)
+
+  def covers_module():
+    assert names_from(module) == set(layer_names)
+
+  @pytest.mark.parametrize("name", names)
+  def captures_with_layer_names(name):
+    check_tiny_train_captures_with_layer_names(name, layer_names[name])
+
+  @pytest.mark.parametrize("name", names)
+  def infer_runs(name):
+    check_tiny_infer_runs(name)
+
+  @pytest.mark.parametrize("name", names)
+  def train_runs(name):
+    check_tiny_train_runs(name)
+
+  return covers_module, captures_with_layer_names, infer_runs, train_runs
