@@ -45,14 +45,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.errors import PlacementError, TopologyError
+from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.problem import SimResult, send_bytes, transfer_seconds
+from gplace.sim.problem import (SimResult, check_simulable, send_bytes,
+                                transfer_seconds)
 from gplace.sim.topology import Topology, validate_costs
 
 #: Consumers handled per inner step when a node's outputs are delivered.
 SUCC_WIDTH = 8
-_MAX_DEVICES = 32
 
 
 class DispatchProblem(NamedTuple):
@@ -119,13 +119,8 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
     PlacementError: an empty graph or a budget below the graph's size.
     TopologyError: a bad cost table or more than 32 devices.
   """
+  check_simulable(graph, topology)
   n, e, d = graph.n_nodes, graph.n_edges, topology.n_devices
-  if n == 0:
-    raise PlacementError("The graph has no nodes; there is nothing to "
-                         "simulate.")
-  if d > _MAX_DEVICES:
-    raise TopologyError(f"The simulator supports at most {_MAX_DEVICES} "
-                        f"devices, the topology has {d}.")
   n_pad = n if n_nodes is None else int(n_nodes)
   e_pad = e if n_edges is None else int(n_edges)
   if n_pad < n or e_pad < e:

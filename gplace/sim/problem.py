@@ -145,6 +145,17 @@ def send_bytes(graph: Graph) -> np.ndarray:
   return out
 
 
+def check_simulable(graph: Graph, topology: Topology) -> None:
+  """Raises PlacementError for an empty graph and TopologyError for more
+  devices than the simulator's device bitmasks hold (32)."""
+  if graph.n_nodes == 0:
+    raise PlacementError("The graph has no nodes; there is nothing to "
+                         "simulate.")
+  if topology.n_devices > _MAX_DEVICES:
+    raise TopologyError(f"The simulator supports at most {_MAX_DEVICES} "
+                        f"devices, the topology has {topology.n_devices}.")
+
+
 def transfer_seconds(graph: Graph, topology: Topology) -> np.ndarray:
   """``[N, D, D]`` float64 seconds of one transfer of each node's output on
   each link: ``link_latency + send_bytes / link_bandwidth`` (0 on the
@@ -186,14 +197,9 @@ def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
     TopologyError: bad cost table, or more than 32 devices.
     PlacementError: bad order, or a budget too small for the graph.
   """
+  check_simulable(graph, topology)
   n = graph.n_nodes
   d = topology.n_devices
-  if n == 0:
-    raise PlacementError("The graph has no nodes; there is nothing to "
-                         "simulate.")
-  if d > _MAX_DEVICES:
-    raise TopologyError(f"The simulator supports at most {_MAX_DEVICES} "
-                        f"devices, the topology has {d}.")
   exact = n_nodes is None
   n_pad = n if exact else int(n_nodes)
   if n_pad < n:
