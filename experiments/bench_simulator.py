@@ -87,6 +87,19 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
       max_rel_err_vs_reference=max_rel_err)
 
 
+def describe_path() -> str:
+  """Which compilation path the scan takes here, and its vector width."""
+  from gplace.sim import kernel  # pylint: disable=g-import-not-at-top
+  one_kernel = (kernel._HAS_OP_METADATA and kernel.ONE_KERNEL_LOOPS
+                and jax.default_backend() == "cpu")
+  width = simulator.COMPILER_OPTIONS.get("xla_cpu_prefer_vector_width",
+                                         "XLA default (256)")
+  return (f"backend {jax.default_backend()}, jax {jax.__version__}; scan "
+          f"path: {'one-kernel CPU loops' if one_kernel else 'plain lax.scan'}"
+          f"; preferred vector width: {width}; load average "
+          f"{' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--sizes", type=int, nargs="+",
@@ -101,6 +114,7 @@ def main():
   parser.add_argument("--json", default=None, help="write results here")
   args = parser.parse_args()
 
+  print(describe_path(), flush=True)
   rows = []
   for n in args.sizes:
     rows.append(bench_size(n, args.placements, args.repeats,
@@ -129,6 +143,7 @@ def main():
           f"{r['speedup_wall']:.0f}x |")
   if args.json:
     meta = dict(jax=jax.__version__, backend=jax.default_backend(),
+                path=describe_path(),
                 machine=platform.machine(), processor=platform.processor(),
                 argv=vars(args),
                 load_average=list(__import__("os").getloadavg()))
