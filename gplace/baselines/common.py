@@ -10,9 +10,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gplace.errors import GraphError, TopologyError
-from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.topology import Topology, validate_costs
+from gplace.errors import PlacementError
+from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
+from gplace.sim.topology import Topology, check_topology, validate_costs
 
 Baseline = Callable[..., np.ndarray]
 
@@ -52,29 +52,46 @@ LAYER_PATTERN = re.compile(
 
 
 class PlanningProblem(NamedTuple):
-  """The validated inputs every baseline starts from."""
+  """The validated inputs every baseline starts from.
+
+  Attributes:
+    graph: the op graph (at least one node).
+    topology: the devices.
+    costs: ``[N, D]`` float64 seconds per node and device.
+    allowed: ``[G]`` int32, the devices a GPU-only baseline may use.
+    memory_bytes: ``[D]`` float64 bytes the list schedulers plan to fit in
+      (``None``: ``topology.memory_bytes``); smaller than the capacity when
+      a plan is repaired (see ``scheduler.plan_within_memory``).
+  """
   graph: Graph
   topology: Topology
-  costs: np.ndarray        # [N, D] float64 seconds
-  allowed: np.ndarray      # [G] int32, devices a GPU-only baseline may use
+  costs: np.ndarray
+  allowed: np.ndarray
+  memory_bytes: np.ndarray | None = None
 
 
 def prepare(graph, topology, costs) -> PlanningProblem:
-  if not isinstance(graph, Graph):
-    raise GraphError(f"A baseline needs a gplace.Graph, got "
-                     f"{type(graph).__name__}; capture one with "
-                     "gplace.capture(fn, *args).")
-  if not isinstance(topology, Topology):
-    raise TopologyError(f"A baseline needs a gplace Topology, got "
-                        f"{type(topology).__name__}; use "
-                        "gplace.topology.preset('1cpu+4gpu') or build one.")
-  if topology.n_devices == 0:  # Topology rejects this; belt and braces.
-    raise TopologyError("The topology has no devices; a placement needs at "
-                        "least one.")
+  """Validates a baseline's arguments; returns its :class:`PlanningProblem`.
+
+  Raises:
+    GraphError: ``graph`` is not a :class:`Graph`.
+    PlacementError: ``graph`` has no nodes (as ``gplace.simulate``: there is
+      nothing to place).
+    TopologyError: ``topology`` is not a :class:`Topology`, or a bad
+      ``costs`` table.
+  """
+  check_graph(graph, "A baseline")
+  check_topology(topology, "A baseline")
+  if graph.n_nodes == 0:
+    raise PlacementError(
+        f"graph {graph.name!r} has no nodes; there is nothing to place. "
+        "Capture a function that computes something "
+        "(gplace.capture(fn, *args)).")
   if costs is None:
     costs = topology.op_costs(graph)
   costs = validate_costs(costs, graph, topology)
-  return PlanningProblem(graph, topology, costs, gpu_devices(topology))
+  return PlanningProblem(graph, topology, costs, gpu_devices(topology),
+                         topology.memory_bytes)
 
 
 def gpu_devices(topology: Topology) -> np.ndarray:
@@ -178,3 +195,54 @@ def single_device_peak_bytes(graph: Graph) -> float:
   np.add.at(delta, first, nbytes)
   np.add.at(delta, last + 1, -nbytes)
   return float(np.cumsum(delta)[:n].max())
+
+
+def simulated_peak_bytes(graph: Graph, placement, n_devices: int,
+                         order=None) -> np.ndarray:
+  """``[D]`` float64 peak live bytes per device, exactly as the simulator.
+
+  The memory model of ``gplace.sim.simulator`` (its module docstring), in
+  vectorized numpy, for one placement: a node's own copy lives from its
+  position to its last consumer on its device (inputs the whole step,
+  output nodes to the end); a copy on each other device holding a consumer
+  lives from the producer's position to that device's last consumer and
+  holds the producer's largest out-edge. ``O(N D + E)``.
+
+  Args:
+    graph: the op graph.
+    placement: ``[N]`` int device per node, valid for ``n_devices``.
+    n_devices: number of devices ``D``.
+    order: optional ``[N]`` priority order (a permutation of node ids);
+      default node-id order, the simulator's default.
+  """
+  n = graph.n_nodes
+  if n == 0:
+    return np.zeros(n_devices)
+  placement = np.asarray(placement, np.int64)
+  position = np.arange(n)
+  if order is not None:
+    position = np.empty(n, np.int64)
+    position[np.asarray(order, np.int64)] = np.arange(n)
+  src = graph.edge_src.astype(np.int64)
+  dst = graph.edge_dst.astype(np.int64)
+  send = np.zeros(n, np.int64)
+  np.maximum.at(send, src, graph.edge_bytes)
+  # last[u, d]: the last position of a consumer of u on device d (-1: none).
+  last = np.full(n * n_devices, -1, np.int64)
+  np.maximum.at(last, src * n_devices + placement[dst], position[dst])
+  last = last.reshape(n, n_devices)
+  resident = (graph.kind == NODE_INPUT) | (graph.kind == NODE_OUTPUT)
+  own_first = np.where(graph.kind == NODE_INPUT, 0, position)
+  own_last = np.where(resident, n - 1,
+                      np.maximum(position, last[np.arange(n), placement]))
+  node, device = np.nonzero(last >= 0)
+  remote = device != placement[node]
+  node, device = node[remote], device[remote]
+  where = np.concatenate([placement, device])
+  first = np.concatenate([own_first, position[node]])
+  final = np.concatenate([own_last, last[node, device]])
+  size = np.concatenate([graph.out_bytes, send[node]]).astype(np.float64)
+  delta = np.zeros((n_devices, n + 1))
+  np.add.at(delta, (where, first), size)
+  np.add.at(delta, (where, final + 1), -size)
+  return np.cumsum(delta, axis=1)[:, :n].max(axis=1)

@@ -16,7 +16,8 @@ from gplace.sim.topology import Topology
 from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
                                      placer_from_planner, prepare,
                                      upward_rank)
-from gplace.baselines.scheduler import ListScheduler, Plan
+from gplace.baselines.scheduler import (ListScheduler, Plan,
+                                        plan_within_memory)
 
 # Insertion-based HEFT looks at most this many idle gaps of a device before
 # appending at its end, which keeps it O(N * D * HEFT_MAX_GAPS).
@@ -24,7 +25,8 @@ HEFT_MAX_GAPS = 64
 
 
 def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
-                  favourite_parent: np.ndarray | None = None) -> Plan:
+                 favourite_parent: np.ndarray | None = None,
+                 spill=()) -> Plan:
   """Memory-constrained earliest-task-first list scheduling (Baechi m-ETF).
 
   Repeatedly takes the ready node that can start earliest on some device
@@ -34,8 +36,10 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
   devices from grabbing work just because they are idle). With
   ``favourite_parent`` (m-SCT) a node goes to its favourite parent's device
   whenever that device has room and is idle by the time the node's data is
-  there. A node that fits nowhere goes where there is most room (the
-  schedule will OOM).
+  there. A node that fits on none of ``devices`` goes to the ``spill``
+  device with room where it finishes earliest; one that fits nowhere goes
+  where there is most room (the plan overflows; see
+  ``scheduler.plan_within_memory``, which repairs it).
 
   Each device keeps two heaps of the ready nodes: those whose data is not
   there before the device is free, keyed by data-ready time, and those that
@@ -50,8 +54,9 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
     devices: device indices the schedule may use.
     priority: ``[N]`` tie-break, larger first (upward rank).
     favourite_parent: ``[N]`` int, a producer id or -1.
+    spill: devices used only for nodes that fit on none of ``devices``.
   """
-  state = ListScheduler(problem, devices)
+  state = ListScheduler(problem, devices, spill)
   n = state.n
   devices = state.devices
   cost, group = state.cost, state.group
@@ -139,9 +144,11 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
       if d in devices and group_free[group[d]] <= ready[d] and state.fits(
           d, need, resident):
         choice = d
-    if choice < 0:
+    for candidates in (devices, state.spill):
+      if choice >= 0:
+        break
       choice_finish = float("inf")
-      for d in devices:
+      for d in candidates:
         if not state.fits(d, need, resident):
           continue
         s = ready[d]
@@ -166,7 +173,7 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
 
 
 def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
-                   max_gaps: int | None = None) -> Plan:
+                  max_gaps: int | None = None) -> Plan:
   """Insertion-based HEFT over ``devices`` in decreasing ``rank`` order.
 
   Each node goes to the device (with room, when any has) where it finishes
@@ -211,7 +218,7 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
     row = cost[i]
     best = None
     candidates = [d for d in devices if state.fits(d, need, resident)]
-    if not candidates:
+    if not candidates:  # the plan overflows; plan_within_memory repairs it
       candidates = [state.most_room()]
     for d in candidates:
       idx, s = slot(group[d], ready[d], row[d])
@@ -238,7 +245,9 @@ def schedule_ranks(problem: PlanningProblem, devices) -> np.ndarray:
 def plan_ordered_eft(problem: PlanningProblem) -> Plan:
   devices = np.arange(problem.topology.n_devices)
   by_id = -np.arange(problem.graph.n_nodes, dtype=np.float64)
-  return heft_schedule(problem, devices, by_id, max_gaps=0)
+  return plan_within_memory(
+      lambda p: heft_schedule(p, devices, by_id, max_gaps=0), problem,
+      devices)
 
 
 ordered_eft = placer_from_planner(
@@ -257,13 +266,15 @@ ordered_eft = placer_from_planner(
 def plan_m_etf(problem: PlanningProblem) -> Plan:
   devices = np.arange(problem.topology.n_devices)
   rank = schedule_ranks(problem, devices)
-  return etf_schedule(problem, devices, rank)
+  return plan_within_memory(lambda p: etf_schedule(p, devices, rank),
+                            problem, devices)
 
 
 def plan_heft(problem: PlanningProblem) -> Plan:
   devices = np.arange(problem.topology.n_devices)
   rank = schedule_ranks(problem, devices)
-  return heft_schedule(problem, devices, rank)
+  return plan_within_memory(lambda p: heft_schedule(p, devices, rank),
+                            problem, devices)
 
 
 m_etf = placer_from_planner(
@@ -302,16 +313,28 @@ def m_topo(graph: Graph, topology: Topology, *, costs=None,
   the current GPU until it holds ``1/G`` of the total compute (mean op time
   over the GPUs) or the node does not fit in its memory, then moves to the
   next GPU. Inputs are placed with their first consumer. Memory is live
-  bytes in id order, as in the list schedulers (see ListScheduler). When the
-  last GPU is full, a node goes to the GPU with the most room left.
+  bytes in id order, as in the list schedulers (see ListScheduler). When no
+  GPU has room, a node spills to the other devices (the CPU); the placement
+  is then checked and repaired as the list schedulers' are
+  (``scheduler.plan_within_memory``), so it fits whenever everything fits on
+  one device.
 
   Returns:
     ``[N]`` int32 placement.
   """
   del seed
   problem = prepare(graph, topology, costs)
-  gpus = problem.allowed.tolist()
-  state = ListScheduler(problem, gpus)
+  gpus = problem.allowed
+  others = np.setdiff1d(np.arange(topology.n_devices), gpus)
+  return plan_within_memory(lambda p: _topo_fill(p, gpus, others), problem,
+                            gpus).placement
+
+
+def _topo_fill(problem: PlanningProblem, gpus, spill) -> Plan:
+  """m-TOPO's fill of ``gpus`` in id order, spilling to ``spill``."""
+  graph = problem.graph
+  gpus = [int(d) for d in gpus]
+  state = ListScheduler(problem, gpus, spill)
   work = problem.costs[:, gpus].mean(axis=1)
   budget = work.sum() / len(gpus)
   work = work.tolist()
@@ -326,11 +349,14 @@ def m_topo(graph: Graph, topology: Topology, *, costs=None,
       current, load = current + 1, 0.0
       device = gpus[current]
     if not state.fits(device, need, resident):
-      fitting = [d for d in gpus if state.fits(d, need, resident)]
+      fitting = ([d for d in gpus if state.fits(d, need, resident)]
+                 or state.spill_fitting(need, resident))
       device = fitting[0] if fitting else state.most_room()
     state.commit(i, device, 0.0, 0.0)
     load += work[i]
-  return state.result().placement
+  # No schedule, so no order of its own: the simulator's default, id order.
+  return state.result()._replace(
+      order=np.arange(graph.n_nodes, dtype=np.int32))
 
 
 # -- list scheduling: m-ETF, m-SCT, HEFT ---------------------------------------

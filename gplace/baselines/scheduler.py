@@ -8,12 +8,13 @@ here is traced.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT, NODE_OUTPUT
-from gplace.baselines.common import PlanningProblem
+from gplace.baselines.common import (PlanningProblem, simulated_peak_bytes,
+                                     single_device_peak_bytes)
 
 
 class Plan(NamedTuple):
@@ -27,8 +28,10 @@ class Plan(NamedTuple):
     finish_s: ``[N]`` float64 planned finish.
     makespan_s: the scheduler's own estimate of the step time (NaN for
       baselines that do not schedule).
-    peak_bytes: ``[D]`` float64 the scheduler's estimate of peak live bytes
-      per device (see ListScheduler; NaN for baselines that do not track it).
+    peak_bytes: ``[D]`` float64 peak live bytes per device in the
+      simulator's model, the larger of node-id order (``gplace.simulate``'s
+      default) and ``order`` (see :func:`plan_within_memory`; NaN for
+      baselines that do not track memory).
   """
   placement: np.ndarray
   order: np.ndarray
@@ -63,22 +66,31 @@ class ListScheduler:
   node fits on ``d`` if ``max(act_peak[d], act_live[d] + its activation
   bytes) + resident_on[d] + the inputs it would pin there <= memory_bytes[d]``:
   inputs pinned late still count against the activation peak of earlier
-  times, as in the simulator. One gap: a copy of an activation is counted
-  from its consumer's placement, while the simulator allocates it when the
-  producer runs, so far-apart edges (forward to backward) can make the
-  simulator's peak higher than planned. (Counting every output as resident
-  forever, the simplest rule, overestimates the paper workloads' training
-  steps 5-11x: GNMT-4 sums to 128 GB of outputs for an 11.9 GB peak on one
-  GPU.)
+  times, as in the simulator. This is an estimate, cheap enough for 80k
+  nodes, not the simulator's count: it follows the commit order where the
+  simulator follows node ids (or a planned order), and it counts a copy of
+  an activation from its consumer's placement where the simulator allocates
+  it when the producer runs. :func:`plan_within_memory` checks the exact
+  count afterwards and repairs a plan that overflows. (Counting every output
+  as resident forever, the simplest rule, overestimates the paper
+  workloads' training steps 5-11x: GNMT-4 sums to 128 GB of outputs for an
+  11.9 GB peak on one GPU.)
+
+  Devices: a node goes on one of ``devices``; ``spill`` devices (the CPU of
+  a GPU-only baseline) take a node only when it fits on none of them.
   """
 
-  def __init__(self, problem: PlanningProblem, devices):
+  def __init__(self, problem: PlanningProblem, devices, spill=()):
     graph, topology = problem.graph, problem.topology
     self.n = graph.n_nodes
-    self.devices = list(devices)
+    self.devices = [int(d) for d in devices]
+    self.spill = [int(d) for d in spill if d not in self.devices]
+    self.reachable = self.devices + self.spill
     self.cost = problem.costs.tolist()
     self.out_bytes = graph.out_bytes.astype(np.float64).tolist()
-    self.capacity = topology.memory_bytes.tolist()
+    capacity = (topology.memory_bytes if problem.memory_bytes is None
+                else problem.memory_bytes)
+    self.capacity = np.asarray(capacity, np.float64).tolist()
     n_devices = topology.n_devices
     self.n_devices = n_devices
     self.act_live = [0.0] * n_devices
@@ -128,7 +140,7 @@ class ListScheduler:
       dp = device[p]
       if dp < 0:  # an input not placed yet: it will come here, for free.
         nbytes = self.out_bytes[p]
-        for d in self.devices:
+        for d in self.reachable:
           resident[d] += nbytes
         continue
       t0 = finish[p]
@@ -137,7 +149,7 @@ class ListScheduler:
                         self.link_free[dp])
       base = p * n_devices
       stays = resident if is_input[p] else need
-      for d in self.devices:
+      for d in self.reachable:
         if d == dp:
           t = t0
         else:
@@ -158,9 +170,15 @@ class ListScheduler:
       act = self.act_peak[d]
     return act + self.resident_on[d] + resident[d] <= self.capacity[d]
 
+  def spill_fitting(self, need, resident) -> list[int]:
+    """The spill devices where a node with these bytes fits."""
+    return [d for d in self.spill if self.fits(d, need, resident)]
+
   def most_room(self) -> int:
-    return max(self.devices, key=lambda d: self.capacity[d] - self.act_live[d]
-               - self.resident_on[d])
+    """The reachable device with the most room left (for a node that fits
+    nowhere; the plan will not fit in memory)."""
+    return max(self.reachable, key=lambda d: self.capacity[d]
+               - self.act_live[d] - self.resident_on[d])
 
   def commit(self, i: int, d: int, start: float, finish: float) -> None:
     """Places node ``i`` on ``d``: pins its unplaced inputs, books the
@@ -209,11 +227,15 @@ class ListScheduler:
 
   def result(self) -> Plan:
     # Inputs nobody reads are resident all the same: largest first, each to
-    # the device with the most room left.
+    # the device with the most room left (a spill device only when no
+    # preferred one has room for it).
     unused = [i for i in range(self.n) if self.device[i] < 0]
+    room = lambda d: (self.capacity[d] - self.act_peak[d]
+                      - self.resident_on[d])
     for i in sorted(unused, key=lambda i: -self.out_bytes[i]):
-      d = max(self.devices, key=lambda d: self.capacity[d] - self.act_peak[d]
-              - self.resident_on[d])
+      d = max(self.devices, key=room)
+      if room(d) < self.out_bytes[i] and self.spill:
+        d = max(self.reachable, key=room)
       self.device[i] = d
       self.resident_on[d] += self.out_bytes[i]
     placement = np.asarray(self.device, np.int32)
@@ -225,3 +247,91 @@ class ListScheduler:
     return Plan(placement, order.astype(np.int32), start, finish,
                 float(finish.max()) if self.n else 0.0,
                 np.asarray(self.act_peak) + np.asarray(self.resident_on))
+
+
+# A plan whose simulated peak overflows a device is made again with that
+# device's planning budget cut to capacity / peak * MEMORY_REPAIR_SHRINK of
+# the budget it had, at most MEMORY_REPAIR_ROUNDS times.
+MEMORY_REPAIR_ROUNDS = 6
+MEMORY_REPAIR_SHRINK = 0.9
+
+
+def single_device_plan(problem: PlanningProblem, preferred) -> Plan | None:
+  """Everything on the fastest device whose memory holds the whole graph.
+
+  Among ``preferred`` devices first, then among all; ``None`` when no device
+  holds the graph's single-device peak (``single_device_peak_bytes``). The
+  plan runs ops in id order back to back, with no transfers.
+  """
+  graph, topology = problem.graph, problem.topology
+  peak = single_device_peak_bytes(graph)
+  holds = topology.memory_bytes >= peak
+  for candidates in (np.asarray(preferred, np.int64),
+                     np.arange(topology.n_devices)):
+    candidates = candidates[holds[candidates]]
+    if candidates.size:
+      break
+  else:
+    return None
+  total = problem.costs[:, candidates].sum(axis=0)
+  device = int(candidates[int(np.argmin(total))])
+  is_input = graph.kind == NODE_INPUT
+  duration = np.where(is_input, 0.0, problem.costs[:, device])
+  finish = np.cumsum(duration)
+  start = np.where(is_input, 0.0, finish - duration)
+  finish = np.where(is_input, 0.0, finish)
+  peak_bytes = np.zeros(topology.n_devices)
+  peak_bytes[device] = peak
+  return Plan(np.full(graph.n_nodes, device, np.int32),
+              np.arange(graph.n_nodes, dtype=np.int32), start, finish,
+              float(finish.max()), peak_bytes)
+
+
+def plan_within_memory(planner: Callable[[PlanningProblem], Plan],
+                       problem: PlanningProblem, preferred) -> Plan:
+  """Runs ``planner`` and makes sure its placement fits in memory.
+
+  The list schedulers count live bytes in the order they commit nodes,
+  which is not the order the simulator runs them in (node ids by default,
+  or the plan's ``order``), and count a copy from its consumer's placement
+  rather than from when its producer runs; the simulated peak can then be
+  well above the planned one (1.1-3.6x on a random 300-node graph with GPUs
+  holding 0.2-0.8 of the single-device peak). So the placement's exact peak
+  (:func:`simulated_peak_bytes`) is checked in both orders, and a device
+  that overflows in either gets a smaller planning budget for another try
+  (MEMORY_REPAIR_ROUNDS at most; 1-6 retries on that graph when memory is
+  tight, none when it is not). If no try fits, the plan puts everything
+  on the fastest device that holds the whole graph (``preferred`` devices
+  first, see :func:`single_device_plan`); if there is none either, the try
+  that overflowed least is returned, and it will OOM.
+
+  Args:
+    planner: a list scheduler, ``PlanningProblem -> Plan``, that plans
+      against ``problem.memory_bytes``.
+    problem: the validated inputs.
+    preferred: the devices the baseline uses by choice.
+
+  Returns:
+    The plan, its ``peak_bytes`` the simulated peak per device (the larger
+    of node-id order and the plan's order).
+  """
+  graph, topology = problem.graph, problem.topology
+  capacity = topology.memory_bytes
+  budget = capacity.copy()
+  best, best_overflow = None, np.inf
+  for _ in range(MEMORY_REPAIR_ROUNDS + 1):
+    plan = planner(problem._replace(memory_bytes=budget.copy()))
+    peak = np.maximum(
+        simulated_peak_bytes(graph, plan.placement, topology.n_devices),
+        simulated_peak_bytes(graph, plan.placement, topology.n_devices,
+                             plan.order))
+    plan = plan._replace(peak_bytes=peak)
+    over = peak > capacity
+    if not over.any():
+      return plan
+    overflow = float(np.max(peak / capacity))
+    if overflow < best_overflow:
+      best, best_overflow = plan, overflow
+    budget[over] *= capacity[over] / peak[over] * MEMORY_REPAIR_SHRINK
+  fallback = single_device_plan(problem, preferred)
+  return best if fallback is None else fallback

@@ -13,6 +13,7 @@ from gplace.graphs.graph import NODE_INPUT
 from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
                                      placer_from_planner)
 from gplace.baselines.list_scheduling import Plan, etf_schedule, schedule_ranks
+from gplace.baselines.scheduler import plan_within_memory
 
 # The LP of m-SCT is solved whole up to this many scheduled nodes; larger
 # graphs are cut into windows of consecutive node ids of this size, one LP
@@ -153,9 +154,12 @@ def favourite_parents(problem: PlanningProblem, devices) -> np.ndarray:
 
 def plan_m_sct(problem: PlanningProblem) -> Plan:
   devices = problem.allowed
+  others = np.setdiff1d(np.arange(problem.topology.n_devices), devices)
   favourite = favourite_parents(problem, devices)
   rank = schedule_ranks(problem, devices)
-  return etf_schedule(problem, devices, rank, favourite)
+  return plan_within_memory(
+      lambda p: etf_schedule(p, devices, rank, favourite, spill=others),
+      problem, devices)
 
 
 m_sct = placer_from_planner(

@@ -1,8 +1,10 @@
 """The graph IR: what every later stage of gplace reads.
 
-``graph`` holds the immutable :class:`Graph` value; ``capture`` turns a
-jittable function into one (and into a re-executable ``Program`` for the
-executor); ``features`` turns graphs into padded ``jraph.GraphsTuple``
+``graph`` holds the immutable :class:`Graph` value (``storage`` reads and
+writes it, ``build_checks`` validates ``Graph.build``'s input, ``placement``
+validates placements of it); ``capture`` turns a jittable function into one
+(and into a re-executable ``Program`` for the executor; ``op_costs`` prices
+each equation); ``features`` turns graphs into padded ``jraph.GraphsTuple``
 batches for the policies; ``coarsening`` merges ops into groups.
 """
 

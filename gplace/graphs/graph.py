@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from typing import Any
 
 import numpy as np
 
-from gplace.errors import GraphError
+from gplace.errors import GraphError, first_line
+from gplace.graphs.build_checks import edge_array, sequence_length
 
 NODE_INPUT = 0
 NODE_OP = 1
@@ -44,7 +44,6 @@ _ARRAY_FIELDS = (
     "names", "op_type", "kind", "out_shape", "out_rank", "out_dtype",
     "out_bytes", "flops", "bytes_accessed", "edge_src", "edge_dst",
     "edge_bytes")
-_FORMAT_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -91,12 +90,28 @@ class Graph:
         out_rank=np.int8, out_dtype=np.str_, out_bytes=np.int64,
         flops=np.float64, bytes_accessed=np.float64, edge_src=np.int32,
         edge_dst=np.int32, edge_bytes=np.int64)
+    if not isinstance(self.name, str):
+      raise GraphError(f"A graph's name must be a str, got "
+                       f"{type(self.name).__name__}; pass name='my_model'.")
     for field, dtype in casts.items():
-      value = np.asarray(getattr(self, field))
-      if dtype is np.str_:
-        value = value.astype(np.str_) if value.size else value.astype("<U1")
-      else:
-        value = value.astype(dtype, copy=False)
+      try:
+        value = np.asarray(getattr(self, field))
+        if dtype is np.str_:
+          value = (value.astype(np.str_) if value.size
+                   else value.astype("<U1"))
+        elif value.dtype.kind not in "biuf":
+          raise TypeError(f"got values of dtype {value.dtype}")
+        elif (dtype is not np.float64 and value.dtype.kind == "f"
+              and not np.all(value == np.round(value))):
+          raise TypeError("got non-integer values")
+        else:
+          value = value.astype(dtype, copy=False)
+      except (TypeError, ValueError, OverflowError) as err:
+        raise GraphError(
+            f"Graph field {field!r} cannot be read as {np.dtype(dtype).name} "
+            f"({first_line(err)}); give "
+            f"{'strings' if dtype is np.str_ else 'numbers'} of that kind, "
+            "one per node (edge_* fields: one per edge).") from err
       value = np.array(value, copy=True)
       value.setflags(write=False)
       object.__setattr__(self, field, value)
@@ -131,12 +146,22 @@ class Graph:
       if np.any(np.diff(keys) <= 0):
         raise GraphError("Edges must be unique and sorted by (src, dst); "
                          "build graphs with Graph.build, which does this.")
-    if np.any(~np.isfinite(self.flops)) or np.any(self.flops < 0):
-      raise GraphError("Node FLOPs must be finite and non-negative.")
-    if np.any(self.out_bytes < 0) or np.any(self.edge_bytes < 0):
-      raise GraphError("Byte counts must be non-negative.")
+    for field in ("flops", "bytes_accessed"):
+      value = getattr(self, field)
+      if np.any(~np.isfinite(value)) or np.any(value < 0):
+        node = int(np.argmax(~np.isfinite(value) | (value < 0)))
+        raise GraphError(
+            f"Graph field {field!r} must be finite and non-negative, node "
+            f"{node} has {value[node]}; fix the cost of that node.")
+    for field in ("out_bytes", "edge_bytes", "out_shape"):
+      if np.any(getattr(self, field) < 0):
+        raise GraphError(f"Graph field {field!r} holds negative values; byte "
+                         "counts and shapes must be non-negative.")
     if np.any((self.kind < NODE_INPUT) | (self.kind > NODE_OUTPUT)):
-      raise GraphError("Node kind must be NODE_INPUT, NODE_OP or NODE_OUTPUT.")
+      raise GraphError("Graph field 'kind' must hold NODE_INPUT, NODE_OP or "
+                       "NODE_OUTPUT (0, 1 or 2) per node.")
+    if np.any((self.out_rank < 0) | (self.out_rank > MAX_RANK)):
+      raise GraphError(f"Graph field 'out_rank' must be in 0..{MAX_RANK}.")
 
   # -- construction -----------------------------------------------------------
 
@@ -149,8 +174,9 @@ class Graph:
       names, op_type, kind, out_dtype, out_bytes, flops, bytes_accessed:
         per-node sequences of length ``N``.
       out_shapes: ``N`` shape tuples of any rank.
-      edges: ``(src, dst, bytes)`` triples; duplicates are merged (bytes
-        summed) and self-loops dropped.
+      edges: ``(src, dst, bytes)`` integer triples, ``src`` and ``dst`` in
+        ``0 .. N-1``; duplicates are merged (bytes summed) and self-loops
+        dropped.
       name: label of the graph.
 
     Returns:
@@ -158,10 +184,20 @@ class Graph:
       given order wherever it already is one).
 
     Raises:
-      GraphError: if the edges contain a cycle.
+      GraphError: per-node sequences of different lengths, malformed edges
+        or an edge to a node that does not exist, negative byte counts or
+        costs, or a cycle.
     """
-    n = len(names)
-    edges = np.asarray(list(edges), dtype=np.int64).reshape(-1, 3)
+    n = sequence_length(names, "names")
+    per_node = dict(op_type=op_type, kind=kind, out_shapes=out_shapes,
+                    out_dtype=out_dtype, out_bytes=out_bytes, flops=flops,
+                    bytes_accessed=bytes_accessed)
+    for field, value in per_node.items():
+      if sequence_length(value, field) != n:
+        raise GraphError(
+            f"Graph.build got {n} names but {sequence_length(value, field)} entries "
+            f"in {field}; give every per-node argument one entry per node.")
+    edges = edge_array(edges, n)
     edges = edges[edges[:, 0] != edges[:, 1]]
     order = _stable_topological_order(n, edges[:, 0], edges[:, 1])
     new_id = np.empty(n, np.int64)
@@ -169,15 +205,20 @@ class Graph:
     src, dst = new_id[edges[:, 0]], new_id[edges[:, 1]]
     src, dst, nbytes = merge_edges(n, src, dst, edges[:, 2])
     shape, rank = pad_shapes(out_shapes)
+    try:
+      names = np.asarray(names, dtype=np.str_)
+      op_type = np.asarray(op_type, dtype=np.str_)
+      out_dtype = np.asarray(out_dtype, dtype=np.str_)
+    except (TypeError, ValueError) as err:
+      raise GraphError(f"Graph.build: names, op_type and out_dtype must be "
+                       f"sequences of strings ({first_line(err)}).") from err
     take = lambda seq: np.asarray(seq)[order]
     return cls(
-        names=take(np.asarray(names, dtype=np.str_)),
-        op_type=take(np.asarray(op_type, dtype=np.str_)),
-        kind=take(kind), out_shape=shape[order], out_rank=rank[order],
-        out_dtype=take(np.asarray(out_dtype, dtype=np.str_)),
-        out_bytes=take(out_bytes), flops=take(flops),
-        bytes_accessed=take(bytes_accessed), edge_src=src, edge_dst=dst,
-        edge_bytes=nbytes, name=name)
+        names=take(names), op_type=take(op_type), kind=take(kind),
+        out_shape=shape[order], out_rank=rank[order],
+        out_dtype=take(out_dtype), out_bytes=take(out_bytes),
+        flops=take(flops), bytes_accessed=take(bytes_accessed),
+        edge_src=src, edge_dst=dst, edge_bytes=nbytes, name=name)
 
   def replace(self, **changes: Any) -> "Graph":
     """Returns a copy with some fields replaced (validated again)."""
@@ -261,27 +302,25 @@ class Graph:
   __hash__ = None  # mutable-looking arrays: no hashing
 
   def save(self, path: str | os.PathLike) -> None:
-    """Writes the graph to ``path`` (a ``.npz`` file) atomically."""
-    path = os.fspath(path)
-    tmp = path + ".tmp.npz"
-    meta = json.dumps({"format": "gplace.Graph", "version": _FORMAT_VERSION,
-                       "name": self.name})
-    arrays = {f: getattr(self, f) for f in _ARRAY_FIELDS}
-    np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
-    os.replace(tmp, path)
+    """Writes the graph to ``path`` (a ``.npz`` file) atomically.
+
+    Raises:
+      GraphError: ``path`` is not a path, or the file cannot be written.
+    """
+    from gplace.graphs import storage  # pylint: disable=g-import-not-at-top
+    storage.save_graph(self, path)
 
   @classmethod
   def load(cls, path: str | os.PathLike) -> "Graph":
-    """Reads a graph written by :meth:`save`."""
-    try:
-      with np.load(os.fspath(path), allow_pickle=False) as data:
-        meta = json.loads(str(data["meta"]))
-        if meta.get("format") != "gplace.Graph":
-          raise GraphError(f"{path} does not hold a gplace graph.")
-        arrays = {f: data[f] for f in _ARRAY_FIELDS}
-    except (OSError, KeyError, ValueError) as err:
-      raise GraphError(f"Cannot read a gplace graph from {path}: {err}") from err
-    return cls(name=meta["name"], **arrays)
+    """Reads a graph written by :meth:`save`.
+
+    Raises:
+      GraphError: ``path`` is missing, unreadable, truncated or corrupted,
+        or holds something other than a gplace graph; the message names the
+        file and what was wrong.
+    """
+    from gplace.graphs import storage  # pylint: disable=g-import-not-at-top
+    return storage.load_graph(path, cls)
 
   def summary(self) -> str:
     """A short human-readable description: sizes, costs, commonest ops."""
@@ -320,6 +359,20 @@ class Graph:
 # -- helpers shared by capture, coarsening and tests ---------------------------
 
 
+def check_graph(graph: Any, caller: str) -> None:
+  """Raises GraphError unless ``graph`` is a :class:`Graph`.
+
+  Args:
+    graph: the value passed as a ``graph`` argument.
+    caller: who needs it, for the message, e.g. ``"gplace.simulate"``.
+  """
+  if not isinstance(graph, Graph):
+    raise GraphError(
+        f"{caller} needs graph to be a gplace.Graph, got "
+        f"{type(graph).__name__}; capture one with gplace.capture(fn, *args) "
+        "or read one with gplace.Graph.load(path).")
+
+
 def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
   """Pads shape tuples to ``[N, MAX_RANK]``; returns ``(shape, rank)``.
 
@@ -329,7 +382,16 @@ def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
   out = np.zeros((len(shapes), MAX_RANK), np.int64)
   rank = np.zeros(len(shapes), np.int8)
   for i, shape in enumerate(shapes):
-    shape = tuple(int(d) for d in shape)
+    try:
+      shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError, OverflowError) as err:
+      raise GraphError(
+          f"out_shapes[{i}] is {shape!r}, not a shape; give a tuple of "
+          f"non-negative ints per node, e.g. (2, 3) ({first_line(err)})."
+      ) from err
+    if any(d < 0 for d in shape):
+      raise GraphError(f"out_shapes[{i}] is {shape}, which has a negative "
+                       "dimension; dimensions must be non-negative.")
     if len(shape) > MAX_RANK:
       cut = len(shape) - MAX_RANK + 1
       shape = (int(np.prod(shape[:cut])),) + shape[cut:]

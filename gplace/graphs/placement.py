@@ -8,12 +8,22 @@ wherever it enters.
 
 from __future__ import annotations
 
-from typing import Sequence
+import sys
+from typing import Any, Sequence
 
 import numpy as np
 
-from gplace.errors import PlacementError
-from gplace.graphs.graph import Graph
+from gplace.errors import PlacementError, first_line
+from gplace.graphs.graph import Graph, check_graph
+
+
+def is_traced(value: Any) -> bool:
+  """Whether ``value`` is a JAX tracer (an argument inside ``jax.jit``,
+  ``vmap`` or ``grad``), which host-side numpy cannot read."""
+  if "jax" not in sys.modules:  # nothing can be traced without jax loaded
+    return False
+  import jax  # pylint: disable=g-import-not-at-top
+  return isinstance(value, jax.core.Tracer)
 
 
 def check_placements(placements, graph: Graph, n_devices: int, *,
@@ -31,16 +41,33 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
     batched: accept ``[K, N]`` and always return ``[K, N]``.
 
   Raises:
-    PlacementError: wrong rank or length, non-integer values, or a device
-      index out of range; the message names the node and the valid range.
+    PlacementError: not an array of numbers (None, strings, a ragged list,
+      a traced value), wrong rank or length, non-integer values, or a
+      device index out of range; the message names the node and the valid
+      range.
   """
-  array = np.asarray(placements)
+  check_graph(graph, "A placement check")
+  if is_traced(placements):
+    raise PlacementError(
+        "placements is a traced JAX value (inside jax.jit, vmap or grad), "
+        "but placements are checked on the host; pass a concrete array, or "
+        "call the jittable gplace.simulate_problem / "
+        "gplace.sim.dispatch.simulate_dispatch inside jit.")
+  try:
+    array = np.asarray(placements)
+  except (TypeError, ValueError) as err:
+    raise PlacementError(
+        f"placements must be an array of integer device indices, got "
+        f"{type(placements).__name__} that numpy cannot read as one "
+        f"({first_line(err)}); pass e.g. np.asarray(placement, np.int32), "
+        "one row per placement.") from err
   if array.dtype == object or not (np.issubdtype(array.dtype, np.integer)
                                    or np.issubdtype(array.dtype, np.floating)
                                    or array.dtype == bool):
     raise PlacementError(
-        f"A placement holds integer device indices, got dtype {array.dtype}; "
-        f"pass an int array (e.g. np.asarray(placement, np.int32)).")
+        f"A placement holds integer device indices, got dtype {array.dtype} "
+        f"(from {type(placements).__name__}); pass an int array "
+        "(e.g. np.asarray(placement, np.int32)).")
   ranks = (1, 2) if batched else (1,)
   if array.ndim not in ranks:
     want = "[n_nodes] or [K, n_nodes]" if batched else "[n_nodes]"
@@ -55,7 +82,8 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
       raise PlacementError(
           f"A placement must hold integer device indices, got non-integer "
           f"values of dtype {array.dtype}.")
-  array = np.atleast_2d(array).astype(np.int64)
+  array = np.atleast_2d(array)
+  # Checked before the cast to int, so that 1e30 is not wrapped around.
   bad = (array < 0) | (array >= n_devices)
   if np.any(bad):
     row, node = np.argwhere(bad)[0]
@@ -63,7 +91,7 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
     which = f"Placement {row} puts node" if array.shape[0] > 1 else "Node"
     raise PlacementError(
         f"{which} {node} ({graph.names[node]}) on device "
-        f"{array[row, node]}, but only devices 0..{n_devices - 1}{names} "
-        f"exist; fix the placement or pass more devices.")
+        f"{int(array[row, node])}, but only devices 0..{n_devices - 1}"
+        f"{names} exist; fix the placement or pass more devices.")
   array = array.astype(np.int32)
   return array if batched else array[0]

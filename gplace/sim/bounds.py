@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.graphs.graph import Graph, NODE_INPUT
-from gplace.sim.topology import Topology, validate_costs
+from gplace.graphs.graph import Graph, NODE_INPUT, check_graph
+from gplace.sim.topology import Topology, check_topology, validate_costs
 
 
 def _group_costs(costs: np.ndarray, topology: Topology) -> np.ndarray:
@@ -98,8 +98,12 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
     ``max(critical path at fastest devices, work bound)`` (see module doc).
 
   Raises:
-    TopologyError: bad cost table.
+    GraphError: ``graph`` is not a :class:`~gplace.Graph`.
+    TopologyError: ``topology`` is not a :class:`~gplace.Topology`, or a
+      bad cost table.
   """
+  check_graph(graph, "gplace.lower_bound")
+  check_topology(topology, "gplace.lower_bound")
   costs = (topology.op_costs(graph) if costs is None
            else validate_costs(costs, graph, topology))
   costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, costs)

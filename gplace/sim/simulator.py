@@ -79,9 +79,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.errors import ScheduleError, TopologyError
-from gplace.graphs.graph import Graph
-from gplace.graphs.placement import check_placements
+from gplace.errors import PlacementError, ScheduleError, TopologyError
+from gplace.graphs.graph import Graph, check_graph
+from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
@@ -89,7 +89,7 @@ from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
 from gplace.sim.priority import (bottom_level, check_priority,
                                  order_priority, priority_order)
 from gplace.sim.scan import simulate_problem
-from gplace.sim.topology import Topology
+from gplace.sim.topology import Topology, check_topology
 
 __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
            "SimResult",
@@ -103,12 +103,50 @@ _simulate_jit = jax.jit(simulate_problem, static_argnames=("return_schedule",),
 
 def _check_topology(topology) -> None:
   """Raises TopologyError unless ``topology`` is a Topology with devices."""
-  if not isinstance(topology, Topology):
-    raise TopologyError(f"topology must be a gplace.Topology, got "
-                        f"{type(topology).__name__}.")
+  check_topology(topology, "gplace.simulate")
   if topology.n_devices < 1:
     raise TopologyError("The topology has no devices; placements need at "
                         "least one.")
+
+
+_IN_JIT = (
+    "gplace.simulate validates its arguments on the host and cannot run "
+    "inside jax.jit, vmap or grad. Build the problem outside and call the "
+    "jittable simulator inside: problem = gplace.sim.make_problem(graph, "
+    "topology, costs) then gplace.sim.simulate_problem(problem, placements) "
+    "(a shared order), or gplace.sim.make_dispatch_problem(...) then "
+    "gplace.sim.simulate_dispatch(problem, placements, priority, "
+    "dynamic=...) (per-placement schedules).")
+
+
+def _check_arguments(graph, placements, topology, costs, order, priority,
+                     return_schedule) -> None:
+  """Type checks of :func:`simulate`'s arguments, before any conversion.
+
+  Raises:
+    GraphError: ``graph`` is not a Graph.
+    PlacementError: ``graph`` has no nodes, or ``placements`` is traced
+      (``simulate`` called inside ``jax.jit``).
+    TopologyError: ``topology`` is not a Topology, or ``costs`` is traced.
+    ScheduleError: ``order`` or ``priority`` is traced, or
+      ``return_schedule`` is not a bool.
+  """
+  check_graph(graph, "gplace.simulate")
+  _check_topology(topology)
+  if graph.n_nodes == 0:
+    raise PlacementError(
+        f"graph {graph.name!r} has no nodes; there is nothing to simulate. "
+        "Capture a function that computes something "
+        "(gplace.capture(fn, *args)).")
+  for argument, value, error in (("placements", placements, PlacementError),
+                                 ("costs", costs, TopologyError),
+                                 ("order", order, ScheduleError),
+                                 ("priority", priority, ScheduleError)):
+    if is_traced(value):
+      raise error(f"{argument} is a traced JAX value. {_IN_JIT}")
+  if not isinstance(return_schedule, (bool, np.bool_)):
+    raise ScheduleError(f"return_schedule must be True or False, got "
+                        f"{type(return_schedule).__name__}.")
 
 
 SCHEDULES = ("static", "dynamic")
@@ -155,15 +193,19 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     :class:`SimResult`; fields have no ``K`` axis if ``placements`` is 1-D.
 
   Raises:
-    PlacementError: bad placements.
+    GraphError: ``graph`` is not a :class:`~gplace.Graph`.
+    PlacementError: bad placements, an empty graph, or traced placements
+      (``simulate`` called inside ``jax.jit``; the message says what to
+      call there instead).
     ScheduleError: a bad ``order``, ``priority`` or ``schedule``, or both
       an order and a priority (or an order with ``schedule="dynamic"``).
     TopologyError: bad topology or cost table.
   """
-  single = np.ndim(placements) == 1
-  _check_topology(topology)
+  _check_arguments(graph, placements, topology, costs, order, priority,
+                   return_schedule)
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
+  single = np.ndim(placements) == 1
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
                                     order, priority, schedule)
   if order is not None and order.ndim == 2:

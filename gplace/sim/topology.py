@@ -41,12 +41,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from gplace.errors import TopologyError
+from gplace.errors import TopologyError, first_line
 from gplace.graphs.graph import Graph, NODE_OP
+from gplace.graphs.placement import is_traced
 
 GB = 1e9
 GiB = 2**30
@@ -73,6 +74,54 @@ class Device:
   launch_overhead_s: float = 0.0
 
 
+def _as_number(value: Any) -> float | None:
+  """``value`` as a float if it is one real number (a Python or numpy
+  scalar, a 0-d array; not a bool or a string), else None."""
+  if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+    return None
+  try:
+    if np.ndim(value) != 0:
+      return None
+    return float(value)
+  except (TypeError, ValueError):
+    return None
+
+
+def _check_devices(devices: Any) -> tuple[Device, ...]:
+  """``devices`` as a tuple of valid :class:`Device`; TopologyError if not."""
+  how = ("build each with gplace.sim.topology.Device(name, kind, "
+         "peak_flops, mem_bandwidth, memory_bytes, launch_overhead_s)")
+  if isinstance(devices, (str, bytes, Device)):
+    raise TopologyError(f"devices must be a sequence of Device, got one "
+                        f"{type(devices).__name__}; {how}.")
+  try:
+    devices = tuple(devices)
+  except TypeError as err:
+    raise TopologyError(f"devices must be a sequence of Device, got "
+                        f"{type(devices).__name__}; {how}.") from err
+  if not devices:
+    raise TopologyError("A topology needs at least one device.")
+  for i, dev in enumerate(devices):
+    if not isinstance(dev, Device):
+      raise TopologyError(f"devices[{i}] is a {type(dev).__name__}, not a "
+                          f"Device; {how}.")
+    for attr in ("name", "kind"):
+      if not isinstance(getattr(dev, attr), str):
+        raise TopologyError(f"devices[{i}].{attr} must be a str, got "
+                            f"{getattr(dev, attr)!r}.")
+    for attr in ("peak_flops", "mem_bandwidth", "memory_bytes"):
+      value = _as_number(getattr(dev, attr))
+      if value is None or not value > 0:
+        raise TopologyError(f"Device {dev.name!r}: {attr} must be positive, "
+                            f"got {getattr(dev, attr)!r}.")
+    overhead = _as_number(dev.launch_overhead_s)
+    if overhead is None or not 0 <= overhead < math.inf:
+      raise TopologyError(f"Device {dev.name!r}: launch_overhead_s must be "
+                          f"finite and non-negative, got "
+                          f"{dev.launch_overhead_s!r}.")
+  return devices
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Topology:
   """Devices, links and shared-compute groups.
@@ -97,13 +146,17 @@ class Topology:
   time_scale: float = 1.0
 
   def __post_init__(self):
-    devices = tuple(self.devices)
+    devices = _check_devices(self.devices)
     object.__setattr__(self, "devices", devices)
     d = len(devices)
-    if d == 0:
-      raise TopologyError("A topology needs at least one device.")
     for field in ("link_bandwidth", "link_latency"):
-      value = np.array(getattr(self, field), dtype=np.float64)
+      try:
+        value = np.array(getattr(self, field), dtype=np.float64)
+      except (TypeError, ValueError) as err:
+        raise TopologyError(
+            f"{field} must be a [{d}, {d}] array of numbers, got "
+            f"{type(getattr(self, field)).__name__} ({first_line(err)}); see "
+            "gplace.sim.topology.uniform_links.") from err
       if value.shape != (d, d):
         raise TopologyError(
             f"{field} has shape {value.shape}, expected ({d}, {d}) for {d} "
@@ -114,25 +167,34 @@ class Topology:
       if field == "link_bandwidth" and np.any(off == 0):
         raise TopologyError("link_bandwidth must be positive between every "
                             "pair of distinct devices.")
+      if field == "link_latency" and np.any(np.isinf(off)):
+        raise TopologyError("link_latency must be finite between every pair "
+                            "of distinct devices.")
       value.setflags(write=False)
       object.__setattr__(self, field, value)
-    group = np.array(self.compute_group, dtype=np.int32).reshape(-1)
+    try:
+      group = np.asarray(self.compute_group)
+      if group.dtype.kind not in "biuf" or not np.all(
+          np.isfinite(group) & (group == np.round(group))):
+        raise TypeError(f"got values of dtype {group.dtype} that are not all "
+                        "integers")
+      group = np.array(group, dtype=np.int32).reshape(-1)
+    except (TypeError, ValueError) as err:
+      raise TopologyError(
+          f"compute_group must hold one integer per device ({d}): devices "
+          f"with the same value share compute ({first_line(err)}).") from err
     if group.shape != (d,):
       raise TopologyError(f"compute_group must have one entry per device "
                           f"({d}), got shape {group.shape}.")
     group.setflags(write=False)
     object.__setattr__(self, "compute_group", group)
-    for dev in devices:
-      for attr in ("peak_flops", "mem_bandwidth", "memory_bytes"):
-        value = getattr(dev, attr)
-        if not (value > 0) or math.isnan(value):
-          raise TopologyError(f"Device {dev.name!r}: {attr} must be positive, "
-                              f"got {value}.")
-      if not dev.launch_overhead_s >= 0:
-        raise TopologyError(f"Device {dev.name!r}: launch_overhead_s must be "
-                            "non-negative.")
-    if not self.time_scale > 0:
-      raise TopologyError("time_scale must be positive.")
+    time_scale = _as_number(self.time_scale)
+    if time_scale is None or not 0 < time_scale < math.inf:
+      raise TopologyError(f"time_scale must be a finite positive number, got "
+                          f"{self.time_scale!r}; 1.0 keeps the roofline.")
+    if not isinstance(self.name, str):
+      raise TopologyError(f"A topology's name must be a str, got "
+                          f"{type(self.name).__name__}.")
 
   @property
   def n_devices(self) -> int:
@@ -196,13 +258,38 @@ class Topology:
             f"{[d.name for d in self.devices]})")
 
 
+def check_topology(topology: Any, caller: str) -> None:
+  """Raises TopologyError unless ``topology`` is a :class:`Topology`.
+
+  Args:
+    topology: the value passed as a ``topology`` argument.
+    caller: who needs it, for the message, e.g. ``"gplace.simulate"``.
+  """
+  if not isinstance(topology, Topology):
+    raise TopologyError(
+        f"{caller} needs topology to be a gplace.Topology, got "
+        f"{type(topology).__name__}; use gplace.topology.preset('1cpu+4gpu'), "
+        "gplace.topology.local() or build one.")
+
+
 def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:
   """Checks a measured cost table; returns it as ``[N, D]`` float64.
 
   Raises:
-    TopologyError: wrong shape, NaN, infinite or negative entries.
+    TopologyError: not an array of numbers (or a traced one), wrong shape,
+      NaN, infinite or negative entries.
   """
-  costs = np.asarray(costs, np.float64)
+  if is_traced(costs):
+    raise TopologyError(
+        "costs is a traced JAX value (inside jax.jit, vmap or grad), but "
+        "cost tables are checked on the host; pass a concrete array, and "
+        "build problems outside jit (gplace.sim.make_problem).")
+  try:
+    costs = np.asarray(costs, np.float64)
+  except (TypeError, ValueError) as err:
+    raise TopologyError(
+        f"costs must be an [n_nodes, n_devices] array of seconds, got "
+        f"{type(costs).__name__} that is not one ({first_line(err)}).") from err
   want = (graph.n_nodes, topology.n_devices)
   if costs.shape != want:
     raise TopologyError(f"costs has shape {costs.shape}, expected {want} "
@@ -261,7 +348,7 @@ def preset_names() -> list[str]:
 
 def preset(name: str) -> Topology:
   """A named topology: one of :func:`preset_names`."""
-  if name not in _PRESETS:
+  if not isinstance(name, str) or name not in _PRESETS:
     raise TopologyError(f"Unknown topology preset {name!r}; choose one of "
                         f"{preset_names()}.")
   return _PRESETS[name]()

@@ -39,21 +39,6 @@ def test_backward_edge_in_raw_constructor_is_rejected():
     g.replace(edge_src=np.array([0, 2, 2]), edge_dst=np.array([1, 1, 3]))
 
 
-def test_save_load_round_trip(tmp_path):
-  g = random_dag(300, seed=3)
-  g.save(tmp_path / "g.npz")
-  h = Graph.load(tmp_path / "g.npz")
-  assert g == h
-  for field in ("names", "flops", "edge_bytes", "out_shape"):
-    assert getattr(g, field).dtype == getattr(h, field).dtype
-
-
-def test_load_rejects_other_files(tmp_path):
-  np.savez(tmp_path / "x.npz", a=np.zeros(3))
-  with pytest.raises(GraphError):
-    Graph.load(tmp_path / "x.npz")
-
-
 def test_depth_and_csr_agree_with_edges():
   g = random_dag(200, seed=5)
   for node in (10, 50, 199):
@@ -62,3 +47,15 @@ def test_depth_and_csr_agree_with_edges():
     expect = max((g.depth[p] + 1 for p in preds), default=0)
     assert g.depth[node] == expect
   assert g.in_degree.sum() == g.n_edges
+
+
+def test_constructor_names_the_field_it_cannot_read():
+  g = random_dag(10, seed=0)
+  with pytest.raises(GraphError, match="'flops' cannot be read as float64"):
+    g.replace(flops=np.array(["a"] * 10))
+  with pytest.raises(GraphError, match="'kind' cannot be read as int8.*non-"):
+    g.replace(kind=np.full(10, 0.5))
+  with pytest.raises(GraphError, match="bytes_accessed.*node 3"):
+    g.replace(bytes_accessed=np.where(np.arange(10) == 3, np.nan, 1.0))
+
+

@@ -1,9 +1,11 @@
 """Tests of the one placement validator (gplace.graphs.placement)."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gplace.errors import PlacementError
+from gplace.errors import GraphError, PlacementError
 from gplace.graphs.graph import random_dag
 from gplace.graphs.placement import check_placements
 
@@ -43,3 +45,15 @@ def test_error_names_the_node_the_row_and_the_devices():
   message = str(info.value)
   assert "Placement 2" in message and f"node 7 ({graph.names[7]})" in message
   assert "(cpu, gpu)" in message
+
+
+def test_traced_and_unreadable_placements_are_placement_errors():
+  graph = random_dag(10, seed=0)
+  with pytest.raises(PlacementError, match="traced"):
+    jax.jit(lambda p: check_placements(p, graph, 3))(jnp.zeros(10, jnp.int32))
+  with pytest.raises(PlacementError, match="numpy cannot read"):
+    check_placements([[0] * 10, [0] * 9], graph, 3)
+  with pytest.raises(PlacementError, match=r"device 1000000000000000019884"):
+    check_placements(np.full(10, 1e30), graph, 3)  # not wrapped around
+  with pytest.raises(GraphError, match="graph to be a gplace.Graph"):
+    check_placements(np.zeros(10, int), {"n_nodes": 10}, 3)
