@@ -34,9 +34,12 @@ class SimResult(NamedTuple):
     oom: ``[K]`` bool, peak above some device's ``memory_bytes``.
     start_s: ``[K, N]`` float32 start time of each node, or None.
     finish_s: ``[K, N]`` float32 finish time of each node, or None.
-    order: ``[K, N]`` int32 dispatch order, or None: nodes by start time,
-      ties by node id (``np.lexsort((np.arange(N), start_s[k]))``). Always a
-      topological order; per-device order is it filtered by placement.
+    order: ``[K, N]`` int32 priority order each placement ran in, or None
+      (without ``return_schedule``): the shared order (node ids by default)
+      or, for per-placement schedules, the list scheduler's dispatch order.
+      A topological order; ``simulate(..., order=order[k])`` reproduces the
+      result of placement ``k``, and each compute group runs its nodes in
+      this order filtered by placement.
   """
 
   runtime_s: jax.Array

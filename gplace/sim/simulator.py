@@ -93,7 +93,7 @@ from gplace.sim.topology import Topology, check_topology
 
 __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
            "SimResult",
-           "check_order", "dispatch_order", "make_problem", "one_kernel_loops",
+           "check_order", "make_problem", "one_kernel_loops",
            "send_bytes",
            "simulate", "simulate_problem"]
 
@@ -218,8 +218,10 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     with one_kernel_loops():
       result = _simulate_jit(problem, jnp.asarray(array),
                              return_schedule=return_schedule)
-    if return_schedule:
-      result = result._replace(order=dispatch_order(result.start_s))
+    if return_schedule:                 # the priority order it ran
+      ran = np.arange(graph.n_nodes) if order is None else order
+      result = result._replace(order=np.broadcast_to(
+          np.asarray(ran, np.int32), (array.shape[0], graph.n_nodes)).copy())
   else:
     problem = make_dispatch_problem(graph, topology, costs=costs)
     result = simulate_dispatch(problem, jnp.asarray(array),
@@ -264,14 +266,3 @@ def _check_schedule(graph, topology, costs, n_samples, order, priority,
   elif schedule == "dynamic":
     priority = bottom_level(graph, topology, costs).astype(np.float32)
   return order, priority
-
-
-def dispatch_order(start_s) -> np.ndarray:
-  """``[K, N]`` int32 dispatch order from ``[K, N]`` start times.
-
-  Nodes by start time, ties by node id: a topological order (node ids are
-  one, and a consumer never starts before its producer).
-  """
-  start = np.atleast_2d(np.asarray(start_s))
-  ids = np.arange(start.shape[-1])
-  return np.stack([np.lexsort((ids, row)) for row in start]).astype(np.int32)

@@ -50,6 +50,9 @@ COARSE_GROUPS = 256
 # Relative margin taken off the model's bound: the simulator computes in
 # float32 (relative error ~ sqrt(path length) * 6e-8).
 BOUND_SLACK = 1e-5
+# Up to this many nodes a placement without an order is also tried in the
+# simulator's dynamic schedule (list scheduling, O(N^2) per placement).
+DYNAMIC_MAX_NODES = 20000
 
 
 class SolverResult(NamedTuple):
@@ -235,18 +238,23 @@ def _add_hint(model, var, graph, topology, scaled, placement, orders, links):
 
 
 def _simulated(graph, topology, costs, placement, order=None):
-  """``(runtime_s, oom, order)`` of one placement (default schedule when
-  ``order`` is None; its dispatch order is returned then)."""
-  result = simulate(graph, placement, topology, costs, order=order,
-                    return_schedule=order is None)
-  if order is None:
-    start = np.asarray(result.start_s, np.float64)
-    order = (np.asarray(result.order, np.int32)
-             if getattr(result, "order", None) is not None
-             else np.lexsort((np.arange(graph.n_nodes), start)).astype(
-                 np.int32))
-  return float(result.runtime_s), bool(result.oom), np.asarray(order,
-                                                              np.int32)
+  """``(runtime_s, oom, order)`` of one placement in ``order``; when it is
+  None, the better (fitting in memory first, then faster) of node-id order
+  and the ``schedule="dynamic"`` dispatch order (graphs up to
+  ``DYNAMIC_MAX_NODES``). ``SimResult.order`` reproduces its result."""
+  # Every call returns its schedule: one compiled simulator for all.
+  schedules = ([{"order": order}] if order is not None else
+               [{}] + ([{"schedule": "dynamic"}]
+                       if graph.n_nodes <= DYNAMIC_MAX_NODES else []))
+  best = None
+  for schedule in schedules:
+    result = simulate(graph, placement, topology, costs,
+                      return_schedule=True, **schedule)
+    key = (bool(result.oom), float(result.runtime_s))
+    if best is None or key < best[0]:
+      best = (key, np.asarray(result.order, np.int32))
+  (oom, runtime), order = best
+  return runtime, oom, order
 
 
 def _best_candidate(graph, topology, costs, candidates):
@@ -343,7 +351,9 @@ def solve(graph: Graph, topology: Topology, costs=None, *,
       it; the simulator's evaluation of the answer comes on top).
     num_workers: CP-SAT search threads.
     hint: optional ``[N]`` placement (e.g. the best baseline's) to start
-      from; it is also a candidate answer.
+      from; it is also a candidate answer (in the best of node-id order and
+      the dispatch orders of the default and dynamic schedules), so the
+      answer is never slower than the hint in those.
     seed: CP-SAT's random seed.
     memory: add the memory conditions (the bound then holds for placements
       that fit; without them for every placement).
@@ -461,27 +471,3 @@ def solver_lower_bound(graph: Graph, topology: Topology, costs=None, *,
       graph, topology, costs, limit_s=limit, num_workers=num_workers,
       seed=seed, hint=None, memory=False, links=links)
   return max(bound, model_bound * (1.0 - BOUND_SLACK))
-
-
-# Baselines whose best placement seeds :func:`exact`.
-HINT_BASELINES = ("single_device", "heft", "m_etf")
-
-
-def exact(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
-          time_limit_s: float = 60.0, num_workers: int = 2) -> np.ndarray:
-  """The CP-SAT placement (baseline interface): ``[N]`` int32.
-
-  Starts from the best of the ``HINT_BASELINES`` in the simulator, so it
-  is never worse than them; see :func:`solve` for the rest.
-  """
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
-  _check_arguments(graph, topology, time_limit_s, num_workers)
-  if graph.n_nodes == 0:
-    return np.zeros(0, np.int32)
-  hints = [baselines.get(name)(graph, topology, costs=costs, seed=seed)
-           for name in HINT_BASELINES]
-  hint, _, _, _ = _best_candidate(graph, topology, _costs(graph, topology,
-                                                          costs),
-                                  [(h, None) for h in hints])
-  return solve(graph, topology, costs, time_limit_s=time_limit_s,
-               num_workers=num_workers, hint=hint, seed=seed).placement

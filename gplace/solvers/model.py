@@ -237,7 +237,7 @@ def _add_symmetry_breaking(model, on, classes, n):
 
 def _add_memory(model, graph, topology, on, scaled):
   """The two necessary memory conditions of the module docstring."""
-  n, d = graph.n_nodes, topology.n_devices
+  d = topology.n_devices
   kib = lambda b: np.floor_divide(np.asarray(b, np.int64), _KIB)
   capacity = [int(math.ceil(m / _KIB)) for m in topology.memory_bytes]
   out_kib = kib(graph.out_bytes)

@@ -11,7 +11,8 @@ from gplace.errors import (GplaceError, PlacementError, ScheduleError,
                            TopologyError)
 from gplace.graphs.graph import random_dag
 from gplace.sim.bounds import lower_bound
-from gplace.sim.simulator import SimResult, dispatch_order, simulate
+from gplace.sim.priority import priority_order
+from gplace.sim.simulator import SimResult, simulate
 from gplace.sim.topology import Topology, preset
 from sim_cases import is_topological
 
@@ -43,23 +44,28 @@ def test_single_placement_and_result_type():
   assert np.shape(scheduled.start_s) == np.shape(scheduled.order) == (10,)
 
 
-def test_order_is_the_dispatch_order_and_reproduces_the_runtime():
-  graph = random_dag(30, seed=2)
+def test_order_is_the_order_run_and_reproduces_the_result():
+  graph = random_dag(30, seed=2, n_inputs=4)
   topology = preset("1cpu+4gpu")
   placements = np.random.default_rng(3).integers(
       0, topology.n_devices, (4, graph.n_nodes))
   result = simulate(graph, placements, topology, return_schedule=True)
   order = np.asarray(result.order)
   assert order.shape == (4, graph.n_nodes) and order.dtype == np.int32
-  start_s = np.asarray(result.start_s)
-  for k in range(4):
-    np.testing.assert_array_equal(
-        order[k], np.lexsort((np.arange(graph.n_nodes), start_s[k])))
-    assert is_topological(graph, order[k])
-    again = simulate(graph, placements[k], topology, order=order[k])
-    np.testing.assert_allclose(float(again.runtime_s),
-                               float(result.runtime_s[k]), rtol=1e-6)
-  np.testing.assert_array_equal(dispatch_order(start_s), order)
+  np.testing.assert_array_equal(order, np.tile(np.arange(30), (4, 1)))
+  shuffled = priority_order(np.random.default_rng(0).normal(size=30), graph)
+  assert not np.array_equal(shuffled, np.arange(30))
+  given = simulate(graph, placements, topology, order=shuffled,
+                   return_schedule=True)
+  np.testing.assert_array_equal(np.asarray(given.order)[0], shuffled)
+  for res in (result, given):
+    for k in range(4):
+      again = simulate(graph, placements[k], topology,
+                       order=np.asarray(res.order)[k], return_schedule=True)
+      np.testing.assert_array_equal(np.asarray(again.start_s),
+                                    np.asarray(res.start_s)[k])
+      np.testing.assert_array_equal(np.asarray(again.peak_bytes),
+                                    np.asarray(res.peak_bytes)[k])
 
 
 def test_a_non_topological_order_is_a_schedule_error():
