@@ -13,7 +13,6 @@ work conservation).
 
 import argparse
 
-import numpy as np
 
 import gplace
 from gplace import baselines
