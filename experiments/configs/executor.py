@@ -3,8 +3,17 @@
 Sampling and the update stay jitted; each step measures the K sampled
 placements with gplace.execution (host side) in between.
 
+It needs several local devices: on one, every placement is the same
+placement and the measured "runtimes" rank timing noise (gplace warns, see
+``gplace.execution.inputs.check_several_devices``). On a CPU-only machine,
+force several host devices before JAX starts:
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=4 \
   python experiments/run.py --config experiments/configs/executor.py \
       --workdir /tmp/gplace_executor
+
+On a machine with several GPUs, drop ``XLA_FLAGS``: the placement then
+indexes the CPU and every GPU (``gplace.execution.default_devices``).
 """
 
 from experiments.configs import quickstart

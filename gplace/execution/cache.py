@@ -22,7 +22,6 @@ import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
-import numpy as np
 
 from gplace.errors import BuildError, GplaceError, first_line
 from gplace.execution.partition import Cluster, value_owner
@@ -183,12 +182,11 @@ def get_or_compile(program: Program, signatures: Mapping[int, str],
 
 def traced_program(fn: Callable, args: tuple, kwargs: dict) -> Program:
   """``trace_program(fn, *args, **kwargs)``, cached by function and argument
-  shapes and dtypes (unhashable functions are traced every time)."""
+  shapes, dtypes and weak types (unhashable functions, and arguments JAX
+  cannot type, are traced every time)."""
   leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
   try:
-    key = (fn, in_tree, tuple(
-        (tuple(np.shape(x)), str(getattr(x, "dtype", type(x).__name__)))
-        for x in leaves))
+    key = (fn, in_tree, tuple(str(jax.typeof(x)) for x in leaves))
     hash(key)
   except TypeError:
     return trace_program(fn, *args, **kwargs)

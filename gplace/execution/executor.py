@@ -7,7 +7,8 @@ placement gives it; :func:`gplace.execution.timing.measure` times a placed
 (or plain) function, and :func:`gplace.execution.timing.measure_placements`
 scores many placements in a row, e.g. as the host reward of an RL loop. The
 dispatch order and the clustering live in :mod:`gplace.execution.partition`,
-the executable cache in :mod:`gplace.execution.cache`.
+the executable cache in :mod:`gplace.execution.cache`, the flattened plan a
+call replays in :mod:`gplace.execution.plan`.
 
 How a placement is run (host-side Python; nothing here is traced except the
 sub-programs it compiles):
@@ -36,6 +37,15 @@ sub-programs it compiles):
    per destination (``jax.device_put``); outputs land on the device of their
    output node.
 
+As under ``jax.jit``, an op with side effects (``io_callback``,
+``jax.debug.print``) runs once per call even when nothing reads its result,
+and such ops run in program order (:mod:`gplace.execution.effects`). Typed
+PRNG keys (``jax.random.key``) are arguments like any other. Arguments that
+differ from the captured ones only in weak type (``2.0`` vs
+``np.float32(2.0)``) run when that does not change the computation
+(:mod:`gplace.execution.weak_types`); argument checks live in
+:mod:`gplace.execution.inputs`.
+
 Two partitioning modes:
 
 * ``mode="cluster"`` (default): one executable per same-device run of ops.
@@ -60,7 +70,6 @@ ranks placements by an unfused cost).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, Callable, Sequence
 
@@ -69,53 +78,22 @@ import numpy as np
 
 from gplace.errors import ExecutionError
 from gplace.execution import cache
+from gplace.execution import effects
+from gplace.execution import inputs
 from gplace.execution import partition as partitioning
-from gplace.execution.partition import (Cluster, op_signature, value_bytes,
-                                        value_owner)
+from gplace.execution import plan as plan_lib
+from gplace.execution import weak_types
+from gplace.execution.inputs import default_devices
+from gplace.execution.partition import Cluster
 from gplace.graphs.capture import Program
 from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
 from gplace.sim.topology import Topology
 
-MODES = ("cluster", "op")
+MODES = inputs.MODES
 
 
-def default_devices() -> list[jax.Device]:
-  """All local devices: the CPU devices first, then any accelerators."""
-  devices = list(jax.devices("cpu"))
-  try:
-    if jax.default_backend() != "cpu":
-      devices += [d for d in jax.devices() if d.platform != "cpu"]
-  except RuntimeError:
-    pass
-  return devices
-
-
-# -- the placed function ----------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Plan:
-  """The compiled, flattened schedule of one placed program.
-
-  Values live in ``slots``; a slot is one value on one device. Steps are
-  ``("put", src_slots, dst_slots, device)`` (one batched copy) or ``("run", executable,
-  in_slots, out_slots)``.
-  """
-  n_slots: int
-  arg_slots: list[int]          # flat argument leaf -> slot (or -1: unused)
-  arg_devices: list[Any]        # flat argument leaf -> home device
-  arg_shardings: list[Any]      # ... as a SingleDeviceSharding
-  const_slots: list[tuple[int, Any]]  # pre-staged constants
-  steps: list[tuple]
-  output_slots: list[int | tuple[Any, Any]]  # slot, or ("lit", value, device)
-  clusters: list[Cluster]
-  schedule: np.ndarray | None   # [N] order used (None: device-greedy)
-  n_transfers: int
-  transfer_bytes: int
-  compile_s: float
-  n_compiled: int
-  n_cached: int
+# -- the placed function -----------------------------------------------------
 
 
 class PlacedFunction:
@@ -123,7 +101,9 @@ class PlacedFunction:
 
   Call it like ``fn``; it returns the same output pytree. The first call (or
   :meth:`build`) traces ``fn``, partitions and compiles; later calls only
-  dispatch. Arguments must have the shapes and dtypes of the first call.
+  dispatch. Arguments must have the shapes and dtypes of the first call;
+  their weak types may differ where that does not change the computation
+  (:mod:`gplace.execution.weak_types`).
 
   Attributes:
     fn: the wrapped function.
@@ -149,8 +129,11 @@ class PlacedFunction:
     self.topology = topology
     self._schedule = schedule   # checked: None, DEVICE_GREEDY or [N] order
     self.program: Program | None = None
+    # Weak-type differences of call arguments (leaf indices) checked to
+    # compute what the program computes.
+    self._weak_ok: set[tuple[int, ...]] = {()}
     self.build_s = 0.0
-    self._plan: _Plan | None = None
+    self._plan: plan_lib.Plan | None = None
 
   # -- building ---------------------------------------------------------------
 
@@ -164,21 +147,16 @@ class PlacedFunction:
     if self._plan is not None:
       return self
     start = time.perf_counter()
-    program = cache.traced_program(self.fn, args, kwargs)
-    if (program.graph.n_nodes != self.graph.n_nodes
-        or not np.array_equal(program.graph.op_type, self.graph.op_type)):
-      raise ExecutionError(
-          f"The graph was captured from a different function/arguments: "
-          f"tracing {getattr(self.fn, '__name__', 'fn')!r} with these "
-          f"arguments gives {program.graph.n_nodes} nodes, the graph has "
-          f"{self.graph.n_nodes} (or their op types differ). Capture the "
-          "graph from the same function and argument shapes you place.")
+    program = weak_types.resolve_program(self.fn, self.graph, args, kwargs,
+                                         cache.traced_program,
+                                         self._leaf_name)
     self.program = program
     schedule, order = partitioning.dispatch_order(
         self.graph, self.placement, self._schedule, self.devices,
-        self.topology)
-    self._plan = _compile_plan(program, self.placement, self.devices,
-                               self.mode, order, schedule)
+        self.topology, after=effects.effect_edges(program))
+    self._plan = plan_lib.compile_plan(program, self.placement,
+                                       self.devices, self.mode, order,
+                                       schedule)
     self.build_s = time.perf_counter() - start
     return self
 
@@ -215,7 +193,7 @@ class PlacedFunction:
     """Executables this placed function compiled (others came from cache)."""
     return self._require_plan().n_compiled
 
-  def _require_plan(self) -> _Plan:
+  def _require_plan(self) -> plan_lib.Plan:
     if self._plan is None:
       raise ExecutionError("This placed function has not been built yet; call "
                            "it once or call .build(*example_args).")
@@ -231,23 +209,21 @@ class PlacedFunction:
           f"The arguments' pytree structure differs from the one the program "
           f"was traced with.\n  got:      {in_tree}\n  expected: "
           f"{program.in_tree}")
-    for i, (leaf, aval) in enumerate(zip(leaves, program.in_avals)):
-      shape = tuple(np.shape(leaf))
-      dtype = getattr(leaf, "dtype", None)
-      if shape != tuple(aval.shape) or (
-          dtype is not None and np.dtype(dtype) != np.dtype(aval.dtype)):
-        raise ExecutionError(
-            f"Argument leaf {i} ({self.graph.names[self._arg_node(i)]}) has "
-            f"shape {shape} and dtype {dtype}, but the program was traced "
-            f"with {aval.str_short()}; place the function again for new "
-            "shapes.")
+    changed = inputs.check_leaves(leaves, program.in_avals, self._leaf_name)
+    if changed not in self._weak_ok:
+      weak_types.check_call_weak_types(program, self.fn, args, kwargs,
+                                       changed, cache.traced_program,
+                                       self._leaf_name)
+      self._weak_ok.add(changed)
     return leaves
 
-  def _arg_node(self, leaf_index: int) -> int:
-    for node, record in enumerate(self.program.nodes):
-      if record.kind == NODE_INPUT and record.source == ("arg", leaf_index):
-        return node
-    return 0
+  def _leaf_name(self, leaf_index: int) -> str:
+    """The graph's name of flat argument leaf ``leaf_index`` (capture makes
+    argument leaves the first nodes, in order)."""
+    if leaf_index < self.graph.n_nodes and (
+        self.graph.kind[leaf_index] == NODE_INPUT):
+      return str(self.graph.names[leaf_index])
+    return f"#{leaf_index}"
 
   def stage_args(self, *args, **kwargs):
     """Returns ``(args, kwargs)`` with every leaf already on the device of its
@@ -311,128 +287,6 @@ class PlacedFunction:
             f"mode={self.mode!r}, devices={len(self.devices)}{built})")
 
 
-def _compile_plan(program: Program, placement: np.ndarray, devices,
-                  mode: str, order: list[int],
-                  schedule: np.ndarray | None) -> _Plan:
-  """Partitions ``order`` (op nodes in dispatch order), compiles (or fetches
-  from cache) and flattens the plan."""
-  clusters = partitioning.partition(program, placement, mode, order)
-  owner = value_owner(program)
-  nodes = program.nodes
-  slot_of: dict[tuple[int, int], int] = {}
-  steps: list[tuple] = []
-  n_transfers = 0
-  transfer_bytes = 0
-  var_bytes = value_bytes(program)
-
-  def new_slot(var, device_index):
-    slot_of[(var, device_index)] = len(slot_of)
-    return slot_of[(var, device_index)]
-
-  pending: dict[int, tuple[list[int], list[int]]] = {}
-
-  def read(var, device_index):
-    """The slot of ``var`` on a device, moving it there once if needed (the
-    copy waits in ``pending`` so copies to one device go in one call)."""
-    nonlocal n_transfers, transfer_bytes
-    if (var, device_index) not in slot_of:
-      home = int(placement[owner[var]])
-      src = slot_of[(var, home)]
-      srcs, dsts = pending.setdefault(device_index, ([], []))
-      srcs.append(src)
-      dsts.append(new_slot(var, device_index))
-      n_transfers += 1
-      transfer_bytes += var_bytes.get(var, 0)
-    return slot_of[(var, device_index)]
-
-  def flush():
-    for device_index, (srcs, dsts) in pending.items():
-      steps.append(("put", srcs, dsts, devices[device_index]))
-    pending.clear()
-
-  # Devices that read each value. Copies are sent as soon as the value
-  # exists (parameters at the start, results right after their cluster), as
-  # the simulator assumes; they then overlap with later dispatches.
-  readers: dict[int, set[int]] = {}
-  for cluster in clusters:
-    if cluster.out_vars:
-      for var in cluster.in_vars:
-        readers.setdefault(var, set()).add(cluster.device_index)
-  for node in program.output_nodes:
-    ref = nodes[node].inputs[0]
-    if ref.var >= 0:
-      readers.setdefault(ref.var, set()).add(int(placement[node]))
-
-  def send(var):
-    for device_index in sorted(readers.get(var, ())):
-      read(var, device_index)
-
-  n_leaves = len(program.in_avals)
-  arg_slots = [-1] * n_leaves
-  arg_devices: list[Any] = [devices[0]] * n_leaves
-  const_slots = []
-  for node, record in enumerate(nodes):
-    if record.kind != NODE_INPUT:
-      continue
-    var = record.outputs[0]
-    home = int(placement[node])
-    slot = new_slot(var, home)
-    source, payload = record.source
-    if source == "arg":
-      arg_slots[payload] = slot
-      arg_devices[payload] = devices[home]
-    else:
-      const_slots.append((slot, jax.device_put(payload, devices[home])))
-
-  for record in nodes:
-    if record.kind == NODE_INPUT:
-      send(record.outputs[0])
-  flush()
-
-  signatures = {}
-  compile_s = 0.0
-  n_compiled = n_cached = 0
-  for cluster in clusters:
-    if not cluster.out_vars:
-      continue  # nothing it computes is used
-    device = devices[cluster.device_index]
-    for node in cluster.nodes:
-      if node not in signatures:
-        signatures[node] = op_signature(nodes[node])
-    in_slots = [read(var, cluster.device_index) for var in cluster.in_vars]
-    lookup = cache.get_or_compile(program, signatures, cluster, device)
-    executable = lookup.executable
-    compile_s += lookup.compile_s
-    n_compiled += lookup.compiled
-    n_cached += not lookup.compiled
-    out_slots = [new_slot(var, cluster.device_index)
-                 for var in cluster.out_vars]
-    flush()
-    steps.append(("run", executable, in_slots, out_slots))
-    for var in cluster.out_vars:
-      send(var)
-    flush()
-
-  output_slots = []
-  for node in program.output_nodes:
-    ref = nodes[node].inputs[0]
-    device_index = int(placement[node])
-    if ref.var < 0:
-      output_slots.append(("lit", ref.literal, devices[device_index]))
-    else:
-      output_slots.append(read(ref.var, device_index))
-  flush()
-  return _Plan(n_slots=len(slot_of), arg_slots=arg_slots,
-               arg_devices=arg_devices,
-               arg_shardings=[jax.sharding.SingleDeviceSharding(d)
-                              for d in arg_devices],
-               const_slots=const_slots, steps=steps,
-               output_slots=output_slots, clusters=clusters,
-               schedule=schedule, n_transfers=n_transfers,
-               transfer_bytes=transfer_bytes,
-               compile_s=compile_s, n_compiled=n_compiled, n_cached=n_cached)
-
-
 def place(fn: Callable, graph: Graph, placement, devices=None,
           mode: str = "cluster", *, schedule=None,
           topology: Topology | None = None,
@@ -473,14 +327,18 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
     ScheduleError: a schedule that is not a topological order of the nodes
       (wrong length, not a permutation, a node before one of its inputs).
     TopologyError: a topology without one device per entry of ``devices``.
-    ExecutionError: an unknown mode, or (when building) ``graph`` was not
-      captured from ``fn`` with arguments of these shapes.
+    CaptureError: ``fn`` is not callable.
+    ExecutionError: an unknown mode, ``devices`` that are not distinct
+      ``jax.Device`` s, example arguments that are not a tuple and a dict,
+      or (when building) ``graph`` was not captured from ``fn`` with
+      arguments of these shapes and dtypes (or of these weak types, where
+      they change the computation; see
+      :mod:`gplace.execution.weak_types`).
   """
-  if mode not in MODES:
-    raise ExecutionError(f"Unknown mode {mode!r}; choose one of {MODES}.")
-  devices = list(devices) if devices is not None else default_devices()
-  if not devices:
-    raise ExecutionError("No devices to place on.")
+  inputs.check_fn(fn, "gplace.place")
+  mode = inputs.check_mode(mode)
+  devices = (inputs.check_devices(devices, "gplace.place")
+             if devices is not None else default_devices())
   placement = check_placements(placement, graph, len(devices),
                                batched=False)
   schedule = partitioning.check_schedule(schedule, graph)
@@ -489,5 +347,7 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
   placed = PlacedFunction(fn, graph, placement, devices, mode, schedule,
                           topology)
   if example_args is not None or example_kwargs is not None:
-    placed.build(*(example_args or ()), **(example_kwargs or {}))
+    example_args, example_kwargs = inputs.check_call(
+        example_args, example_kwargs, ("example_args", "example_kwargs"))
+    placed.build(*example_args, **example_kwargs)
   return placed

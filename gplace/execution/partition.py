@@ -15,6 +15,8 @@ one topological order, the cluster graph is acyclic, and each device runs its
 clusters, hence its ops, in schedule order. :func:`device_greedy_order` (the
 executor's order before schedules, ``schedule="device_greedy"``) stays on the
 current device while *any* of its ops is ready, lowest node id first.
+Programs with side effects add ordering edges that chain their effectful
+ops (:mod:`gplace.execution.effects`); every order here respects them.
 
 Op signatures (primitive, params, input shapes) name what a node computes,
 so the executable cache can share compiled clusters and the profiler can time
@@ -33,6 +35,7 @@ from jax.extend import core as jex_core
 import numpy as np
 
 from gplace.errors import ScheduleError, TopologyError
+from gplace.execution.effects import respect_order, successors_with
 from gplace.graphs.capture import NodeRecord, Program
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.sim.simulator import SimResult, check_order, simulate
@@ -41,7 +44,7 @@ from gplace.sim.topology import Topology, local
 # -- signatures -----------------------------------------------------------------
 
 
-def _value_key(value: Any) -> str:
+def param_key(value: Any) -> str:
   """A string that identifies an equation parameter's meaning.
 
   Jaxprs print their text; closed-over constants (which the text omits) add
@@ -55,7 +58,7 @@ def _value_key(value: Any) -> str:
   if isinstance(value, jex_core.Jaxpr):
     return f"jaxpr[{value}]"
   if isinstance(value, (tuple, list)):
-    return "(" + ",".join(_value_key(v) for v in value) + ")"
+    return "(" + ",".join(param_key(v) for v in value) + ")"
   if isinstance(value, np.ndarray):
     return f"nd[{value.dtype}{value.shape}{hash(value.tobytes())}]"
   return repr(value)
@@ -70,7 +73,7 @@ def op_signature(record: NodeRecord) -> str:
   the primitive, its parameters, the abstract values it reads (literals by
   value) and which of its outputs are used."""
   eqn = record.eqn
-  params = ";".join(f"{k}={_value_key(eqn.params[k])}"
+  params = ";".join(f"{k}={param_key(eqn.params[k])}"
                     for k in sorted(eqn.params))
   reads = ",".join(
       f"lit:{type(ref.literal).__name__}:{ref.literal!r}" if ref.var < 0 else
@@ -97,20 +100,25 @@ class Cluster(NamedTuple):
 
 
 def _device_run_order(graph: Graph, placement: np.ndarray, rank: np.ndarray,
-                      follow_rank: bool) -> list[int]:
+                      follow_rank: bool,
+                      after: np.ndarray | None = None) -> list[int]:
   """A topological order of the op nodes that stays on one device while that
   device has an eligible op, and otherwise moves to the device whose eligible
   op has the lowest ``rank``.
 
-  An op is eligible when all its op inputs have run and (with
-  ``follow_rank``) it is the lowest-ranked op of its device not yet run, so
-  every device runs its ops in ``rank`` order; without ``follow_rank`` any
-  ready op is eligible, the lowest-ranked first.
+  An op is eligible when all its op inputs (and its ``after``
+  predecessors) have run and (with ``follow_rank``) it is the lowest-ranked
+  op of its device not yet run, so every device runs its ops in ``rank``
+  order; without ``follow_rank`` any ready op is eligible, the lowest-ranked
+  first.
   """
   is_op = graph.kind == NODE_OP
   indegree = np.zeros(graph.n_nodes, np.int64)
   op_edges = is_op[graph.edge_src] & is_op[graph.edge_dst]
   np.add.at(indegree, graph.edge_dst[op_edges], 1)
+  if after is not None and len(after):
+    np.add.at(indegree, after[:, 1], 1)
+  successors = successors_with(graph, after)
   ops = np.flatnonzero(is_op)
   sequence: dict[int, list[int]] = {}
   for node in ops[np.argsort(rank[ops], kind="stable")]:
@@ -129,7 +137,6 @@ def _device_run_order(graph: Graph, placement: np.ndarray, rank: np.ndarray,
       return None
     return heap[0]
 
-  ptr, _ = graph.succ_csr
   order: list[int] = []
   current = None
   while True:
@@ -142,7 +149,7 @@ def _device_run_order(graph: Graph, placement: np.ndarray, rank: np.ndarray,
     _, node = heapq.heappop(ready[current])
     done[current] += 1
     order.append(node)
-    for succ in graph.edge_dst[ptr[node]:ptr[node + 1]]:
+    for succ in successors(node):
       if is_op[succ]:
         indegree[succ] -= 1
         if indegree[succ] == 0:
@@ -156,7 +163,8 @@ def _device_run_order(graph: Graph, placement: np.ndarray, rank: np.ndarray,
   return order
 
 
-def device_greedy_order(graph: Graph, placement: np.ndarray) -> list[int]:
+def device_greedy_order(graph: Graph, placement: np.ndarray,
+                        after: np.ndarray | None = None) -> list[int]:
   """A topological order of the op nodes that stays on one device as long
   as that device has a ready op (ties broken by node id): the executor's
   order before schedules (``place(..., schedule="device_greedy")``).
@@ -164,16 +172,19 @@ def device_greedy_order(graph: Graph, placement: np.ndarray) -> list[int]:
   Args:
     graph: the op graph.
     placement: ``[N]`` device index per node.
+    after: optional ``[E, 2]`` extra ``(before, after)`` ordering edges
+      (:func:`effect_edges`).
 
   Returns:
     The op node ids in execution order.
   """
   return _device_run_order(graph, placement, np.arange(graph.n_nodes),
-                           follow_rank=False)
+                           follow_rank=False, after=after)
 
 
 def schedule_order(graph: Graph, placement: np.ndarray,
-                   schedule: np.ndarray) -> list[int]:
+                   schedule: np.ndarray,
+                   after: np.ndarray | None = None) -> list[int]:
   """A topological order of the op nodes in which every device runs its ops
   exactly in ``schedule`` order, with as few device switches as a greedy
   pass finds (so the fewest clusters it can).
@@ -188,7 +199,9 @@ def schedule_order(graph: Graph, placement: np.ndarray,
     graph: the op graph.
     placement: ``[N]`` device index per node.
     schedule: ``[N]`` int, a topological order of all nodes (checked by
-      :func:`check_schedule`).
+      :func:`check_schedule`) that also respects ``after``.
+    after: optional ``[E, 2]`` extra ``(before, after)`` ordering edges
+      (:func:`effect_edges`).
 
   Returns:
     The op node ids in execution order.
@@ -198,7 +211,8 @@ def schedule_order(graph: Graph, placement: np.ndarray,
   """
   rank = np.empty(graph.n_nodes, np.int64)
   rank[np.asarray(schedule, np.int64)] = np.arange(graph.n_nodes)
-  return _device_run_order(graph, placement, rank, follow_rank=True)
+  return _device_run_order(graph, placement, rank, follow_rank=True,
+                           after=after)
 
 
 # -- schedules ------------------------------------------------------------------
@@ -320,7 +334,8 @@ def check_topology(topology: Topology | None, devices) -> Topology:
 
 
 def dispatch_order(graph: Graph, placement: np.ndarray, schedule, devices,
-                   topology: Topology | None = None
+                   topology: Topology | None = None,
+                   after: np.ndarray | None = None
                    ) -> tuple[np.ndarray | None, list[int]]:
   """Resolves a checked schedule into the executor's op order.
 
@@ -328,16 +343,21 @@ def dispatch_order(graph: Graph, placement: np.ndarray, schedule, devices,
     graph, placement: the placed graph and its ``[N]`` placement.
     schedule: a :func:`check_schedule` result.
     devices, topology: as for :func:`default_schedules`.
+    after: optional ``[E, 2]`` ordering edges the order must respect too
+      (:func:`effect_edges`); a schedule that breaks them is repaired with
+      :func:`respect_order`.
 
   Returns:
     ``(schedule, op_order)``: the ``[N]`` schedule used (None for
     :data:`DEVICE_GREEDY`) and the op node ids in dispatch order.
   """
   if isinstance(schedule, str):
-    return None, device_greedy_order(graph, placement)
+    return None, device_greedy_order(graph, placement, after)
   if schedule is None:
     schedule = default_schedules(graph, placement[None], devices, topology)[0]
-  return schedule, schedule_order(graph, placement, schedule)
+  if after is not None:
+    schedule = respect_order(schedule, graph, after)
+  return schedule, schedule_order(graph, placement, schedule, after)
 
 
 # -- the cut --------------------------------------------------------------------

@@ -69,6 +69,7 @@ import numpy as np
 from gplace.errors import ExecutionError
 from gplace.execution import cache
 from gplace.execution import executor
+from gplace.execution import inputs
 from gplace.execution import partition
 from gplace.execution import timing
 from gplace.graphs.capture import Program, trace_program
@@ -307,8 +308,8 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
     ``gplace.measure(gplace.place(fn, graph, placement))`` measures.
   """
   start = time.perf_counter()
-  devices = list(devices) if devices is not None else (
-      executor.default_devices())
+  devices = (inputs.check_devices(devices, "gplace.profile")
+             if devices is not None else executor.default_devices())
   program = trace_program(fn, *args, **kwargs)
   graph = program.graph
   d = len(devices)

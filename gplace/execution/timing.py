@@ -15,11 +15,13 @@ from typing import Callable, NamedTuple
 import jax
 import numpy as np
 
-from gplace.errors import (BuildError, ExecutionError, PlacementError,
-                           ScheduleError, first_line)
+from gplace.errors import (BuildError, CaptureError, GplaceError,
+                           PlacementError, ScheduleError, first_line)
+from gplace.execution import inputs
 from gplace.execution import partition
 from gplace.execution.executor import PlacedFunction, default_devices, place
 from gplace.graphs.graph import Graph
+from gplace.graphs.placement import check_placements
 from gplace.sim.simulator import SimResult
 from gplace.sim.topology import Topology
 
@@ -77,11 +79,17 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
   Returns:
     A :class:`Measurement`. A placement that cannot be built or run (out of
     device memory, a compile error) gives ``failed=True`` and its ``reason``
-    instead of raising, so a search loop can penalize it. Bad input
-    (``PlacementError``, wrong argument shapes) still raises.
+    instead of raising, so a search loop can penalize it. Bad input still
+    raises a ``GplaceError``: ``CaptureError`` (not a function, or arguments
+    it cannot be traced with), ``ExecutionError`` (``repeats`` or
+    ``warmup`` not a count, arguments of other shapes than the placed
+    function's).
   """
-  if repeats < 1:
-    raise ExecutionError("measure needs repeats >= 1.")
+  inputs.check_fn(placed_or_fn, "gplace.measure",
+                  "a PlacedFunction (gplace.place(...)) or a jittable "
+                  "function")
+  repeats = inputs.check_count(repeats, "repeats", 1)
+  warmup = inputs.check_count(warmup, "warmup", 0)
   if isinstance(placed_or_fn, PlacedFunction):
     placed = placed_or_fn
     try:
@@ -99,9 +107,15 @@ def measure(placed_or_fn, *args, repeats: int = 10, warmup: int = 2,
     jitted = jax.jit(placed_or_fn)
     try:
       jitted = jitted.lower(*args, **kwargs).compile()
+    except GplaceError:
+      raise
     except Exception as err:  # pylint: disable=broad-except
       if not _is_runtime_failure(err):
-        raise
+        raise CaptureError(
+            f"gplace.measure could not trace "
+            f"{getattr(placed_or_fn, '__name__', 'fn')!r} with the given "
+            f"arguments: {first_line(err)}. Pass the arguments fn takes, as "
+            "for jax.jit(fn)(*args).") from err
       return _failed(first_line(err))
     build_s = compile_s = time.perf_counter() - start
     call, call_args, call_kwargs = jitted, args, kwargs
@@ -148,18 +162,33 @@ def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
 
   Returns:
     ``[K]`` float64 median seconds per call (``penalty_s`` where failed).
+    Warns (:class:`~gplace.execution.inputs.SingleDeviceWarning`) when
+    several placements are measured on one device.
 
   Raises:
-    PlacementError: placements not ``[K, N]`` or out of range.
+    PlacementError: placements not ``[K, N]`` integers in range.
     ScheduleError: schedules of the wrong shape or not topological.
+    CaptureError, ExecutionError: ``fn`` not callable, ``args`` not a tuple
+      or ``kwargs`` not a dict, ``devices`` not distinct ``jax.Device`` s,
+      an unknown ``mode``, ``repeats`` / ``warmup`` / ``penalty_s`` of the
+      wrong kind.
   """
-  placements = np.asarray(placements)
-  if placements.ndim != 2:
-    raise PlacementError(f"placements must be [K, N], got shape "
-                         f"{placements.shape}.")
-  kwargs = kwargs or {}
-  devices = list(devices) if devices is not None else default_devices()
+  inputs.check_fn(fn, "measure_placements")
+  args, kwargs = inputs.check_call(args, kwargs, ("args", "kwargs"))
+  devices = (inputs.check_devices(devices, "measure_placements")
+             if devices is not None else default_devices())
+  mode = inputs.check_mode(mode)
+  repeats = inputs.check_count(repeats, "repeats", 1)
+  warmup = inputs.check_count(warmup, "warmup", 0)
+  penalty_s = inputs.check_penalty(penalty_s)
+  checked = check_placements(placements, graph, len(devices))  # [K, N]
+  if np.ndim(placements) != 2:
+    raise PlacementError(
+        f"placements must be [K, N], one placement per row, got shape "
+        f"{np.shape(placements)}; for one placement pass placement[None].")
+  placements = checked
   k_placements = placements.shape[0]
+  inputs.warn_if_single_device(devices, k_placements)
   if k_placements == 0:
     return np.zeros(0, np.float64)
   if isinstance(schedules, SimResult):

@@ -11,6 +11,7 @@ import pytest
 import gplace
 from gplace import _testing
 from gplace.errors import ScheduleError, TopologyError
+from gplace.execution import effects
 from gplace.execution import partition
 from gplace.graphs.capture import trace_program
 from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
@@ -203,3 +204,31 @@ def test_default_schedules_come_from_the_simulator():
   with pytest.raises(TopologyError, match="topology device i"):
     partition.default_schedules(graph, placements, devices,
                                 local(jax.devices()[:3]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_orders_respect_extra_ordering_edges(seed):
+  # Extra (before, after) edges, as effect_edges chains effectful ops: a
+  # schedule that respects them comes back unchanged; one that does not is
+  # repaired into a topological order of both, and the dispatch orders
+  # respect them.
+  graph = random_dag(40, seed=seed)
+  rng = np.random.default_rng(seed)
+  placement = rng.integers(0, 3, graph.n_nodes).astype(np.int32)
+  ops = np.flatnonzero(graph.kind == NODE_OP)
+  chain = np.sort(rng.choice(ops, 5, replace=False))
+  after = np.stack([chain[:-1], chain[1:]], 1)
+  schedule = _random_topological_order(graph, seed)
+  fixed = effects.respect_order(schedule, graph, after)
+  assert sorted(fixed) == list(range(graph.n_nodes))
+  position = np.empty(graph.n_nodes, np.int64)
+  position[fixed] = np.arange(graph.n_nodes)
+  assert np.all(position[graph.edge_src] < position[graph.edge_dst])
+  assert np.all(position[after[:, 0]] < position[after[:, 1]])
+  np.testing.assert_array_equal(effects.respect_order(fixed, graph, after),
+                                fixed)
+  for order in (partition.schedule_order(graph, placement, fixed, after),
+                partition.device_greedy_order(graph, placement, after)):
+    assert _is_topological_over_ops(graph, order)
+    where = {node: i for i, node in enumerate(order)}
+    assert all(where[a] < where[b] for a, b in after)

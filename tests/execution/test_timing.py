@@ -10,6 +10,7 @@ import gplace
 from gplace import _testing
 from gplace.errors import PlacementError, ScheduleError
 from gplace.execution import cache
+from gplace.execution import inputs
 from gplace.execution import timing
 from gplace.sim.topology import local
 
@@ -46,9 +47,10 @@ def test_measure_marks_failed_placements(control_flow, monkeypatch):
   result = gplace.measure(placed, *args, repeats=2)
   assert result.failed and "RESOURCE_EXHAUSTED" in result.reason
   assert result.runtime_s == float("inf")
-  runtimes = timing.measure_placements(
-      fn, graph, np.zeros((2, graph.n_nodes), int), args, repeats=1,
-      devices=jax.devices()[:1], penalty_s=9.0)
+  with pytest.warns(inputs.SingleDeviceWarning):
+    runtimes = timing.measure_placements(
+        fn, graph, np.zeros((2, graph.n_nodes), int), args, repeats=1,
+        devices=jax.devices()[:1], penalty_s=9.0)
   np.testing.assert_array_equal(runtimes, [9.0, 9.0])
   cache.clear_cache()
 

@@ -1,0 +1,269 @@
+"""Argument checks of the executor's public entry points (host-side).
+
+Where it sits: :func:`gplace.place`, :func:`gplace.measure`,
+:func:`gplace.execution.timing.measure_placements` and
+:func:`gplace.profile` validate what the user passes here, before anything
+is traced or compiled, so that bad input raises a
+:class:`~gplace.errors.GplaceError` that names the argument and the fix
+instead of a traceback from deep inside JAX. The checks of a placed
+function's call arguments (pytree, shapes, dtypes including extended ones
+such as typed PRNG keys, and weak types) live here too;
+:mod:`gplace.execution.weak_types` decides whether a weak-type difference
+may run the captured program.
+
+Pure Python; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from gplace.errors import CaptureError, ExecutionError
+
+MODES = ("cluster", "op")
+
+#: How to get several devices on a machine with one (the message of
+#: :func:`check_several_devices` and of :class:`SingleDeviceWarning`).
+MORE_DEVICES_HINT = (
+    "For several CPU devices, set "
+    "XLA_FLAGS=--xla_force_host_platform_device_count=N (or "
+    "jax.config.update('jax_num_cpu_devices', N)) before JAX starts, e.g. "
+    "`XLA_FLAGS=--xla_force_host_platform_device_count=4 python "
+    "experiments/run.py ...`; or run on a machine with several GPUs.")
+
+
+def default_devices() -> list[jax.Device]:
+  """All local devices: the CPU devices first, then any accelerators."""
+  devices = list(jax.devices("cpu"))
+  try:
+    if jax.default_backend() != "cpu":
+      devices += [d for d in jax.devices() if d.platform != "cpu"]
+  except RuntimeError:
+    pass
+  return devices
+
+
+class SingleDeviceWarning(UserWarning):
+  """Placements were measured on fewer than two devices, so they all run on
+  one device and their runtimes differ only by timing noise."""
+
+
+def check_fn(fn: Any, where: str,
+             what: str = "the function the graph was captured from") -> None:
+  """Raises CaptureError unless ``fn`` is callable.
+
+  Args:
+    fn: the function argument.
+    where: the entry point, named in the message (``"gplace.place"``).
+    what: what ``fn`` should be, for the message.
+  """
+  if not callable(fn):
+    raise CaptureError(
+        f"{where} needs {what} as its first argument, got "
+        f"{type(fn).__name__}.")
+
+
+def check_devices(devices: Any, where: str) -> list[jax.Device]:
+  """Validates a ``devices=`` argument.
+
+  Args:
+    devices: a non-empty sequence of distinct ``jax.Device`` s.
+    where: the entry point, named in messages (``"gplace.place"``).
+
+  Returns:
+    The devices as a list.
+
+  Raises:
+    ExecutionError: a single device instead of a list, a string, something
+      not iterable, an empty list, an entry that is not a ``jax.Device`` (a
+      name such as ``'cpu:0'``, an index, None), or a device listed twice.
+  """
+  usage = ("devices must be a list of jax.Device objects, e.g. "
+           "jax.devices() or jax.devices('cpu')[:2]")
+  if isinstance(devices, jax.Device):
+    raise ExecutionError(f"{where}: {usage}; got one device, {devices}: pass "
+                         f"[{devices}] to place everything on it.")
+  if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+    raise ExecutionError(f"{where}: {usage}; got {type(devices).__name__} "
+                         f"{devices!r}.")
+  devices = list(devices)
+  if not devices:
+    raise ExecutionError(f"{where}: devices is empty; {usage} (or leave it "
+                         "None for all local devices).")
+  for i, device in enumerate(devices):
+    if not isinstance(device, jax.Device):
+      raise ExecutionError(
+          f"{where}: devices[{i}] is {type(device).__name__} {device!r}; "
+          f"{usage} (not names or indices).")
+  if len(set(devices)) != len(devices):
+    twice = next(d for d in devices if devices.count(d) > 1)
+    raise ExecutionError(
+        f"{where}: device {twice} is listed {devices.count(twice)} times in "
+        "devices; placement indices must refer to distinct devices. "
+        f"{MORE_DEVICES_HINT}")
+  return devices
+
+
+def check_mode(mode: Any) -> str:
+  """Raises ExecutionError unless ``mode`` is one of :data:`MODES`."""
+  if not isinstance(mode, str) or mode not in MODES:
+    raise ExecutionError(f"Unknown mode {mode!r}; choose one of {MODES}.")
+  return mode
+
+
+def check_count(value: Any, name: str, minimum: int) -> int:
+  """An int ``>= minimum`` (``repeats``, ``warmup``), else ExecutionError."""
+  if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+      or value < minimum):
+    raise ExecutionError(f"{name} must be an int >= {minimum}, got "
+                         f"{value!r}.")
+  return int(value)
+
+
+def check_penalty(penalty_s: Any) -> float:
+  """A real number of seconds (inf and NaN allowed: both mark a failure)."""
+  if isinstance(penalty_s, bool) or not isinstance(penalty_s, numbers.Real):
+    raise ExecutionError(f"penalty_s must be a number of seconds (e.g. "
+                         f"float('inf')), got {penalty_s!r}.")
+  return float(penalty_s)
+
+
+def check_call(args: Any, kwargs: Any, names: tuple[str, str]
+               ) -> tuple[tuple, dict]:
+  """``(args, kwargs)`` as a tuple and a dict, else ExecutionError.
+
+  Args:
+    args, kwargs: positional arguments (tuple or list; None: none) and
+      keyword arguments (a mapping; None: none).
+    names: how the caller calls them, e.g. ``("args", "kwargs")``.
+  """
+  if args is None:
+    args = ()
+  if not isinstance(args, (tuple, list)):
+    raise ExecutionError(
+        f"{names[0]} must be a tuple of fn's positional arguments, got "
+        f"{type(args).__name__}; for one argument x pass {names[0]}=(x,).")
+  if kwargs is None:
+    kwargs = {}
+  if not isinstance(kwargs, dict):
+    try:
+      kwargs = dict(kwargs)
+    except (TypeError, ValueError) as err:
+      raise ExecutionError(
+          f"{names[1]} must be a dict of fn's keyword arguments, got "
+          f"{type(kwargs).__name__}.") from err
+  return tuple(args), kwargs
+
+
+def check_several_devices(devices: Sequence[jax.Device], what: str) -> None:
+  """Refuses to compare placements on fewer than two devices.
+
+  Every placement of a program onto one device is the same placement, so a
+  table of their measured "runtimes" ranks timing noise. Call this where a
+  run that measures placements (executor rewards) resolves its devices.
+
+  Args:
+    devices: the devices placements index.
+    what: what needs them, for the message (e.g. ``"Executor rewards"``).
+
+  Raises:
+    ExecutionError: fewer than two devices; the message says how to get
+      more.
+  """
+  if len(devices) < 2:
+    found = f"one device ({devices[0]})" if devices else "no device"
+    raise ExecutionError(
+        f"{what} compare placements across devices, but there is only "
+        f"{found}, so every placement is the same and their runtimes differ "
+        f"only by noise. {MORE_DEVICES_HINT}")
+
+
+def warn_if_single_device(devices: Sequence[jax.Device],
+                          n_placements: int) -> None:
+  """Warns (:class:`SingleDeviceWarning`) when several placements are
+  measured on one device."""
+  if len(devices) < 2 and n_placements > 1:
+    warnings.warn(
+        f"Measuring placements on one device ({devices[0]}): they all run "
+        "on it, so their runtimes differ only by timing noise. "
+        f"{MORE_DEVICES_HINT}", SingleDeviceWarning, stacklevel=3)
+
+
+# -- call arguments ----------------------------------------------------------
+
+
+def leaf_aval(leaf: Any):
+  """The abstract value (shape, dtype, weak type) JAX traces ``leaf`` as;
+  ``leaf`` may be a ``jax.ShapeDtypeStruct``."""
+  return jax.typeof(leaf)
+
+
+def is_extended(dtype) -> bool:
+  """True for JAX's extended dtypes (typed PRNG keys ``key<fry>``), which
+  numpy cannot interpret."""
+  return jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+
+
+def same_dtype(a, b) -> bool:
+  """``a == b`` for numpy and extended dtypes alike."""
+  if a == b:
+    return True
+  if is_extended(a) or is_extended(b):
+    return False
+  return np.dtype(a) == np.dtype(b)
+
+
+def leaf_weak_type(leaf: Any) -> bool:
+  """Whether JAX treats ``leaf`` as weakly typed (Python scalars, arrays
+  made from them), without building an abstract value (cheap per call)."""
+  if isinstance(leaf, (bool, np.generic, np.ndarray)):
+    return False
+  if isinstance(leaf, (int, float, complex)):
+    return True
+  return bool(getattr(leaf, "weak_type", False))
+
+
+def check_leaves(leaves: Sequence[Any], in_avals: Sequence[Any],
+                 name_of: Callable[[int], str]) -> tuple[int, ...]:
+  """Checks call arguments against a traced program's.
+
+  Args:
+    leaves: the flat call arguments.
+    in_avals: the program's flat argument avals.
+    name_of: leaf index -> its name in the graph, for messages.
+
+  Returns:
+    The indices of leaves whose weak type differs from the program's (the
+    caller decides whether that matters: :mod:`gplace.execution.weak_types`).
+
+  Raises:
+    ExecutionError: a leaf's shape or dtype differs from the program's.
+  """
+  changed = []
+  for i, (leaf, aval) in enumerate(zip(leaves, in_avals)):
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is None or not hasattr(leaf, "shape"):
+      try:
+        leaf_type = leaf_aval(leaf)
+      except TypeError as err:
+        raise ExecutionError(
+            f"Argument leaf {i} ({name_of(i)}) is a {type(leaf).__name__}, "
+            "not an array; pass arrays of the traced shapes and dtypes "
+            "(bind other arguments with functools.partial before "
+            "capturing).") from err
+      shape, dtype = tuple(leaf_type.shape), leaf_type.dtype
+    else:
+      shape = tuple(leaf.shape)
+    if shape != tuple(aval.shape) or not same_dtype(dtype, aval.dtype):
+      raise ExecutionError(
+          f"Argument leaf {i} ({name_of(i)}) has shape {shape} and dtype "
+          f"{dtype}, but the program was traced with {aval.str_short()}; "
+          "place the function again for new shapes or dtypes.")
+    if leaf_weak_type(leaf) != aval.weak_type:
+      changed.append(i)
+  return tuple(changed)

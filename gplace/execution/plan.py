@@ -1,0 +1,195 @@
+"""The flattened dispatch plan of a placed program (host-side).
+
+Where it sits: :class:`gplace.execution.executor.PlacedFunction` builds one
+:class:`Plan` per placed program with :func:`compile_plan`: the clusters of
+:mod:`gplace.execution.partition`, compiled through
+:mod:`gplace.execution.cache`, flattened into a list of steps over value
+*slots* (one value on one device) that a call replays without any lookups.
+Copies between devices are batched per destination and sent as soon as a
+value exists (parameters first, results right after their cluster), as the
+simulator assumes.
+
+Host-side Python; only the cluster functions it compiles are traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from gplace.execution import cache
+from gplace.execution import effects
+from gplace.execution.partition import (Cluster, op_signature, partition,
+                                        value_bytes, value_owner)
+from gplace.graphs.capture import Program
+from gplace.graphs.graph import NODE_INPUT
+
+
+@dataclasses.dataclass
+class Plan:
+  """The compiled, flattened schedule of one placed program.
+
+  Values live in ``slots``; a slot is one value on one device. Steps are
+  ``("put", src_slots, dst_slots, device)`` (one batched copy) or
+  ``("run", executable, in_slots, out_slots)``.
+  """
+  n_slots: int
+  arg_slots: list[int]          # flat argument leaf -> slot (or -1: unused)
+  arg_devices: list[Any]        # flat argument leaf -> home device
+  arg_shardings: list[Any]      # ... as a SingleDeviceSharding
+  const_slots: list[tuple[int, Any]]  # pre-staged constants
+  steps: list[tuple]
+  output_slots: list[int | tuple[Any, Any]]  # slot, or ("lit", value, device)
+  clusters: list[Cluster]
+  schedule: np.ndarray | None   # [N] order used (None: device-greedy)
+  n_transfers: int
+  transfer_bytes: int
+  compile_s: float
+  n_compiled: int
+  n_cached: int
+
+
+def compile_plan(program: Program, placement: np.ndarray, devices,
+                 mode: str, order: list[int],
+                 schedule: np.ndarray | None) -> Plan:
+  """Partitions ``order`` (op nodes in dispatch order), compiles (or fetches
+  from cache) and flattens the plan.
+
+  A cluster runs when something reads its results or when it holds an op
+  with side effects (as ``jax.jit`` keeps those).
+
+  Args:
+    program: the traced program.
+    placement: ``[N]`` device index per node.
+    devices: the ``jax.Device`` s indices refer to.
+    mode: ``"cluster"`` or ``"op"``.
+    order: the op node ids in dispatch order.
+    schedule: the ``[N]`` schedule ``order`` follows (kept for reports).
+
+  Returns:
+    The :class:`Plan`.
+
+  Raises:
+    BuildError: a cluster could not be compiled.
+  """
+  clusters = partition(program, placement, mode, order)
+  effectful = set(effects.effectful_nodes(program))
+  runs = [bool(c.out_vars) or not effectful.isdisjoint(c.nodes)
+          for c in clusters]
+  owner = value_owner(program)
+  nodes = program.nodes
+  slot_of: dict[tuple[int, int], int] = {}
+  steps: list[tuple] = []
+  n_transfers = 0
+  transfer_bytes = 0
+  var_bytes = value_bytes(program)
+
+  def new_slot(var, device_index):
+    slot_of[(var, device_index)] = len(slot_of)
+    return slot_of[(var, device_index)]
+
+  pending: dict[int, tuple[list[int], list[int]]] = {}
+
+  def read(var, device_index):
+    """The slot of ``var`` on a device, moving it there once if needed (the
+    copy waits in ``pending`` so copies to one device go in one call)."""
+    nonlocal n_transfers, transfer_bytes
+    if (var, device_index) not in slot_of:
+      home = int(placement[owner[var]])
+      src = slot_of[(var, home)]
+      srcs, dsts = pending.setdefault(device_index, ([], []))
+      srcs.append(src)
+      dsts.append(new_slot(var, device_index))
+      n_transfers += 1
+      transfer_bytes += var_bytes.get(var, 0)
+    return slot_of[(var, device_index)]
+
+  def flush():
+    for device_index, (srcs, dsts) in pending.items():
+      steps.append(("put", srcs, dsts, devices[device_index]))
+    pending.clear()
+
+  # Devices that read each value. Copies are sent as soon as the value
+  # exists (parameters at the start, results right after their cluster), as
+  # the simulator assumes; they then overlap with later dispatches.
+  readers: dict[int, set[int]] = {}
+  for cluster, run in zip(clusters, runs):
+    if run:
+      for var in cluster.in_vars:
+        readers.setdefault(var, set()).add(cluster.device_index)
+  for node in program.output_nodes:
+    ref = nodes[node].inputs[0]
+    if ref.var >= 0:
+      readers.setdefault(ref.var, set()).add(int(placement[node]))
+
+  def send(var):
+    for device_index in sorted(readers.get(var, ())):
+      read(var, device_index)
+
+  n_leaves = len(program.in_avals)
+  arg_slots = [-1] * n_leaves
+  arg_devices: list[Any] = [devices[0]] * n_leaves
+  const_slots = []
+  for node, record in enumerate(nodes):
+    if record.kind != NODE_INPUT:
+      continue
+    var = record.outputs[0]
+    home = int(placement[node])
+    slot = new_slot(var, home)
+    source, payload = record.source
+    if source == "arg":
+      arg_slots[payload] = slot
+      arg_devices[payload] = devices[home]
+    else:
+      const_slots.append((slot, jax.device_put(payload, devices[home])))
+
+  for record in nodes:
+    if record.kind == NODE_INPUT:
+      send(record.outputs[0])
+  flush()
+
+  signatures = {}
+  compile_s = 0.0
+  n_compiled = n_cached = 0
+  for cluster, run in zip(clusters, runs):
+    if not run:
+      continue  # nothing it computes is used, and it has no side effects
+    device = devices[cluster.device_index]
+    for node in cluster.nodes:
+      if node not in signatures:
+        signatures[node] = op_signature(nodes[node])
+    in_slots = [read(var, cluster.device_index) for var in cluster.in_vars]
+    lookup = cache.get_or_compile(program, signatures, cluster, device)
+    executable = lookup.executable
+    compile_s += lookup.compile_s
+    n_compiled += lookup.compiled
+    n_cached += not lookup.compiled
+    out_slots = [new_slot(var, cluster.device_index)
+                 for var in cluster.out_vars]
+    flush()
+    steps.append(("run", executable, in_slots, out_slots))
+    for var in cluster.out_vars:
+      send(var)
+    flush()
+
+  output_slots = []
+  for node in program.output_nodes:
+    ref = nodes[node].inputs[0]
+    device_index = int(placement[node])
+    if ref.var < 0:
+      output_slots.append(("lit", ref.literal, devices[device_index]))
+    else:
+      output_slots.append(read(ref.var, device_index))
+  flush()
+  return Plan(n_slots=len(slot_of), arg_slots=arg_slots,
+               arg_devices=arg_devices,
+               arg_shardings=[jax.sharding.SingleDeviceSharding(d)
+                              for d in arg_devices],
+               const_slots=const_slots, steps=steps,
+               output_slots=output_slots, clusters=clusters,
+               schedule=schedule, n_transfers=n_transfers,
+               transfer_bytes=transfer_bytes,
+               compile_s=compile_s, n_compiled=n_compiled, n_cached=n_cached)
