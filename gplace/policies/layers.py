@@ -282,13 +282,22 @@ class SegmentRecurrentAttention(nn.Module):
 class PlacementHead(nn.Module):
   """Node states to per-device placement logits.
 
+  The logits layer starts near zero (orthogonal, scale ``logit_init_scale``,
+  as policy heads in purejaxrl and brax do), so an untrained policy samples
+  nearly uniformly. With the default Lecun init, GO's node states gave
+  logit spreads of ~12 nats at initialization: a "uniform start" that
+  already put every op on one device with probability ~1 and left pure RL
+  nothing to explore.
+
   Attributes:
     num_devices: ``D``.
     hidden_size: width of the hidden layer (0 for a single linear layer).
+    logit_init_scale: scale of the logits layer's orthogonal init.
   """
 
   num_devices: int
   hidden_size: int = 64
+  logit_init_scale: float = 0.01
 
   @nn.compact
   def __call__(self, node_states: jax.Array,
@@ -305,7 +314,10 @@ class PlacementHead(nn.Module):
     x = node_states
     if self.hidden_size:
       x = nn.relu(nn.Dense(self.hidden_size, name="hidden")(x))
-    logits = nn.Dense(self.num_devices, name="logits")(x).astype(jnp.float32)
+    logits = nn.Dense(
+        self.num_devices, name="logits",
+        kernel_init=nn.initializers.orthogonal(self.logit_init_scale))(x)
+    logits = logits.astype(jnp.float32)
     if device_mask is not None:
       logits = jnp.where(device_mask, logits, NEG_INF)
     return logits
