@@ -118,6 +118,8 @@ OP_VOCABULARY: tuple[str, ...] = (
     # Added in gplace 0.1 for jax 0.10, which traces jnp.stack to its own
     # primitives (append new names below, never above).
     "stack", "unstack",
+    # Added in gplace 0.2: jax 0.11's tanh derivative and jax.debug.print.
+    "one_minus_square", "debug_print",
 )
 OP_TYPE_PADDING = 0
 OP_TYPE_UNKNOWN = 1
