@@ -2,9 +2,13 @@
 
   python experiments/run.py --config experiments/configs/quickstart.py \
       --workdir /tmp/gplace_quickstart [--config.rl.num_samples=64 ...]
+
+An override that names no field of the config (``--config.rl.num_sample``)
+exits with status 2 and one line naming the closest valid fields.
 """
 
 import os
+import re
 import sys
 
 # Configs import each other as experiments.configs.*: the repository root
@@ -17,14 +21,55 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-from gplace.errors import GplaceError
+from gplace.errors import ConfigError, GplaceError
 from gplace.rl import train
+from gplace.rl import validation
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (experiments/configs/*.py).",
     lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.")
 flags.mark_flags_as_required(["config", "workdir"])
+
+_OVERRIDE = re.compile(r"^--?config\.([^=]+)")
+_CONFIG_FILE = re.compile(r"^--?config(?:=(.*))?$")
+
+
+def unknown_override(argv: list[str]) -> str:
+  """The one-line message for the first ``--config.<path>`` of ``argv`` that
+  names no field of the config file ``argv`` gives ("" if all do, or if
+  the config file itself cannot be read: absl reports that)."""
+  config_arg = None
+  for i, arg in enumerate(argv):
+    match = _CONFIG_FILE.match(arg)
+    if match:
+      config_arg = match.group(1) if match.group(1) is not None else (
+          argv[i + 1] if i + 1 < len(argv) else None)
+  if config_arg is None:
+    return ""
+  try:
+    config = flags.FLAGS["config"].parser.parse(config_arg)
+  except Exception:  # pylint: disable=broad-except
+    return ""
+  for arg in argv:
+    match = _OVERRIDE.match(arg)
+    if match:
+      try:
+        validation.check_override(config, match.group(1))
+      except ConfigError as err:
+        return f"{type(err).__name__}: {err}"
+  return ""
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, with a misspelt ``--config.`` override reported
+  as one line (exit status 2) instead of ml_collections' traceback."""
+  try:
+    return app.parse_flags_with_usage(argv)  # exits on absl's own errors
+  except (KeyError, AttributeError) as err:
+    message = unknown_override(argv) or f"Bad --config override: {err!r}"
+    sys.stderr.write(message + "\n")
+    sys.exit(2)
 
 
 def main(argv):
@@ -38,4 +83,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

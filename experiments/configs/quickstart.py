@@ -60,8 +60,14 @@ def get_config():
   # 0.05 let PPO drift towards uniform on paper-size rnnlm2).
   config.warm_start = ml_collections.ConfigDict(dict(
       steps=50, baseline="best", learning_rate=1e-2, label_smoothing=0.0))
+  # A workdir with checkpoints resumes its run if its config.json matches
+  # this config (num_steps, chunk_steps, checkpoint_every, max_to_keep,
+  # resume, progress_bar, print_table and graph_cache may differ; see
+  # gplace.rl.resume.FREE_ON_RESUME) and is refused otherwise;
+  # resume=False deletes its checkpoints and starts over. results.json and
+  # learning_curve.png are rewritten at every checkpoint.
   config.train = ml_collections.ConfigDict(dict(
       num_steps=100,               # RL steps after the warm start
-      chunk_steps=25, checkpoint_every=50, max_to_keep=2))
+      chunk_steps=25, checkpoint_every=50, max_to_keep=2, resume=True))
   config.executor = ml_collections.ConfigDict(dict(repeats=5, warmup=1))
   return config

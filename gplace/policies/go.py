@@ -83,6 +83,11 @@ class GOEncoder(nn.Module):
   num_position_frequencies: int = 8
 
   def __post_init__(self):
+    for name in ("hidden_size", "num_heads", "num_sage_layers",
+                 "op_embedding_size"):
+      if getattr(self, name) < 1:
+        raise PolicyError(f"{name}={getattr(self, name)} must be a positive "
+                          "integer.")
     if self.hidden_size % self.num_heads:
       raise PolicyError(f"hidden_size={self.hidden_size} must be divisible by "
                         f"num_heads={self.num_heads}.")

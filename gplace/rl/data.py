@@ -156,8 +156,9 @@ def setup_graphs(config, topology, names: Sequence[str],
     single = scorer(np.tile(np.arange(topology.n_devices)[:, None],
                             (1, graph.n_nodes)))
     finite = single[np.isfinite(single)]
-    reference = finite.min() if finite.size else np.nanmax(
-        np.where(np.isfinite(runtimes), runtimes, np.nan))
+    ok = runtimes[np.isfinite(runtimes)]
+    reference = finite.min() if finite.size else (
+        ok.max() if ok.size else np.nan)
     if not np.isfinite(reference):
       runtime_any, _ = simulate_host(graph, np.zeros((1, graph.n_nodes)),
                                      topology)

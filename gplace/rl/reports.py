@@ -6,13 +6,21 @@ Where this sits: the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.train` calls
 these after every chunk and at the end. Host-side; every function receives
 plain values (arrays, dicts, and graph summaries: anything with the
 attributes of :class:`GraphSummary`, such as ``gplace.rl.data.GraphSetup``).
+
+Every file is strict JSON: a non-finite number (``inf`` for an OOM or failed
+placement, NaN) is written as ``null`` (:func:`json_safe`), so any JSON
+parser reads it. ``results.json`` and ``learning_curve.png`` are rewritten at
+every checkpoint (``"finished": false``) and at the end of the run
+(``"finished": true``), so a run killed early still leaves them.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
-from typing import Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -24,6 +32,14 @@ BEST_PLACEMENT_FILE = "best_placement.json"
 CURVE_FILE = "learning_curve.png"
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+# What a run leaves in its workdir, in the order the end of a run lists it.
+OUTPUTS = ((BEST_PLACEMENT_FILE, "best placement per graph"),
+           (METRICS_FILE, "metrics of every train step"),
+           (RESULTS_FILE, "runtimes vs baselines and bound"),
+           (CURVE_FILE, "learning curve"),
+           (CONFIG_FILE, "the run's config"),
+           (CHECKPOINT_DIR, "checkpoints (rerun to resume)"))
 
 
 class GraphSummary(Protocol):
@@ -35,12 +51,51 @@ class GraphSummary(Protocol):
   lower_bound_s: float
 
 
+def json_safe(obj: Any) -> Any:
+  """``obj`` with every non-finite float (``inf``: OOM or failed, NaN) as
+  None (JSON ``null``) and numpy scalars and arrays as Python values: what a
+  strict JSON parser accepts."""
+  if isinstance(obj, Mapping):
+    return {k: json_safe(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [json_safe(v) for v in obj]
+  if isinstance(obj, np.ndarray):
+    return json_safe(obj.tolist())
+  if isinstance(obj, (bool, np.bool_)):
+    return bool(obj)
+  if isinstance(obj, numbers.Integral):
+    return int(obj)
+  if isinstance(obj, numbers.Real):
+    value = float(obj)
+    return value if math.isfinite(value) else None
+  return obj
+
+
 def write_json(path: str, obj) -> None:
-  """Writes ``obj`` as JSON atomically (a reader never sees half a file)."""
+  """Writes ``obj`` as strict JSON (non-finite numbers as ``null``, see
+  :func:`json_safe`) atomically: a reader never sees half a file."""
   tmp = path + ".tmp"
   with open(tmp, "w") as f:
-    json.dump(obj, f)
+    json.dump(json_safe(obj), f, allow_nan=False)
   os.replace(tmp, path)
+
+
+def read_json(path: str) -> Any:
+  """The content of a JSON file.
+
+  Raises:
+    OSError: it cannot be read. ValueError: it is not JSON.
+  """
+  with open(path) as f:
+    return json.load(f)
+
+
+def output_lines(workdir: str) -> list[str]:
+  """One line per output of :data:`OUTPUTS` that ``workdir`` holds: what it
+  is and its path."""
+  return [f"[gplace] {what:<33} {os.path.join(workdir, name)}"
+          for name, what in OUTPUTS
+          if os.path.exists(os.path.join(workdir, name))]
 
 
 # -- metrics.jsonl -------------------------------------------------------------
@@ -76,25 +131,38 @@ def chunk_records(first_step: int, phase: str,
   return records
 
 
+def _parse_record(line: str) -> Optional[dict]:
+  """One ``metrics.jsonl`` line; None for a blank or half-written one (a run
+  killed while writing)."""
+  try:
+    record = json.loads(line)
+  except ValueError:
+    return None
+  return record if isinstance(record, dict) and "step" in record else None
+
+
 def trim_metrics(path: str, last_step: int) -> None:
   """Drops lines written after the checkpoint a run resumes from (all of them
-  for ``last_step=0``)."""
+  for ``last_step=0``), and half-written ones."""
   if not os.path.exists(path):
     return
   with open(path) as f:
-    lines = [l for l in f if l.strip() and json.loads(l)["step"] <= last_step]
+    lines = [l for l in f if (r := _parse_record(l)) is not None
+             and r["step"] <= last_step]
   with open(path, "w") as f:
-    f.writelines(lines)
+    f.writelines(l if l.endswith("\n") else l + "\n" for l in lines)
 
 
 def read_metrics(path: str) -> list[dict]:
-  """The records of a ``metrics.jsonl`` file."""
+  """The records of a ``metrics.jsonl`` file (``null`` for non-finite
+  numbers; half-written lines skipped)."""
   with open(path) as f:
-    return [json.loads(l) for l in f if l.strip()]
+    return [r for l in f if (r := _parse_record(l)) is not None]
 
 
 class MetricsWriter:
-  """Appends one JSON line per train step to ``metrics.jsonl``.
+  """Appends one JSON line per train step to ``metrics.jsonl`` (strict JSON:
+  non-finite numbers as ``null``).
 
   Args:
     path: the file.
@@ -109,7 +177,7 @@ class MetricsWriter:
 
   def write(self, records: Sequence[dict]) -> None:
     for record in records:
-      self._file.write(json.dumps(record) + "\n")
+      self._file.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
     self._file.flush()
 
   def close(self) -> None:
@@ -129,8 +197,9 @@ def best_placement_record(graphs: Sequence[GraphSummary],
                           best_placement: np.ndarray,
                           best_runtime_s: np.ndarray, topology: Topology,
                           step: int) -> dict:
-  """The content of ``best_placement.json``: per graph its runtime and the
-  device name of every real node.
+  """The content of ``best_placement.json``: per graph its runtime (written
+  as ``null`` while nothing fits in memory) and the device name of every
+  real node.
 
   Args:
     graphs: ``B`` graph summaries.
@@ -230,7 +299,10 @@ def progress_postfix(length: int, elapsed_s: float, best_runtime_s,
 class RunOutputs:
   """The files and the bar a run updates after every chunk: ``metrics.jsonl``
   (:class:`MetricsWriter`), ``best_placement.json``
-  (:class:`BestPlacementWriter`) and the :class:`ProgressBar`.
+  (:class:`BestPlacementWriter`) and the :class:`ProgressBar`; at every
+  checkpoint ``results.json`` and ``learning_curve.png``
+  (:meth:`at_checkpoint`). A fresh run (``first_step=0``) first removes the
+  results, curve and best placement an earlier run left in ``workdir``.
 
   Args:
     workdir: where the files go.
@@ -245,6 +317,11 @@ class RunOutputs:
   def __init__(self, workdir: str, graphs: Sequence[GraphSummary],
                topology: Topology, best_runtime_s, *, total_steps: int,
                first_step: int, progress_bar: bool = True):
+    self.workdir, self.graphs, self.topology = workdir, graphs, topology
+    if first_step == 0:
+      for name in (RESULTS_FILE, CURVE_FILE, BEST_PLACEMENT_FILE):
+        if os.path.exists(os.path.join(workdir, name)):
+          os.remove(os.path.join(workdir, name))
     self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
                                  resume_step=first_step)
     self.best = BestPlacementWriter(
@@ -274,18 +351,39 @@ class RunOutputs:
       self.best.write(int(state.step), state.best_placement,
                       state.best_runtime_s)
 
+  def at_checkpoint(self, step: int, state) -> None:
+    """Rewrites ``results.json`` (``"finished": false``) and the learning
+    curve for ``state`` (anything with ``best_runtime_s [B]``) at ``step``."""
+    write_results(self.workdir, self.graphs,
+                  np.asarray(state.best_runtime_s).tolist(),
+                  [g.name for g in self.graphs], self.topology, step=step,
+                  finished=False)
+
   def close(self) -> None:
     self.metrics.close()
     self.bar.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
 
 
 # -- the end of a run ----------------------------------------------------------
 
 
+def _floats(values) -> np.ndarray:
+  """``float64 [n]`` of numbers read from JSON (``null`` -> NaN)."""
+  values = values if isinstance(values, list) else [values]
+  return np.array([np.nan if v is None else v for v in values], np.float64)
+
+
 def plot_curve(path: str, records: Sequence[dict],
                graphs: Sequence[GraphSummary]) -> None:
   """Mean sampled and best runtime per RL step, with the best baseline and
-  the lower bound, as a PNG (nothing without RL records)."""
+  the lower bound, as a PNG (nothing without RL records; gaps where a
+  runtime is ``null``: nothing fitted in memory)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -294,10 +392,11 @@ def plot_curve(path: str, records: Sequence[dict],
     return
   fig, ax = plt.subplots(figsize=(7, 4))
   steps = [r["step"] for r in rl_records]
-  ax.plot(steps, [r["mean_runtime_s"] for r in rl_records],
-          label="mean sampled runtime (failed = penalty)", alpha=0.7)
-  ax.plot(steps, [np.mean(r["best_runtime_s"]) for r in rl_records],
-          label="best runtime so far")
+  mean, best = (np.array([np.mean(_floats(r[key])) for r in rl_records])
+                for key in ("mean_runtime_s", "best_runtime_s"))
+  ax.plot(steps, mean, label="mean sampled runtime (failed = penalty)",
+          alpha=0.7)
+  ax.plot(steps, best, label="best runtime so far")
   best_base = np.mean([min(s.baseline_runtime_s.values()) for s in graphs])
   bound = np.mean([s.lower_bound_s for s in graphs])
   if np.isfinite(best_base):
@@ -306,7 +405,9 @@ def plot_curve(path: str, records: Sequence[dict],
     ax.axhline(bound, color="g", ls=":", label="lower bound")
   ax.set_xlabel("train step")
   ax.set_ylabel("runtime (s), mean over graphs")
-  ax.set_yscale("log")
+  shown = np.concatenate([mean, best])
+  if np.any(np.isfinite(shown) & (shown > 0)):
+    ax.set_yscale("log")
   ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
@@ -349,21 +450,47 @@ def result_tables(graphs: Sequence[GraphSummary],
   return tables
 
 
-def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
-                       best_runtime_s: Sequence[float],
-                       workload_names: Sequence[str], topology: Topology,
-                       log: Optional[Callable[[str], None]] = None
-                       ) -> list[dict]:
-  """The learning curve PNG, ``results.json`` and (with ``log``) one table
-  per graph; returns :func:`result_tables`."""
+def write_results(workdir: str, graphs: Sequence[GraphSummary],
+                  best_runtime_s: Sequence[float],
+                  workload_names: Sequence[str], topology: Topology, *,
+                  step: Optional[int], finished: bool) -> list[dict]:
+  """``results.json`` and the learning curve PNG (from ``metrics.jsonl``).
+
+  ``results.json`` holds ``step``, ``finished``, ``workloads``,
+  ``topology`` and ``tables``: per graph :func:`result_tables` with
+  ``null`` for OOM / failed rows and for a bound that does not apply.
+
+  Args:
+    workdir: the run's directory.
+    graphs: ``B`` graph summaries.
+    best_runtime_s: ``B`` best runtimes so far.
+    workload_names: names of the ``B`` graphs.
+    topology: the run's topology (its name is written).
+    step: the train step they are from.
+    finished: the run has reached its last step.
+
+  Returns:
+    :func:`result_tables`.
+  """
   records = read_metrics(os.path.join(workdir, METRICS_FILE))
   plot_curve(os.path.join(workdir, CURVE_FILE), records, graphs)
   tables = result_tables(graphs, best_runtime_s)
+  write_json(os.path.join(workdir, RESULTS_FILE),
+             {"step": step, "finished": finished, "tables": tables,
+              "workloads": list(workload_names), "topology": topology.name})
+  return tables
+
+
+def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
+                       best_runtime_s: Sequence[float],
+                       workload_names: Sequence[str], topology: Topology,
+                       log: Optional[Callable[[str], None]] = None, *,
+                       step: Optional[int] = None) -> list[dict]:
+  """:func:`write_results` of a finished run and (with ``log``) one table
+  per graph; returns :func:`result_tables`."""
+  tables = write_results(workdir, graphs, best_runtime_s, workload_names,
+                         topology, step=step, finished=True)
   if log is not None:
     for s, runtime in zip(graphs, best_runtime_s):
       log(format_table(s, runtime))
-  write_json(os.path.join(workdir, RESULTS_FILE),
-             {"tables": [{k: (v if np.isfinite(v) else None)
-                          for k, v in t.items()} for t in tables],
-              "workloads": list(workload_names), "topology": topology.name})
   return tables

@@ -4,29 +4,32 @@ Where this sits: ``experiments/run.py`` parses flags and calls
 :func:`train_and_evaluate`, which reads like a flax ``train.py``:
 
 1. :func:`gplace.rl.validation.validate_config` rejects values that cannot
-   work before anything is traced or compiled.
+   work before anything is traced or compiled; :func:`prepare_workdir`
+   refuses a workdir whose checkpoints come from another config (or, with
+   ``config.train.resume=False``, deletes them) and writes ``config.json``.
 2. :mod:`gplace.rl.data` (host side): capture the workload(s), score every
    baseline, pick the warm-start targets, pad the graphs into one batch.
 3. :func:`restore_or_init`: the policy, optimizer and
    :class:`~gplace.rl.state.TrainState` (:mod:`gplace.rl.state`), restored
-   from the latest checkpoint in the workdir if there is one.
-4. A Python loop over jitted chunks (:func:`make_step_fns`: a ``lax.scan`` of
-   warm-start or RL steps from :mod:`gplace.rl.update` under ``jax.pmap``;
-   with real measurements, ``config.rl.reward = "executor"``, sampling and
-   update stay jitted and the measurement runs on the host between them).
-   After each chunk the periodic actions: ``metrics.jsonl``,
-   ``best_placement.json``, the progress bar, a ``progress_fn`` hook, and
-   orbax checkpoints every ``config.train.checkpoint_every`` steps. Resuming
-   gives the same results as an uninterrupted run: the RNG is in the state
-   and the chunk schedule depends only on the step.
-5. The final report (:mod:`gplace.rl.reports`): learning curve, results and
-   the table of the learned placement vs every baseline and the lower bound.
+   from the newest intact checkpoint in the workdir if there is one.
+4. :func:`run_loop`, a Python loop over jitted chunks (:func:`make_step_fns`:
+   a ``lax.scan`` of warm-start or RL steps from :mod:`gplace.rl.update`
+   under ``jax.pmap``; with real measurements, ``config.rl.reward =
+   "executor"``, sampling and update stay jitted and the measurement runs on
+   the host between them). After each chunk the periodic actions:
+   ``metrics.jsonl``, ``best_placement.json``, the progress bar, a
+   ``progress_fn`` hook, and every ``config.train.checkpoint_every`` steps an
+   orbax checkpoint, ``results.json`` and the learning curve. Resuming gives
+   the same results as an uninterrupted run: the RNG is in the state and the
+   chunk schedule depends only on the step.
+5. The final report (:mod:`gplace.rl.reports`): learning curve, results, the
+   table of the learned placement vs every baseline and the lower bound, and
+   one line per output file saying where it went.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import time
 from typing import Any, Callable, NamedTuple, Optional
@@ -36,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gplace.rl import checkpoint
 from gplace.rl import data
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
@@ -44,6 +48,7 @@ from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
                              create_policy, create_train_state)
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
+from gplace.rl.resume import check_resume, config_record
 from gplace.rl.validation import num_parallel_devices, validate_config
 
 AXIS = "devices"
@@ -132,18 +137,35 @@ def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing):
 
 
 def replicate(tree, n: int):
-  """A leading device axis of size ``n`` (for pmap); identity for 1."""
+  """A leading device axis of size ``n`` (for pmap), on the first ``n``
+  local devices; identity for 1.
+
+  The copies are laid out as a pmap lays out its outputs, so the chunk that
+  starts a run (or a resumed one) hits the compile of the chunks that
+  follow; host arrays would compile every chunk function once more.
+  """
   if n == 1:
     return tree
-  return jax.tree.map(lambda x: np.broadcast_to(np.asarray(x),
+  host = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x),
                                                 (n,) + np.shape(x)), tree)
+  return _device_identity(n)(host)
+
+
+@functools.lru_cache(maxsize=8)
+def _device_identity(n: int) -> Callable:
+  # Same axis name as the chunks: it names the mesh of their outputs.
+  return jax.pmap(lambda x: x, axis_name=AXIS,
+                  devices=jax.local_devices()[:n])
 
 
 def unreplicate(tree, n: int):
-  """The first copy of a replicated tree; identity for 1."""
+  """The first copy of a replicated tree, as numpy arrays; identity for 1.
+  (Reads device 0's shard: indexing ``x[0]`` dispatches one gather per
+  leaf, seconds for a whole train state.)"""
   if n == 1:
     return tree
-  return jax.tree.map(lambda x: x[0], tree)
+  return jax.tree.map(lambda x: np.asarray(
+      x.addressable_data(0) if isinstance(x, jax.Array) else x)[0], tree)
 
 
 def chunk_schedule(step: int, *, warm_steps: int, total_steps: int,
@@ -212,18 +234,45 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
 def restore_or_init(config, batch, policy, optimizer,
                     warm: Optional[data.WarmStart], checkpointer: Checkpointer,
                     log: Callable[[str], None]) -> TrainState:
-  """The latest checkpoint of the workdir, or a fresh state whose best
-  placements are the warm-start baselines (so the result is never worse than
-  them)."""
+  """The newest intact checkpoint of the workdir (corrupted newer ones are
+  skipped, see :meth:`Checkpointer.restore_latest`), or a fresh state whose
+  best placements are the warm-start baselines (so the result is never worse
+  than them)."""
   state = create_train_state(config, batch, policy, optimizer)
   if warm is not None:
     state = state.replace(best_runtime_s=jnp.asarray(warm.runtime_s),
                           best_placement=jnp.asarray(warm.placements))
-  if checkpointer.latest_step() is not None:
-    state = checkpointer.restore(state)
+  restored = checkpointer.restore_latest(state, log=log)
+  if restored is not None:
+    state = restored
     log(f"[gplace] resumed from step {int(state.step)} in "
         f"{os.path.dirname(checkpointer.directory)}")
   return state
+
+
+def prepare_workdir(config, workdir: str, log: Callable[[str], None]) -> str:
+  """Decides what becomes of a run already in ``workdir``, then writes
+  ``config.json``; returns the checkpoint directory.
+
+  With checkpoints there, ``config.train.resume=False`` deletes them (the
+  run starts over); otherwise the run resumes only if the saved
+  ``config.json`` matches ``config`` (:func:`check_resume`). A refused run
+  leaves ``config.json`` as it was.
+
+  Raises:
+    ConfigError: the saved config differs in a field that changes results.
+  """
+  directory = os.path.join(workdir, reports.CHECKPOINT_DIR)
+  steps = checkpoint.saved_steps(directory)
+  if steps and not config.train.get("resume", True):
+    checkpoint.discard(directory)
+    log(f"[gplace] train.resume=False: deleted the checkpoints of steps "
+        f"{', '.join(map(str, steps))} in {directory}; starting over")
+  elif steps:
+    check_resume(config, workdir, steps[-1])
+  reports.write_json(os.path.join(workdir, reports.CONFIG_FILE),
+                     config_record(config))
+  return directory
 
 
 def warm_start(config, setups, batch, log) -> Optional[data.WarmStart]:
@@ -258,19 +307,26 @@ def train_and_evaluate(config, workdir: str, *,
 
   Args:
     config: see ``experiments/configs/quickstart.py`` for every field.
-    workdir: output directory (checkpoints, ``metrics.jsonl``,
-      ``best_placement.json``, ``learning_curve.png``, ``results.json``); a
-      run with checkpoints there resumes from the latest.
+    workdir: output directory (``checkpoints/``, ``config.json``,
+      ``metrics.jsonl``, ``best_placement.json``, and at every checkpoint
+      ``results.json`` and ``learning_curve.png``; the last lines logged say
+      where each went). A run with checkpoints there resumes from the newest
+      intact one if its ``config.json`` matches ``config`` (fields that may
+      differ: :data:`gplace.rl.resume.FREE_ON_RESUME`);
+      ``config.train.resume=False`` starts over instead.
     progress_fn: called as ``progress_fn(step, metrics)`` after every chunk.
     stop_after_step: stop (after checkpointing) once this step is reached,
       without the final evaluation: simulates a preempted run in tests.
     log: where lines of text go.
 
   Raises:
-    ConfigError: a config value that cannot work (before any compile).
+    ConfigError: a config value that cannot work, or a workdir holding a
+      run with another config (before any compile).
+    CheckpointError: the workdir's checkpoints are all corrupted.
   """
   run_start, workdir = time.time(), os.path.abspath(workdir)
   validate_config(config, workdir)
+  checkpoint_dir = prepare_workdir(config, workdir, log)
   topology, parallel = data.make_topology(config), num_parallel_devices(config)
   setups = data.setup_graphs(config, topology, data.workload_names(config),
                              log=log)
@@ -282,55 +338,77 @@ def train_and_evaluate(config, workdir: str, *,
   optimizer = create_optimizer(config)
   fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
                          float(config.warm_start.get("label_smoothing", 0.0)))
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"),
-                              max_to_keep=config.train.max_to_keep)
-  state = restore_or_init(config, batch, policy, optimizer, warm,
-                          checkpointer, log)
-  reports.write_json(os.path.join(workdir, reports.CONFIG_FILE),
-                     json.loads(config.to_json_best_effort()))
-  outputs = reports.RunOutputs(workdir, setups, topology, state.best_runtime_s,
-                               total_steps=schedule.total_steps,
-                               first_step=int(state.step),
-                               progress_bar=config.progress_bar)
-  state_dev = replicate(state, parallel)
-  batch_dev = jax.tree.map(jnp.asarray, batch)
   target = jnp.asarray(warm.placements if warm is not None else np.zeros(
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
+  # Closing both (also on errors) finishes pending asynchronous saves.
+  with Checkpointer(checkpoint_dir,
+                    max_to_keep=config.train.max_to_keep) as checkpointer:
+    state = restore_or_init(config, batch, policy, optimizer, warm,
+                            checkpointer, log)
+    with reports.RunOutputs(workdir, setups, topology, state.best_runtime_s,
+                            total_steps=schedule.total_steps,
+                            first_step=int(state.step),
+                            progress_bar=config.progress_bar) as outputs:
+      loop = run_loop(fns, state, batch, target, schedule, outputs,
+                      checkpointer, parallel=parallel,
+                      host_rewards=host_rewards, progress_fn=progress_fn,
+                      stop_after_step=stop_after_step, run_start=run_start)
+  result = _final_result(
+      config, workdir, setups, topology, loop, outputs,
+      loop.step >= schedule.total_steps or stop_after_step is None, log)
+  for line in reports.output_lines(workdir):
+    log(line)
+  return result
+
+
+class LoopResult(NamedTuple):
+  """Where :func:`run_loop` stopped: the (unreplicated) state, its step, and
+  the RL steps per second of the last chunk."""
+  state: Any
+  step: int
+  steps_per_second: float
+
+
+def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
+             outputs: reports.RunOutputs, checkpointer: Checkpointer, *,
+             parallel: int, host_rewards: Optional[HostRewards],
+             progress_fn: Optional[ProgressFn],
+             stop_after_step: Optional[int], run_start: float) -> LoopResult:
+  """Chunks from ``state.step`` to ``schedule.total_steps`` (or
+  ``stop_after_step``); after each the outputs, the ``progress_fn`` hook, and
+  at checkpoint steps a checkpoint, ``results.json`` and the curve."""
+  state_dev = replicate(state, parallel)
+  batch_dev = jax.tree.map(jnp.asarray, batch)
   step, steps_per_second = int(state.step), 0.0
-  try:
-    while step < schedule.total_steps:
-      length, phase = schedule.next_chunk(step), schedule.phase(step)
-      t0 = time.time()
-      state_dev, metrics = run_chunk(fns, state_dev, batch_dev, target, length,
-                                     warm_start=phase == "warm_start",
-                                     host_rewards=host_rewards)
-      metrics = jax.tree.map(np.asarray, unreplicate(metrics, parallel))
-      jax.block_until_ready(state_dev)
-      elapsed = time.time() - t0
-      if phase == "rl":
-        steps_per_second = length / max(elapsed, 1e-9)
-      state = unreplicate(state_dev, parallel)
-      last = outputs.after_chunk(step, phase, metrics, state,
-                                 start_s=t0 - run_start, elapsed_s=elapsed)
-      step += length
-      if progress_fn is not None:
-        progress_fn(step, last)
-      if schedule.checkpoint_due(step):
-        checkpointer.save(step, state)
-      if stop_after_step is not None and step >= stop_after_step:
-        break
-  finally:  # also on errors: pending asynchronous saves must finish
-    outputs.close()
-    checkpointer.close()
-  return _final_result(config, workdir, setups, topology,
-                       unreplicate(state_dev, parallel), outputs,
-                       step >= schedule.total_steps or stop_after_step is None,
-                       steps_per_second, log)
+  while step < schedule.total_steps:
+    length, phase = schedule.next_chunk(step), schedule.phase(step)
+    t0 = time.time()
+    state_dev, metrics = run_chunk(fns, state_dev, batch_dev, target, length,
+                                   warm_start=phase == "warm_start",
+                                   host_rewards=host_rewards)
+    metrics = jax.tree.map(np.asarray, unreplicate(metrics, parallel))
+    jax.block_until_ready(state_dev)
+    elapsed = time.time() - t0
+    if phase == "rl":
+      steps_per_second = length / max(elapsed, 1e-9)
+    state = unreplicate(state_dev, parallel)
+    last = outputs.after_chunk(step, phase, metrics, state,
+                               start_s=t0 - run_start, elapsed_s=elapsed)
+    step += length
+    if progress_fn is not None:
+      progress_fn(step, last)
+    if schedule.checkpoint_due(step):
+      checkpointer.save(step, state)
+      outputs.at_checkpoint(step, state)
+    if stop_after_step is not None and step >= stop_after_step:
+      break
+  return LoopResult(state, step, steps_per_second)
 
 
-def _final_result(config, workdir, setups, topology, state, outputs,
-                  finished, steps_per_second, log) -> TrainResult:
+def _final_result(config, workdir, setups, topology, loop: LoopResult,
+                  outputs, finished, log) -> TrainResult:
   """Writes the end-of-run files and collects the :class:`TrainResult`."""
+  state = loop.state
   outputs.ensure_best_placement(state)
   best_runtime = [float(x) for x in np.asarray(state.best_runtime_s)]
   best_placements = [np.asarray(state.best_placement)[b, :s.graph.n_nodes]
@@ -339,6 +417,6 @@ def _final_result(config, workdir, setups, topology, state, outputs,
   if finished:
     tables = reports.write_final_report(
         workdir, setups, best_runtime, data.workload_names(config), topology,
-        log=log if config.print_table else None)
+        log=log if config.print_table else None, step=loop.step)
   return TrainResult(state, best_placements, best_runtime, tables,
-                     steps_per_second)
+                     loop.steps_per_second)

@@ -3,24 +3,96 @@
 Where this sits: the first thing :func:`gplace.rl.train.train_and_evaluate`
 does. One small function per sub-config, each raising
 :class:`~gplace.errors.ConfigError` with the field, the bad value and what to
-use instead; probing the workdir is separate (:func:`check_workdir`).
+use instead. Every numeric field has its valid range in one table
+(:data:`INT_FIELDS`, :data:`FLOAT_FIELDS`; NaN and infinity fail every
+range). Probing the workdir and the graph cache is separate
+(:func:`check_workdir`, :func:`check_graph_cache`), and so is the check that a
+workdir's checkpoints were written under the same config
+(:func:`check_resume`).
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import numbers
 import os
+from typing import Any, NamedTuple, Optional
 
 import jax
 
 from gplace import baselines
 from gplace import policies
 from gplace import workloads
-from gplace.errors import ConfigError, PolicyError
+from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
 from gplace.rl import data
 from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
 REWARDS = ("simulator", "executor")
+
+
+class IntRange(NamedTuple):
+  """Valid integers: ``minimum <= value < maximum`` (no maximum: None)."""
+  minimum: int
+  maximum: Optional[int]
+  example: int
+
+
+class FloatRange(NamedTuple):
+  """Valid finite numbers between ``low`` and ``high`` (each end included
+  or not)."""
+  low: float
+  high: float
+  low_included: bool
+  high_included: bool
+  example: float
+
+
+INT_FIELDS = {
+    "seed": IntRange(0, 2**32, 0),
+    "rl.ppo_epochs": IntRange(1, None, 2),
+    "warm_start.steps": IntRange(0, None, 50),
+    "train.num_steps": IntRange(0, None, 100),
+    "train.chunk_steps": IntRange(1, None, 25),
+    "train.checkpoint_every": IntRange(1, None, 50),
+    "train.max_to_keep": IntRange(1, None, 2),
+    "executor.repeats": IntRange(1, None, 5),
+    "executor.warmup": IntRange(0, None, 1),
+}
+_INF = math.inf
+FLOAT_FIELDS = {
+    "optimizer.learning_rate": FloatRange(0.0, _INF, False, False, 3e-4),
+    "optimizer.grad_clip": FloatRange(0.0, _INF, False, False, 1.0),
+    "warm_start.learning_rate": FloatRange(0.0, _INF, False, False, 1e-2),
+    "warm_start.label_smoothing": FloatRange(0.0, 1.0, True, False, 0.0),
+    "rl.ppo_clip": FloatRange(0.0, 1.0, False, False, 0.2),
+    "rl.entropy_weight": FloatRange(0.0, _INF, True, False, 1e-2),
+    "rl.baseline_decay": FloatRange(0.0, 1.0, True, False, 0.9),
+    "rl.oom_penalty_factor": FloatRange(1.0, _INF, True, False, 10.0),
+    "rl.explore_epsilon": FloatRange(0.0, 1.0, True, False, 0.01),
+    "rl.mutate_best": FloatRange(0.0, 1.0, True, True, 0.01),
+}
+BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
+               "train.resume")
+# Fields older configs may lack (their readers have defaults).
+OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
+                   "warm_start.label_smoothing", "train.resume",
+                   "executor.repeats", "executor.warmup")
+# Valid ranges of the policy's integer hyperparameters (the GO family's
+# names); any other integer hyperparameter must be non-negative, any float
+# finite.
+POLICY_INT_FIELDS = {
+    "hidden_size": IntRange(1, None, 64), "num_heads": IntRange(1, None, 4),
+    "segment_length": IntRange(1, None, 128),
+    "op_embedding_size": IntRange(1, None, 16),
+    "head_hidden_size": IntRange(1, None, 64),
+    "vocabulary_size": IntRange(1, None, 256),
+    "num_sage_layers": IntRange(0, None, 2),
+    "num_attention_layers": IntRange(0, None, 2),
+    "num_position_frequencies": IntRange(0, None, 8),
+}
+_MISSING = object()
 
 
 def num_parallel_devices(config) -> int:
@@ -33,24 +105,115 @@ def num_parallel_devices(config) -> int:
 
 def validate_config(config, workdir: str) -> None:
   """Raises :class:`ConfigError` for any value that cannot work, and when
-  ``workdir`` cannot be written."""
+  ``workdir`` or ``config.graph_cache`` cannot be written."""
+  validate_numbers(config)
   validate_workloads(config)
   validate_topology(config)
   validate_policy(config)
   validate_rl(config)
-  validate_schedule(config)
   validate_warm_start(config)
   check_workdir(workdir)
+  check_graph_cache(config)
+
+
+# -- numbers -------------------------------------------------------------------
+
+
+def lookup(config, path: str, default: Any = _MISSING) -> Any:
+  """``config.a.b`` for ``path="a.b"``; ``default`` where a key is missing."""
+  node = config
+  for key in path.split("."):
+    if not hasattr(node, "keys") or key not in node:
+      return default
+    node = node[key]
+  return node
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+  return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def describe_int_range(valid: IntRange) -> str:
+  """E.g. ``"a positive integer"``, ``"an integer in [0, 4294967296)"``."""
+  if valid.maximum is not None:
+    return f"an integer in [{valid.minimum}, {valid.maximum})"
+  if valid.minimum == 1:
+    return "a positive integer"
+  if valid.minimum == 0:
+    return "a non-negative integer"
+  return f"an integer of at least {valid.minimum}"
+
+
+def describe_float_range(valid: FloatRange) -> str:
+  """E.g. ``"a finite number > 0"``, ``"a number in [0, 1)"``."""
+  if math.isinf(valid.high):
+    return (f"a finite number {'>=' if valid.low_included else '>'} "
+            f"{valid.low:g}")
+  return (f"a number in {'[' if valid.low_included else '('}{valid.low:g}, "
+          f"{valid.high:g}{']' if valid.high_included else ')'}")
+
+
+def _in_range(value, valid: FloatRange) -> bool:
+  try:
+    value = float(value)
+  except OverflowError:  # an integer beyond any float
+    return False
+  above = value >= valid.low if valid.low_included else value > valid.low
+  below = value <= valid.high if valid.high_included else value < valid.high
+  return math.isfinite(value) and above and below
+
+
+def _out_of_range(path: str, value, valid_text: str, example) -> ConfigError:
+  return ConfigError(f"config.{path}={value!r}: must be {valid_text}; use "
+                     f"e.g. --config.{path}={example}.")
+
+
+def validate_numbers(config) -> None:
+  """Every field of :data:`INT_FIELDS`, :data:`FLOAT_FIELDS` and
+  :data:`BOOL_FIELDS`: present (unless optional), of its type, in range."""
+  fields = list(INT_FIELDS.items()) + list(FLOAT_FIELDS.items())
+  for path, valid in fields:
+    value = lookup(config, path)
+    if value is _MISSING:
+      if path in OPTIONAL_FIELDS:
+        continue
+      raise ConfigError(f"config.{path} is missing; every config starts "
+                        "from experiments/configs/quickstart.py, which sets "
+                        f"it (e.g. {valid.example}).")
+    if isinstance(valid, IntRange):
+      text = describe_int_range(valid)
+      if not _is_int(value) or value < valid.minimum or (
+          valid.maximum is not None and value >= valid.maximum):
+        raise _out_of_range(path, value, text, valid.example)
+    elif not _is_real(value) or not _in_range(value, valid):
+      raise _out_of_range(path, value, describe_float_range(valid),
+                          valid.example)
+  for path in BOOL_FIELDS:
+    value = lookup(config, path, True)
+    if not isinstance(value, bool):
+      raise ConfigError(f"config.{path}={value!r}: must be True or False.")
+
+
+# -- sub-configs ---------------------------------------------------------------
 
 
 def validate_workloads(config) -> None:
-  """``config.workload`` (names), ``workload_size``, ``workload_step``."""
+  """``config.workload`` (names), ``workload_size``, ``workload_step``,
+  ``baselines``."""
   names = data.workload_names(config)
   if not names:
     raise ConfigError("config.workload is empty; name a workload, e.g. "
                       "'rnnlm2', or 'random_dag:1000'.")
   for name in names:
-    if not data.is_random_dag(name) and name not in workloads.names():
+    match = data.RANDOM_DAG.match(name)
+    if match and int(match.group(1)) < 2:
+      raise ConfigError(f"config.workload={name!r}: a random_dag needs at "
+                        "least 2 nodes; use e.g. 'random_dag:100'.")
+    if not match and name not in workloads.names():
       raise ConfigError(
           f"Unknown workload {name!r} in config.workload; choose from "
           f"{', '.join(workloads.names())}, or 'random_dag:N[:seed]'.")
@@ -62,6 +225,18 @@ def validate_workloads(config) -> None:
     raise ConfigError(f"Unknown config.workload_step "
                       f"{config.workload_step!r}; choose from "
                       f"{', '.join(workloads.STEPS)}.")
+  for name in selected_baselines(config) or ():
+    if name not in baselines.names():
+      raise ConfigError(f"Unknown baseline {name!r} in config.baselines; "
+                        f"use 'all' or names from "
+                        f"{', '.join(baselines.names())}.")
+
+
+def selected_baselines(config) -> Optional[list[str]]:
+  """The names of ``config.baselines``; None for ``"all"``."""
+  if config.baselines == "all":
+    return None
+  return [b.strip() for b in str(config.baselines).split(",") if b.strip()]
 
 
 def validate_topology(config) -> None:
@@ -73,22 +248,49 @@ def validate_topology(config) -> None:
         f"{', '.join(topology_lib.preset_names())} or 'local'.")
 
 
+def _divisors_near(number: int, near: int) -> str:
+  """The divisors of ``number`` closest to ``near`` (``"2 or 4"``)."""
+  divisors = [d for d in range(1, number + 1) if number % d == 0]
+  below = [d for d in divisors if d < near]
+  above = [d for d in divisors if d > near]
+  return " or ".join(str(d) for d in below[-1:] + above[:1])
+
+
 def validate_policy(config) -> None:
-  """``config.policy``: a registered family and hyperparameters it accepts
-  (the policy module checks its own values)."""
+  """``config.policy``: a registered family, integer hyperparameters in
+  range (:data:`POLICY_INT_FIELDS`), finite floats, ``hidden_size``
+  divisible by ``num_heads``, and values the family accepts."""
   hparams = dict(config.policy.items())
   name = hparams.pop("name", "go")
   if name not in policies.policy_names():
     raise ConfigError(f"Unknown config.policy.name {name!r}; choose from "
                       f"{', '.join(policies.policy_names())}.")
+  for key, value in hparams.items():
+    valid = POLICY_INT_FIELDS.get(key, IntRange(0, None, 1))
+    if _is_int(value) and value < valid.minimum:
+      raise _out_of_range(f"policy.{key}", value, describe_int_range(valid),
+                          valid.example)
+    if _is_real(value) and not _is_int(value) and not math.isfinite(value):
+      raise _out_of_range(f"policy.{key}", value, "a finite number", 1.0)
+  hidden, heads = hparams.get("hidden_size"), hparams.get("num_heads")
+  if _is_int(hidden) and _is_int(heads) and hidden % heads:
+    raise ConfigError(
+        f"config.policy.hidden_size={hidden} must be divisible by "
+        f"config.policy.num_heads={heads}; use e.g. "
+        f"--config.policy.num_heads={_divisors_near(hidden, heads)}.")
   try:
     policies.create_policy(name, 1, **hparams)
   except PolicyError as err:
     raise ConfigError(f"config.policy: {err}") from err
+  except (TypeError, ValueError, ZeroDivisionError) as err:
+    raise ConfigError(f"config.policy: the {name!r} policy rejects these "
+                      f"hyperparameters ({first_line(err)}); compare them "
+                      "with experiments/configs/quickstart.py.") from err
 
 
 def validate_rl(config) -> None:
-  """``config.rl``: reward, loss, sample count, exploration, penalty."""
+  """``config.rl``: reward, loss, sample count (ranges of the numbers:
+  :func:`validate_numbers`)."""
   rl = config.rl
   if rl.reward not in REWARDS:
     raise ConfigError(f"config.rl.reward must be one of {REWARDS}, got "
@@ -97,44 +299,57 @@ def validate_rl(config) -> None:
       data.is_random_dag(n) for n in data.workload_names(config)):
     raise ConfigError("Executor rewards need a runnable workload, not a "
                       "random_dag.")
+  if rl.reward == "executor":
+    from gplace.execution import inputs  # pylint: disable=g-import-not-at-top
+    try:
+      inputs.check_several_devices(
+          data.placement_devices(),
+          "Executor rewards (config.rl.reward='executor')")
+    except GplaceError as err:
+      raise ConfigError(str(err)) from err
   if rl.loss not in LOSSES:
     raise ConfigError(f"config.rl.loss must be one of {LOSSES}, got "
                       f"{rl.loss!r}.")
   n_dev = num_parallel_devices(config)
   k = rl.num_samples
-  if k < 1 or k % n_dev:
+  if not _is_int(k) or k < 1 or k % n_dev:
+    good = n_dev * max(1, -(-int(k) // n_dev)) if _is_int(k) else 4 * n_dev
     raise ConfigError(
-        f"config.rl.num_samples={k} must be a positive multiple of the "
+        f"config.rl.num_samples={k!r} must be a positive multiple of the "
         f"{n_dev} local devices the update is split over; use e.g. "
-        f"--config.rl.num_samples={max(n_dev, (k // n_dev + 1) * n_dev)} or "
-        "--config.pmap=False.")
-  if not 0.0 <= float(rl.get("explore_epsilon", 0.0)) < 1.0:
-    raise ConfigError("config.rl.explore_epsilon must be in [0, 1).")
-  if not 0.0 <= float(rl.get("mutate_best", 0.0)) <= 1.0:
-    raise ConfigError("config.rl.mutate_best must be in [0, 1].")
-  if rl.oom_penalty_factor < 1:
-    raise ConfigError("config.rl.oom_penalty_factor must be at least 1.")
-
-
-def validate_schedule(config) -> None:
-  """``config.train`` step counts and ``config.optimizer``."""
-  t = config.train
-  for field in ("chunk_steps", "checkpoint_every"):
-    if t[field] < 1:
-      raise ConfigError(f"config.train.{field} must be positive.")
-  if t.num_steps < 0 or config.warm_start.steps < 0:
-    raise ConfigError("Step counts must be non-negative.")
-  if not (config.optimizer.learning_rate > 0
-          and config.warm_start.learning_rate > 0):
-    raise ConfigError("Learning rates must be positive.")
+        f"--config.rl.num_samples={good} or --config.pmap=False.")
 
 
 def validate_warm_start(config) -> None:
-  """``config.warm_start.baseline``: ``"best"``, ``"none"`` or a baseline."""
+  """``config.warm_start.baseline``: ``"best"``, ``"none"`` or a baseline
+  among ``config.baselines``."""
   warm = config.warm_start.baseline
-  if warm not in ("best", "none") and warm not in baselines.names():
+  if warm in ("best", "none"):
+    return
+  if warm not in baselines.names():
     raise ConfigError(f"config.warm_start.baseline={warm!r}: use 'best', "
                       f"'none' or one of {', '.join(baselines.names())}.")
+  only = selected_baselines(config)
+  if only is not None and warm not in only:
+    raise ConfigError(f"config.warm_start.baseline={warm!r} is not among "
+                      f"config.baselines={config.baselines!r}; add it there "
+                      "or use --config.warm_start.baseline=best.")
+
+
+# -- directories ---------------------------------------------------------------
+
+
+def _write_probe(directory: str) -> Optional[OSError]:
+  """Creates ``directory`` and writes a file there: None, or the error."""
+  try:
+    os.makedirs(directory, exist_ok=True)
+    probe = os.path.join(directory, ".gplace_write_test")
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as err:
+    return err
+  return None
 
 
 def check_workdir(workdir: str) -> None:
@@ -143,12 +358,65 @@ def check_workdir(workdir: str) -> None:
   Raises:
     ConfigError: it cannot be written.
   """
-  try:
-    os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, ".gplace_write_test")
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as err:
+  err = _write_probe(workdir)
+  if err is not None:
     raise ConfigError(f"Cannot write to workdir {workdir!r}: {err}. Pass a "
                       "writable --workdir.") from err
+
+
+def check_graph_cache(config) -> None:
+  """``config.graph_cache``: it must hold every graph the run reads, or be
+  writable (the run writes the graphs it captures there).
+
+  Raises:
+    ConfigError: graphs are missing and the directory cannot be written.
+  """
+  cache_dir = str(config.get("graph_cache", "") or "")
+  if not cache_dir or config.rl.reward == "executor":
+    return  # executor rewards capture every time (data.load_graph)
+  # The file names gplace.rl.data.load_graph reads and writes.
+  missing = [f"{name}_{config.workload_size}_{config.workload_step}.npz"
+             for name in data.workload_names(config)
+             if not data.is_random_dag(name)]
+  missing = [f for f in missing
+             if not os.path.isfile(os.path.join(cache_dir, f))]
+  if not missing:
+    return
+  err = _write_probe(cache_dir)
+  if err is not None:
+    raise ConfigError(
+        f"config.graph_cache={cache_dir!r} lacks {', '.join(missing)} and "
+        f"cannot be written ({err}); pass a writable directory, or "
+        "--config.graph_cache='' to capture every time.") from err
+
+
+# -- resuming ------------------------------------------------------------------
+
+
+# -- command-line overrides ---------------------------------------------------
+
+
+def check_override(config, path: str) -> None:
+  """Checks that ``--config.<path>=...`` names a field of ``config``.
+
+  Raises:
+    ConfigError: one line naming the unknown key and the closest valid
+      ones (difflib), or every key of its group when none is close.
+  """
+  node, walked, keys_in_path = config, [], path.split(".")
+  for depth, key in enumerate(keys_in_path):
+    where = "config." + ".".join(walked) if walked else "the config"
+    if not hasattr(node, "keys"):
+      raise ConfigError(f"--config.{path}: {where} is a value ({node!r}), "
+                        f"not a group of fields; set --config."
+                        f"{'.'.join(walked)}=... instead.")
+    if key not in node:
+      keys = sorted(node.keys())
+      close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+      prefix = "--config." + "".join(k + "." for k in walked)
+      rest = "".join("." + k for k in keys_in_path[depth + 1:])
+      hint = (f"did you mean {' or '.join(prefix + c + rest for c in close)}?"
+              if close else f"{where} has {', '.join(keys)}.")
+      raise ConfigError(f"--config.{path}: unknown field {key!r} in "
+                        f"{where}; {hint}")
+    node, walked = node[key], walked + [key]

@@ -72,3 +72,10 @@ def test_relative_position_encoding_is_the_fraction_of_the_graph():
   np.testing.assert_allclose(encoding[:4, 0], [0.0, 0.25, 0.5, 0.75])
   np.testing.assert_allclose(encoding[:4, 1], np.sin(np.pi * encoding[:4, 0]),
                              atol=1e-6)
+
+
+def test_encoder_sizes_must_be_positive():
+  with pytest.raises(PolicyError, match="num_heads=0"):
+    policies.create_policy("go", 3, num_heads=0)
+  with pytest.raises(PolicyError, match="hidden_size=0"):
+    policies.create_policy("go", 3, hidden_size=0)

@@ -1,12 +1,14 @@
 """Tests of gplace.rl.checkpoint: the orbax wrapper."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from gplace.errors import CheckpointError
-from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.checkpoint import Checkpointer, discard, saved_steps
 
 
 def _state(scale=1.0):
@@ -67,3 +69,87 @@ def test_unusable_directory_is_a_checkpoint_error(tmp_path):
   blocker.write_text("x")
   with pytest.raises(CheckpointError, match="Cannot use checkpoint"):
     Checkpointer(blocker / "sub")
+
+
+def _truncate(path):
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _largest_array_file(step_dir):
+  """The file holding the arrays' bytes (the largest data file)."""
+  files = [p for p in step_dir.rglob("*")
+           if p.is_file() and p.parent.name == "d"]
+  return max(files, key=lambda p: p.stat().st_size)
+
+
+def _big_state(scale):
+  return {"w": scale * jnp.arange(4096.0).reshape(64, 64),
+          "step": jnp.asarray(int(scale), jnp.int32)}
+
+
+def _two_steps(directory):
+  checkpointer = Checkpointer(directory, max_to_keep=2)
+  for step in (16, 20):
+    checkpointer.save(step, _big_state(float(step)))
+  checkpointer.close()
+
+
+@pytest.mark.parametrize("damage", ["array data", "_METADATA"])
+def test_corrupted_newest_step_falls_back_to_the_newest_intact(tmp_path,
+                                                               damage):
+  _two_steps(tmp_path / "ckpt")
+  step_dir = tmp_path / "ckpt" / "20"
+  _truncate(_largest_array_file(step_dir) if damage == "array data"
+            else step_dir / "default" / "_METADATA")
+  checkpointer = Checkpointer(tmp_path / "ckpt", max_to_keep=2)
+  with pytest.raises(CheckpointError, match="corrupted") as info:
+    checkpointer.restore(_big_state(0.0), step=20)
+  assert "another config" not in str(info.value)
+  lines = []
+  restored = checkpointer.restore_latest(_big_state(0.0), log=lines.append)
+  jax.tree.map(np.testing.assert_array_equal, restored, _big_state(16.0))
+  assert len(lines) == 1 and "skipped checkpoint step 20" in lines[0]
+  assert checkpointer.all_steps() == [16]
+  assert (tmp_path / "ckpt.corrupted" / "20").is_dir()
+  # The run goes on and saves step 20 again.
+  checkpointer.save(20, _big_state(20.0))
+  checkpointer.close()
+  again = Checkpointer(tmp_path / "ckpt", max_to_keep=2)
+  assert again.restore_latest(_big_state(0.0), log=lines.append)["step"] == 20
+  again.close()
+
+
+def test_no_intact_step_is_a_checkpoint_error_that_says_how_to_start_over(
+    tmp_path):
+  _two_steps(tmp_path / "ckpt")
+  for step in ("16", "20"):
+    _truncate(_largest_array_file(tmp_path / "ckpt" / step))
+  checkpointer = Checkpointer(tmp_path / "ckpt")
+  with pytest.raises(CheckpointError) as info:
+    checkpointer.restore_latest(_big_state(0.0), log=lambda _: None)
+  message = str(info.value)
+  assert "No intact checkpoint" in message and "step 20:" in message
+  assert "step 16:" in message and "resume=False" in message
+  assert "\n" not in message  # not orbax's traceback
+  checkpointer.close()
+
+
+def test_another_configs_state_is_not_called_corrupted(tmp_path):
+  _two_steps(tmp_path / "ckpt")
+  checkpointer = Checkpointer(tmp_path / "ckpt")
+  wider = {"w": jnp.zeros((64, 128)), "step": jnp.asarray(0, jnp.int32)}
+  with pytest.raises(CheckpointError, match=r"w is float32\[64, 64\] there, "
+                     r"float32\[64, 128\] here.*another config"):
+    checkpointer.restore_latest(wider, log=lambda _: None)
+  assert checkpointer.all_steps() == [16, 20]  # nothing moved
+  checkpointer.close()
+
+
+def test_saved_steps_and_discard(tmp_path):
+  assert saved_steps(tmp_path / "missing") == []
+  _two_steps(tmp_path / "ckpt")
+  (tmp_path / "ckpt" / "7.orbax-checkpoint-tmp-1").mkdir()  # half-written
+  assert saved_steps(tmp_path / "ckpt") == [16, 20]
+  discard(tmp_path / "ckpt")
+  assert saved_steps(tmp_path / "ckpt") == []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -126,3 +127,96 @@ def test_final_report_writes_results_and_curve(tmp_path):
   assert results["topology"] == "1cpu+2gpu"
   assert os.path.getsize(os.path.join(workdir, reports.CURVE_FILE)) > 0
   assert len(lines) == 1 and lines[0].startswith("g (4 nodes)")
+
+
+def _reject_constant(name):
+  raise ValueError(f"non-standard JSON constant {name}")
+
+
+def strict_load(text):
+  """json.loads that rejects Infinity, -Infinity and NaN."""
+  return json.loads(text, parse_constant=_reject_constant)
+
+
+def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
+  workdir = str(tmp_path)
+  inf, nan = float("inf"), float("nan")
+  metrics_path = os.path.join(workdir, reports.METRICS_FILE)
+  with reports.MetricsWriter(metrics_path) as writer:
+    writer.write(reports.chunk_records(
+        0, "rl", {"mean_runtime_s": np.array([inf, 3e-3], np.float32),
+                  "best_runtime_s": np.array([[inf], [nan]], np.float32)},
+        start_s=0.0, elapsed_s=1.0))
+  with open(metrics_path) as f:
+    lines = [strict_load(line) for line in f]
+  assert lines[0]["mean_runtime_s"] is None
+  assert lines[0]["best_runtime_s"] == [None] and lines[1]["best_runtime_s"] \
+      == [None]
+  topology = topology_lib.preset("1cpu+2gpu")
+  all_oom = Summary("g", random_dag(4, seed=0, name="g"),
+                    {"a": inf, "b": inf}, nan)
+  best_path = os.path.join(workdir, reports.BEST_PLACEMENT_FILE)
+  reports.BestPlacementWriter(best_path, [all_oom], topology,
+                              np.array([inf])).write(
+                                  2, np.zeros((1, 4), np.int32),
+                                  np.array([inf], np.float32))
+  with open(best_path) as f:
+    assert strict_load(f.read())["graphs"][0]["runtime_s"] is None
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")  # no All-NaN / log-scale warnings
+    reports.write_final_report(workdir, [all_oom], [inf], ["g"], topology,
+                               step=2)
+  with open(os.path.join(workdir, reports.RESULTS_FILE)) as f:
+    results = strict_load(f.read())
+  assert results["tables"] == [{"a": None, "b": None, "gplace": None,
+                                "lower_bound": None}]
+  assert results["step"] == 2 and results["finished"] is True
+  reports.write_json(os.path.join(workdir, "x.json"), {"v": [np.float32(inf)]})
+  with open(os.path.join(workdir, "x.json")) as f:
+    assert strict_load(f.read()) == {"v": [None]}
+
+
+def test_results_at_every_checkpoint_and_a_fresh_start(tmp_path):
+  workdir = str(tmp_path)
+  topology = topology_lib.preset("1cpu+2gpu")
+  (tmp_path / reports.RESULTS_FILE).write_text("{\"stale\": true}")
+  (tmp_path / reports.CURVE_FILE).write_bytes(b"stale")
+  with reports.RunOutputs(workdir, [_summary()], topology, [2e-3],
+                          total_steps=4, first_step=0,
+                          progress_bar=False) as outputs:
+    assert not (tmp_path / reports.RESULTS_FILE).exists()  # not this run's
+    assert not (tmp_path / reports.CURVE_FILE).exists()
+
+    class State(NamedTuple):
+      best_placement: np.ndarray
+      best_runtime_s: np.ndarray
+
+    state = State(np.zeros((1, 4), np.int32), np.array([1.5e-3]))
+    outputs.after_chunk(0, "rl", {"mean_runtime_s": np.array([3e-3, 2e-3]),
+                                  "entropy": np.array([1.0, 0.9]),
+                                  "best_runtime_s": np.array([[2e-3],
+                                                              [1.5e-3]])},
+                        state, start_s=0.0, elapsed_s=1.0)
+    outputs.at_checkpoint(2, state)
+  with open(tmp_path / reports.RESULTS_FILE) as f:
+    results = json.load(f)
+  assert results["step"] == 2 and results["finished"] is False
+  assert results["tables"][0]["gplace"] == 1.5e-3
+  assert (tmp_path / reports.CURVE_FILE).stat().st_size > 0
+  lines = reports.output_lines(workdir)
+  assert [line.split()[-1] for line in lines] == [
+      os.path.join(workdir, name) for name in (
+          reports.BEST_PLACEMENT_FILE, reports.METRICS_FILE,
+          reports.RESULTS_FILE, reports.CURVE_FILE)]
+
+
+def test_a_half_written_metrics_line_is_dropped_on_resume(tmp_path):
+  path = str(tmp_path / reports.METRICS_FILE)
+  with reports.MetricsWriter(path) as writer:
+    writer.write([{"step": 1, "phase": "rl"}, {"step": 2, "phase": "rl"}])
+  with open(path, "a") as f:
+    f.write('{"step": 3, "pha')  # killed while writing
+  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2]
+  with reports.MetricsWriter(path, resume_step=2) as writer:
+    writer.write([{"step": 3, "phase": "rl"}])
+  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2, 3]
