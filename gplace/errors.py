@@ -79,3 +79,12 @@ def first_line(err: BaseException) -> str:
   """``"TypeName: first line of the message"``: a one-line cause to quote."""
   text = str(err).strip().splitlines()
   return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def check_type(value, expected: type, argument: str, caller: str,
+               error: type, how: str) -> None:
+  """Raises ``error`` unless ``value`` is an ``expected`` instance; the
+  message names ``caller``, the ``argument`` and ``how`` to get one."""
+  if not isinstance(value, expected):
+    raise error(f"{caller} needs {argument} to be a gplace."
+                f"{expected.__name__}, got {type(value).__name__}; {how}.")

@@ -1,14 +1,16 @@
 """Pictures of placements and schedules (matplotlib, host-side, off the hot
-path): a Gantt chart of the simulated schedule per device, and a bar chart of
-how much of the graph's work each device got.
+path): a Gantt chart of the simulated schedule per device, a bar chart of
+how much of the graph's work each device got, and a training run's learning
+curve.
 
-Used by the notebooks in ``colabs/``; every function takes an optional
-``ax`` and returns it, so they compose into users' own figures.
+Used by the notebooks in ``colabs/`` and by training reports; the
+``plot_*`` functions that draw into a figure take an optional ``ax`` and
+return it, so they compose into users' own figures.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -101,3 +103,44 @@ def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
   ax.tick_params(axis="x", rotation=45)
   ax.legend(fontsize="small")
   return ax
+
+
+def _floats(values) -> np.ndarray:
+  """``float64 [n]`` of numbers read from JSON (``null`` -> NaN)."""
+  values = values if isinstance(values, list) else [values]
+  return np.array([np.nan if v is None else v for v in values], np.float64)
+
+
+def plot_learning_curve(path: str, records: Sequence[dict], *,
+                        best_baseline_s: float, lower_bound_s: float) -> None:
+  """A training run's learning curve as a PNG at ``path``: mean sampled and
+  best runtime per RL step of ``records`` (``metrics.jsonl`` lines; nothing
+  is drawn without RL records, gaps where a runtime is ``null``), with the
+  best baseline and the lower bound (NaN: not drawn)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  rl_records = [r for r in records if r.get("phase") == "rl"]
+  if not rl_records:
+    return
+  fig, ax = plt.subplots(figsize=(7, 4))
+  steps = [r["step"] for r in rl_records]
+  mean, best = (np.array([np.mean(_floats(r[key])) for r in rl_records])
+                for key in ("mean_runtime_s", "best_runtime_s"))
+  ax.plot(steps, mean, label="mean sampled runtime (failed = penalty)",
+          alpha=0.7)
+  ax.plot(steps, best, label="best runtime so far")
+  best_base, bound = best_baseline_s, lower_bound_s
+  if np.isfinite(best_base):
+    ax.axhline(best_base, color="k", ls="--", label="best baseline")
+  if np.isfinite(bound):
+    ax.axhline(bound, color="g", ls=":", label="lower bound")
+  ax.set_xlabel("train step")
+  ax.set_ylabel("runtime (s), mean over graphs")
+  shown = np.concatenate([mean, best])
+  if np.any(np.isfinite(shown) & (shown > 0)):
+    ax.set_yscale("log")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -52,3 +52,17 @@ def test_plot_device_load_shares_sum_to_one():
     heights[int(round(patch.get_x() + patch.get_width() / 2))] += (
         patch.get_height())
   np.testing.assert_allclose(heights, 1.0)
+
+
+def test_learning_curve_png_and_nothing_without_rl_records(tmp_path):
+  records = [{"phase": "rl", "step": i, "mean_runtime_s": [2.0 - 0.1 * i],
+              "best_runtime_s": [1.5 if i else None]} for i in range(5)]
+  path = tmp_path / "curve.png"
+  plotting.plot_learning_curve(str(path), records, best_baseline_s=1.8,
+                               lower_bound_s=float("nan"))
+  assert path.read_bytes()[:4] == b"\x89PNG"
+  empty = tmp_path / "none.png"
+  plotting.plot_learning_curve(str(empty), [{"phase": "warm_start",
+                                             "step": 0}],
+                               best_baseline_s=1.0, lower_bound_s=0.5)
+  assert not empty.exists()

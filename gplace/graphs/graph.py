@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from gplace.errors import GraphError, first_line
+from gplace.errors import GraphError, check_type, first_line
 from gplace.graphs.build_checks import edge_array, sequence_length
 
 NODE_INPUT = 0
@@ -360,17 +360,11 @@ class Graph:
 
 
 def check_graph(graph: Any, caller: str) -> None:
-  """Raises GraphError unless ``graph`` is a :class:`Graph`.
-
-  Args:
-    graph: the value passed as a ``graph`` argument.
-    caller: who needs it, for the message, e.g. ``"gplace.simulate"``.
-  """
-  if not isinstance(graph, Graph):
-    raise GraphError(
-        f"{caller} needs graph to be a gplace.Graph, got "
-        f"{type(graph).__name__}; capture one with gplace.capture(fn, *args) "
-        "or read one with gplace.Graph.load(path).")
+  """Raises GraphError unless ``graph`` is a :class:`Graph` (``caller``:
+  who needs it, for the message, e.g. ``"gplace.simulate"``)."""
+  check_type(graph, Graph, "graph", caller, GraphError,
+             "capture one with gplace.capture(fn, *args) or read one with "
+             "gplace.Graph.load(path)")
 
 
 def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:

@@ -51,7 +51,7 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
     raise PlacementError(
         "placements is a traced JAX value (inside jax.jit, vmap or grad), "
         "but placements are checked on the host; pass a concrete array, or "
-        "call the jittable gplace.simulate_problem / "
+        "call the jittable gplace.sim.simulate_problem / "
         "gplace.sim.dispatch.simulate_dispatch inside jit.")
   try:
     array = np.asarray(placements)

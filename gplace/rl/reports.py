@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
+from gplace import plotting
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 
@@ -373,51 +374,23 @@ class RunOutputs:
 # -- the end of a run ----------------------------------------------------------
 
 
-def _floats(values) -> np.ndarray:
-  """``float64 [n]`` of numbers read from JSON (``null`` -> NaN)."""
-  values = values if isinstance(values, list) else [values]
-  return np.array([np.nan if v is None else v for v in values], np.float64)
-
-
-def plot_curve(path: str, records: Sequence[dict],
-               graphs: Sequence[GraphSummary]) -> None:
-  """Mean sampled and best runtime per RL step, with the best baseline and
-  the lower bound, as a PNG (nothing without RL records; gaps where a
-  runtime is ``null``: nothing fitted in memory)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  rl_records = [r for r in records if r.get("phase") == "rl"]
-  if not rl_records:
-    return
-  fig, ax = plt.subplots(figsize=(7, 4))
-  steps = [r["step"] for r in rl_records]
-  mean, best = (np.array([np.mean(_floats(r[key])) for r in rl_records])
-                for key in ("mean_runtime_s", "best_runtime_s"))
-  ax.plot(steps, mean, label="mean sampled runtime (failed = penalty)",
-          alpha=0.7)
-  ax.plot(steps, best, label="best runtime so far")
-  best_base = np.mean([min(s.baseline_runtime_s.values()) for s in graphs])
-  bound = np.mean([s.lower_bound_s for s in graphs])
-  if np.isfinite(best_base):
-    ax.axhline(best_base, color="k", ls="--", label="best baseline")
-  if np.isfinite(bound):
-    ax.axhline(bound, color="g", ls=":", label="lower bound")
-  ax.set_xlabel("train step")
-  ax.set_ylabel("runtime (s), mean over graphs")
-  shown = np.concatenate([mean, best])
-  if np.any(np.isfinite(shown) & (shown > 0)):
-    ax.set_yscale("log")
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+#: What the training run's own row is, said under its table: the number is
+#: the best of every placement sampled (with ``rl.mutate_best`` > 0 that
+#: includes search around the best), not the policy's greedy placement.
+BEST_FOUND_NOTE = ("gplace best found = fastest placement sampled during "
+                   "training (policy samples, and search around the best "
+                   "when rl.mutate_best > 0), not the policy's own greedy "
+                   "placement")
+BOUND_NOTE = ("lower bound = gplace.lower_bound: no placement can beat it "
+              "(critical path and per-device load); it is loose, the "
+              "optimum lies between it and the best row")
 
 
 def format_table(setup: GraphSummary, learned_runtime_s: float,
-                 learned_name: str = "gplace GO (learned)") -> str:
-  """Runtime of the learned placement vs every baseline and the lower bound,
-  with the % gap to the bound."""
+                 learned_name: str = "gplace best found") -> str:
+  """Runtime of the run's best placement vs every baseline and the lower
+  bound, with the % gap to the bound, and two lines saying what the first
+  row and the bound are."""
   bound = setup.lower_bound_s
   rows = [(learned_name, learned_runtime_s)]
   rows += sorted(setup.baseline_runtime_s.items(), key=lambda kv: kv[1])
@@ -434,6 +407,9 @@ def format_table(setup: GraphSummary, learned_runtime_s: float,
       lines.append(f"  {name:<24}{runtime * 1e3:>14.4f}{gap}")
     else:
       lines.append(f"  {name:<24}{'OOM/failed':>14}{'':>14}")
+  lines.append(f"  ({BEST_FOUND_NOTE})")
+  if np.isfinite(bound):
+    lines.append(f"  ({BOUND_NOTE})")
   return "\n".join(lines)
 
 
@@ -473,7 +449,11 @@ def write_results(workdir: str, graphs: Sequence[GraphSummary],
     :func:`result_tables`.
   """
   records = read_metrics(os.path.join(workdir, METRICS_FILE))
-  plot_curve(os.path.join(workdir, CURVE_FILE), records, graphs)
+  plotting.plot_learning_curve(
+      os.path.join(workdir, CURVE_FILE), records,
+      best_baseline_s=float(np.mean([min(g.baseline_runtime_s.values())
+                                     for g in graphs])),
+      lower_bound_s=float(np.mean([g.lower_bound_s for g in graphs])))
   tables = result_tables(graphs, best_runtime_s)
   write_json(os.path.join(workdir, RESULTS_FILE),
              {"step": step, "finished": finished, "tables": tables,

@@ -90,11 +90,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   count as infinitely slow and are never accepted.
 
   Args:
-    graph: the graph to place (``N`` nodes).
-    topology: the devices (``D``).
-    costs: optional ``[N, D]`` measured seconds (default: the roofline).
-    seed: seeds every random draw; deterministic for a seed (unless
-      ``time_limit_s`` cuts it short).
+    graph, topology, costs, seed: as for
+      :func:`gplace.search.local.local_search` (``N`` nodes, ``D`` devices).
     budget: simulator evaluations to spend, the starting placement(s)
       included; ``>= 1``.
     init: ``[N]`` starting placement, or ``[C, N]`` candidates whose

@@ -85,11 +85,8 @@ def genetic(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   as infinitely slow (they lose every tournament against a feasible one).
 
   Args:
-    graph: the graph to place (``N`` nodes).
-    topology: the devices (``D``).
-    costs: optional ``[N, D]`` measured seconds (default: the roofline).
-    seed: seeds every random draw; deterministic for a seed (unless
-      ``time_limit_s`` cuts it short).
+    graph, topology, costs, seed: as for
+      :func:`gplace.search.local.local_search` (``N`` nodes, ``D`` devices).
     budget: simulator evaluations to spend, the starting population
       included; ``>= 1``.
     init: ``[N]`` starting placement, or ``[C, N]`` candidates, all of

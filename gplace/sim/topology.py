@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gplace.errors import TopologyError, first_line
+from gplace.errors import TopologyError, check_type, first_line
 from gplace.graphs.graph import Graph, NODE_OP
 from gplace.graphs.placement import is_traced
 
@@ -259,17 +259,11 @@ class Topology:
 
 
 def check_topology(topology: Any, caller: str) -> None:
-  """Raises TopologyError unless ``topology`` is a :class:`Topology`.
-
-  Args:
-    topology: the value passed as a ``topology`` argument.
-    caller: who needs it, for the message, e.g. ``"gplace.simulate"``.
-  """
-  if not isinstance(topology, Topology):
-    raise TopologyError(
-        f"{caller} needs topology to be a gplace.Topology, got "
-        f"{type(topology).__name__}; use gplace.topology.preset('1cpu+4gpu'), "
-        "gplace.topology.local() or build one.")
+  """Raises TopologyError unless ``topology`` is a :class:`Topology`
+  (``caller``: who needs it, for the message)."""
+  check_type(topology, Topology, "topology", caller, TopologyError,
+             "use gplace.topology.preset('1cpu+4gpu'), "
+             "gplace.topology.local() or build one")
 
 
 def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:

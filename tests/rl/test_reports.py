@@ -29,7 +29,9 @@ def test_format_table_rows_and_gaps():
   assert table[0] == "g (4 nodes)"
   assert table[1].split() == ["placement", "runtime", "(ms)", "gap", "to",
                               "bound"]
-  rows = [line.split() for line in table[2:]]
+  assert table[-2] == f"  ({reports.BEST_FOUND_NOTE})"
+  assert table[-1] == f"  ({reports.BOUND_NOTE})"
+  rows = [line.split() for line in table[2:-2]]
   # Learned first, then baselines fastest first, OOM, the bound last.
   assert [r[0] for r in rows] == ["gplace", "fast", "slow", "oom", "lower"]
   assert rows[0][-2:] == ["1.5000", "50.0%"]

@@ -16,6 +16,7 @@ from experiments.configs import quickstart
 from gplace.errors import ConfigError
 from gplace.rl import reports
 from gplace.rl import validation
+from test_validation import _set
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -71,15 +72,6 @@ def _config():
   config.topology = "1cpu+2gpu"
   config.rl.num_samples = 4
   return config
-
-
-def _set(config, path, value):
-  node = config
-  *parents, leaf = path.split(".")
-  for parent in parents:
-    node = node[parent]
-  with node.ignore_type():
-    node[leaf] = value
 
 
 ANY_VALUE = st.one_of(

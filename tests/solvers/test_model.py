@@ -9,6 +9,7 @@ from ortools.sat.python import cp_model
 import gplace
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                                  random_dag)
+from gplace.sim.priority import priority_order
 from gplace.sim.problem import send_bytes
 from gplace.sim.topology import Device, Topology, preset, uniform_links
 from gplace.solvers import model as model_lib
@@ -301,17 +302,8 @@ def test_fixed_placements_bound_the_simulator_in_any_order():
   rng = np.random.default_rng(0)
   placements = rng.integers(0, 3, (4, graph.n_nodes))
   orders = [np.arange(graph.n_nodes)]
-  for _ in range(3):      # random topological orders: ready node at random
-    missing = np.bincount(graph.edge_dst, minlength=graph.n_nodes)
-    ready, order = np.flatnonzero(missing == 0).tolist(), []
-    while ready:
-      v = ready.pop(int(rng.integers(len(ready))))
-      order.append(v)
-      for w in graph.edge_dst[graph.edge_src == v].tolist():
-        missing[w] -= 1
-        if missing[w] == 0:
-          ready.append(w)
-    orders.append(np.asarray(order))
+  for _ in range(3):      # random topological orders
+    orders.append(priority_order(rng.normal(size=graph.n_nodes), graph))
   simulated = np.stack([np.asarray(gplace.simulate(
       graph, placements, topology, order=o).runtime_s) for o in orders])
   for k, placement in enumerate(placements):
