@@ -31,6 +31,11 @@ import numpy as np
 import gplace
 from gplace import baselines, solvers
 from gplace.errors import GplaceError, first_line
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+from experiments.markdown import write_markdown  # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.graphs.graph import Graph, random_dag
 from gplace.sim.topology import Topology, preset
 
@@ -166,9 +171,7 @@ def main(argv=None) -> int:
           file=sys.stderr, flush=True)
     lines.append(line)
   if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      f.write("\n".join(lines) + "\n")
+    write_markdown(args.out, lines)
   return 0
 
 

@@ -31,6 +31,11 @@ import numpy as np
 import gplace
 from gplace import baselines, search
 from gplace.errors import GplaceError, first_line
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+from experiments.markdown import write_markdown  # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import preset
 
@@ -189,9 +194,7 @@ def main(argv=None) -> int:
     print("\n".join(rows), flush=True)
     lines += rows
   if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      f.write("\n".join(lines) + "\n")
+    write_markdown(args.out, lines)
   return 0
 
 
