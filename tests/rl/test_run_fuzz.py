@@ -12,11 +12,10 @@ import hypothesis
 from hypothesis import strategies as st
 import pytest
 
-from experiments.configs import quickstart
 from gplace.errors import ConfigError
 from gplace.rl import reports
 from gplace.rl import validation
-from test_validation import _set
+from test_validation import _set, tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -67,10 +66,8 @@ def test_a_bad_value_is_a_config_error_before_any_work(tmp_path, flag,
 
 
 def _config():
-  config = quickstart.get_config()
+  config = tiny_config()
   config.workload = "random_dag:40:1"
-  config.topology = "1cpu+2gpu"
-  config.rl.num_samples = 4
   return config
 
 
