@@ -132,46 +132,6 @@ def inputs_with_first_consumer(graph: Graph, placement: np.ndarray,
   return placement
 
 
-def mean_transfer_s(topology: Topology, devices: np.ndarray,
-                     nbytes: np.ndarray) -> np.ndarray:
-  """Mean transfer seconds of ``nbytes`` over ordered pairs of ``devices``."""
-  devices = np.asarray(devices)
-  if devices.size < 2:
-    return np.zeros(np.shape(nbytes))
-  src, dst = np.meshgrid(devices, devices, indexing="ij")
-  off = src != dst
-  latency = topology.link_latency[src[off], dst[off]].mean()
-  inv_bandwidth = (1.0 / topology.link_bandwidth[src[off], dst[off]]).mean()
-  return latency + np.asarray(nbytes, np.float64) * inv_bandwidth
-
-
-def upward_rank(graph: Graph, node_cost: np.ndarray,
-                 edge_cost: np.ndarray) -> np.ndarray:
-  """HEFT's upward rank: longest cost path from each node to an exit.
-
-  Args:
-    node_cost: ``[N]`` seconds per node.
-    edge_cost: ``[E]`` seconds per edge.
-
-  Returns:
-    ``[N]`` float64; ``rank[i] >= rank[j]`` for every edge ``i -> j``.
-  """
-  n = graph.n_nodes
-  rank = [0.0] * n
-  cost = node_cost.tolist()
-  ptr = graph.succ_csr[0].tolist()
-  dst = graph.edge_dst.tolist()
-  comm = edge_cost.tolist()
-  for i in range(n - 1, -1, -1):
-    best = 0.0
-    for k in range(ptr[i], ptr[i + 1]):
-      value = comm[k] + rank[dst[k]]
-      if value > best:
-        best = value
-    rank[i] = cost[i] + best
-  return np.asarray(rank)
-
-
 # -- trivial baselines ---------------------------------------------------------
 
 

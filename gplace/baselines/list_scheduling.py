@@ -13,9 +13,9 @@ import numpy as np
 
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
-from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
-                                     placer_from_planner, prepare,
-                                     upward_rank)
+from gplace.baselines.common import (PlanningProblem, placer_from_planner,
+                                     prepare)
+from gplace.sim.priority import mean_transfer_s, upward_rank
 from gplace.baselines.scheduler import (ListScheduler, Plan,
                                         plan_within_memory)
 

@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT
-from gplace.baselines.common import (PlanningProblem, mean_transfer_s,
-                                     placer_from_planner)
+from gplace.baselines.common import PlanningProblem, placer_from_planner
+from gplace.sim.priority import mean_transfer_s
 from gplace.baselines.list_scheduling import Plan, etf_schedule, schedule_ranks
 from gplace.baselines.scheduler import plan_within_memory
 

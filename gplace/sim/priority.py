@@ -41,26 +41,49 @@ def bottom_level(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
   costs = (topology.op_costs(graph) if costs is None
            else validate_costs(costs, graph, topology))
   node_cost = np.where(graph.kind == NODE_INPUT, 0.0, costs.mean(axis=1))
-  d = topology.n_devices
-  off = ~np.eye(d, dtype=bool)
-  if d > 1:
-    latency = float(topology.link_latency[off].mean())
-    inv_bandwidth = float((1.0 / topology.link_bandwidth[off]).mean())
-  else:
-    latency = inv_bandwidth = 0.0
-  edge_cost = (latency + graph.edge_bytes.astype(np.float64) * inv_bandwidth
-               if d > 1 else np.zeros(graph.n_edges))
-  level = node_cost.astype(np.float64).copy()
-  ptr = graph.succ_csr[0]
-  tail = np.zeros(graph.n_nodes)
-  # Node ids are a topological order: sweep them backwards.
-  dst = graph.edge_dst
-  for v in range(graph.n_nodes - 1, -1, -1):
-    lo, hi = ptr[v], ptr[v + 1]
-    if hi > lo:
-      tail[v] = np.max(edge_cost[lo:hi] + level[dst[lo:hi]])
-    level[v] += tail[v]
-  return level
+  edge_cost = mean_transfer_s(topology, np.arange(topology.n_devices),
+                              graph.edge_bytes)
+  return upward_rank(graph, node_cost, edge_cost)
+
+
+def mean_transfer_s(topology: Topology, devices: np.ndarray,
+                     nbytes: np.ndarray) -> np.ndarray:
+  """Mean transfer seconds of ``nbytes`` over ordered pairs of ``devices``."""
+  devices = np.asarray(devices)
+  if devices.size < 2:
+    return np.zeros(np.shape(nbytes))
+  src, dst = np.meshgrid(devices, devices, indexing="ij")
+  off = src != dst
+  latency = topology.link_latency[src[off], dst[off]].mean()
+  inv_bandwidth = (1.0 / topology.link_bandwidth[src[off], dst[off]]).mean()
+  return latency + np.asarray(nbytes, np.float64) * inv_bandwidth
+
+
+def upward_rank(graph: Graph, node_cost: np.ndarray,
+                 edge_cost: np.ndarray) -> np.ndarray:
+  """HEFT's upward rank: longest cost path from each node to an exit.
+
+  Args:
+    node_cost: ``[N]`` seconds per node.
+    edge_cost: ``[E]`` seconds per edge.
+
+  Returns:
+    ``[N]`` float64; ``rank[i] >= rank[j]`` for every edge ``i -> j``.
+  """
+  n = graph.n_nodes
+  rank = [0.0] * n
+  cost = node_cost.tolist()
+  ptr = graph.succ_csr[0].tolist()
+  dst = graph.edge_dst.tolist()
+  comm = edge_cost.tolist()
+  for i in range(n - 1, -1, -1):
+    best = 0.0
+    for k in range(ptr[i], ptr[i + 1]):
+      value = comm[k] + rank[dst[k]]
+      if value > best:
+        best = value
+    rank[i] = cost[i] + best
+  return np.asarray(rank)
 
 
 def check_priority(priority, n_nodes: int, n_samples: int | None = None

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gplace import baselines
-from gplace.baselines import common as baselines_common
+from gplace.sim import priority
 from gplace import simulate
 from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim.topology import Topology, preset, uniform_links
@@ -37,7 +37,7 @@ def test_list_schedules_are_feasible(name):
   assert np.all(position[graph.edge_src] < position[graph.edge_dst])
   # A list schedule is no shorter than the longest chain of fastest ops.
   fastest = costs.min(axis=1)
-  assert plan.makespan_s >= baselines_common.upward_rank(
+  assert plan.makespan_s >= priority.upward_rank(
       graph, fastest, np.zeros(graph.n_edges)).max() - 1e-12
 
 
