@@ -66,8 +66,13 @@ def get_config():
   # gplace.rl.resume.FREE_ON_RESUME) and is refused otherwise;
   # resume=False deletes its checkpoints and starts over. results.json and
   # learning_curve.png are rewritten at every checkpoint.
+  # At the end, the policy's own placements are scored apart from the best
+  # found: its greedy (argmax) placement and eval_samples fresh samples, no
+  # search and no best-ever bookkeeping ("policy greedy", "policy sampled"
+  # rows of the table and results.json).
   config.train = ml_collections.ConfigDict(dict(
       num_steps=100,               # RL steps after the warm start
-      chunk_steps=25, checkpoint_every=50, max_to_keep=2, resume=True))
+      chunk_steps=25, checkpoint_every=50, max_to_keep=2, resume=True,
+      eval_samples=64))
   config.executor = ml_collections.ConfigDict(dict(repeats=5, warmup=1))
   return config

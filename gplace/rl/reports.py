@@ -73,8 +73,7 @@ def json_safe(obj: Any) -> Any:
 
 
 def write_json(path: str, obj) -> None:
-  """Writes ``obj`` as strict JSON (non-finite numbers as ``null``, see
-  :func:`json_safe`) atomically: a reader never sees half a file."""
+  """Writes ``obj`` as strict JSON (:func:`json_safe`) atomically."""
   tmp = path + ".tmp"
   with open(tmp, "w") as f:
     json.dump(json_safe(obj), f, allow_nan=False)
@@ -386,13 +385,21 @@ BOUND_NOTE = ("lower bound = gplace.lower_bound: no placement can beat it "
               "optimum lies between it and the best row")
 
 
+BEST_FOUND_ROW = "best found (samples)"
+BEST_FOUND_SEARCH_ROW = "best found (includes search)"
+
+
 def format_table(setup: GraphSummary, learned_runtime_s: float,
-                 learned_name: str = "gplace best found") -> str:
+                 learned_name: str = "gplace best found",
+                 policy_rows: Sequence[tuple[str, float]] = (),
+                 verdict: str = "") -> str:
   """Runtime of the run's best placement vs every baseline and the lower
-  bound, with the % gap to the bound, and two lines saying what the first
-  row and the bound are."""
+  bound, with the % gap to the bound, and two lines saying what the best
+  found row and the bound are. ``policy_rows``: ``(name, runtime_s)`` of the
+  policy's own placements (:mod:`gplace.rl.evaluation`), listed first;
+  ``verdict``: a last line (how the policy compares)."""
   bound = setup.lower_bound_s
-  rows = [(learned_name, learned_runtime_s)]
+  rows = list(policy_rows) + [(learned_name, learned_runtime_s)]
   rows += sorted(setup.baseline_runtime_s.items(), key=lambda kv: kv[1])
   if np.isfinite(bound):
     rows.append(("lower bound", bound))
@@ -410,18 +417,24 @@ def format_table(setup: GraphSummary, learned_runtime_s: float,
   lines.append(f"  ({BEST_FOUND_NOTE})")
   if np.isfinite(bound):
     lines.append(f"  ({BOUND_NOTE})")
+  if verdict:
+    lines.append(f"  {verdict}")
   return "\n".join(lines)
 
 
 def result_tables(graphs: Sequence[GraphSummary],
-                  best_runtime_s: Sequence[float]) -> list[dict]:
-  """Per graph ``{row: runtime_s}``: every baseline, ``"gplace"`` (the
-  learned placement) and ``"lower_bound"``."""
+                  best_runtime_s: Sequence[float],
+                  policy_records: Optional[Sequence[Mapping]] = None
+                  ) -> list[dict]:
+  """Per graph ``{row: runtime_s}``: every baseline, ``"gplace"`` (best
+  found, search included), ``"lower_bound"``, and ``policy_records[b]``."""
   tables = []
-  for s, runtime in zip(graphs, best_runtime_s):
+  for b, (s, runtime) in enumerate(zip(graphs, best_runtime_s)):
     row = dict(s.baseline_runtime_s)
     row["gplace"] = float(runtime)
     row["lower_bound"] = s.lower_bound_s
+    if policy_records:
+      row.update(policy_records[b])
     tables.append(row)
   return tables
 
@@ -429,7 +442,9 @@ def result_tables(graphs: Sequence[GraphSummary],
 def write_results(workdir: str, graphs: Sequence[GraphSummary],
                   best_runtime_s: Sequence[float],
                   workload_names: Sequence[str], topology: Topology, *,
-                  step: Optional[int], finished: bool) -> list[dict]:
+                  step: Optional[int], finished: bool,
+                  policy_records: Optional[Sequence[Mapping]] = None
+                  ) -> list[dict]:
   """``results.json`` and the learning curve PNG (from ``metrics.jsonl``).
 
   ``results.json`` holds ``step``, ``finished``, ``workloads``,
@@ -454,7 +469,7 @@ def write_results(workdir: str, graphs: Sequence[GraphSummary],
       best_baseline_s=float(np.mean([min(g.baseline_runtime_s.values())
                                      for g in graphs])),
       lower_bound_s=float(np.mean([g.lower_bound_s for g in graphs])))
-  tables = result_tables(graphs, best_runtime_s)
+  tables = result_tables(graphs, best_runtime_s, policy_records)
   write_json(os.path.join(workdir, RESULTS_FILE),
              {"step": step, "finished": finished, "tables": tables,
               "workloads": list(workload_names), "topology": topology.name})
@@ -465,12 +480,21 @@ def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
                        best_runtime_s: Sequence[float],
                        workload_names: Sequence[str], topology: Topology,
                        log: Optional[Callable[[str], None]] = None, *,
-                       step: Optional[int] = None) -> list[dict]:
+                       step: Optional[int] = None,
+                       policy_rows: Optional[Sequence] = None,
+                       policy_records: Optional[Sequence[Mapping]] = None,
+                       verdicts: Optional[Sequence[str]] = None,
+                       best_found_name: str = "gplace best found"
+                       ) -> list[dict]:
   """:func:`write_results` of a finished run and (with ``log``) one table
-  per graph; returns :func:`result_tables`."""
+  per graph (:func:`format_table`; ``policy_rows[b]`` and ``verdicts[b]``:
+  graph ``b``'s); returns :func:`result_tables`."""
   tables = write_results(workdir, graphs, best_runtime_s, workload_names,
-                         topology, step=step, finished=True)
+                         topology, step=step, finished=True,
+                         policy_records=policy_records)
   if log is not None:
-    for s, runtime in zip(graphs, best_runtime_s):
-      log(format_table(s, runtime))
+    for b, (s, runtime) in enumerate(zip(graphs, best_runtime_s)):
+      log(format_table(s, runtime, best_found_name,
+                       policy_rows[b] if policy_rows else (),
+                       verdicts[b] if verdicts else ""))
   return tables

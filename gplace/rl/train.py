@@ -22,9 +22,12 @@ Where this sits: ``experiments/run.py`` parses flags and calls
    orbax checkpoint, ``results.json`` and the learning curve. Resuming gives
    the same results as an uninterrupted run: the RNG is in the state and the
    chunk schedule depends only on the step.
-5. The final report (:mod:`gplace.rl.reports`): learning curve, results, the
-   table of the learned placement vs every baseline and the lower bound, and
-   one line per output file saying where it went.
+5. The final report: the policy's own greedy placement and fresh samples,
+   scored without search or best-ever bookkeeping
+   (:mod:`gplace.rl.evaluation`), then (:mod:`gplace.rl.reports`) learning
+   curve, results, the table of those rows and the best placement found vs
+   every baseline and the lower bound, and one line per output file saying
+   where it went.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from gplace.rl import checkpoint
 from gplace.rl import data
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.rewards import host_scored_rollout, simulator_reward
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
                              create_policy, create_train_state)
@@ -65,6 +69,9 @@ class TrainResult(NamedTuple):
     table: per graph, ``{row name: runtime_s}`` for the learned placement,
       every baseline and the lower bound (empty for a run stopped early).
     steps_per_second: RL training throughput of the last chunk.
+    policy: per graph, the policy's own greedy and sampled placements
+      (:class:`~gplace.rl.evaluation.PolicyEvaluation`; no search, no
+      best-ever bookkeeping; empty for a run stopped early).
   """
 
   state: Any
@@ -72,6 +79,7 @@ class TrainResult(NamedTuple):
   best_runtime_s: list
   table: list
   steps_per_second: float
+  policy: list = []
 
 
 # -- jitted chunks ------------------------------------------------------------
@@ -353,9 +361,19 @@ def train_and_evaluate(config, workdir: str, *,
                       checkpointer, parallel=parallel,
                       host_rewards=host_rewards, progress_fn=progress_fn,
                       stop_after_step=stop_after_step, run_start=run_start)
-  result = _final_result(
-      config, workdir, setups, topology, loop, outputs,
-      loop.step >= schedule.total_steps or stop_after_step is None, log)
+  finished = loop.step >= schedule.total_steps or stop_after_step is None
+  own = None
+  if finished:
+    own = evaluate_policy(
+        loop.state.params, batch, apply_fn=policy.apply,
+        reward_fns=(host_rewards.reward_fns if host_rewards is not None else
+                    [data.make_scorer(s.graph, s.fn, s.args, topology, config)
+                     for s in setups]),
+        num_nodes=[s.graph.n_nodes for s in setups],
+        num_samples=int(config.train.get("eval_samples", 64)),
+        seed=int(config.seed))
+  result = _final_result(config, workdir, setups, topology, loop, outputs,
+                         finished, own, log)
   for line in reports.output_lines(workdir):
     log(line)
   return result
@@ -406,8 +424,10 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
 
 
 def _final_result(config, workdir, setups, topology, loop: LoopResult,
-                  outputs, finished, log) -> TrainResult:
-  """Writes the end-of-run files and collects the :class:`TrainResult`."""
+                  outputs, finished, own, log) -> TrainResult:
+  """Writes the end-of-run files and collects the :class:`TrainResult`;
+  ``own``: the policy's own placements (:func:`evaluate_policy`) of a
+  finished run, else None."""
   state = loop.state
   outputs.ensure_best_placement(state)
   best_runtime = [float(x) for x in np.asarray(state.best_runtime_s)]
@@ -417,6 +437,13 @@ def _final_result(config, workdir, setups, topology, loop: LoopResult,
   if finished:
     tables = reports.write_final_report(
         workdir, setups, best_runtime, data.workload_names(config), topology,
-        log=log if config.print_table else None, step=loop.step)
+        log=log if config.print_table else None, step=loop.step,
+        policy_rows=[e.rows() for e in own],
+        policy_records=[e.record() for e in own],
+        verdicts=[policy_verdict(e.greedy_runtime_s, s.baseline_runtime_s)
+                  for e, s in zip(own, setups)],
+        best_found_name=(reports.BEST_FOUND_SEARCH_ROW
+                         if float(config.rl.get("mutate_best", 0.0)) > 0
+                         else reports.BEST_FOUND_ROW))
   return TrainResult(state, best_placements, best_runtime, tables,
-                     loop.steps_per_second)
+                     loop.steps_per_second, own or [])

@@ -43,12 +43,22 @@ class Batch(NamedTuple):
       rewards.
     failing_runtime_s: ``f32 [B]``, runtime charged to failed placements.
     device_mask: ``bool [B, D]`` or ``[B, N_pad, D]``, allowed devices.
+    group_of: ``int32 [B, N_sim]``, with group-level actions
+      (:mod:`gplace.rl.grouping`): ``graphs`` are the coarse graphs (``N_pad``
+      = padded groups) and node ``n`` of graph ``b``'s ``problems`` runs on
+      the device of group ``group_of[b, n]``; None (default): the policy
+      places the nodes of ``problems`` one by one.
+    group_representative: ``int32 [B, N_pad]`` with ``group_of``: one
+      original node per group (its device in a node placement stands for the
+      group's, e.g. for ``rl.mutate_best``); None without groups.
   """
 
   graphs: jraph.GraphsTuple
   problems: Any
   failing_runtime_s: jax.Array
   device_mask: jax.Array
+  group_of: Any = None
+  group_representative: Any = None
 
 
 class Rollout(NamedTuple):

@@ -57,6 +57,7 @@ INT_FIELDS = {
     "train.chunk_steps": IntRange(1, None, 25),
     "train.checkpoint_every": IntRange(1, None, 50),
     "train.max_to_keep": IntRange(1, None, 2),
+    "train.eval_samples": IntRange(1, None, 64),
     "executor.repeats": IntRange(1, None, 5),
     "executor.warmup": IntRange(0, None, 1),
 }
@@ -78,6 +79,7 @@ BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
 # Fields older configs may lack (their readers have defaults).
 OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
                    "warm_start.label_smoothing", "train.resume",
+                   "train.eval_samples",
                    "executor.repeats", "executor.warmup")
 # Valid ranges of the policy's integer hyperparameters (the GO family's
 # names); any other integer hyperparameter must be non-negative, any float

@@ -14,8 +14,10 @@ import pytest
 
 from experiments.configs import quickstart
 from gplace.errors import ConfigError
+from gplace.graphs.graph import random_dag
 from gplace.rl import train
 from gplace.sim import topology as topology_lib
+from gplace.sim.simulator import simulate
 
 
 def tiny_config():
@@ -67,11 +69,34 @@ def test_end_to_end_outputs(uninterrupted):
   # Warm start + best-ever: never worse than the best baseline.
   for table, runtime in zip(result.table, result.best_runtime_s):
     baselines = [v for k, v in table.items()
-                 if k not in ("gplace", "lower_bound")]
+                 if k not in ("gplace", "lower_bound")
+                 and not k.startswith("policy_")]
     assert runtime <= min(baselines) + 1e-9
     assert runtime >= table["lower_bound"] * (1 - 1e-6)
   assert any("lower bound" in line for line in lines)
   assert [len(p) for p in result.best_placements] == [40, 40]
+
+
+def test_the_policy_s_own_placements_are_reported_apart(uninterrupted):
+  workdir, result, _, lines = uninterrupted
+  text = "\n".join(lines)
+  for row in ("policy greedy", "policy sampled: mean of 64",
+              "policy sampled: best of 64", "best found (includes search)"):
+    assert row in text
+  assert "the policy itself (greedy, no search) is" in text
+  with open(os.path.join(workdir, "results.json")) as f:
+    tables = json.load(f)["tables"]
+  topology = topology_lib.preset("1cpu+2gpu")
+  for b, own in enumerate(result.policy):
+    assert tables[b]["policy_greedy"] == pytest.approx(own.greedy_runtime_s)
+    assert tables[b]["policy_samples"] == 64
+    assert tables[b]["policy_sampled_best"] <= tables[b][
+        "policy_sampled_mean"]
+    # The greedy row is the simulated argmax placement of the final policy.
+    graph = random_dag(40, seed=b + 1, name=f"random_dag:40:{b + 1}")
+    simulated = float(simulate(graph, own.greedy_placement,
+                               topology).runtime_s)
+    assert own.greedy_runtime_s == pytest.approx(simulated, rel=1e-6)
 
 
 def test_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
@@ -132,8 +157,8 @@ def test_replicate_round_trip():
 
 # The order a training run reads gplace.rl in; a module may import only
 # modules after it (``update`` names the state's types in annotations only).
-LAYERS = ("train", "validation", "resume", "data", "state", "update",
-          "losses", "distributions", "rewards", "types", "checkpoint",
+LAYERS = ("train", "validation", "resume", "data", "state", "evaluation",
+          "update", "grouping", "losses", "distributions", "rewards", "types", "checkpoint",
           "reports")
 
 

@@ -1,0 +1,171 @@
+"""The policy's own placements at the end of a run: greedy and sampled.
+
+Where this sits: :func:`gplace.rl.train.train_and_evaluate` calls
+:func:`evaluate_policy` after the last train step; :mod:`gplace.rl.reports`
+prints its rows next to the run's best found placement and every baseline.
+
+The best placement a run reports (``state.best_placement``) is the fastest of
+everything scored during training: the warm-start baseline it was seeded
+with, and with ``rl.mutate_best > 0`` the results of a search around the
+incumbent. It says little about what the policy learned. This module scores
+what the policy places *by itself*, with no best-ever bookkeeping and no
+search:
+
+* **greedy**: every node (or group) on its most likely device (the argmax of
+  the policy's logits);
+* **sampled**: ``K`` fresh placements drawn from the policy's softmax (not
+  the ``rl.explore_epsilon`` mixture used for training samples), reported as
+  their mean and their best.
+
+Group placements (``Batch.group_of``, :mod:`gplace.rl.grouping`) are expanded
+to one device per node before scoring. Scoring is host-side, with one
+:data:`~gplace.rl.types.RewardFn` per graph (simulated or measured).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.rl.distributions import sample_placements
+from gplace.rl.grouping import expand_to_nodes
+from gplace.rl.types import ApplyFn, Batch, RewardFn
+
+#: Row names of the policy's own placements, in tables and ``results.json``.
+GREEDY_ROW = "policy greedy"
+SAMPLED_MEAN_ROW = "policy sampled: mean of {k}"
+SAMPLED_BEST_ROW = "policy sampled: best of {k}"
+#: Keys of the same rows in ``results.json`` tables.
+GREEDY_KEY = "policy_greedy"
+SAMPLED_MEAN_KEY = "policy_sampled_mean"
+SAMPLED_BEST_KEY = "policy_sampled_best"
+
+
+class PolicyEvaluation(NamedTuple):
+  """The policy's own placements of one graph, scored.
+
+  Attributes:
+    greedy_placement: ``int32 [N]``, argmax device per node.
+    greedy_runtime_s: its runtime (inf: OOM / failed).
+    sampled_runtime_s: ``float64 [K]``, runtimes of ``K`` fresh samples.
+  """
+
+  greedy_placement: np.ndarray
+  greedy_runtime_s: float
+  sampled_runtime_s: np.ndarray
+
+  @property
+  def num_samples(self) -> int:
+    return int(self.sampled_runtime_s.shape[0])
+
+  @property
+  def sampled_mean_s(self) -> float:
+    """Mean over the samples (inf if any failed)."""
+    return float(np.mean(self.sampled_runtime_s))
+
+  @property
+  def sampled_best_s(self) -> float:
+    return float(np.min(self.sampled_runtime_s))
+
+  def rows(self) -> list[tuple[str, float]]:
+    """``(row name, runtime_s)`` for a printed table."""
+    k = self.num_samples
+    return [(GREEDY_ROW, self.greedy_runtime_s),
+            (SAMPLED_MEAN_ROW.format(k=k), self.sampled_mean_s),
+            (SAMPLED_BEST_ROW.format(k=k), self.sampled_best_s)]
+
+  def record(self) -> dict:
+    """The ``results.json`` entries (``policy_samples``: ``K``)."""
+    return {GREEDY_KEY: self.greedy_runtime_s,
+            SAMPLED_MEAN_KEY: self.sampled_mean_s,
+            SAMPLED_BEST_KEY: self.sampled_best_s,
+            "policy_samples": self.num_samples}
+
+
+def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
+                      apply_fn: ApplyFn, num_samples: int):
+  """The policy's greedy and sampled placements of every graph, per node.
+
+  Pure and jittable (``num_samples`` static).
+
+  Args:
+    params: policy parameters.
+    batch: ``B`` graphs (with ``group_of``: the policy places groups).
+    rng: a PRNG key; graph ``b`` samples with ``split(rng, B)[b]``.
+    apply_fn: the policy.
+    num_samples: ``K``.
+
+  Returns:
+    ``(greedy int32 [B, N_pad], samples int32 [B, K, N_pad])``, one device
+    per node of the original graphs.
+  """
+  logits = jax.vmap(lambda g, m: apply_fn(params, g, m))(
+      batch.graphs, batch.device_mask)  # [B, G_pad, D]
+  greedy = jnp.argmax(logits, -1).astype(jnp.int32)  # [B, G_pad]
+  keys = jax.random.split(rng, logits.shape[0])
+  samples = jax.vmap(functools.partial(sample_placements,
+                                       num_samples=num_samples))(logits, keys)
+  return (expand_to_nodes(greedy, batch.group_of),
+          expand_to_nodes(samples, batch.group_of))
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_placements(apply_fn, num_samples):
+  return jax.jit(functools.partial(policy_placements, apply_fn=apply_fn,
+                                   num_samples=num_samples))
+
+
+def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
+                    reward_fns: Sequence[RewardFn], num_nodes: Sequence[int],
+                    num_samples: int, seed: int = 0
+                    ) -> list[PolicyEvaluation]:
+  """Scores the policy's greedy placement and ``K`` fresh samples per graph
+  (host side; no search, no best-ever bookkeeping).
+
+  Args:
+    params: policy parameters (unreplicated).
+    batch: the run's ``B`` graphs.
+    apply_fn: the policy.
+    reward_fns: one per graph, ``int [K, N_b] -> runtime_s [K]`` (inf for
+      OOM / failed), e.g. :class:`gplace.rl.rewards.Scorer`.
+    num_nodes: ``[B]`` real node counts ``N_b``.
+    num_samples: ``K``.
+    seed: the samples' PRNG seed (independent of the training RNG).
+
+  Returns:
+    One :class:`PolicyEvaluation` per graph.
+  """
+  rng = jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EED)
+  greedy, samples = _jitted_placements(apply_fn, int(num_samples))(
+      params, jax.tree.map(jnp.asarray, batch), rng)
+  greedy, samples = np.asarray(greedy), np.asarray(samples)
+  out = []
+  for b, (fn, n) in enumerate(zip(reward_fns, num_nodes)):
+    n = int(n)
+    runtimes = np.asarray(fn(np.concatenate(
+        [greedy[b, None, :n], samples[b, :, :n]])), np.float64)
+    runtimes = np.where(np.isfinite(runtimes), runtimes, np.inf)
+    out.append(PolicyEvaluation(greedy[b, :n].astype(np.int32),
+                                float(runtimes[0]), runtimes[1:]))
+  return out
+
+
+def policy_verdict(greedy_runtime_s: float,
+                   baseline_runtime_s: Mapping[str, float]) -> str:
+  """One line: the policy's own greedy placement against the best baseline,
+  e.g. ``"the policy itself (greedy, no search) is 12.3% faster than the
+  best baseline, m_etf"``."""
+  name = min(baseline_runtime_s, key=baseline_runtime_s.get)
+  best = baseline_runtime_s[name]
+  if not np.isfinite(greedy_runtime_s):
+    return "the policy itself (greedy, no search) runs out of memory / fails"
+  if not np.isfinite(best):
+    return "the policy itself (greedy, no search) runs; no baseline does"
+  change = (greedy_runtime_s / best - 1.0) * 100
+  word = "slower" if change > 0 else "faster"
+  return (f"the policy itself (greedy, no search) is {abs(change):.1f}% "
+          f"{word} than the best baseline, {name}")
