@@ -61,6 +61,13 @@ Shared conventions, chosen to match the simulator's cost model
   placements much of what they planned; :func:`plan` returns the order too,
   for ``gplace.simulate(..., order=plan.order)``. ``ordered_eft`` plans for
   the id order itself.
+* Device constraints (a graph's ``allowed_devices`` and ``colocation``, see
+  :mod:`gplace.graphs.constraints`): the list schedulers see a disallowed
+  device as dearer than any whole schedule, so they choose it only when no
+  allowed device has room; every baseline then repairs its placement (a
+  node on a disallowed device moves to its cheapest allowed one, a split
+  co-location class joins the device most of its members are on). The
+  repair does not re-check memory.
 
 All of this is host-side numpy / pure Python (heaps, bisect), built to place
 80k-node graphs on a handful of devices in seconds; nothing here is traced.
@@ -81,6 +88,7 @@ from gplace.baselines.sct import m_sct, plan_m_sct
 from gplace.baselines.simple import (expert, layer_index, metis, random,
                                      round_robin, single_device)
 from gplace.errors import BaselineError
+from gplace.graphs import constraints
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 
@@ -149,7 +157,14 @@ def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
     BaselineError: unknown name.
   """
   if isinstance(name, str) and name in _PLANNERS:
-    return _PLANNERS[name](prepare(graph, topology, costs))
+    problem = prepare(graph, topology, costs)
+    result = _PLANNERS[name](problem)
+    if constraints.has_constraints(graph):
+      # The planned times are for the plan; the placement keeps the
+      # graph's device constraints (see respecting_constraints).
+      result = result._replace(placement=constraints.repair(
+          graph, result.placement, problem.costs))
+    return result
   placement = get(name)(graph, topology, costs=costs, seed=seed)
   n = graph.n_nodes
   return Plan(placement, np.arange(n, dtype=np.int32), np.zeros(n),

@@ -5,12 +5,14 @@ Host-side numpy; nothing here is traced."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from gplace.errors import PlacementError
+from gplace.graphs import constraints
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
 from gplace.sim.topology import Topology, check_topology, validate_costs
 
@@ -25,7 +27,9 @@ def placer_from_planner(planner: Callable, name: str, doc: str) -> Baseline:
   def placer(graph: Graph, topology: Topology, *, costs=None,
              seed: int = 0) -> np.ndarray:
     del seed
-    return planner(prepare(graph, topology, costs)).placement
+    problem = prepare(graph, topology, costs)
+    return constraints.repair(graph, planner(problem).placement,
+                              problem.costs)
 
   placer.__name__ = placer.__qualname__ = name
   placer.__doc__ = doc
@@ -90,8 +94,29 @@ def prepare(graph, topology, costs) -> PlanningProblem:
   if costs is None:
     costs = topology.op_costs(graph)
   costs = validate_costs(costs, graph, topology)
+  constraints.check_device_count(graph, topology.n_devices, "A baseline")
   return PlanningProblem(graph, topology, costs, gpu_devices(topology),
                          topology.memory_bytes)
+
+
+def respecting_constraints(baseline: Baseline) -> Baseline:
+  """``baseline`` followed by :func:`gplace.graphs.constraints.repair`, so
+  that its placement keeps the graph's device constraints (a node on a
+  device it does not allow moves to its cheapest allowed device; a split
+  co-location class joins the device most of it is on). A graph without
+  constraints gets the baseline's placement unchanged."""
+
+  @functools.wraps(baseline)
+  def placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
+             **kwargs) -> np.ndarray:
+    placement = baseline(graph, topology, costs=costs, seed=seed, **kwargs)
+    if not constraints.has_constraints(graph):
+      return placement
+    costs = topology.op_costs(graph) if costs is None else np.asarray(
+        costs, np.float64)
+    return constraints.repair(graph, placement, costs)
+
+  return placer
 
 
 def gpu_devices(topology: Topology) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 from gplace.baselines.common import (PlanningProblem, placer_from_planner,
-                                     prepare)
+                                     prepare, respecting_constraints)
 from gplace.sim.priority import mean_transfer_s, upward_rank
 from gplace.baselines.scheduler import (ListScheduler, Plan,
                                         plan_within_memory)
@@ -305,6 +305,7 @@ heft = placer_from_planner(
 # -- Baechi m-SCT --------------------------------------------------------------
 
 
+@respecting_constraints
 def m_topo(graph: Graph, topology: Topology, *, costs=None,
            seed: int = 0) -> np.ndarray:
   """Baechi's m-TOPO: fill GPUs in topological order, balanced and in memory.

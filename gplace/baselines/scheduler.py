@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from gplace.graphs import constraints
 from gplace.graphs.graph import NODE_INPUT, NODE_OUTPUT
 from gplace.baselines.common import (PlanningProblem, simulated_peak_bytes,
                                      single_device_peak_bytes)
@@ -86,7 +87,10 @@ class ListScheduler:
     self.devices = [int(d) for d in devices]
     self.spill = [int(d) for d in spill if d not in self.devices]
     self.reachable = self.devices + self.spill
-    self.cost = problem.costs.tolist()
+    # Disallowed devices (the graph's device constraints) cost more than
+    # any whole schedule, so a node goes there only when nothing else has
+    # room; the baseline's final repair moves it back.
+    self.cost = constraints.penalized_costs(graph, problem.costs).tolist()
     self.out_bytes = graph.out_bytes.astype(np.float64).tolist()
     capacity = (topology.memory_bytes if problem.memory_bytes is None
                 else problem.memory_bytes)

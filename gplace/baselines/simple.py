@@ -11,7 +11,8 @@ from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.sim.topology import Topology
 from gplace.baselines.common import (LAYER_PATTERN,
                                      PlanningProblem, inputs_with_first_consumer,
-                                     prepare, single_device_peak_bytes)
+                                     prepare, respecting_constraints,
+                                     single_device_peak_bytes)
 
 
 # Workloads an expert keeps on one GPU, matched as substrings of the
@@ -34,6 +35,7 @@ def _best_single(problem: PlanningProblem, candidates) -> int:
   return int(candidates[int(np.argmax(memory))])
 
 
+@respecting_constraints
 def single_device(graph: Graph, topology: Topology, *, costs=None,
                   seed: int = 0) -> np.ndarray:
   """Everything on the best single device.
@@ -47,10 +49,14 @@ def single_device(graph: Graph, topology: Topology, *, costs=None,
   """
   del seed
   problem = prepare(graph, topology, costs)
-  device = _best_single(problem, np.arange(topology.n_devices))
+  candidates = np.arange(topology.n_devices)
+  if graph.allowed_devices is not None and graph.allowed_devices.all(0).any():
+    candidates = np.flatnonzero(graph.allowed_devices.all(axis=0))
+  device = _best_single(problem, candidates)
   return np.full(graph.n_nodes, device, np.int32)
 
 
+@respecting_constraints
 def round_robin(graph: Graph, topology: Topology, *, costs=None,
                 seed: int = 0) -> np.ndarray:
   """Node ``i`` on device ``i mod D``; ``[N]`` int32."""
@@ -59,6 +65,7 @@ def round_robin(graph: Graph, topology: Topology, *, costs=None,
   return (np.arange(graph.n_nodes) % topology.n_devices).astype(np.int32)
 
 
+@respecting_constraints
 def random(graph: Graph, topology: Topology, *, costs=None,
            seed: int = 0) -> np.ndarray:
   """A uniformly random device per node; ``[N]`` int32."""
@@ -118,6 +125,7 @@ def _propagate_labels(graph: Graph, labels: np.ndarray) -> np.ndarray:
   return labels
 
 
+@respecting_constraints
 def expert(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
            workload: str | None = None) -> np.ndarray:
   """A human expert's placement, chosen by workload family and node names.
@@ -178,6 +186,7 @@ def _integer_weights(values: np.ndarray, total: float) -> np.ndarray:
   return 1 + np.floor(values * (total / norm)).astype(np.int64)
 
 
+@respecting_constraints
 def metis(graph: Graph, topology: Topology, *, costs=None,
           seed: int = 0) -> np.ndarray:
   """Balanced k-way min-cut over the GPUs with pymetis.

@@ -5,7 +5,10 @@ writes it, ``build_checks`` validates ``Graph.build``'s input, ``placement``
 validates placements of it); ``capture`` turns a jittable function into one
 (and into a re-executable ``Program`` for the executor; ``op_costs`` prices
 each equation); ``features`` turns graphs into padded ``jraph.GraphsTuple``
-batches for the policies; ``coarsening`` merges ops into groups.
+batches for the policies; ``coarsening`` merges ops into groups;
+``interchange`` reads and writes graphs from elsewhere (``.json`` in the
+format of ``json_format``, ``.npz``, ``networkx``); ``constraints`` holds
+the optional device constraints a graph may carry.
 """
 
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
@@ -13,3 +16,4 @@ from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
 from gplace.graphs.capture import capture, trace_program, Program
 from gplace.graphs.coarsening import coarsen, expand, Coarsening
 from gplace.graphs import features
+from gplace.graphs import constraints, interchange

@@ -1,6 +1,8 @@
-"""Input checks of :meth:`gplace.Graph.build`: per-node sequences and the
-edge list, each failure a :class:`~gplace.errors.GraphError` that names the
-argument and the fix. Host-side numpy.
+"""Input checks and helpers of :meth:`gplace.Graph.build`: per-node
+sequences and the edge list (each failure a
+:class:`~gplace.errors.GraphError` that names the argument and the fix),
+padded shapes, merged edges and the stable topological order. Host-side
+numpy.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from gplace.errors import GraphError, first_line
+
+MAX_RANK = 8
 
 
 def sequence_length(value: Any, field: str) -> int:
@@ -55,3 +59,69 @@ def edge_array(edges: Any, n_nodes: int) -> np.ndarray:
     raise GraphError(f"Graph.build: edge {row} has negative bytes "
                      f"{array[row, 2]}; edge bytes must be non-negative.")
   return array
+
+
+def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
+  """Pads shape tuples to ``[N, MAX_RANK]``; returns ``(shape, rank)``.
+
+  A rank above ``MAX_RANK`` folds its leading dimensions into one.
+  """
+  shapes = list(shapes)
+  out = np.zeros((len(shapes), MAX_RANK), np.int64)
+  rank = np.zeros(len(shapes), np.int8)
+  for i, shape in enumerate(shapes):
+    try:
+      shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError, OverflowError) as err:
+      raise GraphError(
+          f"out_shapes[{i}] is {shape!r}, not a shape; give a tuple of "
+          f"non-negative ints per node, e.g. (2, 3) ({first_line(err)})."
+      ) from err
+    if any(d < 0 for d in shape):
+      raise GraphError(f"out_shapes[{i}] is {shape}, which has a negative "
+                       "dimension; dimensions must be non-negative.")
+    if len(shape) > MAX_RANK:
+      cut = len(shape) - MAX_RANK + 1
+      shape = (int(np.prod(shape[:cut])),) + shape[cut:]
+    out[i, :len(shape)] = shape
+    rank[i] = len(shape)
+  return out, rank
+
+
+def merge_edges(n_nodes: int, src, dst, nbytes):
+  """Sorts edges by (src, dst) and merges duplicates, summing bytes."""
+  src = np.asarray(src, np.int64)
+  dst = np.asarray(dst, np.int64)
+  nbytes = np.asarray(nbytes, np.int64)
+  keys = src * max(n_nodes, 1) + dst
+  unique, inverse = np.unique(keys, return_inverse=True)
+  merged = np.zeros(unique.shape[0], np.int64)
+  np.add.at(merged, inverse, nbytes)
+  return (unique // max(n_nodes, 1)).astype(np.int32), (
+      unique % max(n_nodes, 1)).astype(np.int32), merged
+
+
+def _stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
+  """Kahn's algorithm that always takes the smallest ready id (so a graph
+  already in topological order keeps its numbering)."""
+  import heapq  # pylint: disable=g-import-not-at-top
+  if src.size and np.all(src < dst):
+    return np.arange(n)
+  indegree = np.bincount(dst, minlength=n)
+  order_edges = np.argsort(src, kind="stable")
+  ptr = np.zeros(n + 1, np.int64)
+  np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+  succ = dst[order_edges]
+  ready = [i for i in range(n) if indegree[i] == 0]
+  heapq.heapify(ready)
+  order = []
+  while ready:
+    node = heapq.heappop(ready)
+    order.append(node)
+    for nxt in succ[ptr[node]:ptr[node + 1]]:
+      indegree[nxt] -= 1
+      if indegree[nxt] == 0:
+        heapq.heappush(ready, int(nxt))
+  if len(order) != n:
+    raise GraphError("The edges contain a cycle; an op graph must be acyclic.")
+  return np.asarray(order, np.int64)

@@ -64,6 +64,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.errors import CoarseningError, PlacementError
+from gplace.graphs.constraints import coarse_constraints
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                           _stable_topological_order, merge_edges)
 
@@ -389,7 +390,9 @@ def _quotient_graph(graph: Graph, labels: np.ndarray) -> Graph:
   edge_src, edge_dst, edge_bytes = merge_edges(
       n_groups, labels[src][cross], labels[dst][cross],
       graph.edge_bytes[cross])
+  allowed_devices, colocation = coarse_constraints(graph, labels, n_groups)
   return Graph(
+      allowed_devices=allowed_devices, colocation=colocation,
       names=graph.names[representative],
       op_type=graph.op_type[representative],
       kind=kind,

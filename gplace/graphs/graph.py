@@ -32,18 +32,28 @@ from typing import Any
 import numpy as np
 
 from gplace.errors import GraphError, check_type, first_line
-from gplace.graphs.build_checks import edge_array, sequence_length
+from gplace.graphs.build_checks import (MAX_RANK, _stable_topological_order,
+                                        edge_array, merge_edges, pad_shapes,
+                                        sequence_length)
+from gplace.graphs.constraints import (check_allowed_devices,
+                                       check_colocation, check_feasible)
 
 NODE_INPUT = 0
 NODE_OP = 1
 NODE_OUTPUT = 2
 KIND_NAMES = ("input", "op", "output")
-MAX_RANK = 8
 
 _ARRAY_FIELDS = (
     "names", "op_type", "kind", "out_shape", "out_rank", "out_dtype",
     "out_bytes", "flops", "bytes_accessed", "edge_src", "edge_dst",
     "edge_bytes")
+_CONSTRAINT_FIELDS = ("allowed_devices", "colocation")
+
+
+def _same_optional(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+  if a is None or b is None:
+    return a is None and b is None
+  return a.dtype == b.dtype and np.array_equal(a, b)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -68,6 +78,10 @@ class Graph:
     edge_dst: ``[E]`` int32, consumer node.
     edge_bytes: ``[E]`` int64, bytes that flow along the edge.
     name: a label for the graph (the workload name).
+    allowed_devices: optional ``[N, D]`` bool, the devices each node may run
+      on (None: any device); see :mod:`gplace.graphs.constraints`.
+    colocation: optional ``[N]`` int32 co-location class per node, ``-1``
+      for none; nodes of one class must share a device.
   """
 
   names: np.ndarray
@@ -83,6 +97,8 @@ class Graph:
   edge_dst: np.ndarray
   edge_bytes: np.ndarray
   name: str = "graph"
+  allowed_devices: np.ndarray | None = None
+  colocation: np.ndarray | None = None
 
   def __post_init__(self):
     casts = dict(
@@ -116,6 +132,12 @@ class Graph:
       value.setflags(write=False)
       object.__setattr__(self, field, value)
     self._validate()
+    n = self.names.shape[0]
+    object.__setattr__(self, "allowed_devices",
+                       check_allowed_devices(self.allowed_devices, n))
+    object.__setattr__(self, "colocation",
+                       check_colocation(self.colocation, n))
+    check_feasible(self.allowed_devices, self.colocation)
 
   def _validate(self) -> None:
     n = self.names.shape[0]
@@ -167,7 +189,8 @@ class Graph:
 
   @classmethod
   def build(cls, *, names, op_type, kind, out_shapes, out_dtype, out_bytes,
-            flops, bytes_accessed, edges, name: str = "graph") -> "Graph":
+            flops, bytes_accessed, edges, name: str = "graph",
+            allowed_devices=None, colocation=None) -> "Graph":
     """Builds a graph from per-node lists and an edge list, in any order.
 
     Args:
@@ -178,6 +201,10 @@ class Graph:
         ``0 .. N-1``; duplicates are merged (bytes summed) and self-loops
         dropped.
       name: label of the graph.
+      allowed_devices: optional ``[N, D]`` bool, devices each node may run
+        on.
+      colocation: optional ``[N]`` int co-location class per node (-1:
+        none).
 
     Returns:
       A graph whose nodes are renumbered into a stable topological order (the
@@ -213,12 +240,17 @@ class Graph:
       raise GraphError(f"Graph.build: names, op_type and out_dtype must be "
                        f"sequences of strings ({first_line(err)}).") from err
     take = lambda seq: np.asarray(seq)[order]
+    allowed_devices = check_allowed_devices(allowed_devices, n)
+    colocation = check_colocation(colocation, n)
     return cls(
         names=take(names), op_type=take(op_type), kind=take(kind),
         out_shape=shape[order], out_rank=rank[order],
         out_dtype=take(out_dtype), out_bytes=take(out_bytes),
         flops=take(flops), bytes_accessed=take(bytes_accessed),
-        edge_src=src, edge_dst=dst, edge_bytes=nbytes, name=name)
+        edge_src=src, edge_dst=dst, edge_bytes=nbytes, name=name,
+        allowed_devices=(None if allowed_devices is None
+                         else allowed_devices[order]),
+        colocation=None if colocation is None else colocation[order])
 
   def replace(self, **changes: Any) -> "Graph":
     """Returns a copy with some fields replaced (validated again)."""
@@ -297,7 +329,9 @@ class Graph:
     return self.name == other.name and all(
         getattr(self, f).dtype == getattr(other, f).dtype
         and np.array_equal(getattr(self, f), getattr(other, f))
-        for f in _ARRAY_FIELDS)
+        for f in _ARRAY_FIELDS) and all(
+            _same_optional(getattr(self, f), getattr(other, f))
+            for f in _CONSTRAINT_FIELDS)
 
   __hash__ = None  # mutable-looking arrays: no hashing
 
@@ -343,17 +377,11 @@ class Graph:
     return (f"Graph(name={self.name!r}, n_nodes={self.n_nodes}, "
             f"n_edges={self.n_edges})")
 
-  def to_networkx(self):
-    """A ``networkx.DiGraph`` copy with node attributes (off the hot path)."""
-    import networkx as nx  # pylint: disable=g-import-not-at-top
-    g = nx.DiGraph(name=self.name)
-    for i in range(self.n_nodes):
-      g.add_node(i, name=str(self.names[i]), op_type=str(self.op_type[i]),
-                 kind=int(self.kind[i]), flops=float(self.flops[i]),
-                 out_bytes=int(self.out_bytes[i]))
-    for s, d, b in zip(self.edge_src, self.edge_dst, self.edge_bytes):
-      g.add_edge(int(s), int(d), bytes=int(b))
-    return g
+  def to_networkx(self, costs=None):
+    """A ``networkx.DiGraph`` with every field as node and edge attributes;
+    see :func:`gplace.graphs.interchange.to_networkx`."""
+    from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
+    return interchange.to_networkx(self, costs=costs)
 
 
 # -- helpers shared by capture, coarsening and tests ---------------------------
@@ -365,72 +393,6 @@ def check_graph(graph: Any, caller: str) -> None:
   check_type(graph, Graph, "graph", caller, GraphError,
              "capture one with gplace.capture(fn, *args) or read one with "
              "gplace.Graph.load(path)")
-
-
-def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
-  """Pads shape tuples to ``[N, MAX_RANK]``; returns ``(shape, rank)``.
-
-  A rank above ``MAX_RANK`` folds its leading dimensions into one.
-  """
-  shapes = list(shapes)
-  out = np.zeros((len(shapes), MAX_RANK), np.int64)
-  rank = np.zeros(len(shapes), np.int8)
-  for i, shape in enumerate(shapes):
-    try:
-      shape = tuple(int(d) for d in shape)
-    except (TypeError, ValueError, OverflowError) as err:
-      raise GraphError(
-          f"out_shapes[{i}] is {shape!r}, not a shape; give a tuple of "
-          f"non-negative ints per node, e.g. (2, 3) ({first_line(err)})."
-      ) from err
-    if any(d < 0 for d in shape):
-      raise GraphError(f"out_shapes[{i}] is {shape}, which has a negative "
-                       "dimension; dimensions must be non-negative.")
-    if len(shape) > MAX_RANK:
-      cut = len(shape) - MAX_RANK + 1
-      shape = (int(np.prod(shape[:cut])),) + shape[cut:]
-    out[i, :len(shape)] = shape
-    rank[i] = len(shape)
-  return out, rank
-
-
-def merge_edges(n_nodes: int, src, dst, nbytes):
-  """Sorts edges by (src, dst) and merges duplicates, summing bytes."""
-  src = np.asarray(src, np.int64)
-  dst = np.asarray(dst, np.int64)
-  nbytes = np.asarray(nbytes, np.int64)
-  keys = src * max(n_nodes, 1) + dst
-  unique, inverse = np.unique(keys, return_inverse=True)
-  merged = np.zeros(unique.shape[0], np.int64)
-  np.add.at(merged, inverse, nbytes)
-  return (unique // max(n_nodes, 1)).astype(np.int32), (
-      unique % max(n_nodes, 1)).astype(np.int32), merged
-
-
-def _stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
-  """Kahn's algorithm that always takes the smallest ready id (so a graph
-  already in topological order keeps its numbering)."""
-  import heapq  # pylint: disable=g-import-not-at-top
-  if src.size and np.all(src < dst):
-    return np.arange(n)
-  indegree = np.bincount(dst, minlength=n)
-  order_edges = np.argsort(src, kind="stable")
-  ptr = np.zeros(n + 1, np.int64)
-  np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-  succ = dst[order_edges]
-  ready = [i for i in range(n) if indegree[i] == 0]
-  heapq.heapify(ready)
-  order = []
-  while ready:
-    node = heapq.heappop(ready)
-    order.append(node)
-    for nxt in succ[ptr[node]:ptr[node + 1]]:
-      indegree[nxt] -= 1
-      if indegree[nxt] == 0:
-        heapq.heappush(ready, int(nxt))
-  if len(order) != n:
-    raise GraphError("The edges contain a cycle; an op graph must be acyclic.")
-  return np.asarray(order, np.int64)
 
 
 def random_dag(n_nodes: int, *, avg_degree: float = 2.0, n_inputs: int = 0,

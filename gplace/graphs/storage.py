@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 
 from gplace.errors import GraphError, first_line
-from gplace.graphs.graph import _ARRAY_FIELDS, Graph
+from gplace.graphs.graph import _ARRAY_FIELDS, _CONSTRAINT_FIELDS, Graph
 
-_FORMAT_VERSION = 1
+# Version 2 adds the optional constraint arrays; a graph without them is
+# written as version 1, which older gplace reads.
+_FORMAT_VERSION = 2
 
 
 def check_path(path: Any, caller: str) -> str:
@@ -34,9 +36,13 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
   """
   path = check_path(path, "Graph.save")
   tmp = path + ".tmp.npz"
-  meta = json.dumps({"format": "gplace.Graph", "version": _FORMAT_VERSION,
-                     "name": graph.name})
   arrays = {f: getattr(graph, f) for f in _ARRAY_FIELDS}
+  constraints = {f: getattr(graph, f) for f in _CONSTRAINT_FIELDS
+                 if getattr(graph, f) is not None}
+  arrays.update(constraints)
+  meta = json.dumps({"format": "gplace.Graph",
+                     "version": _FORMAT_VERSION if constraints else 1,
+                     "name": graph.name})
   try:
     np.savez_compressed(tmp, meta=np.asarray(meta), **arrays)
     os.replace(tmp, path)
@@ -70,6 +76,8 @@ def load_graph(path: str | os.PathLike, cls: type = Graph) -> Graph:
                          f"'meta' entry is not a gplace.Graph header); "
                          f"{redo}.")
       arrays = {f: data[f] for f in _ARRAY_FIELDS}
+      arrays.update({f: data[f] for f in _CONSTRAINT_FIELDS
+                     if f in data.files})
   except GraphError:
     raise
   except FileNotFoundError as err:

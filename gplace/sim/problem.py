@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gplace.errors import PlacementError, ScheduleError, TopologyError
+from gplace.graphs import constraints
+from gplace.graphs.constraints import check_device_count
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
 from gplace.sim.topology import Topology, validate_costs
 
@@ -31,7 +33,9 @@ class SimResult(NamedTuple):
   Attributes:
     runtime_s: ``[K]`` float32 seconds, the latest finish time.
     peak_bytes: ``[K, D]`` float32 peak live bytes per device.
-    oom: ``[K]`` bool, peak above some device's ``memory_bytes``.
+    oom: ``[K]`` bool, infeasible: peak above some device's
+      ``memory_bytes``, or a device constraint broken (see
+      ``constraint_violated``).
     start_s: ``[K, N]`` float32 start time of each node, or None.
     finish_s: ``[K, N]`` float32 finish time of each node, or None.
     order: ``[K, N]`` int32 priority order each placement ran in, or None
@@ -40,6 +44,11 @@ class SimResult(NamedTuple):
       A topological order; ``simulate(..., order=order[k])`` reproduces the
       result of placement ``k``, and each compute group runs its nodes in
       this order filtered by placement.
+    constraint_violated: ``[K]`` bool, the placement breaks the graph's
+      device constraints (a node on a device it does not allow, or a
+      co-location class split); such placements are also ``oom``, so every
+      consumer that treats OOM as infeasible treats them so. Filled in by
+      ``gplace.simulate`` (None from the jitted simulators).
   """
 
   runtime_s: jax.Array
@@ -48,7 +57,7 @@ class SimResult(NamedTuple):
   start_s: Optional[jax.Array] = None
   finish_s: Optional[jax.Array] = None
   order: Optional[np.ndarray] = None
-
+  constraint_violated: Optional[np.ndarray] = None
 
 
 class SimProblem(NamedTuple):
@@ -355,3 +364,26 @@ def _assign_slots(commit: np.ndarray, last_read: np.ndarray):
     slot[v] = s
     heapq.heappush(busy, (int(last_read[v]), s))
   return slot, n_rows
+
+
+def flag_constraint_violations(graph: Graph, placements: np.ndarray,
+                               result: SimResult) -> SimResult:
+  """``result`` with ``constraint_violated`` set and such placements marked
+  ``oom`` (infeasible), as :func:`gplace.simulate` returns it.
+
+  Args:
+    graph: the simulated graph, with or without device constraints.
+    placements: ``[K, N]`` int32 validated placements.
+    result: the simulator's result for them (``oom`` ``[K]``).
+
+  Raises:
+    PlacementError: the graph's allowed-device mask was written for
+      another number of devices than ``result.peak_bytes`` has.
+  """
+  check_device_count(graph, int(np.shape(result.peak_bytes)[-1]),
+                     "gplace.simulate")
+  violated = constraints.violations(graph, placements)
+  if not violated.any():
+    return result._replace(constraint_violated=violated)
+  return result._replace(oom=np.asarray(result.oom) | violated,
+                         constraint_violated=violated)

@@ -85,7 +85,8 @@ from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
-                                check_order, make_problem, send_bytes)
+                                check_order, flag_constraint_violations,
+                                make_problem, send_bytes)
 from gplace.sim.priority import (bottom_level, check_priority,
                                  order_priority, priority_order)
 from gplace.sim.scan import simulate_problem
@@ -231,6 +232,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
       result = result._replace(order=np.asarray(result.order))
     else:
       result = result._replace(start_s=None, finish_s=None, order=None)
+  # Device constraints (gplace.graphs.constraints): broken ones count as
+  # infeasible, like OOM.
+  result = flag_constraint_violations(graph, array, result)
   if single:
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result

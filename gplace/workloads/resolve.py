@@ -1,0 +1,127 @@
+"""Workloads named by something other than a zoo name: a saved graph file
+or a Python function.
+
+Where it sits: ``experiments/run.py --config.workload=`` accepts, beside the
+zoo's names (:func:`gplace.workloads.names`) and ``random_dag:N[:seed]``:
+
+* a graph file path ending in ``.npz`` (:meth:`gplace.Graph.save`) or
+  ``.json`` (:mod:`gplace.graphs.json_format`);
+* ``module:function`` (``my_models.encoder:make_graph``): the function is
+  imported and called with no arguments and returns a
+  :class:`~gplace.Graph`, a ``networkx.DiGraph``
+  (:func:`gplace.graphs.interchange.from_networkx`), a
+  :class:`~gplace.graphs.interchange.GraphFile`, or a ``(fn, args)`` pair
+  that :func:`gplace.capture` traces (then the placement can also be run).
+
+:func:`is_reference` tells such names apart; :func:`load_reference` turns
+one into a :class:`Resolved` workload. Host-side Python.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from gplace.errors import GplaceError, WorkloadError, first_line
+from gplace.graphs import interchange
+from gplace.graphs.graph import Graph
+
+# A dotted module path, a colon, a function name (random_dag:100 is not one).
+FUNCTION_REFERENCE = re.compile(
+    r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_]\w*)$")
+
+
+class Resolved(NamedTuple):
+  """A workload that is not in the zoo.
+
+  Attributes:
+    graph: the op graph (``N`` nodes).
+    fn, args: the runnable function and its arguments, or None (a graph
+      from a file or a graph-returning function cannot be executed).
+    topology: the devices a JSON file describes, or None.
+    costs: ``[N, D]`` float64 measured seconds from the file, or None.
+  """
+
+  graph: Graph
+  fn: Any = None
+  args: Any = None
+  topology: Any = None
+  costs: Optional[np.ndarray] = None
+
+
+def is_reference(name: str) -> bool:
+  """Whether ``name`` is a graph file path or ``module:function``."""
+  return isinstance(name, str) and (
+      interchange.is_graph_path(name)
+      or FUNCTION_REFERENCE.match(name) is not None)
+
+
+def load_reference(name: str) -> Resolved:
+  """The workload a graph path or ``module:function`` names.
+
+  Raises:
+    GraphError: a graph file that is missing or malformed (named field).
+    WorkloadError: not a reference, a module or function that cannot be
+      imported, or a function that fails or returns something else.
+  """
+  if not is_reference(name):
+    raise WorkloadError(
+        f"{name!r} is neither a graph file (.npz, .json) nor "
+        "module:function; see gplace.workloads.resolve.")
+  if interchange.is_graph_path(name):
+    loaded = interchange.load(name)
+    return Resolved(loaded.graph, topology=loaded.topology,
+                    costs=loaded.costs)
+  return _call_function(name)
+
+
+def _call_function(name: str) -> Resolved:
+  module_name, function_name = FUNCTION_REFERENCE.match(name).groups()
+  # A script's sys.path starts at the script's folder; users expect their
+  # own modules in the working directory to be found.
+  if os.getcwd() not in sys.path:
+    sys.path.append(os.getcwd())
+  try:
+    module = importlib.import_module(module_name)
+  except Exception as err:  # pylint: disable=broad-except
+    raise WorkloadError(
+        f"workload {name!r}: cannot import module {module_name!r} "
+        f"({first_line(err)}); check the module path (it must be importable "
+        "from the working directory or PYTHONPATH).") from err
+  function = getattr(module, function_name, None)
+  if not callable(function):
+    raise WorkloadError(
+        f"workload {name!r}: module {module_name!r} has no function "
+        f"{function_name!r}; name a function that takes no arguments and "
+        "returns a gplace.Graph, a networkx.DiGraph or (fn, args).")
+  try:
+    value = function()
+  except GplaceError:
+    raise
+  except Exception as err:  # pylint: disable=broad-except
+    raise WorkloadError(f"workload {name!r}: calling {function_name}() "
+                        f"failed ({first_line(err)}).") from err
+  return _as_resolved(value, name)
+
+
+def _as_resolved(value: Any, name: str) -> Resolved:
+  if isinstance(value, Graph):
+    return Resolved(value)
+  if isinstance(value, interchange.GraphFile):
+    return Resolved(value.graph, topology=value.topology, costs=value.costs)
+  if type(value).__module__.startswith("networkx"):
+    loaded = interchange.from_networkx(value)
+    return Resolved(loaded.graph, costs=loaded.costs)
+  if isinstance(value, tuple) and len(value) == 2 and callable(value[0]):
+    from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
+    fn, args = value
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    return Resolved(capture(fn, *args), fn=fn, args=args)
+  raise WorkloadError(
+      f"workload {name!r} returned {type(value).__name__}; return a "
+      "gplace.Graph, a networkx.DiGraph, a GraphFile or a (fn, args) pair.")

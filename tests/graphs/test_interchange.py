@@ -1,0 +1,308 @@
+"""Graphs from elsewhere: .npz / .json files and networkx graphs round-trip
+exactly, simulate identically, and every malformed file is a GraphError
+that names the field."""
+
+import copy
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import gplace
+from gplace.errors import GraphError
+from gplace.graphs import interchange, json_format
+from gplace.graphs.graph import NODE_INPUT, random_dag
+from gplace.sim.topology import preset
+
+
+@pytest.fixture(scope="module")
+def topology():
+  return preset("1cpu+2gpu")
+
+
+@pytest.fixture(scope="module")
+def plain():
+  return random_dag(24, seed=3, name="plain")
+
+
+@pytest.fixture(scope="module")
+def constrained(plain):
+  mask = np.ones((plain.n_nodes, 3), bool)
+  mask[4] = [True, False, False]       # a CPU-only op
+  mask[7, 0] = False
+  colocation = np.full(plain.n_nodes, -1)
+  colocation[[2, 9]] = 0
+  colocation[[5, 6, 11]] = 3
+  return plain.replace(allowed_devices=mask, colocation=colocation,
+                       name="constrained")
+
+
+def small_document():
+  """A hand-written file using every field of the format."""
+  return {
+      "format": "gplace.graph", "version": 1, "name": "tiny",
+      "topology": {
+          "name": "two", "devices": [
+              {"name": "cpu:0", "kind": "cpu", "peak_flops": 1e11,
+               "mem_bandwidth": 1e10, "memory_bytes": 1e9},
+              {"name": "gpu:0", "kind": "gpu", "peak_flops": 1e12,
+               "mem_bandwidth": 1e11, "memory_bytes": 1e9,
+               "launch_overhead_s": 1e-5}],
+          "links": {"bandwidth": 1e10, "latency_s": 2e-5}},
+      "nodes": [
+          {"id": "x", "kind": "input", "out_bytes": 4096,
+           "out_shape": [32, 32]},
+          {"id": "matmul", "op_type": "dot_general", "out_bytes": 4096,
+           "cost_s": {"cpu:0": 1e-3, "gpu:0": 1e-4},
+           "resident_bytes": 1 << 20, "allowed_devices": ["gpu:0"]},
+          {"id": "log", "out_bytes": 4096, "cost_s": [2e-4, 1e-4],
+           "colocation": "tail"},
+          {"id": "out", "kind": "output", "out_bytes": 4096,
+           "colocation": "tail"}],
+      "edges": [{"src": "x", "dst": "matmul"},
+                {"src": "matmul", "dst": "log", "bytes": 4096},
+                {"src": "log", "dst": "out"}]}
+
+
+def write(tmp_path, document, name="g.json"):
+  path = tmp_path / name
+  path.write_text(json.dumps(document))
+  return str(path)
+
+
+# -- round trips ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["plain", "constrained"])
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_file_round_trip_is_identical(tmp_path, request, topology, which,
+                                      suffix):
+  graph = request.getfixturevalue(which)
+  path = str(tmp_path / f"g{suffix}")
+  interchange.save(path, graph)
+  loaded = interchange.load(path)
+  assert loaded.graph == graph
+  assert loaded.graph.allowed_devices is None or np.array_equal(
+      loaded.graph.allowed_devices, graph.allowed_devices)
+
+
+def test_json_round_trip_keeps_topology_and_costs(tmp_path, constrained,
+                                                  topology):
+  costs = topology.op_costs(constrained) * 1.5
+  path = str(tmp_path / "g.json")
+  interchange.save(path, constrained, topology=topology, costs=costs)
+  loaded = interchange.load(path)
+  assert loaded.graph == constrained
+  assert np.array_equal(loaded.costs, costs)
+  assert loaded.topology.device_names == topology.device_names
+  for field in ("link_bandwidth", "link_latency", "compute_group",
+                "memory_bytes", "peak_flops", "launch_overhead_s"):
+    assert np.array_equal(getattr(loaded.topology, field),
+                          getattr(topology, field)), field
+  # Saving what was read writes the same file.
+  again = str(tmp_path / "again.json")
+  interchange.save(again, loaded.graph, topology=loaded.topology,
+                   costs=loaded.costs)
+  assert open(again).read() == open(path).read()
+
+
+def test_round_trips_simulate_identically(tmp_path, plain, topology):
+  placements = np.random.default_rng(0).integers(0, 3, (4, plain.n_nodes))
+  want = gplace.simulate(plain, placements, topology)
+  path = str(tmp_path / "g.json")
+  interchange.save(path, plain)
+  for graph in (interchange.load(path).graph,
+                interchange.from_networkx(plain.to_networkx()).graph):
+    got = gplace.simulate(graph, placements, topology)
+    np.testing.assert_array_equal(got.runtime_s, want.runtime_s)
+    np.testing.assert_array_equal(got.peak_bytes, want.peak_bytes)
+
+
+@pytest.mark.parametrize("which", ["plain", "constrained"])
+def test_networkx_round_trip_is_identical(request, topology, which):
+  graph = request.getfixturevalue(which)
+  costs = topology.op_costs(graph)
+  loaded = interchange.from_networkx(
+      interchange.to_networkx(graph, costs=costs))
+  assert loaded.graph == graph
+  assert np.array_equal(loaded.costs, costs)
+
+
+def test_networkx_graph_of_any_ids_in_any_order():
+  g = nx.DiGraph(name="hand", device_names=["cpu", "gpu"])
+  g.add_node("loss", kind="output", out_bytes=4)
+  g.add_node("w", kind="input", out_bytes=64, allowed_devices=["gpu"])
+  g.add_node(("layer", 1), op_type="dot", flops=1e6, out_bytes=4,
+             colocation=7)
+  g.add_edge("w", ("layer", 1))
+  g.add_edge(("layer", 1), "loss", bytes=4)
+  graph = interchange.from_networkx(g).graph
+  assert graph.name == "hand"
+  assert list(graph.names) == ["w", "('layer', 1)", "loss"]
+  assert graph.kind[0] == NODE_INPUT
+  assert graph.edge_bytes.tolist() == [64, 4]      # default: src out_bytes
+  assert graph.allowed_devices.tolist() == [[False, True], [True, True],
+                                            [True, True]]
+  assert graph.colocation.tolist() == [-1, 7, -1]
+
+
+def test_hand_written_json(tmp_path):
+  loaded = interchange.load(write(tmp_path, small_document()))
+  graph = loaded.graph
+  # The resident bytes became an input node feeding, and co-located with,
+  # the op.
+  assert list(graph.names) == ["x", "matmul/resident", "matmul", "log", "out"]
+  assert graph.kind[1] == NODE_INPUT and graph.out_bytes[1] == 1 << 20
+  assert graph.colocation[1] == graph.colocation[2] >= 0
+  assert graph.colocation[3] == graph.colocation[4] >= 0
+  assert graph.colocation[1] != graph.colocation[3]
+  assert graph.allowed_devices[2].tolist() == [False, True]
+  assert loaded.costs[:, 0].tolist() == [0, 0, 1e-3, 2e-4, 0]
+  assert loaded.topology.n_devices == 2
+  result = gplace.simulate(graph, [1, 1, 1, 0, 0], loaded.topology,
+                           costs=loaded.costs)
+  assert not result.oom and not result.constraint_violated
+  bad = gplace.simulate(graph, [1, 1, 0, 0, 0], loaded.topology,
+                        costs=loaded.costs)
+  assert bad.oom and bad.constraint_violated
+
+
+def test_graph_load_and_to_networkx_stay_compatible(tmp_path, plain):
+  path = str(tmp_path / "g.npz")
+  plain.save(path)
+  assert gplace.Graph.load(path) == plain
+  g = plain.to_networkx()
+  assert g.nodes[0]["name"] == plain.names[0]
+  assert g.edges[int(plain.edge_src[0]), int(plain.edge_dst[0])]["bytes"] \
+      == plain.edge_bytes[0]
+
+
+# -- malformed files -----------------------------------------------------------
+
+
+def _set(path, value):
+  def mutate(doc):
+    target = doc
+    for key in path[:-1]:
+      target = target[key]
+    if value is KeyError:
+      del target[path[-1]]
+    else:
+      target[path[-1]] = value
+  return mutate
+
+
+MALFORMED = [
+    # (mutation, words the message must contain)
+    (_set(("nodes", 1, "out_bytes"), -3), ["nodes[1].out_bytes", "negative"]),
+    (_set(("nodes", 1, "out_bytes"), KeyError),
+     ["nodes[1].out_bytes", "missing"]),
+    (_set(("nodes", 1, "out_bytes"), 1.5), ["nodes[1].out_bytes", "whole"]),
+    (_set(("nodes", 1, "flops"), "many"), ["nodes[1].flops", "number"]),
+    (_set(("nodes", 1, "kind"), "layer"), ["nodes[1].kind", "'op'"]),
+    (_set(("nodes", 0, "out_shape"), [3, -1]), ["out_shape[1]"]),
+    (_set(("nodes", 0, "out_shape"), "3x3"), ["out_shape", "list"]),
+    (_set(("nodes", 1, "cost_s"), [1e-3]), ["cost_s", "one cost per device"]),
+    (_set(("nodes", 1, "cost_s"), {"cpu:0": 1e-3}), ["cost_s", "missing"]),
+    (_set(("nodes", 2, "cost_s"), KeyError), ["'log'", "no cost_s"]),
+    (_set(("nodes", 1, "allowed_devices"), ["tpu:0"]),
+     ["allowed_devices[0]", "tpu:0"]),
+    (_set(("nodes", 1, "allowed_devices"), [5]),
+     ["allowed_devices[0]", "only 2 devices"]),
+    (_set(("nodes", 1, "allowed_devices"), []), ["allowed_devices", "non-empty"]),
+    (_set(("nodes", 1, "colocation"), 1.5), ["colocation"]),
+    (_set(("nodes", 1, "colour"), "red"), ["nodes[1]", "unknown fields"]),
+    (_set(("nodes", 1, "id"), "x"), ["appears twice"]),
+    (_set(("nodes", 1, "id"), None), ["nodes[1].id"]),
+    (_set(("nodes", 1, "name"), 3), ["nodes[1].name", "string"]),
+    (_set(("edges", 0, "dst"), "nowhere"), ["edges[0].dst", "no node id"]),
+    (_set(("edges", 0, "bytes"), -1), ["edges[0].bytes"]),
+    (_set(("edges", 0, "weight"), 1), ["edges[0]", "unknown fields"]),
+    (_set(("edges", 2), {"src": "log", "dst": "matmul"}), ["cycle"]),
+    (_set(("edges", 2), {"src": "log", "dst": "log"}), ["itself"]),
+    (_set(("edges",), {}), ["'edges' must be a list"]),
+    (_set(("nodes",), KeyError), ["'nodes' must be a list"]),
+    (_set(("version",), 9), ["version 9"]),
+    (_set(("format",), "onnx"), ["format", "not a gplace graph"]),
+    (_set(("nodez",), []), ["unknown top-level fields", "nodez"]),
+    (_set(("n_devices",), 3), ["n_devices", "topology has 2"]),
+    (_set(("topology", "devices", 0, "memory_bytes"), 0),
+     ["memory_bytes", "positive"]),
+    (_set(("topology", "devices", 0, "memory_bytes"), KeyError),
+     ["devices[0].memory_bytes", "missing"]),
+    (_set(("topology", "devices", 1, "name"), "cpu:0"), ["repeat"]),
+    (_set(("topology", "devices", 0, "ram"), 1), ["unknown fields", "ram"]),
+    (_set(("topology", "links"), KeyError), ["links"]),
+    (_set(("topology", "links", "bandwidth"), [[1, 2]]),
+     ["links.bandwidth", "2 x 2"]),
+    (_set(("topology", "compute_group"), [0]), ["compute_group"]),
+    (_set(("topology",), []), ["topology", "object"]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MALFORMED)))
+def test_malformed_json_names_the_field(tmp_path, case):
+  mutate, words = MALFORMED[case]
+  document = copy.deepcopy(small_document())
+  mutate(document)
+  path = write(tmp_path, document)
+  with pytest.raises(GraphError) as info:
+    interchange.load(path)
+  message = str(info.value)
+  for word in words:
+    assert word.lower() in message.lower(), (word, message)
+  assert path in message
+
+
+@pytest.mark.parametrize("text,words", [
+    ("", ["Cannot read JSON"]), ("{\"nodes\": [", ["Cannot read JSON"]),
+    ("[1, 2]", ["one JSON object"]), ("\xff\xfe", ["Cannot read JSON"]),
+])
+def test_unreadable_json(tmp_path, text, words):
+  path = tmp_path / "g.json"
+  path.write_bytes(text.encode("latin-1"))
+  with pytest.raises(GraphError) as info:
+    interchange.load(str(path))
+  for word in words:
+    assert word in str(info.value)
+
+
+def test_bad_paths_and_suffixes(tmp_path, plain, topology):
+  with pytest.raises(GraphError, match="No graph file"):
+    interchange.load(str(tmp_path / "missing.json"))
+  with pytest.raises(GraphError, match="suffix"):
+    interchange.load(str(tmp_path / "g.onnx"))
+  with pytest.raises(GraphError, match="suffix"):
+    interchange.save(str(tmp_path / "g.txt"), plain)
+  with pytest.raises(GraphError, match="holds the graph alone"):
+    interchange.save(str(tmp_path / "g.npz"), plain, topology=topology)
+  with pytest.raises(GraphError, match="writable"):
+    interchange.save(str(tmp_path / "no" / "g.json"), plain)
+  with pytest.raises(GraphError, match="str or os.PathLike"):
+    interchange.load(3)
+
+
+def test_bad_networkx_graphs():
+  with pytest.raises(GraphError, match="DiGraph"):
+    interchange.from_networkx(nx.Graph())
+  with pytest.raises(GraphError, match="DiGraph"):
+    interchange.from_networkx({"nodes": []})
+  g = nx.DiGraph()
+  g.add_node("a", out_bytes=4, allowed_devices=[0])
+  with pytest.raises(GraphError, match="number of devices"):
+    interchange.from_networkx(g)
+  g = nx.DiGraph(n_devices=0)
+  with pytest.raises(GraphError, match="n_devices"):
+    interchange.from_networkx(g)
+  g = nx.DiGraph()
+  g.add_edge("a", "b")
+  with pytest.raises(GraphError, match=r"nodes\[0\].out_bytes"):
+    interchange.from_networkx(g)
+
+
+def test_format_documented_fields_match_the_reader():
+  """Every node field the reader accepts is documented in the format."""
+  from gplace.graphs.records import NODE_FIELDS
+  for field in NODE_FIELDS:
+    assert f'"{field}"' in json_format.__doc__, field
