@@ -50,10 +50,16 @@ _ARRAY_FIELDS = (
 _CONSTRAINT_FIELDS = ("allowed_devices", "colocation")
 
 
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+  """Equal values of the same dtype (strings of any width)."""
+  same_kind = a.dtype == b.dtype or a.dtype.kind == b.dtype.kind == "U"
+  return same_kind and np.array_equal(a, b)
+
+
 def _same_optional(a: np.ndarray | None, b: np.ndarray | None) -> bool:
   if a is None or b is None:
     return a is None and b is None
-  return a.dtype == b.dtype and np.array_equal(a, b)
+  return _same_array(a, b)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -327,8 +333,7 @@ class Graph:
     if not isinstance(other, Graph):
       return NotImplemented
     return self.name == other.name and all(
-        getattr(self, f).dtype == getattr(other, f).dtype
-        and np.array_equal(getattr(self, f), getattr(other, f))
+        _same_array(getattr(self, f), getattr(other, f))
         for f in _ARRAY_FIELDS) and all(
             _same_optional(getattr(self, f), getattr(other, f))
             for f in _CONSTRAINT_FIELDS)

@@ -1,0 +1,84 @@
+"""Workloads named by a graph file or module:function."""
+
+import sys
+import textwrap
+
+import jax.numpy as jnp
+import pytest
+
+from gplace.errors import GraphError, WorkloadError
+from gplace.graphs import interchange
+from gplace.graphs.graph import Graph, random_dag
+from gplace.workloads import resolve
+
+
+def double(x):
+  return jnp.tanh(x) * 2.0
+
+
+@pytest.fixture()
+def user_module(tmp_path, monkeypatch):
+  (tmp_path / "my_graphs.py").write_text(textwrap.dedent("""
+      import jax.numpy as jnp
+      from gplace.graphs.graph import random_dag
+
+      def graph():
+        return random_dag(10, seed=1, name="mine")
+
+      def as_networkx():
+        return random_dag(10, seed=1, name="mine").to_networkx()
+
+      def function():
+        return (lambda x: jnp.sin(x) + 1.0), (jnp.ones(4),)
+
+      def broken():
+        raise RuntimeError("no data")
+
+      def nothing():
+        return 42
+      """))
+  monkeypatch.chdir(tmp_path)
+  yield "my_graphs"
+  sys.modules.pop("my_graphs", None)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("bert", False), ("random_dag:100", False), ("random_dag:100:3", False),
+    ("graph.npz", True), ("dir/graph.JSON", True), ("a.b:c", True),
+    ("mod:make_graph", True), ("mod:", False), (":fn", False),
+])
+def test_is_reference(name, expected):
+  assert resolve.is_reference(name) is expected
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_graph_files(tmp_path, suffix):
+  graph = random_dag(12, seed=0, name="saved")
+  path = str(tmp_path / f"g{suffix}")
+  interchange.save(path, graph)
+  resolved = resolve.load_reference(path)
+  assert resolved.graph == graph and resolved.fn is None
+
+
+def test_functions(user_module):
+  for function in ("graph", "as_networkx"):
+    resolved = resolve.load_reference(f"{user_module}:{function}")
+    assert resolved.graph == random_dag(10, seed=1, name="mine")
+  resolved = resolve.load_reference(f"{user_module}:function")
+  assert isinstance(resolved.graph, Graph) and callable(resolved.fn)
+  assert len(resolved.args) == 1
+
+
+@pytest.mark.parametrize("name,error,words", [
+    ("no_such_module_xyz:fn", WorkloadError, ["cannot import", "no_such"]),
+    ("{module}:missing", WorkloadError, ["no function 'missing'"]),
+    ("{module}:broken", WorkloadError, ["failed", "no data"]),
+    ("{module}:nothing", WorkloadError, ["returned int"]),
+    ("missing.json", GraphError, ["No graph file"]),
+    ("bert", WorkloadError, ["neither"]),
+])
+def test_bad_references(user_module, name, error, words):
+  with pytest.raises(error) as info:
+    resolve.load_reference(name.format(module=user_module))
+  for word in words:
+    assert word in str(info.value)
