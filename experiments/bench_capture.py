@@ -22,10 +22,12 @@ from gplace import workloads
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--size", default="paper")
-  parser.add_argument("--step", default="train")
-  parser.add_argument("--names", default="gnmt8")
-  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--size", default="paper", help="tiny | small | paper")
+  parser.add_argument("--step", default="train", help="train | infer")
+  parser.add_argument("--names", default="gnmt8",
+                      help="comma-separated workload names to capture")
+  parser.add_argument("--repeats", type=int, default=3,
+                      help="captures per workload (the fastest is reported)")
   args = parser.parse_args()
   print("| workload | size | step | nodes | edges | make_jaxpr s | capture s "
         "| capture CPU s | cold capture s |")

@@ -69,9 +69,12 @@ def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0) -> dict:
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--sizes", type=int, nargs="+", default=[300, 1000])
-  parser.add_argument("--placements", type=int, default=16)
-  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--sizes", type=int, nargs="+", default=[300, 1000],
+                      help="random_dag node counts")
+  parser.add_argument("--placements", type=int, default=16,
+                      help="placements simulated per call (K)")
+  parser.add_argument("--repeats", type=int, default=5,
+                      help="timed calls per size (the median is reported)")
   args = parser.parse_args(argv)
   print(f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}")
   print("| nodes | K | scan s (id order) | dispatch s (dynamic) | dispatch / "

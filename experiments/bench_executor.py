@@ -46,12 +46,16 @@ from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-no
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workload", default="resnet50")
-  parser.add_argument("--size", default="tiny")
-  parser.add_argument("--placements", type=int, default=5)
-  parser.add_argument("--repeats", type=int, default=7)
+  parser.add_argument("--workload", default="resnet50",
+                      help="a zoo workload name")
+  parser.add_argument("--size", default="tiny", help="tiny | small | paper")
+  parser.add_argument("--placements", type=int, default=5,
+                      help="random placements to run")
+  parser.add_argument("--repeats", type=int, default=7,
+                      help="timed runs per placement")
   parser.add_argument("--schedule", default="default",
-                      choices=("default", "device_greedy"))
+                      choices=("default", "device_greedy"),
+                      help="the executor's op order: default or device_greedy")
   args_ns = parser.parse_args()
   fn, args = workloads.get(args_ns.workload, args_ns.size, "infer")
   graph = gplace.capture(fn, *args)

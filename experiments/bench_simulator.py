@@ -103,14 +103,18 @@ def describe_path() -> str:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--sizes", type=int, nargs="+",
-                      default=[1000, 10000, 80000])
-  parser.add_argument("--placements", type=int, default=256)
-  parser.add_argument("--repeats", type=int, default=5)
+                      default=[1000, 10000, 80000],
+                      help="random_dag node counts")
+  parser.add_argument("--placements", type=int, default=256,
+                      help="placements simulated per size (K)")
+  parser.add_argument("--repeats", type=int, default=5,
+                      help="timed calls per size (the median is reported)")
   parser.add_argument("--reference-placements", type=int, default=4,
                       help="placements the reference simulates per size")
   parser.add_argument("--chunk", type=int, default=0,
                       help="placements per jitted call (0: all at once)")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seed of the graphs and placements")
   parser.add_argument("--json", default=None, help="write results here")
   args = parser.parse_args()
 

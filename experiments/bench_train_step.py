@@ -9,6 +9,7 @@ device, no pmap), in a ``lax.scan`` chunk of ``--steps`` steps. Prints compile
 time, seconds per step and the process's peak RSS after each size.
 """
 
+import argparse
 import os
 import resource
 import sys
@@ -18,8 +19,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from absl import app
-from absl import flags
 import jax
 
 from experiments.configs import quickstart
@@ -29,32 +28,45 @@ from gplace.rl import state as state_lib
 from gplace.rl import train
 from gplace.sim import topology
 
-_SIZES = flags.DEFINE_string("sizes", "1000,10000,80000", "Node counts.")
-_STEPS = flags.DEFINE_integer("steps", 3, "Steps per timed chunk.")
-_SAMPLES = flags.DEFINE_integer("num_samples", 16, "K placements per step.")
-_LOSS = flags.DEFINE_string("loss", "ppo", "ppo or reinforce.")
-_EPOCHS = flags.DEFINE_integer("ppo_epochs", 4, "PPO epochs per step.")
-_HIDDEN = flags.DEFINE_integer("hidden_size", 64, "Policy width.")
-_SEGMENT = flags.DEFINE_integer("segment_length", 128, "Attention segment.")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  """The command line (every flag with help)."""
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--sizes", default="1000,10000,80000",
+                      help="comma-separated random_dag node counts")
+  parser.add_argument("--steps", type=int, default=3,
+                      help="training steps per timed chunk")
+  parser.add_argument("--num_samples", type=int, default=16,
+                      help="K placements sampled per step")
+  parser.add_argument("--loss", default="ppo", choices=("ppo", "reinforce"),
+                      help="the policy-gradient loss")
+  parser.add_argument("--ppo_epochs", type=int, default=4,
+                      help="PPO epochs per step")
+  parser.add_argument("--hidden_size", type=int, default=64,
+                      help="policy width")
+  parser.add_argument("--segment_length", type=int, default=128,
+                      help="attention segment length of the GO encoder")
+  return parser.parse_args(argv)
 
 
 def peak_rss_gib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def main(argv):
-  del argv
+def main(argv=None) -> None:
+  args = parse_args(argv)
   config = quickstart.get_config()
-  config.policy.hidden_size = _HIDDEN.value
-  config.policy.segment_length = _SEGMENT.value
-  config.rl.num_samples = _SAMPLES.value
-  config.rl.loss = _LOSS.value
-  config.rl.ppo_epochs = _EPOCHS.value
+  config.policy.hidden_size = args.hidden_size
+  config.policy.segment_length = args.segment_length
+  config.rl.num_samples = args.num_samples
+  config.rl.loss = args.loss
+  config.rl.ppo_epochs = args.ppo_epochs
   topo = topology.preset("1cpu+4gpu")
   print(f"load average {os.getloadavg()}, {os.cpu_count()} cores")
-  print(f"devices: {jax.devices()}, K={_SAMPLES.value}, loss={_LOSS.value}, "
-        f"epochs={_EPOCHS.value}, hidden={_HIDDEN.value}")
-  for size in [int(s) for s in _SIZES.value.split(",")]:
+  print(f"devices: {jax.devices()}, K={args.num_samples}, loss={args.loss}, "
+        f"epochs={args.ppo_epochs}, hidden={args.hidden_size}")
+  for size in [int(s) for s in args.sizes.split(",")]:
     t0 = time.time()
     graph = graph_lib.random_dag(size, seed=0, name=f"random_dag:{size}")
     setup = data.GraphSetup(
@@ -69,17 +81,17 @@ def main(argv):
     state = state_lib.create_train_state(config, batch, policy, optimizer)
     batch = jax.tree.map(jax.numpy.asarray, batch)
     t0 = time.time()
-    compiled = fns.rl_chunk.lower(state, batch, _STEPS.value).compile()
+    compiled = fns.rl_chunk.lower(state, batch, args.steps).compile()
     compile_s = time.time() - t0
     state, _ = compiled(state, batch)  # warm-up run
     jax.block_until_ready(state)
     t0, cpu0 = time.time(), time.process_time()
     state, metrics = compiled(state, batch)
     jax.block_until_ready(state)
-    step_s = (time.time() - t0) / _STEPS.value
+    step_s = (time.time() - t0) / args.steps
     # CPU seconds: less sensitive than wall time to other processes on a
     # shared machine (XLA may use several threads, so it can exceed wall).
-    cpu_s = (time.process_time() - cpu0) / _STEPS.value
+    cpu_s = (time.process_time() - cpu0) / args.steps
     n_pad = batch.graphs.nodes["mask"].shape[1]
     print(f"nodes={size:>6} (N_pad={n_pad}, edges={graph.n_edges}): "
           f"host setup {host_s:.1f}s, compile {compile_s:.1f}s, "
@@ -89,4 +101,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  main()

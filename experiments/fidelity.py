@@ -181,15 +181,24 @@ def evaluate(name, size, args_ns, devices):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workloads", default="resnet50,inception_v3,bert")
-  parser.add_argument("--size", default="tiny")
-  parser.add_argument("--placements", type=int, default=40)
-  parser.add_argument("--max-blocks", type=int, default=16)
-  parser.add_argument("--rounds", type=int, default=3)
-  parser.add_argument("--repeats", type=int, default=7)
-  parser.add_argument("--warmup", type=int, default=2)
-  parser.add_argument("--profile-repeats", type=int, default=5)
-  parser.add_argument("--mode", default="cluster")
+  parser.add_argument("--workloads", default="resnet50,inception_v3,bert",
+                      help="comma-separated zoo workload names")
+  parser.add_argument("--size", default="tiny", help="tiny | small | paper")
+  parser.add_argument("--placements", type=int, default=40,
+                      help="placements per workload (random block placements "
+                      "after the single-device and baseline ones)")
+  parser.add_argument("--max-blocks", type=int, default=16,
+                      help="most contiguous blocks of a random placement")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="interleaved measurement rounds per placement")
+  parser.add_argument("--repeats", type=int, default=7,
+                      help="timed runs per placement and round")
+  parser.add_argument("--warmup", type=int, default=2,
+                      help="untimed runs before timing")
+  parser.add_argument("--profile-repeats", type=int, default=5,
+                      help="repeats of the per-op cost profile")
+  parser.add_argument("--mode", default="cluster",
+                      help="the executor mode: cluster or op")
   parser.add_argument(
       "--schedules", default="sim",
       help="comma list of " + ", ".join(SCHEDULES) + ": sim = run and "
@@ -197,13 +206,17 @@ def main():
       "same with the dynamic list schedule; device_greedy = "
       "the way before schedules (device-greedy executor, node-id-order "
       "simulator). Both: the old and the new figures from the same rounds.")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--fresh", action="store_true")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seed of the random placements")
+  parser.add_argument("--fresh", action="store_true",
+                      help="profile again instead of reading the cache")
   parser.add_argument("--cache", default=CACHE,
                       help="directory of cached profiles (a smoke run should "
                       "point elsewhere, e.g. /tmp)")
-  parser.add_argument("--verbose", action="store_true")
-  parser.add_argument("--out", default="")
+  parser.add_argument("--verbose", action="store_true",
+                      help="print every placement's numbers")
+  parser.add_argument("--out", default="",
+                      help="also write the table to this markdown file")
   args_ns = parser.parse_args()
   unknown = set(args_ns.schedules.split(",")) - set(SCHEDULES)
   if unknown:

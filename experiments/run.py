@@ -4,7 +4,10 @@
       --workdir /tmp/gplace_quickstart [--config.rl.num_samples=64 ...]
 
 An override that names no field of the config (``--config.rl.num_sample``)
-exits with status 2 and one line naming the closest valid fields.
+exits with status 2 and one line naming the closest valid fields; any other
+:class:`~gplace.errors.GplaceError` (a value the config cannot take, a
+workload that does not exist, a corrupted checkpoint) exits with status 1
+and one line ``ErrorType: message``, without absl's usage text.
 """
 
 import os
@@ -26,9 +29,11 @@ from gplace.rl import train
 from gplace.rl import validation
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a config file (experiments/configs/*.py).",
-    lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.")
+    "config", None, "Path to a config file (experiments/configs/*.py); "
+    "override its fields with --config.<field>=<value>.", lock_config=True)
+_WORKDIR = flags.DEFINE_string(
+    "workdir", None, "Output directory: checkpoints, metrics.jsonl, "
+    "results.json, best_placement.json; a run resumes from it.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 _OVERRIDE = re.compile(r"^--?config\.([^=]+)")
@@ -72,14 +77,27 @@ def parse_flags(argv: list[str]) -> list[str]:
     sys.exit(2)
 
 
-def main(argv):
-  del argv
+def error_line(err: GplaceError) -> str:
+  """``"ErrorType: message"`` on one line (a message's line breaks become
+  spaces), what a failed run prints."""
+  return f"{type(err).__name__}: " + " ".join(str(err).split())
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    sys.stderr.write(f"run.py takes no positional arguments, got "
+                     f"{argv[1:]}; pass --config=FILE --workdir=DIR and "
+                     "--config.<field>=<value> overrides.\n")
+    sys.exit(2)
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
     train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   except GplaceError as err:
-    raise app.UsageError(f"{type(err).__name__}: {err}") from err
+    # One clear line and a nonzero status: absl's UsageError would print
+    # the whole usage text first and bury it.
+    sys.stderr.write(error_line(err) + "\n")
+    sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""The experiment scripts' command lines: run.py fails with one clear line
+(no absl usage text) and a nonzero status; every other script parses its
+flags with argparse, each flag with help."""
+
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXPERIMENTS = ROOT / "experiments"
+# Scripts with a command line; run.py parses ml_collections config flags
+# with absl, the others use argparse.
+SCRIPTS = sorted(p.name for p in EXPERIMENTS.glob("*.py")
+                 if "__main__" in p.read_text() and p.name != "run.py")
+
+
+def run_script(*flags, workdir):
+  return subprocess.run(
+      [sys.executable, str(EXPERIMENTS / "run.py"),
+       "--config", str(EXPERIMENTS / "configs" / "quickstart.py"),
+       "--workdir", str(workdir), *flags],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "JAX_PLATFORMS": "cpu"}, check=False)
+
+
+def test_a_gplace_error_is_one_line_without_usage_text(tmp_path):
+  result = run_script("--config.workload=no_such_model", workdir=tmp_path)
+  assert result.returncode == 1
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1, result.stderr
+  assert lines[0].startswith("ConfigError: Unknown workload 'no_such_model'")
+  output = result.stdout + result.stderr
+  for usage in ("USAGE", "flags:", "--helpfull", "Traceback"):
+    assert usage not in output, usage
+
+
+def test_positional_arguments_are_refused_in_one_line(tmp_path):
+  result = run_script("extra", workdir=tmp_path)
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "no positional arguments" in lines[0]
+
+
+def test_error_line_is_one_line():
+  sys.path.insert(0, str(ROOT))
+  try:
+    from experiments import run  # pylint: disable=g-import-not-at-top
+  finally:
+    sys.path.remove(str(ROOT))
+  from gplace.errors import ConfigError  # pylint: disable=g-import-not-at-top
+  line = run.error_line(ConfigError("first\nsecond  third"))
+  assert line == "ConfigError: first second third"
+
+
+def _calls(tree: ast.AST, attribute: str):
+  return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+          and isinstance(node.func, ast.Attribute)
+          and node.func.attr == attribute]
+
+
+def test_there_are_scripts_to_check():
+  assert {"baselines.py", "bench_train_step.py", "fidelity.py"} <= set(
+      SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_use_argparse_with_help_on_every_flag(script):
+  source = (EXPERIMENTS / script).read_text()
+  tree = ast.parse(source)
+  imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, (ast.Import, ast.ImportFrom))
+              for alias in node.names}
+  imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module}
+  assert "absl" not in imported, f"{script} still parses flags with absl"
+  assert "argparse" in imported
+  arguments = _calls(tree, "add_argument")
+  assert arguments, f"{script} defines no flags"
+  for call in arguments:
+    flag = call.args[0].value if call.args and isinstance(
+        call.args[0], ast.Constant) else "?"
+    keywords = {k.arg: k.value for k in call.keywords}
+    assert "help" in keywords, f"{script}: {flag} has no help"
+    help_text = keywords["help"]
+    if isinstance(help_text, ast.Constant):
+      assert help_text.value.strip(), f"{script}: {flag} has empty help"
+
+
+def test_bench_train_step_flags():
+  sys.path.insert(0, str(ROOT))
+  try:
+    from experiments import bench_train_step  # pylint: disable=g-import-not-at-top
+  finally:
+    sys.path.remove(str(ROOT))
+  args = bench_train_step.parse_args(["--sizes=100,200", "--loss=reinforce"])
+  assert args.sizes == "100,200" and args.loss == "reinforce"
+  assert args.steps == 3 and args.num_samples == 16
+  with pytest.raises(SystemExit):
+    bench_train_step.parse_args(["--loss=sgd"])
