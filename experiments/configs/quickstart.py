@@ -37,7 +37,18 @@ def get_config():
   config.policy = ml_collections.ConfigDict(dict(
       name="go", hidden_size=64, num_sage_layers=2, num_attention_layers=2,
       num_heads=4, segment_length=128, aggregator="max", modulation="film",
-      op_embedding_size=16, head_hidden_size=64))
+      op_embedding_size=16, head_hidden_size=64,
+      # > 0: a learned logit offset per node (group) position, for a policy
+      # trained on one graph: lets RL place look-alike nodes apart (see
+      # gplace.policies.GOPolicy.free_logits); 0 for policies meant to
+      # transfer to unseen graphs.
+      free_logits=256))
+  # Group-level actions (gplace.rl.grouping): a graph of more than min_nodes
+  # nodes is coarsened (gplace.coarsen, by rule) to at most max_groups groups;
+  # the policy places groups and every op runs on its group's device.
+  # max_groups=0 places ops one by one.
+  config.groups = ml_collections.ConfigDict(dict(
+      max_groups=256, rule="colocation", min_nodes=256))
   # learning_rate is RL's; the warm start has its own.
   config.optimizer = ml_collections.ConfigDict(dict(
       learning_rate=3e-4, grad_clip=1.0))
@@ -45,6 +56,11 @@ def get_config():
       reward="simulator",          # simulator | executor
       num_samples=16, loss="ppo", ppo_epochs=2, ppo_clip=0.2,
       entropy_weight=1e-2, baseline_decay=0.9, normalize_rewards=True,
+      # "batch": advantages relative to this step's samples (mean / std);
+      # "ema": to a moving average of past rewards (lags, one sign for all).
+      advantage="batch",
+      # Reset Adam's moments when RL starts after the warm start.
+      fresh_optimizer=True,
       oom_penalty_factor=10.0,
       # > 0: sample (and train) the mixture (1 - eps) softmax + eps uniform
       # per node, so a warm-started policy samples around its baseline.

@@ -69,6 +69,7 @@ class GOEncoder(nn.Module):
     op_embedding_size: width of the op-type embedding.
     num_position_frequencies: frequencies of
       :func:`relative_position_encoding` (0: only the raw fraction).
+    normalize_features: layer-normalise the projected node features.
   """
 
   hidden_size: int = 64
@@ -81,6 +82,7 @@ class GOEncoder(nn.Module):
   vocabulary_size: int = DEFAULT_VOCABULARY_SIZE
   op_embedding_size: int = 16
   num_position_frequencies: int = 8
+  normalize_features: bool = True
 
   def __post_init__(self):
     for name in ("hidden_size", "num_heads", "num_sage_layers",
@@ -110,8 +112,7 @@ class GOEncoder(nn.Module):
     x = jnp.concatenate([
         nn.Embed(self.vocabulary_size, self.op_embedding_size,
                  name="op_embedding")(op_type),
-        nn.Dense(self.hidden_size, name="feature_projection")(
-            nodes["features"].astype(jnp.float32)),
+        self._project_features(nodes["features"].astype(jnp.float32)),
         relative_position_encoding(graphs, self.num_position_frequencies),
     ], -1)
     x = nn.relu(nn.Dense(self.hidden_size, name="input_projection")(x))
@@ -138,6 +139,16 @@ class GOEncoder(nn.Module):
       layer += 1
     return x
 
+  def _project_features(self, features: jax.Array) -> jax.Array:
+    """``[N_pad, F] -> [N_pad, hidden_size]``; with ``normalize_features``
+    layer-normalised, so that unnormalised log-scale features (up to ~26)
+    do not drown the position encoding (in ``[-1, 1]``), the only input
+    that tells structurally identical nodes apart."""
+    x = nn.Dense(self.hidden_size, name="feature_projection")(features)
+    if self.normalize_features:
+      x = nn.LayerNorm(name="feature_norm")(x)
+    return x
+
 
 class GOPolicy(nn.Module):
   """The GO placement policy: a :class:`GOEncoder` and a placement head.
@@ -150,18 +161,37 @@ class GOPolicy(nn.Module):
     encoder: the node encoder with all its hyperparameters (its parameters
       live under ``"encoder"``).
     head_hidden_size: hidden width of the placement head.
+    free_logits: ``P`` > 0 adds a learned logit offset per node position
+      (``[P, D]``, zero at init; positions ``>= P`` share the last row),
+      times ``free_logit_scale``. The encoder gives structurally identical
+      nodes (two copies of a layer, two independent chains) almost the same
+      logits, and with them the same device; these offsets let RL place them
+      apart (a coordinated move such as one chain per GPU). They are tied to
+      node positions, so they help a policy trained on one graph, not one
+      meant to transfer to unseen graphs. 0 (default): off.
+    free_logit_scale: multiplies the offsets (Adam steps each parameter by
+      about the learning rate, so this is their learning rate multiplier).
   """
 
   num_devices: int
   encoder: GOEncoder = GOEncoder()
   head_hidden_size: int = 64
+  free_logits: int = 0
+  free_logit_scale: float = 10.0
 
   @nn.compact
   def __call__(self, graphs: jraph.GraphsTuple,
                device_mask: Optional[jax.Array] = None) -> jax.Array:
     states = self.encoder(graphs)  # [N_pad, hidden_size]
+    offsets = None
+    if self.free_logits:
+      table = self.param("free_logits", nn.initializers.zeros,
+                         (self.free_logits, self.num_devices))
+      position = jnp.clip(graphs.nodes["position"], 0, self.free_logits - 1)
+      offsets = self.free_logit_scale * table[position]  # [N_pad, D]
     return layers.PlacementHead(self.num_devices, self.head_hidden_size,
-                                name="head")(states, device_mask)
+                                name="head")(states, device_mask,
+                                             offsets=offsets)
 
 
 def _field_names(module_class) -> set[str]:

@@ -301,9 +301,12 @@ class PlacementHead(nn.Module):
 
   @nn.compact
   def __call__(self, node_states: jax.Array,
-               device_mask: Optional[jax.Array] = None) -> jax.Array:
+               device_mask: Optional[jax.Array] = None,
+               offsets: Optional[jax.Array] = None) -> jax.Array:
     """Args:
       node_states: ``[N_pad, H]``.
+      offsets: optional ``[N_pad, D]`` added to the logits (before the
+        mask).
       device_mask: optional ``bool [D]`` (devices allowed for every node) or
         ``bool [N_pad, D]`` (per node); disallowed entries get ``NEG_INF``.
         Every real node must keep at least one allowed device.
@@ -318,6 +321,8 @@ class PlacementHead(nn.Module):
         self.num_devices, name="logits",
         kernel_init=nn.initializers.orthogonal(self.logit_init_scale))(x)
     logits = logits.astype(jnp.float32)
+    if offsets is not None:
+      logits = logits + offsets.astype(jnp.float32)
     if device_mask is not None:
       logits = jnp.where(device_mask, logits, NEG_INF)
     return logits

@@ -25,6 +25,7 @@ from gplace.errors import BudgetError, PlacementError
 from gplace.graphs import features as features_lib
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
+from gplace.rl import grouping
 from gplace.rl.rewards import Scorer, simulate_host
 from gplace.rl.types import Batch
 from gplace.sim import bounds
@@ -47,6 +48,9 @@ class GraphSetup(NamedTuple):
       failed).
     lower_bound_s: a lower bound on the runtime.
     failing_runtime_s: the runtime charged to failed placements.
+    coarsening: the groups the policy places
+      (:func:`gplace.rl.grouping.coarsen_for_policy`), or None: it places
+      ops.
   """
 
   name: str
@@ -57,6 +61,7 @@ class GraphSetup(NamedTuple):
   baseline_runtime_s: dict
   lower_bound_s: float
   failing_runtime_s: float
+  coarsening: Any = None
 
 
 class WarmStart(NamedTuple):
@@ -64,13 +69,16 @@ class WarmStart(NamedTuple):
 
   Attributes:
     baseline_names: the baseline each graph imitates.
-    placements: ``int32 [B, N_pad]`` (0 on padding nodes).
+    placements: ``int32 [B, N_sim]`` per node (0 on padding nodes).
     runtime_s: ``f32 [B]``, the baselines' runtimes.
+    targets: ``int32 [B, N_pad]``, what the policy is fit to: ``placements``
+      itself, or with groups the majority device of each group.
   """
 
   baseline_names: list
   placements: np.ndarray
   runtime_s: np.ndarray
+  targets: np.ndarray
 
 
 def workload_names(config) -> list[str]:
@@ -141,6 +149,7 @@ def setup_graphs(config, topology, names: Sequence[str],
                  log: Callable[[str], None] = print) -> list[GraphSetup]:
   """Captures the graphs, scores the baselines, picks failure penalties."""
   out = []
+  max_groups, rule, min_nodes = group_settings(config)
   for name in names:
     t0 = time.time()
     graph, fn, args = load_graph(name, config)
@@ -170,10 +179,25 @@ def setup_graphs(config, topology, names: Sequence[str],
         # A simulated bound says nothing about measured runtimes.
         lower_bound_s=(float("nan") if scorer.executor
                        else bounds.lower_bound(graph, topology)),
-        failing_runtime_s=float(config.rl.oom_penalty_factor * reference)))
+        failing_runtime_s=float(config.rl.oom_penalty_factor * reference),
+        coarsening=grouping.coarsen_for_policy(graph, max_groups=max_groups,
+                                               rule=rule,
+                                               min_nodes=min_nodes)))
+    grouped = out[-1].coarsening is not None
     log(f"[gplace] {name}: {graph.n_nodes} nodes, {graph.n_edges} edges, "
-        f"baselines scored in {time.time() - t0:.1f}s")
+        f"baselines scored in {time.time() - t0:.1f}s" + (
+            f"; the policy places {out[-1].coarsening.n_groups} groups"
+            if grouped else ""))
   return out
+
+
+def group_settings(config) -> tuple[int, str, int]:
+  """``(max_groups, rule, min_nodes)`` of ``config.groups`` (grouping off
+  for a config without it)."""
+  groups = config.get("groups", None)
+  if groups is None:
+    return 0, "colocation", 0
+  return (int(groups.max_groups), str(groups.rule), int(groups.min_nodes))
 
 
 def warm_start_target(setup: GraphSetup, which: str):
@@ -187,8 +211,11 @@ def warm_start_target(setup: GraphSetup, which: str):
 
 
 def warm_start_targets(setups: Sequence[GraphSetup], which: str,
-                       num_padded_nodes: int) -> WarmStart:
-  """:func:`warm_start_target` of every graph, padded to ``N_pad`` nodes."""
+                       num_padded_nodes: int,
+                       batch: Optional[Batch] = None) -> WarmStart:
+  """:func:`warm_start_target` of every graph, padded to ``N_sim`` nodes;
+  with a ``batch`` of groups, the policy's targets are each group's majority
+  device (:func:`gplace.rl.grouping.group_placement`)."""
   names = []
   placements = np.zeros((len(setups), num_padded_nodes), np.int32)
   runtime_s = np.full(len(setups), np.inf, np.float32)
@@ -197,7 +224,12 @@ def warm_start_targets(setups: Sequence[GraphSetup], which: str,
     names.append(name)
     placements[b, :setup.graph.n_nodes] = placement
     runtime_s[b] = runtime
-  return WarmStart(names, placements, runtime_s)
+  targets = placements
+  if batch is not None and batch.group_of is not None:
+    targets = np.asarray(grouping.group_placement(
+        placements, batch.group_of, batch.graphs.nodes["mask"].shape[1],
+        batch.device_mask.shape[-1]))
+  return WarmStart(names, placements, runtime_s, targets)
 
 
 def make_batch(setups: Sequence[GraphSetup], topology, *,
@@ -213,23 +245,41 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
 
   Returns:
     A batch of ``B`` graphs of one node budget ``N_pad``, all devices
-    allowed (``device_mask`` ``bool [B, D]``).
+    allowed (``device_mask`` ``bool [B, D]``). If any setup has a
+    ``coarsening``, the policy's graphs are the coarse ones (the others
+    have a group per op), the problems the original ones, and the batch
+    has ``group_of`` (:mod:`gplace.rl.grouping`).
   """
   graphs = [s.graph for s in setups]
-  budgets = [features_lib.budget_for(g) for g in graphs]
-  budget = features_lib.Budget(max(b.n_nodes for b in budgets),
-                               max(b.n_edges for b in budgets),
-                               max(b.n_graphs for b in budgets))
-  tuples = [features_lib.to_graphs_tuple(g, budget) for g in graphs]
+  coarsenings = [getattr(s, "coarsening", None) for s in setups]
+  grouped = any(c is not None for c in coarsenings)
+  policy_graphs = [g if c is None else c.graph
+                   for g, c in zip(graphs, coarsenings)]
+  budget = _joint_budget(policy_graphs)
+  tuples = [features_lib.to_graphs_tuple(g, budget) for g in policy_graphs]
   graphs_tuple = features_lib.stack_graphs_tuples(tuples)
+  node_budget = _joint_budget(graphs).n_nodes if grouped else budget.n_nodes
   problems = None
   if with_problems:
-    problems = stacked_problems(graphs, topology, budget.n_nodes)
+    problems = stacked_problems(graphs, topology, node_budget)
+  group_of = None
+  if grouped:
+    group_of = grouping.group_index(coarsenings, [g.n_nodes for g in graphs],
+                                    node_budget, budget.n_nodes)
   return Batch(
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
                                    np.float32),
-      device_mask=np.ones((len(setups), topology.n_devices), bool))
+      device_mask=np.ones((len(setups), topology.n_devices), bool),
+      group_of=group_of)
+
+
+def _joint_budget(graphs: Sequence[Graph]) -> features_lib.Budget:
+  """One padding budget that fits every graph."""
+  budgets = [features_lib.budget_for(g) for g in graphs]
+  return features_lib.Budget(max(b.n_nodes for b in budgets),
+                             max(b.n_edges for b in budgets),
+                             max(b.n_graphs for b in budgets))
 
 
 def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):

@@ -6,13 +6,28 @@ enough (:func:`gplace.coarsen`) and puts the coarse graph in the
 every original node to its group; :mod:`gplace.rl.update` samples one device
 per group and :func:`expand_to_nodes` gives every op its group's device
 before the simulator (or the executor) scores it.
+
+Why: with thousands of independent per-op decisions and a few samples per
+step, REINFORCE/PPO gets almost no credit signal, and a move that helps only
+when many ops move together (a whole chain to another GPU) is never sampled.
+With a few hundred groups (ColocRL's co-location groups, HDP's learned
+groups, HSDAG's coarsening) such a move is one decision. Graphs of at most
+``min_nodes`` nodes are placed op by op; in a batch that mixes both, a graph
+without groups has one group per op.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.errors import CoarseningError
+from gplace.graphs import coarsening as coarsening_lib
+from gplace.graphs.coarsening import Coarsening
+from gplace.graphs.graph import Graph
 
 
 def expand_to_nodes(placements: jax.Array,
@@ -30,3 +45,91 @@ def expand_to_nodes(placements: jax.Array,
   if group_of is None:
     return placements
   return jax.vmap(lambda p, g: p[..., g])(placements, group_of)
+
+
+def group_placement(node_placements: jax.Array,
+                    group_of: Optional[jax.Array], num_groups: int,
+                    num_devices: int) -> jax.Array:
+  """Node placements -> group placements: each group takes the device most
+  of its nodes are on (ties: the lowest device; a group without nodes:
+  device 0). Jittable (``num_groups``, ``num_devices`` static).
+
+  Args:
+    node_placements: ``int [B, N_sim]``.
+    group_of: ``int32 [B, N_sim]`` (padding nodes point past the last group
+      and do not vote), or None (no groups).
+    num_groups: ``G_pad``.
+    num_devices: ``D``.
+
+  Returns:
+    ``int32 [B, G_pad]`` (``node_placements`` for ``group_of=None``).
+  """
+  if group_of is None:
+    return node_placements
+
+  def one(placement, groups):
+    votes = jax.ops.segment_sum(jax.nn.one_hot(placement, num_devices),
+                                groups, num_segments=num_groups)
+    return jnp.argmax(votes, -1).astype(jnp.int32)
+
+  return jax.vmap(one)(node_placements, group_of)
+
+
+# -- host side -----------------------------------------------------------------
+
+
+def coarsen_for_policy(graph: Graph, *, max_groups: int, rule: str,
+                       min_nodes: int) -> Optional[Coarsening]:
+  """The groups the policy places for ``graph``, or None when it places ops
+  (``max_groups == 0``, or ``graph`` has at most ``min_nodes`` or
+  ``max_groups`` nodes). Host-side numpy.
+
+  Args:
+    graph: ``N`` nodes.
+    max_groups: ``G``, at most this many groups; 0 turns grouping off.
+    rule: a :func:`gplace.coarsen` rule.
+    min_nodes: graphs this small are placed op by op.
+
+  Raises:
+    CoarseningError: an unknown rule.
+  """
+  if rule not in coarsening_lib.RULES:
+    raise CoarseningError(f"Unknown grouping rule {rule!r}; choose one of "
+                          f"{coarsening_lib.RULES}.")
+  if max_groups == 0 or graph.n_nodes <= max(min_nodes, max_groups):
+    return None
+  return coarsening_lib.coarsen(graph, rule, max_groups=max_groups)
+
+
+def group_index(coarsenings: Sequence[Optional[Coarsening]],
+                num_nodes: Sequence[int], num_padded_nodes: int,
+                num_padded_groups: int) -> np.ndarray:
+  """``group_of`` of a batch (host-side numpy).
+
+  A graph without a coarsening is its own grouping (group ``n`` = node
+  ``n``). Padding nodes point at ``G_pad``, past the last group: gathers
+  clamp it (the simulator ignores their device) and
+  :func:`group_placement` drops their votes.
+
+  Args:
+    coarsenings: ``B`` coarsenings or None.
+    num_nodes: ``B`` real node counts.
+    num_padded_nodes: ``N_sim``, the simulator problems' node budget.
+    num_padded_groups: ``G_pad``, the policy graphs' node budget.
+
+  Returns:
+    ``int32 [B, N_sim]``.
+  """
+  group_of = np.full((len(num_nodes), num_padded_nodes), num_padded_groups,
+                     np.int32)
+  for b, (c, n) in enumerate(zip(coarsenings, num_nodes)):
+    group_of[b, :n] = np.arange(n) if c is None else np.asarray(c.group_of)
+  return group_of
+
+
+def num_simulated_nodes(batch) -> int:
+  """``N_sim``: the node budget of the placements the simulator scores
+  (``batch.group_of``'s, else the policy graphs')."""
+  if batch.group_of is not None:
+    return int(batch.group_of.shape[1])
+  return int(batch.graphs.nodes["mask"].shape[1])

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from gplace import policies
+from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.types import Batch
 
 
@@ -35,6 +36,9 @@ class RLHyperparams(NamedTuple):
     num_samples: ``K``, placements sampled per graph per step (over all
       devices of the axis).
     loss: ``"ppo"`` or ``"reinforce"``.
+    advantage: ``"ema"``: reward minus the EMA baseline, divided by the EMA
+      reward std (with ``normalize_rewards``); ``"batch"``: reward minus the
+      mean of this step's ``K`` samples, divided by their std.
     ppo_epochs: gradient steps on the same samples (PPO; REINFORCE uses 1).
     ppo_clip: ratio clip ``epsilon``.
     entropy_weight: weight of the mean per-node entropy bonus.
@@ -60,6 +64,7 @@ class RLHyperparams(NamedTuple):
   """
 
   num_samples: int = 16
+  advantage: str = "ema"
   loss: str = "ppo"
   ppo_epochs: int = 4
   ppo_clip: float = 0.2
@@ -101,8 +106,10 @@ class TrainState:
 def init_train_state(rng: jax.Array, params: Any,
                      optimizer: optax.GradientTransformation,
                      batch: Batch) -> TrainState:
-  """A fresh state for ``batch`` (``B`` graphs of ``N`` padded nodes)."""
-  num_graphs, num_nodes = batch.graphs.nodes["mask"].shape
+  """A fresh state for ``batch`` (``B`` graphs of ``N`` padded nodes; with
+  groups, ``best_placement`` is per node of the simulated graphs)."""
+  num_graphs = batch.graphs.nodes["mask"].shape[0]
+  num_nodes = num_simulated_nodes(batch)
   return TrainState(
       step=jnp.zeros((), jnp.int32), params=params,
       opt_state=optimizer.init(params), rng=jnp.asarray(rng),
@@ -151,7 +158,8 @@ def create_hparams(config) -> RLHyperparams:
   """``config.rl`` onto :class:`RLHyperparams`."""
   r = config.rl
   return RLHyperparams(
-      num_samples=r.num_samples, loss=r.loss, ppo_epochs=r.ppo_epochs,
+      num_samples=r.num_samples, advantage=str(r.get("advantage", "ema")),
+      loss=r.loss, ppo_epochs=r.ppo_epochs,
       ppo_clip=r.ppo_clip, entropy_weight=r.entropy_weight,
       baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards,
       explore_epsilon=float(r.get("explore_epsilon", 0.0)),
@@ -172,3 +180,19 @@ def create_train_state(config, batch: Batch, policy: policies.Policy,
 @functools.lru_cache(maxsize=8)
 def _jitted_init(policy):
   return jax.jit(policy.init)
+
+
+def fresh_adam_moments(opt_state: Any) -> Any:
+  """``opt_state`` with Adam's moments and step count reset (the learning
+  rate schedule's count is kept): RL starts with a fresh optimizer after the
+  warm start, whose moments would otherwise damp its first updates (the
+  supervised gradients are ~50x larger than RL's)."""
+  def reset(leaf):
+    if isinstance(leaf, optax.ScaleByAdamState):
+      return optax.ScaleByAdamState(
+          count=jnp.zeros_like(leaf.count),
+          mu=jax.tree.map(jnp.zeros_like, leaf.mu),
+          nu=jax.tree.map(jnp.zeros_like, leaf.nu))
+    return leaf
+  return jax.tree.map(reset, opt_state,
+                      is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))

@@ -47,9 +47,11 @@ from gplace.rl import data
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
+from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
 from gplace.rl.rewards import host_scored_rollout, simulator_reward
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
-                             create_policy, create_train_state)
+                             create_policy, create_train_state,
+                             fresh_adam_moments)
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
 from gplace.rl.resume import check_resume, config_record
@@ -233,7 +235,11 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
   all_metrics = []
   for _ in range(length):  # single device: measure between sample and update
     state, rollout = fns.sample(state, batch)
-    rollout = host_scored_rollout(rollout, *host_rewards)
+    scored = host_scored_rollout(rollout._replace(
+        placements=expand_to_nodes(rollout.placements, batch.group_of)),
+                                 *host_rewards)
+    rollout = rollout._replace(runtime_s=scored.runtime_s,
+                               failed=scored.failed)
     state, metrics = fns.update(state, batch, rollout)
     all_metrics.append(metrics)
   return state, jax.tree.map(lambda *xs: jnp.stack(xs), *all_metrics)
@@ -289,7 +295,7 @@ def warm_start(config, setups, batch, log) -> Optional[data.WarmStart]:
   if config.warm_start.baseline == "none":
     return None
   warm = data.warm_start_targets(setups, config.warm_start.baseline,
-                                 batch.graphs.nodes["mask"].shape[1])
+                                 num_simulated_nodes(batch), batch)
   for s, name, runtime in zip(setups, warm.baseline_names, warm.runtime_s):
     log(f"[gplace] {s.name}: warm start from {name!r} "
         f"({runtime * 1e3:.4f} ms)")
@@ -346,7 +352,7 @@ def train_and_evaluate(config, workdir: str, *,
   optimizer = create_optimizer(config)
   fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
                          float(config.warm_start.get("label_smoothing", 0.0)))
-  target = jnp.asarray(warm.placements if warm is not None else np.zeros(
+  target = jnp.asarray(warm.targets if warm is not None else np.zeros(
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
   # Closing both (also on errors) finishes pending asynchronous saves.
   with Checkpointer(checkpoint_dir,
@@ -360,7 +366,9 @@ def train_and_evaluate(config, workdir: str, *,
       loop = run_loop(fns, state, batch, target, schedule, outputs,
                       checkpointer, parallel=parallel,
                       host_rewards=host_rewards, progress_fn=progress_fn,
-                      stop_after_step=stop_after_step, run_start=run_start)
+                      stop_after_step=stop_after_step, run_start=run_start,
+                      fresh_optimizer=bool(config.rl.get("fresh_optimizer",
+                                                         False)))
   finished = loop.step >= schedule.total_steps or stop_after_step is None
   own = None
   if finished:
@@ -391,15 +399,23 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
              outputs: reports.RunOutputs, checkpointer: Checkpointer, *,
              parallel: int, host_rewards: Optional[HostRewards],
              progress_fn: Optional[ProgressFn],
-             stop_after_step: Optional[int], run_start: float) -> LoopResult:
+             stop_after_step: Optional[int], run_start: float,
+             fresh_optimizer: bool = False) -> LoopResult:
   """Chunks from ``state.step`` to ``schedule.total_steps`` (or
   ``stop_after_step``); after each the outputs, the ``progress_fn`` hook, and
-  at checkpoint steps a checkpoint, ``results.json`` and the curve."""
+  at checkpoint steps a checkpoint, ``results.json`` and the curve. With
+  ``fresh_optimizer``, Adam's moments are reset when RL starts after a warm
+  start (:func:`~gplace.rl.state.fresh_adam_moments`)."""
   state_dev = replicate(state, parallel)
   batch_dev = jax.tree.map(jnp.asarray, batch)
   step, steps_per_second = int(state.step), 0.0
   while step < schedule.total_steps:
     length, phase = schedule.next_chunk(step), schedule.phase(step)
+    if fresh_optimizer and step == schedule.warm_steps > 0:
+      # Depends only on the step: a run resumed here resets as well.
+      state = unreplicate(state_dev, parallel)
+      state_dev = replicate(state.replace(
+          opt_state=fresh_adam_moments(state.opt_state)), parallel)
     t0 = time.time()
     state_dev, metrics = run_chunk(fns, state_dev, batch_dev, target, length,
                                    warm_start=phase == "warm_start",

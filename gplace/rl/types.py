@@ -48,9 +48,6 @@ class Batch(NamedTuple):
       = padded groups) and node ``n`` of graph ``b``'s ``problems`` runs on
       the device of group ``group_of[b, n]``; None (default): the policy
       places the nodes of ``problems`` one by one.
-    group_representative: ``int32 [B, N_pad]`` with ``group_of``: one
-      original node per group (its device in a node placement stands for the
-      group's, e.g. for ``rl.mutate_best``); None without groups.
   """
 
   graphs: jraph.GraphsTuple
@@ -58,7 +55,6 @@ class Batch(NamedTuple):
   failing_runtime_s: jax.Array
   device_mask: jax.Array
   group_of: Any = None
-  group_representative: Any = None
 
 
 class Rollout(NamedTuple):

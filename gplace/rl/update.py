@@ -14,7 +14,11 @@ gathered; with ``axis_name=None`` the same code runs on one device. Every
 function here is pure and jittable.
 
 Shapes: ``B`` graphs per batch, ``K`` samples per graph (``K_local = K /
-axis size`` on each device), ``N`` padded nodes, ``D`` devices.
+axis size`` on each device), ``N`` padded nodes, ``D`` devices. With
+group-level actions (``batch.group_of``, :mod:`gplace.rl.grouping`) the
+policy's ``N`` nodes are groups: rollouts hold group placements, expanded to
+the ``N_sim`` nodes of the simulated graphs for scoring and for the best
+placement (``state.best_placement`` is per node).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import optax
 
 from gplace.rl.distributions import (exploration_logits, node_log_probs,
                                      sample_with_keys)
+from gplace.rl.grouping import expand_to_nodes, group_placement
 from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
 from gplace.rl.rewards import effective_runtime
 from gplace.rl.types import ApplyFn, Batch, Rollout, SimulateFn
@@ -91,7 +96,9 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
 
   placements, log_probs = jax.vmap(one_graph)(
       logits, jax.random.split(step_rng, num_graphs),
-      batch.graphs.nodes["mask"], state.best_placement)
+      batch.graphs.nodes["mask"],
+      group_placement(state.best_placement, batch.group_of,
+                      logits.shape[1], logits.shape[2]))
   zeros = jnp.zeros(placements.shape[:2], jnp.float32)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
                     zeros.astype(bool))
@@ -119,9 +126,23 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   deviation_sq = _pmean(jnp.mean((rewards - baseline[:, None])**2, 1),
                         axis_name)
   reward_var = jnp.where(state.baseline_ready, state.reward_var, deviation_sq)
-  advantages = rewards - baseline[:, None]
-  if hparams.normalize_rewards:
-    advantages = advantages / jnp.sqrt(reward_var[:, None] + 1e-8)
+  if hparams.advantage == "batch":
+    # Relative to this step's samples: half the samples are pushed up, half
+    # down, whatever the EMA says (a lagging baseline gives all K samples
+    # one sign and acts as an entropy knob).
+    batch_var = _pmean(jnp.mean((rewards - batch_mean[:, None])**2, 1),
+                       axis_name)
+    advantages = rewards - batch_mean[:, None]
+    if hparams.normalize_rewards:
+      # The floor (0.1% of the mean reward) keeps differences that small
+      # (a near-deterministic policy whose samples barely differ) from
+      # being blown up to unit advantages.
+      floor = (1e-3 * batch_mean)**2 + 1e-12
+      advantages = advantages / jnp.sqrt(batch_var[:, None] + floor[:, None])
+  else:
+    advantages = rewards - baseline[:, None]
+    if hparams.normalize_rewards:
+      advantages = advantages / jnp.sqrt(reward_var[:, None] + 1e-8)
   decay = hparams.baseline_decay
   new_baseline = decay * baseline + (1 - decay) * batch_mean
   new_reward_var = decay * reward_var + (1 - decay) * deviation_sq
@@ -157,7 +178,10 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   # Report the first epoch: the loss of the sampling policy.
   metrics = jax.tree.map(lambda m: _pmean(m[0], axis_name), metrics)
 
-  best_runtime, best_placement = _best_of(rollout, runtime, axis_name)
+  best_runtime, best_placement = _best_of(
+      rollout._replace(placements=expand_to_nodes(rollout.placements,
+                                                  batch.group_of)),
+      runtime, axis_name)
   improved = best_runtime < state.best_runtime_s
   failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
   new_state = state.replace(
@@ -206,8 +230,8 @@ def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   """
   state, rollout = sample_rollout(state, batch, apply_fn=apply_fn,
                                   hparams=hparams, axis_name=axis_name)
-  runtime_s, failed = jax.vmap(simulate_fn)(batch.problems,
-                                            rollout.placements)
+  runtime_s, failed = jax.vmap(simulate_fn)(
+      batch.problems, expand_to_nodes(rollout.placements, batch.group_of))
   rollout = rollout._replace(runtime_s=runtime_s.astype(jnp.float32),
                              failed=failed.astype(bool))
   return update_from_rollout(state, batch, rollout, apply_fn=apply_fn,

@@ -25,10 +25,12 @@ from gplace import baselines
 from gplace import policies
 from gplace import workloads
 from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
+from gplace.graphs import coarsening
 from gplace.rl import data
 from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
+ADVANTAGES = ("ema", "batch")
 REWARDS = ("simulator", "executor")
 
 
@@ -60,6 +62,8 @@ INT_FIELDS = {
     "train.eval_samples": IntRange(1, None, 64),
     "executor.repeats": IntRange(1, None, 5),
     "executor.warmup": IntRange(0, None, 1),
+    "groups.max_groups": IntRange(0, None, 256),
+    "groups.min_nodes": IntRange(0, None, 256),
 }
 _INF = math.inf
 FLOAT_FIELDS = {
@@ -75,11 +79,12 @@ FLOAT_FIELDS = {
     "rl.mutate_best": FloatRange(0.0, 1.0, True, True, 0.01),
 }
 BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
-               "train.resume")
+               "rl.fresh_optimizer", "train.resume")
 # Fields older configs may lack (their readers have defaults).
 OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
                    "warm_start.label_smoothing", "train.resume",
-                   "train.eval_samples",
+                   "train.eval_samples", "groups.max_groups",
+                   "groups.min_nodes",
                    "executor.repeats", "executor.warmup")
 # Valid ranges of the policy's integer hyperparameters (the GO family's
 # names); any other integer hyperparameter must be non-negative, any float
@@ -93,6 +98,7 @@ POLICY_INT_FIELDS = {
     "num_sage_layers": IntRange(0, None, 2),
     "num_attention_layers": IntRange(0, None, 2),
     "num_position_frequencies": IntRange(0, None, 8),
+    "free_logits": IntRange(0, None, 256),
 }
 _MISSING = object()
 
@@ -291,8 +297,8 @@ def validate_policy(config) -> None:
 
 
 def validate_rl(config) -> None:
-  """``config.rl``: reward, loss, sample count (ranges of the numbers:
-  :func:`validate_numbers`)."""
+  """``config.rl``: reward, loss, advantage, sample count; and
+  ``config.groups.rule`` (ranges of the numbers: :func:`validate_numbers`)."""
   rl = config.rl
   if rl.reward not in REWARDS:
     raise ConfigError(f"config.rl.reward must be one of {REWARDS}, got "
@@ -312,6 +318,15 @@ def validate_rl(config) -> None:
   if rl.loss not in LOSSES:
     raise ConfigError(f"config.rl.loss must be one of {LOSSES}, got "
                       f"{rl.loss!r}.")
+  if rl.get("advantage", "ema") not in ADVANTAGES:
+    raise ConfigError(f"config.rl.advantage must be one of {ADVANTAGES}, got "
+                      f"{rl.advantage!r}.")
+  rule = lookup(config, "groups.rule", "colocation")
+  if rule not in coarsening.RULES:
+    raise ConfigError(f"config.groups.rule must be one of {coarsening.RULES}"
+                      f", got {rule!r}; use e.g. "
+                      "--config.groups.rule=colocation, or "
+                      "--config.groups.max_groups=0 to place ops.")
   n_dev = num_parallel_devices(config)
   k = rl.num_samples
   if not _is_int(k) or k < 1 or k % n_dev:

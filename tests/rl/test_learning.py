@@ -1,8 +1,11 @@
 """Pure RL learns: on a graph whose optimum is known, the GO policy trained
 from a uniform start (no warm start, no search, no best-ever seeding) ends
-with a greedy placement at the optimum, scored by the real simulator."""
+with a greedy placement at the optimum, scored by the real simulator. With
+group-level actions it also makes a coordinated move (one chain per GPU)
+that independent per-op sampling does not find."""
 
 import functools
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -11,9 +14,12 @@ import optax
 from gplace.graphs import features as features_lib
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.policies import create_policy
+from gplace.rl import data
 from gplace.rl import update
 from gplace.rl.data import stacked_problems
-from gplace.rl.rewards import simulator_reward
+from gplace.rl.evaluation import evaluate_policy
+from gplace.rl.grouping import coarsen_for_policy
+from gplace.rl.rewards import Scorer, simulator_reward
 from gplace.rl.state import RLHyperparams, init_train_state
 from gplace.rl.types import Batch
 from gplace.sim.simulator import simulate
@@ -84,3 +90,80 @@ def test_pure_rl_from_uniform_reaches_the_known_optimum():
   end = greedy_runtime(state)
   assert end <= best * (1 + 1e-5), (end, best, sampled)
   assert sampled[-1] <= 1.05 * best, sampled
+
+
+def two_heavy_chains(n_ops: int, edge_bytes: int = 1 << 20) -> Graph:
+  """Two independent ``input -> n_ops heavy ops -> output`` chains (ids:
+  the first chain, then the second). On two GPUs the optimum runs one chain
+  per GPU: every other placement serialises work or pays transfers, and
+  getting there from a uniform policy is a coordinated move (all of a chain
+  together, away from the other chain)."""
+  n = n_ops + 2
+  edges = [(c * n + i, c * n + i + 1, edge_bytes)
+           for c in range(2) for i in range(n - 1)]
+  return Graph.build(
+      names=[f"c{c}n{i}" for c in range(2) for i in range(n)],
+      op_type=(["input"] + ["dot_general"] * n_ops + ["output"]) * 2,
+      kind=([NODE_INPUT] + [NODE_OP] * n_ops + [NODE_OUTPUT]) * 2,
+      out_shapes=[(64,)] * 2 * n, out_dtype=["float32"] * 2 * n,
+      out_bytes=[edge_bytes] * 2 * n,
+      flops=([0.0] + [2e9] * n_ops + [0.0]) * 2,
+      bytes_accessed=([0.0] + [1e6] * n_ops + [0.0]) * 2,
+      edges=edges, name="two_heavy_chains")
+
+
+class _Setup(NamedTuple):
+  graph: Graph
+  failing_runtime_s: float
+  coarsening: object
+
+
+def test_group_actions_reach_one_chain_per_gpu_from_uniform():
+  graph = two_heavy_chains(12)
+  topology = preset("1cpu+2gpu")
+  half = graph.n_nodes // 2
+  best = float(simulate(graph, np.array([1] * half + [2] * half),
+                        topology).runtime_s)
+  one_gpu = float(simulate(graph, np.ones(graph.n_nodes, int),
+                           topology).runtime_s)
+  assert one_gpu > 1.9 * best  # both chains on one GPU: serialised
+  # 8 groups of a few ops each: chain 1 in 2 groups, chain 2 in 6.
+  groups = coarsen_for_policy(graph, max_groups=8, rule="size", min_nodes=0)
+  assert groups.n_groups == 8
+  assert len(set(groups.group_of[:half]) & set(groups.group_of[half:])) == 0
+  batch = data.make_batch([_Setup(graph, 10 * best, groups)], topology)
+  policy = create_policy("go", topology.n_devices, hidden_size=32,
+                         num_heads=2, num_attention_layers=1,
+                         head_hidden_size=32, free_logits=64)
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0),
+                                jax.tree.map(lambda x: x[0], batch.graphs))
+  optimizer = optax.adam(3e-3)
+  state = init_train_state(jax.random.PRNGKey(1), params, optimizer, batch)
+  assert state.best_placement.shape == (1, batch.group_of.shape[1])
+  hparams = RLHyperparams(num_samples=64, loss="ppo", ppo_epochs=2,
+                          entropy_weight=0.01, advantage="batch")
+  step = functools.partial(update.rl_step, apply_fn=policy.apply,
+                           optimizer=optimizer, hparams=hparams,
+                           simulate_fn=simulator_reward)
+  chunk = jax.jit(functools.partial(update.scan_chunk, step, num_steps=25))
+  scorer = Scorer(graph, topology)
+
+  sampled, entropy = [], []
+  for _ in range(4):
+    state, metrics = chunk(state, batch)
+    sampled.append(float(np.mean(metrics["mean_runtime_s"])))
+    entropy.append(np.asarray(metrics["entropy"]))
+  assert entropy[0][0] > 0.95 * np.log(3), entropy[0][0]
+  assert sampled[0] > 1.5 * best, (sampled[0], best)
+  # The policy itself (no search, no best-ever): greedy at the optimum,
+  # samples there too.
+  own = evaluate_policy(state.params, batch, apply_fn=policy.apply,
+                        reward_fns=[scorer], num_nodes=[graph.n_nodes],
+                        num_samples=32)[0]
+  assert own.greedy_runtime_s <= best * (1 + 1e-5), (own, best, sampled)
+  assert own.sampled_mean_s <= 1.02 * best, (own, sampled)
+  chain_devices = [set(own.greedy_placement[:half]),
+                   set(own.greedy_placement[half:])]
+  assert len(chain_devices[0]) == len(chain_devices[1]) == 1
+  assert chain_devices[0] != chain_devices[1] and 0 not in (
+      chain_devices[0] | chain_devices[1])
