@@ -17,6 +17,9 @@ def get_config():
   # About a dozen nodes re-drawn per sample on a 20k-node graph; the suite
   # results in experiments/RESULTS.md set it per workload (same rule).
   config.rl.mutate_best = 0.0005
+  config.warm_start.baseline = "best"
+  config.rl.explore_epsilon = 0.01
+  config.optimizer.learning_rate = 3e-4
   config.warm_start.steps = 300
   config.train.num_steps = 1000
   config.train.chunk_steps = 50

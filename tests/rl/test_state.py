@@ -57,9 +57,32 @@ def test_create_hparams_and_optimizer():
           is not state_lib.create_optimizer(quickstart.get_config()))
 
 
+def test_fresh_adam_moments_keep_the_learning_rate_schedule():
+  config = quickstart.get_config()
+  config.warm_start.update(baseline="best", steps=2, learning_rate=1.0)
+  config.optimizer.update(learning_rate=1e-3, grad_clip=100.0)
+  optimizer = state_lib.create_optimizer(config)
+  params = jnp.zeros(())
+  opt_state = optimizer.init(params)
+  for _ in range(2):  # the warm start: large gradients
+    _, opt_state = optimizer.update(jnp.full((), 50.0), opt_state, params)
+  fresh = state_lib.fresh_adam_moments(opt_state)
+  adam = [s for s in jax.tree.leaves(
+      fresh, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+          if isinstance(s, optax.ScaleByAdamState)]
+  assert len(adam) == 1
+  assert int(adam[0].count) == 0 and float(adam[0].mu) == 0.0
+  # The first RL update is a full Adam step at the RL rate (the moments of
+  # the large warm-start gradients would have shrunk it ~50x).
+  updates, _ = optimizer.update(jnp.ones(()), fresh, params)
+  np.testing.assert_allclose(abs(float(updates)), 1e-3, rtol=1e-3)
+  stale, _ = optimizer.update(jnp.ones(()), opt_state, params)
+  assert abs(float(stale)) < 1e-4
+
+
 def test_optimizer_switches_from_warm_start_to_rl_rate():
   config = quickstart.get_config()
-  config.warm_start.update(steps=2, learning_rate=1.0)
+  config.warm_start.update(baseline="best", steps=2, learning_rate=1.0)
   config.optimizer.update(learning_rate=1e-3, grad_clip=100.0)
   optimizer = state_lib.create_optimizer(config)
   params = jnp.zeros(())

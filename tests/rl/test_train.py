@@ -33,6 +33,8 @@ def tiny_config():
                        op_embedding_size=4, head_hidden_size=8)
   config.rl.num_samples = 4
   config.rl.ppo_epochs = 2
+  config.rl.mutate_best = 0.01  # labelled "includes search"
+  config.warm_start.baseline = "best"
   config.warm_start.steps = 2
   config.train.update(num_steps=6, chunk_steps=2, checkpoint_every=4)
   return config
