@@ -144,3 +144,42 @@ def plot_learning_curve(path: str, records: Sequence[dict], *,
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
+                           best_baseline_s: float, lower_bound_s: float,
+                           title: str = "") -> None:
+  """Runtime against simulator evaluations for several placers as a PNG at
+  ``path`` (equal-budget comparisons: a learner's samples, searches).
+
+  Args:
+    path: the PNG.
+    curves: ``{label: (evaluations [H], runtime_s [H])}``; non-finite
+      runtimes are gaps.
+    best_baseline_s: drawn as a dashed line (NaN: not drawn).
+    lower_bound_s: drawn as a dotted line (NaN: not drawn).
+    title: the plot's title.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for label, (evaluations, runtime) in curves.items():
+    runtime = np.array([np.nan if v is None else v for v in runtime],
+                       np.float64)
+    runtime[~np.isfinite(runtime)] = np.nan
+    ax.plot(np.asarray(evaluations, np.float64), runtime, label=label,
+            alpha=0.8)
+  if np.isfinite(best_baseline_s):
+    ax.axhline(best_baseline_s, color="k", ls="--", label="best baseline")
+  if np.isfinite(lower_bound_s):
+    ax.axhline(lower_bound_s, color="g", ls=":", label="lower bound")
+  ax.set_xscale("log")
+  ax.set_xlabel("simulator evaluations")
+  ax.set_ylabel("runtime (s)")
+  if title:
+    ax.set_title(title, fontsize=9)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -1,5 +1,7 @@
 """Tests of gplace.plotting: the drawn schedule is the simulated one."""
 
+import os
+
 import matplotlib
 import numpy as np
 
@@ -66,3 +68,12 @@ def test_learning_curve_png_and_nothing_without_rl_records(tmp_path):
                                              "step": 0}],
                                best_baseline_s=1.0, lower_bound_s=0.5)
   assert not empty.exists()
+
+
+def test_evaluation_curves_png(tmp_path):
+  path = str(tmp_path / "curves.png")
+  plotting.plot_evaluation_curves(
+      path, {"policy": ([64, 128, 192], [3.0, 2.5, float("inf")]),
+             "local search": (np.array([1, 100]), np.array([2.9, 2.4]))},
+      best_baseline_s=2.6, lower_bound_s=float("nan"), title="g")
+  assert os.path.getsize(path) > 1000

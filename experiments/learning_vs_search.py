@@ -1,0 +1,271 @@
+"""Learning vs search at an equal budget of simulator evaluations.
+
+    python experiments/learning_vs_search.py --size tiny \
+        --workloads rnnlm2,wavenet2 --evaluations 12800 \
+        --out experiments/results/learning_vs_search_tiny.md
+
+For each workload (default the suite of ``experiments/search_controls.py``)
+and seed, every arm below gets the same number of simulator evaluations
+(``--evaluations``; the RL arms spend it as ``steps x --samples``):
+
+* **policy greedy** (learned): pure RL (``experiments/configs/quickstart.py``:
+  group-level actions, no warm start, no search around the best), then the
+  policy's own argmax placement.
+* **policy best sample** (learned): the fastest placement the policy itself
+  sampled during that run (every one of them drawn from the policy; no
+  baseline seeding, no search).
+* **policy-guided search** (search, not learned): the same policy warm
+  started from the best baseline, with ``rl.mutate_best``: samples are the
+  best placement so far with a few groups re-drawn from the policy; its best
+  found is seeded with the best baseline.
+* **local search, annealing, genetic** (``gplace.search``, started from the
+  best cheap baseline) and **random** (uniform random placements).
+* every baseline, each in its best schedule (the default schedule, or a list
+  scheduler's own planned order), and the lower bound (``gplace.lower_bound``).
+
+The markdown table gives each arm's simulated runtime, its change against the
+best baseline in any schedule (negative = faster), the evaluations it spent
+and its wall time; a PNG per workload draws runtime against evaluations for
+the learned and search arms. Numbers from search arms are never called
+learned.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import gplace
+from gplace import baselines, plotting, search
+from gplace.errors import GplaceError, first_line
+from gplace.rl import reports
+from gplace.rl import train
+from gplace.sim.topology import preset
+from experiments.configs import quickstart
+from experiments.markdown import write_markdown
+from experiments.search_controls import SUITE, load_graph
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+SEARCH_ARMS = ("local_search", "annealing", "genetic")
+LEARNED, SEARCH, BASELINE, BOUND = "learned", "search", "baseline", "bound"
+
+
+def baseline_rows(graph, topology, seed: int = 0) -> list[tuple]:
+  """``(name, runtime_s)`` of every baseline in its best schedule: the
+  default, or a list scheduler's own planned op order (inf: OOM)."""
+  placements = baselines.run_all(graph, topology, seed=seed)
+  names = list(placements)
+  result = gplace.simulate(graph, np.stack([placements[n] for n in names]),
+                           topology)
+  runtime = np.where(np.asarray(result.oom), np.inf,
+                     np.asarray(result.runtime_s, np.float64))
+  best = {n: (float(r), "default") for n, r in zip(names, runtime)}
+  for name in baselines.schedulers():
+    plan = baselines.plan(name, graph, topology, seed=seed)
+    own = gplace.simulate(graph, plan.placement, topology, order=plan.order)
+    if not bool(own.oom) and float(own.runtime_s) < best[name][0]:
+      best[name] = (float(own.runtime_s), "own plan")
+  return sorted(((f"{n} ({s})", r) for n, (r, s) in best.items()),
+                key=lambda row: row[1])
+
+
+def random_search(graph, topology, *, budget: int, seed: int,
+                  batch_size: int = 256):
+  """Best of ``budget`` uniform random placements: ``(runtime_s,
+  (evaluations [H], best so far [H]), wall_s)``."""
+  start = time.perf_counter()
+  rng = np.random.default_rng(seed)
+  best, evaluations, history = np.inf, [], []
+  done = 0
+  while done < budget:
+    k = min(batch_size, budget - done)
+    placements = rng.integers(0, topology.n_devices, (k, graph.n_nodes))
+    result = gplace.simulate(graph, placements, topology)
+    runtime = np.where(np.asarray(result.oom), np.inf,
+                       np.asarray(result.runtime_s, np.float64))
+    best = min(best, float(runtime.min()))
+    done += k
+    evaluations.append(done)
+    history.append(best)
+  return best, (np.array(evaluations), np.array(history)), (
+      time.perf_counter() - start)
+
+
+def rl_config(args, workload: str, seed: int, guided: bool):
+  """The quickstart config for one RL arm (pure RL, or policy-guided
+  search with ``guided``)."""
+  config = quickstart.get_config()
+  config.workload, config.workload_size = workload, args.size
+  config.topology, config.seed = args.topology, seed
+  config.graph_cache = args.graph_cache or ""
+  config.progress_bar = config.print_table = False
+  config.rl.num_samples = args.samples
+  steps = max(1, args.evaluations // args.samples)
+  config.train.update(num_steps=steps, chunk_steps=min(25, steps),
+                      checkpoint_every=steps, resume=False)
+  if guided:
+    config.warm_start.baseline = "best"
+    config.rl.mutate_best = args.mutate_best
+  return config
+
+
+def run_rl(config, workdir: str):
+  """``(TrainResult, (evaluations [S], sample mean [S], best so far [S]),
+  wall_s)`` of one run of ``config``."""
+  start = time.perf_counter()
+  result = train.train_and_evaluate(config, workdir, log=lambda line: None)
+  wall_s = time.perf_counter() - start
+  records = [r for r in reports.read_metrics(
+      os.path.join(workdir, reports.METRICS_FILE)) if r["phase"] == "rl"]
+  k = config.rl.num_samples
+  first = records[0]["step"] - 1 if records else 0
+  evaluations = np.array([(r["step"] - first) * k for r in records])
+  mean = np.array([r["mean_runtime_s"] for r in records], np.float64)
+  best = np.array([np.nan if r["best_runtime_s"][0] is None
+                   else r["best_runtime_s"][0] for r in records], np.float64)
+  return result, (evaluations, mean, best), wall_s
+
+
+def workload_rows(args, workload: str, topology, plots_dir: str):
+  """Markdown rows of one workload (all seeds) and the PNG of seed 0."""
+  graph = load_graph(workload, args.size, "train", args.graph_cache)
+  base = baseline_rows(graph, topology)
+  best_name, best_s = base[0]
+  bound = float(gplace.lower_bound(graph, topology))
+  arms = {}  # name -> (kind, [runtime_s per seed], evaluations, wall_s)
+  curves = {}
+
+  def add(name, kind, runtime, evaluations, wall_s):
+    entry = arms.setdefault(name, (kind, [], [], []))
+    entry[1].append(float(runtime))
+    entry[2].append(int(evaluations))
+    entry[3].append(float(wall_s))
+
+  init, _ = search.initial_placements(graph, topology)
+  for seed in range(args.seeds):
+    with tempfile.TemporaryDirectory() as workdir:
+      result, (ev, mean, best), wall = run_rl(
+          rl_config(args, workload, seed, guided=False), workdir)
+    own = result.policy[0]
+    spent = int(ev[-1]) if len(ev) else 0
+    add("policy greedy", LEARNED, own.greedy_runtime_s, spent + 1, wall)
+    add("policy best sample (during training)", LEARNED,
+        result.best_runtime_s[0], spent, wall)
+    add(f"policy sampled, mean of {own.num_samples} after training", LEARNED,
+        own.sampled_mean_s, spent + own.num_samples, wall)
+    if seed == 0:
+      curves["policy samples: mean per step"] = (ev, mean)
+      curves["policy samples: best so far"] = (ev, best)
+    if args.mutate_best > 0:
+      with tempfile.TemporaryDirectory() as workdir:
+        result, (ev, _, best), wall = run_rl(
+            rl_config(args, workload, seed, guided=True), workdir)
+      add("policy-guided search (warm start + mutate_best)", SEARCH,
+          result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
+      if seed == 0:
+        curves["policy-guided search: best so far"] = (ev, best)
+    for name in SEARCH_ARMS:
+      kwargs = {} if name == "genetic" else {"batch_size": args.samples}
+      res = search.SEARCHES[name](graph, topology, seed=seed,
+                                  budget=args.evaluations, init=init,
+                                  **kwargs)
+      add(name.replace("_", " "), SEARCH, res.runtime_s, res.evaluations,
+          res.wall_s)
+      if seed == 0:
+        curves[name.replace("_", " ")] = tuple(res.history)
+    runtime, history, wall = random_search(graph, topology,
+                                           budget=args.evaluations,
+                                           seed=seed)
+    add("random", SEARCH, runtime, args.evaluations, wall)
+    if seed == 0:
+      curves["random"] = history
+  plotting.plot_evaluation_curves(
+      os.path.join(plots_dir, f"learning_vs_search_{workload}_{args.size}"
+                   f"_{args.topology}.png"), curves,
+      best_baseline_s=best_s, lower_bound_s=bound,
+      title=f"{workload} ({args.size}, {graph.n_nodes} nodes, "
+      f"{args.topology}), seed 0")
+  rows = []
+  for name, (kind, runtime, evaluations, wall) in arms.items():
+    runtime = np.array(runtime)
+    change = 100 * (runtime / best_s - 1)
+    spread = (f" [{change.min():+.1f}, {change.max():+.1f}]"
+              if len(runtime) > 1 else "")
+    rows.append(f"| {workload} | {graph.n_nodes} | {name} | {kind} | "
+                f"{runtime.mean() * 1e3:.4f} | {change.mean():+.1f}%"
+                f"{spread} | {np.mean(evaluations):.0f} | "
+                f"{np.mean(wall):.1f} |")
+  for name, runtime in base:
+    rows.append(f"| {workload} | {graph.n_nodes} | {name} | {BASELINE} | "
+                f"{runtime * 1e3:.4f} | {100 * (runtime / best_s - 1):+.1f}%"
+                f" | 1 | – |")
+  rows.append(f"| {workload} | {graph.n_nodes} | lower bound | {BOUND} | "
+              f"{bound * 1e3:.4f} | {100 * (bound / best_s - 1):+.1f}% | – "
+              f"| – |")
+  return rows, best_name
+
+
+HEADER = ["| workload | nodes | arm | kind | runtime ms (mean over seeds) | "
+          "vs best baseline (any schedule) [min, max] | evaluations | "
+          "wall s |", "|---|---:|---|---|---:|---:|---:|---:|"]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--workloads", default=",".join(SUITE),
+                      help="comma-separated workload names")
+  parser.add_argument("--size", default="paper", help="tiny | small | paper")
+  parser.add_argument("--topology", default="1cpu+4gpu",
+                      help="a gplace.topology preset name")
+  parser.add_argument("--evaluations", type=int, default=12800,
+                      help="simulator evaluations per arm")
+  parser.add_argument("--samples", type=int, default=64,
+                      help="policy samples per RL step")
+  parser.add_argument("--mutate_best", type=float, default=0.01,
+                      help="policy-guided search arm (0: skip it)")
+  parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
+  parser.add_argument("--graph_cache", default=None,
+                      help="directory of captured graphs (.npz)")
+  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--plots_dir", default=None,
+                      help="where the PNGs go (default: next to --out, or "
+                      "the working directory)")
+  args = parser.parse_args(argv)
+  if args.evaluations < args.samples:
+    parser.error("--evaluations must be at least --samples")
+  topology = preset(args.topology)
+  plots_dir = args.plots_dir or (os.path.dirname(os.path.abspath(args.out))
+                                 if args.out else os.getcwd())
+  os.makedirs(plots_dir, exist_ok=True)
+  lines = [f"### Learning vs search: {args.topology}, size={args.size}, "
+           f"train step, {args.evaluations} evaluations per arm, "
+           f"{args.seeds} seed(s)", "",
+           "Simulated ms per step; changes against the best baseline in any "
+           "schedule (negative = faster). *learned*: the policy's own "
+           "placements (pure RL from a near-uniform policy over op groups, "
+           "no warm start, no search); *search*: placements found by "
+           "searching, including the policy-guided search, which is not "
+           "learning. Searches start from the best cheap baseline.", ""]
+  lines += HEADER
+  print("\n".join(lines), flush=True)
+  for workload in [w for w in args.workloads.split(",") if w]:
+    try:
+      rows, _ = workload_rows(args, workload, topology, plots_dir)
+    except GplaceError as err:
+      rows = [f"| {workload} | – | skipped: {first_line(err)} |"]
+    print("\n".join(rows), flush=True)
+    lines += rows
+  if args.out:
+    write_markdown(args.out, lines)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
