@@ -23,7 +23,7 @@ import numpy as np
 
 from gplace.graphs.graph import random_dag
 from gplace.sim import simulator
-from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
+from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
 from gplace.sim.priority import bottom_level
 from gplace.sim.topology import preset
 
@@ -55,9 +55,13 @@ def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0) -> dict:
   problem = make_dispatch_problem(graph, topology)
   priority = jnp.asarray(bottom_level(graph, topology), jnp.float32)
 
+  dispatch = jax.jit(dispatch_problem, static_argnames=("dynamic",),
+                     compiler_options=simulator.COMPILER_OPTIONS or None)
+
   def run_dispatch():
-    return jax.block_until_ready(simulate_dispatch(
-        problem, placements, priority, dynamic=True).runtime_s)
+    with simulator.one_kernel_loops():   # as gplace.simulate traces it
+      return jax.block_until_ready(dispatch(
+          problem, placements, priority, dynamic=True).runtime_s)
 
   scan_s = _median_s(run_scan, repeats)
   dispatch_s = _median_s(run_dispatch, repeats)

@@ -5,10 +5,15 @@ Random DAGs (``random_dag``, average in-degree 2.5) on preset ``1cpu+4gpu``,
 ``make_problem`` time, the compile time (first call minus a steady call), the
 median over repeats of a steady jitted call (wall and this process's CPU
 time), node-placement evaluations per second, and the same rate for the
-plain-Python reference measured in the same run, with their ratio.
+plain-Python reference measured in the same run, with their ratio, for
+either schedule (``--schedules static dynamic``): ``static`` is the shared
+node-id order (the scan), ``dynamic`` per-placement list scheduling
+(:mod:`gplace.sim.dispatch`, critical-path priority), each against the
+reference's same rule.
 
   /work/venv/bin/python experiments/bench_simulator.py --sizes 1000 10000 80000 \
-      --placements 256 --repeats 5 --json experiments/results/bench_simulator.json
+      --placements 256 --repeats 5 --schedules static dynamic \
+      --json experiments/results/bench_simulator.json
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gplace.graphs.graph import random_dag
+from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
+from gplace.sim.priority import bottom_level
 from gplace.sim.reference import simulate_reference
 from gplace.sim import simulator
 from gplace.sim.simulator import make_problem, simulate_problem
@@ -36,16 +43,26 @@ def _timed(fn):
 
 
 def bench_size(n_nodes: int, n_placements: int, repeats: int,
-               reference_placements: int, chunk: int, seed: int) -> dict:
+               reference_placements: int, chunk: int, seed: int,
+               schedule: str = "static") -> dict:
   topology = preset("1cpu+4gpu")
   graph = random_dag(n_nodes, avg_degree=2.5, seed=seed)
-  problem, make_s, _ = _timed(lambda: make_problem(graph, topology))
+  dynamic = schedule == "dynamic"
+  if dynamic:
+    problem, make_s, _ = _timed(lambda: make_dispatch_problem(graph,
+                                                              topology))
+    priority = jnp.asarray(bottom_level(graph, topology), jnp.float32)
+    jitted = jax.jit(dispatch_problem, static_argnames=("dynamic",),
+                     compiler_options=simulator.COMPILER_OPTIONS or None)
+    run = lambda p, b: jitted(p, b, priority, dynamic=True)
+  else:
+    problem, make_s, _ = _timed(lambda: make_problem(graph, topology))
+    # Compiled as gplace.simulate compiles it (same per-compile options).
+    run = jax.jit(simulate_problem,
+                  compiler_options=simulator.COMPILER_OPTIONS or None)
   rng = np.random.default_rng(seed)
   placements = rng.integers(0, topology.n_devices, (n_placements, n_nodes))
   chunk = min(chunk or n_placements, n_placements)
-  # Compiled as gplace.simulate compiles it (same per-compile XLA options).
-  run = jax.jit(simulate_problem,
-                compiler_options=simulator.COMPILER_OPTIONS or None)
   batches = [jnp.asarray(placements[i:i + chunk], jnp.int32)
              for i in range(0, n_placements, chunk)]
 
@@ -65,20 +82,19 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
 
   # The reference is slow: fewer placements on big graphs.
   ref_k = max(1, min(reference_placements, 40000 // n_nodes))
-  _, ref_wall, ref_cpu = _timed(lambda: [
-      simulate_reference(graph, placements[i], topology)
-      for i in range(ref_k)])
+  reference = lambda i: simulate_reference(graph, placements[i], topology,
+                                           schedule=schedule)
+  _, ref_wall, ref_cpu = _timed(lambda: [reference(i) for i in range(ref_k)])
   ref_rate = n_nodes * ref_k / ref_wall
   # Agreement check on the placements the reference ran.
-  fast = np.asarray(run(problem, jnp.asarray(placements[:ref_k],
-                                              jnp.int32)).runtime_s)
-  ref = np.array([simulate_reference(graph, placements[i], topology).runtime_s
-                  for i in range(min(ref_k, 2))])
+  with simulator.one_kernel_loops():
+    fast = np.asarray(run(problem, jnp.asarray(placements[:ref_k],
+                                                jnp.int32)).runtime_s)
+  ref = np.array([reference(i).runtime_s for i in range(min(ref_k, 2))])
   max_rel_err = float(np.max(np.abs(fast[:len(ref)] - ref) / ref))
   return dict(
-      n_nodes=n_nodes, n_edges=graph.n_edges, placements=n_placements,
-      chunk=chunk, steps=int(problem.pred_row.shape[0]),
-      slots=int(problem.slot_ids.shape[0]), make_problem_s=make_s,
+      schedule=schedule, n_nodes=n_nodes, n_edges=graph.n_edges,
+      placements=n_placements, chunk=chunk, make_problem_s=make_s,
       compile_s=max(first_s - wall, 0.0), median_wall_s=wall,
       median_cpu_s=cpu, rate_wall=evaluations / wall,
       rate_cpu=evaluations / cpu, reference_placements=ref_k,
@@ -100,6 +116,17 @@ def describe_path() -> str:
           f"{' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
 
 
+def _print_row(r: dict) -> None:
+  print(f"{r['schedule']:>7} n={r['n_nodes']:>6} K={r['placements']} "
+        f"(chunk {r['chunk']}): make {r['make_problem_s']:.2f}s compile "
+        f"{r['compile_s']:.2f}s median {r['median_wall_s'] * 1e3:.1f} ms "
+        f"wall / {r['median_cpu_s'] * 1e3:.1f} ms cpu -> "
+        f"{r['rate_wall']:.3g}/s wall, {r['rate_cpu']:.3g}/s cpu; "
+        f"reference {r['reference_rate']:.3g}/s; "
+        f"speedup {r['speedup_wall']:.0f}x; "
+        f"max rel err {r['max_rel_err_vs_reference']:.1e}", flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--sizes", type=int, nargs="+",
@@ -115,32 +142,30 @@ def main():
                       help="placements per jitted call (0: all at once)")
   parser.add_argument("--seed", type=int, default=0,
                       help="seed of the graphs and placements")
+  parser.add_argument("--schedules", nargs="+", default=["static"],
+                      choices=["static", "dynamic"],
+                      help="static: shared id order (scan); dynamic: "
+                      "per-placement list scheduling")
   parser.add_argument("--json", default=None, help="write results here")
   args = parser.parse_args()
 
   print(describe_path(), flush=True)
   rows = []
   for n in args.sizes:
-    rows.append(bench_size(n, args.placements, args.repeats,
-                           args.reference_placements, args.chunk, args.seed))
-    r = rows[-1]
-    print(f"n={r['n_nodes']:>6} K={r['placements']} (chunk {r['chunk']}): "
-          f"make {r['make_problem_s']:.2f}s compile {r['compile_s']:.2f}s "
-          f"median {r['median_wall_s'] * 1e3:.1f} ms wall / "
-          f"{r['median_cpu_s'] * 1e3:.1f} ms cpu -> "
-          f"{r['rate_wall']:.3g}/s wall, {r['rate_cpu']:.3g}/s cpu; "
-          f"reference {r['reference_rate']:.3g}/s; "
-          f"speedup {r['speedup_wall']:.0f}x; "
-          f"max rel err {r['max_rel_err_vs_reference']:.1e}", flush=True)
+    for schedule in args.schedules:
+      rows.append(bench_size(n, args.placements, args.repeats,
+                             args.reference_placements, args.chunk,
+                             args.seed, schedule))
+      _print_row(rows[-1])
 
-  header = ("| nodes | edges | K | compile s | median ms (wall) | "
+  header = ("| schedule | nodes | edges | K | compile s | median ms (wall) | "
             "median ms (cpu) | node-placements/s (wall) | (cpu) | "
             "reference /s | speedup |")
   print()
   print(header)
-  print("|---" * 10 + "|")
+  print("|---" * 11 + "|")
   for r in rows:
-    print(f"| {r['n_nodes']} | {r['n_edges']} | {r['placements']} | "
+    print(f"| {r['schedule']} | {r['n_nodes']} | {r['n_edges']} | {r['placements']} | "
           f"{r['compile_s']:.2f} | {r['median_wall_s'] * 1e3:.1f} | "
           f"{r['median_cpu_s'] * 1e3:.1f} | {r['rate_wall']:.3g} | "
           f"{r['rate_cpu']:.3g} | {r['reference_rate']:.3g} | "

@@ -1,8 +1,8 @@
 """Per-sample schedules in the simulator: list scheduling, jitted and vmapped.
 
 Where it sits: :func:`gplace.simulate` runs a *shared* order (one order for
-all ``K`` placements, node ids by default) through the fast scan of
-:mod:`gplace.sim.scan`. A schedule that differs per placement goes through
+all ``K`` placements) through the fast scan of :mod:`gplace.sim.scan`. A
+schedule that differs per placement, the default one included, goes through
 :func:`simulate_dispatch` instead, a list scheduler that dispatches one node
 per step and gives each of the ``K`` placements its own order:
 
@@ -31,9 +31,13 @@ dispatch order of their producers, memory is counted by dispatch position.
 So the result of every placement equals ``simulate_problem`` with ``order =``
 its dispatch order (tested), and :class:`SimResult.order` returns it.
 
-Cost: ``N`` sequential steps of ``O(N)`` vector work per placement (the
-candidate scan), so ``O(K N^2)``; fine to a few thousand nodes, slower than
-the shared-order scan beyond that (see ``experiments/bench_simulator.py``).
+Cost: ``N`` sequential steps of ``O(W + out-degree)`` work per placement:
+candidates wait in a ``W``-slot buffer (:mod:`gplace.sim.list_kernel`; a
+batch whose buffer overflows is scheduled again with ``W = N``). On CPU,
+within :func:`gplace.sim.kernel.one_kernel_loops` (as ``gplace.simulate``
+calls it), each placement runs as one native kernel; elsewhere (GPU, a
+user's jit) the batch runs as one loop. See ``experiments/bench_simulator.py
+--schedules static dynamic`` for its speed against the shared-order scan.
 """
 
 from __future__ import annotations
@@ -49,10 +53,12 @@ from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
 from gplace.sim.problem import (SimResult, check_simulable, send_bytes,
                                 transfer_seconds)
+from gplace.sim.list_kernel import (GraphArrays, LaneArrays, init_state,
+                                    run_steps)
 from gplace.sim.topology import Topology, validate_costs
 
-#: Consumers handled per inner step when a node's outputs are delivered.
-SUCC_WIDTH = 8
+#: Candidate buffer slots per placement (see :func:`dispatch_problem`).
+BUFFER_WIDTH = 64
 
 
 class DispatchProblem(NamedTuple):
@@ -71,7 +77,7 @@ class DispatchProblem(NamedTuple):
     executed: ``[M]`` bool, the node runs on a compute group (not an input).
     succ_ptr: ``[M + 1]`` int32, consumers of ``v`` are
       ``succ_dst[succ_ptr[v]:succ_ptr[v + 1]]``.
-    succ_dst: ``[E + SUCC_WIDTH]`` int32 consumer per edge, by producer
+    succ_dst: ``[max(E, 1)]`` int32 consumer per edge, by producer
       (padding: the sentinel).
     in_degree: ``[M]`` int32 producers per node (sentinel: 1, so it never
       becomes a candidate).
@@ -141,7 +147,7 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
   ptr = np.zeros(m + 1, np.int64)
   ptr[1:n + 1] = graph.succ_csr[0][1:]
   ptr[n + 1:] = e
-  succ_dst = np.full(e_pad + SUCC_WIDTH, sentinel, np.int64)
+  succ_dst = np.full(max(e_pad, 1), sentinel, np.int64)
   succ_dst[:e] = graph.edge_dst
   in_degree = np.zeros(m, np.int64)
   in_degree[:n] = graph.in_degree
@@ -166,101 +172,6 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
       group_of_device=i32(group_of_device),
       group_ids=i32(np.arange(int(group_of_device.max()) + 1)),
       memory_bytes=f32(topology.memory_bytes))
-
-
-class _State(NamedTuple):
-  remaining: jax.Array    # [M] int32 producers not yet dispatched (M once
-                          # the node itself is)
-  ready: jax.Array        # [M] latest arrival so far of inputs on its device
-  start: jax.Array        # [M]
-  finish: jax.Array       # [M]
-  group_free: jax.Array   # [G] finish of the group's latest node
-  link_free: jax.Array    # [D, D] end of the link's latest transfer
-  order: jax.Array        # [M - 1] int32 dispatched node per step
-  position: jax.Array     # [M] int32 dispatch step per node
-
-
-def _dispatch_one(problem: DispatchProblem, placement: jax.Array,
-                  priority: jax.Array, dynamic: bool) -> _State:
-  """List-schedules one placement: ``placement``, ``priority`` are
-  ``[M]`` (the sentinel's entries are ignored)."""
-  m = placement.shape[0]
-  d = problem.group_of_device.shape[0]
-  g = problem.group_ids.shape[0]
-  devices = jnp.arange(d, dtype=jnp.int32)
-  group = problem.group_of_device[placement]                   # [M]
-  cost = jnp.take_along_axis(problem.costs, placement[:, None], 1)[:, 0]
-  executed = problem.executed
-  group_key = jnp.where(executed, group, -1)
-  neg_inf = jnp.float32(-jnp.inf)
-
-  def deliver(ready, remaining, v, dev, finish, link_end):
-    """Counts ``v`` as dispatched for its consumers and records when its
-    output arrives on their devices; also returns the devices it goes to."""
-    lo, hi = problem.succ_ptr[v], problem.succ_ptr[v + 1]
-
-    def body(carry):
-      c, ready, remaining, dest = carry
-      dst = jax.lax.dynamic_slice(problem.succ_dst, (c,), (SUCC_WIDTH,))
-      valid = c + jnp.arange(SUCC_WIDTH) < hi
-      there = placement[dst]
-      arrive = jnp.where(there == dev, finish, link_end[there])
-      ready = ready.at[dst].max(jnp.where(valid, arrive, neg_inf))
-      remaining = remaining.at[dst].add(-valid.astype(jnp.int32))
-      dest = dest | jnp.any((there[:, None] == devices) & valid[:, None], 0)
-      return c + SUCC_WIDTH, ready, remaining, dest
-
-    _, ready, remaining, dest = jax.lax.while_loop(
-        lambda carry: carry[0] < hi, body,
-        (lo, ready, remaining, jnp.zeros((d,), bool)))
-    return ready, remaining, dest
-
-  on_group = group[None, :] == problem.group_ids[:, None]      # [G, M]
-  done_mark = jnp.int32(m)      # ``remaining`` of a dispatched node
-
-  def step(i, state: _State) -> _State:
-    candidate = state.remaining == 0
-    if dynamic:
-      free = state.group_free[-1]
-      for row in range(g - 2, -1, -1):        # group_free[group], by selects
-        free = jnp.where(on_group[row], state.group_free[row], free)
-      t = jnp.where(executed, jnp.maximum(free, state.ready), 0.0)
-      t = jnp.where(candidate, t, jnp.inf)
-      first = t == jnp.min(t)
-      key = jnp.where(first, group_key, g)
-      chosen = first & (key == jnp.min(key))
-    else:
-      chosen = candidate
-    v = jnp.argmax(jnp.where(chosen, priority, neg_inf))
-    dev = placement[v]
-    runs = executed[v]
-    start = jnp.where(runs, jnp.maximum(state.ready[v],
-                                        state.group_free[group[v]]), 0.0)
-    finish = jnp.where(runs, start + cost[v], 0.0)
-    group_free = jnp.where(runs, state.group_free.at[group[v]].set(finish),
-                           state.group_free)
-    link_row = state.link_free[dev]
-    link_end = jnp.maximum(finish, link_row) + problem.send_s[v, dev]
-    ready, remaining, dest = deliver(state.ready,
-                                     state.remaining.at[v].set(done_mark), v,
-                                     dev, finish, link_end)
-    link_free = state.link_free.at[dev].set(
-        jnp.where(dest & (devices != dev), link_end, link_row))
-    return _State(
-        remaining=remaining, ready=ready,
-        start=state.start.at[v].set(start),
-        finish=state.finish.at[v].set(finish), group_free=group_free,
-        link_free=link_free, order=state.order.at[i].set(v),
-        position=state.position.at[v].set(i))
-
-  zeros = jnp.zeros((m,), jnp.float32)
-  state = _State(
-      remaining=problem.in_degree, ready=zeros, start=zeros, finish=zeros,
-      group_free=jnp.zeros((g,), jnp.float32),
-      link_free=jnp.zeros((d, d), jnp.float32),
-      order=jnp.zeros((m - 1,), jnp.int32),
-      position=jnp.full((m,), m - 1, jnp.int32))
-  return jax.lax.fori_loop(0, m - 1, step, state)
 
 
 def peak_by_position(problem: DispatchProblem, placement: jax.Array,
@@ -297,9 +208,9 @@ def peak_by_position(problem: DispatchProblem, placement: jax.Array,
   return jnp.maximum(jnp.max(live, axis=1), 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("dynamic",))
-def simulate_dispatch(problem: DispatchProblem, placements: jax.Array,
-                      priority: jax.Array, *, dynamic: bool) -> SimResult:
+def dispatch_problem(problem: DispatchProblem, placements: jax.Array,
+                     priority: jax.Array, *, dynamic: bool,
+                     width: int = BUFFER_WIDTH) -> SimResult:
   """List-schedules and simulates ``K`` placements (pure; jit and vmap).
 
   Args:
@@ -307,6 +218,9 @@ def simulate_dispatch(problem: DispatchProblem, placements: jax.Array,
     placements: ``[K, n]`` int device per node (padding: any in range).
     priority: ``[K, n]`` or ``[n]`` float32, larger first (ties: lower id).
     dynamic: the dynamic rule; else the priority-respecting order.
+    width: ``W``, candidate buffer slots per placement. If more executed
+      nodes than that are ever candidates at once, the batch is scheduled
+      again with ``W = n`` (same results, slower).
 
   Returns:
     :class:`SimResult` with ``start_s``, ``finish_s`` ``[K, n]`` and
@@ -319,14 +233,42 @@ def simulate_dispatch(problem: DispatchProblem, placements: jax.Array,
   priority = jnp.concatenate(
       [priority, jnp.full((k, 1), -jnp.inf, jnp.float32)], 1)
 
-  def one(placement, prio):
-    state = _dispatch_one(problem, placement, prio, dynamic)
-    peak = peak_by_position(problem, placement, state.position)
-    return state, peak
+  m = n + 1
+  in_stream = ~problem.executed & (problem.in_degree == 0)
+  lanes = LaneArrays(
+      placement=placements, priority=priority,
+      group=problem.group_of_device[placements],
+      group_key=jnp.where(problem.executed[None],
+                          problem.group_of_device[placements], -1),
+      cost=problem.costs[jnp.arange(m)[None, :], placements],
+      stream=jnp.argsort(jnp.where(in_stream[None], -priority, jnp.inf),
+                         axis=1, stable=True).astype(jnp.int32),
+      n_stream=jnp.full((k,), jnp.sum(in_stream, dtype=jnp.int32)))
+  graph = GraphArrays(succ_ptr=problem.succ_ptr, succ_dst=problem.succ_dst,
+                      executed=problem.executed, send_s=problem.send_s,
+                      in_degree=problem.in_degree)
+  n_groups = problem.group_ids.shape[0]
 
-  state, peak = jax.vmap(one)(placements, priority)
-  runtime = jnp.max(state.finish, axis=1)
+  def schedules(slots: int):
+    state = run_steps(init_state(graph, lanes, n_groups, slots), lanes,
+                      graph, dynamic=dynamic)
+    return (state.start, state.finish, state.order, state.position,
+            state.overflow)
+
+  width = max(1, min(int(width), n))
+  start, finish, order, position, overflow = schedules(width)
+  if width < n:
+    start, finish, order, position, _ = jax.lax.cond(
+        jnp.any(overflow), lambda: schedules(n),
+        lambda: (start, finish, order, position, overflow))
+  peak = jax.vmap(functools.partial(peak_by_position, problem))(
+      placements, position)
+  runtime = jnp.max(finish, axis=1)
   oom = jnp.any(peak > problem.memory_bytes[None, :], -1)
   return SimResult(runtime_s=runtime, peak_bytes=peak, oom=oom,
-                   start_s=state.start[:, :n], finish_s=state.finish[:, :n],
-                   order=state.order)
+                   start_s=start[:, :n], finish_s=finish[:, :n], order=order)
+
+
+simulate_dispatch = jax.jit(dispatch_problem,
+                            static_argnames=("dynamic", "width"))
+simulate_dispatch.__doc__ = dispatch_problem.__doc__

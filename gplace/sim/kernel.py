@@ -105,6 +105,32 @@ def _one_kernel(fn, *args):
 
 
 
+def per_member_kernel(fn, batched: tuple, shared: tuple):
+  """``fn(*batched, *shared)`` for a function written for a batch (every
+  leaf of ``batched`` has a leading ``K`` axis). On CPU within
+  :func:`one_kernel_loops`, each member runs on its own as one kernel (a
+  batch of one, ``lax.map`` over the ``K`` members; see :func:`_one_kernel`
+  for why not the whole batch); elsewhere the whole batch at once, as
+  written. Same results either way."""
+  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
+    return fn(*batched, *shared)
+
+  def one_kernel(*args):
+    return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
+                         inlineable="false")
+
+  def per_member(batched, shared):
+    def member(values):
+      one = jax.tree_util.tree_map(lambda x: x[None], values)
+      out = one_kernel(*one, *shared)
+      return jax.tree_util.tree_map(lambda x: x[0], out)
+    return jax.lax.map(member, batched)
+
+  return jax.lax.platform_dependent(
+      batched, shared, cpu=per_member,
+      default=lambda batched, shared: fn(*batched, *shared))
+
+
 def _cpu_compiler_options() -> dict[str, str]:
   """Per-compile XLA options for the simulator on CPUs with AVX-512.
 

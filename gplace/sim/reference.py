@@ -55,13 +55,16 @@ class ReferenceResult(NamedTuple):
 
 def simulate_reference(graph: Graph, placement, topology: Topology,
                        costs=None, order=None, *, priority=None,
-                       schedule: str = "static") -> ReferenceResult:
+                       schedule: str | None = None) -> ReferenceResult:
   """Simulates one ``[N]`` placement with the event-driven reference.
 
-  ``order`` (``[N]``), or else a ``priority`` or ``schedule="dynamic"``
-  (then :func:`dispatch_reference` decides the order), as for
-  :func:`gplace.simulate`.
+  The schedule as for :func:`gplace.simulate`: ``order`` (``[N]``) if given;
+  else ``schedule`` (default ``"dynamic"``), steered by ``priority`` (then
+  :func:`dispatch_reference` decides the order); ``schedule="static"``
+  without a priority runs node-id order.
   """
+  if schedule is None:
+    schedule = "static" if order is not None else "dynamic"
   if priority is not None or schedule == "dynamic":
     assert order is None
     if priority is None:

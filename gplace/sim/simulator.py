@@ -82,7 +82,7 @@ import numpy as np
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
-from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
+from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, flag_constraint_violations,
@@ -99,6 +99,17 @@ __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
            "simulate", "simulate_problem"]
 
 _simulate_jit = jax.jit(simulate_problem, static_argnames=("return_schedule",),
+                        compiler_options=COMPILER_OPTIONS or None)
+
+
+def _dispatch(*args, **kwargs):
+  """:func:`dispatch_problem` under a jit of its own, traced in
+  :func:`one_kernel_loops` (a separate function, so its trace cache is never
+  shared with a caller's ``jax.jit(dispatch_problem)``)."""
+  return dispatch_problem(*args, **kwargs)
+
+
+_dispatch_jit = jax.jit(_dispatch, static_argnames=("dynamic",),
                         compiler_options=COMPILER_OPTIONS or None)
 
 
@@ -154,7 +165,7 @@ SCHEDULES = ("static", "dynamic")
 
 
 def simulate(graph: Graph, placements, topology: Topology, costs=None,
-             order=None, *, priority=None, schedule: str = "static",
+             order=None, *, priority=None, schedule: str | None = None,
              return_schedule: bool = False) -> SimResult:
   """Simulated runtime and memory of placements of ``graph`` on ``topology``.
 
@@ -165,18 +176,24 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
 
   The schedule (in which order each compute group runs its nodes):
 
-  * ``schedule="static"`` (default): the priority order ``order`` (``[N]``,
-    shared by all placements, or ``[K, N]``, one per placement); else the
-    priority-respecting topological order of ``priority`` (``[N]`` or
-    ``[K, N]``, larger first); else node-id order.
+  * default (``schedule=None``): ``order`` if one is given, else
+    ``"dynamic"``.
   * ``schedule="dynamic"``: list scheduling as an asynchronous runtime does
     it: a free compute group runs its arrived op of highest ``priority``
     (default: the critical path, :func:`gplace.sim.priority.bottom_level`),
     or, if none has arrived, the first to arrive. Each placement gets its
     own schedule. See :mod:`gplace.sim.dispatch`.
+  * ``schedule="static"``: the priority order ``order`` (``[N]``, shared by
+    all placements, or ``[K, N]``, one per placement); else the
+    priority-respecting topological order of ``priority`` (``[N]`` or
+    ``[K, N]``, larger first); else node-id order (the fastest to simulate,
+    and what a runtime that dispatches in program order does).
 
-  A shared order runs the fast scan; per-placement schedules run the list
-  scheduler of :mod:`gplace.sim.dispatch` (``O(K N^2)``).
+  A shared order runs the fast scan of :mod:`gplace.sim.scan`; per-placement
+  schedules run the list scheduler of :mod:`gplace.sim.dispatch` (``O(W +
+  out-degree)`` per node and placement with a ``W``-slot candidate buffer;
+  about 3-20x slower than the scan on CPU, see
+  ``experiments/bench_simulator.py``).
 
   Args:
     graph: the op graph (``N`` nodes).
@@ -185,7 +202,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     costs: optional ``[N, D]`` measured seconds per node and device.
     order: optional ``[N]`` or ``[K, N]`` topological priority order.
     priority: optional ``[N]`` or ``[K, N]`` float priorities.
-    schedule: ``"static"`` or ``"dynamic"``.
+    schedule: ``None`` (default), ``"static"`` or ``"dynamic"``.
     return_schedule: also return per-node ``start_s`` / ``finish_s`` and
       the dispatch ``order`` (pass it back as ``order=`` to reproduce the
       result, or to ``gplace.place(..., schedule=)`` to execute it).
@@ -207,6 +224,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
+  if schedule is None:
+    schedule = "static" if order is not None else "dynamic"
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
                                     order, priority, schedule)
   if order is not None and order.ndim == 2:
@@ -224,13 +243,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
       result = result._replace(order=np.broadcast_to(
           np.asarray(ran, np.int32), (array.shape[0], graph.n_nodes)).copy())
   else:
-    problem = make_dispatch_problem(graph, topology, costs=costs)
-    result = simulate_dispatch(problem, jnp.asarray(array),
-                               jnp.asarray(priority),
-                               dynamic=schedule == "dynamic")
-    if return_schedule:
-      result = result._replace(order=np.asarray(result.order))
-    else:
+    result = _simulate_schedules(graph, topology, costs, array, priority,
+                                 dynamic=schedule == "dynamic")
+    if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
   # infeasible, like OOM.
@@ -238,6 +253,53 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   if single:
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
+
+
+def bucket(size: int, smallest: int = 16) -> int:
+  """``size`` rounded up to a shape bucket: a multiple of ``smallest`` up to
+  ``4 * smallest``, then to an eighth of the enclosing power of two (at most
+  12.5% padding), so that graphs of similar size share one compilation."""
+  size = max(int(size), 1)
+  if size <= 4 * smallest:
+    return -(-size // smallest) * smallest
+  step = 1 << (size.bit_length() - 4)
+  return -(-size // step) * step
+
+
+#: Priority of padding nodes in bucketed problems: below any real one.
+_PAD_PRIORITY = np.float32(-3e38)
+
+
+def _simulate_schedules(graph: Graph, topology: Topology, costs,
+                        placements: np.ndarray, priority: np.ndarray, *,
+                        dynamic: bool) -> SimResult:
+  """Per-placement schedules of ``placements`` (``[K, N]``) through the
+  jitted list scheduler, on a problem padded to shape buckets (nodes,
+  edges, placements; see :func:`bucket`) so that calls on graphs of
+  similar sizes reuse one compilation. Padding nodes run nowhere, have no
+  edges or bytes and the lowest priority; they are removed from the
+  returned order, so results equal the unpadded problem's (tested)."""
+  k, n = placements.shape
+  n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
+  problem = make_dispatch_problem(graph, topology, costs=costs,
+                                  n_nodes=n_pad,
+                                  n_edges=bucket(graph.n_edges))
+  padded = np.zeros((k_pad, n_pad), np.int32)
+  padded[:k, :n] = placements
+  padded[k:, :n] = placements[0]
+  prio = np.full((k_pad, n_pad), _PAD_PRIORITY, np.float32)
+  priority = np.broadcast_to(priority, (k, n))
+  prio[:k, :n] = priority
+  prio[k:, :n] = priority[0]
+  with one_kernel_loops():
+    result = _dispatch_jit(problem, jnp.asarray(padded), jnp.asarray(prio),
+                           dynamic=dynamic)
+  order = np.asarray(result.order)[:k]
+  order = order[order < n].reshape(k, n)
+  return SimResult(runtime_s=result.runtime_s[:k],
+                   peak_bytes=result.peak_bytes[:k], oom=result.oom[:k],
+                   start_s=result.start_s[:k, :n],
+                   finish_s=result.finish_s[:k, :n], order=order)
 
 
 def _check_schedule(graph, topology, costs, n_samples, order, priority,

@@ -49,7 +49,7 @@ def test_memory_aware_baselines_fit_when_the_cpu_holds_everything(
     topology = cpu_and_gpus(cpu_memory, fraction * peak, n_gpus)
     placements = np.stack([baselines.get(name)(graph, topology)
                            for name in MEMORY_AWARE])
-    result = simulate(graph, placements, topology)
+    result = simulate(graph, placements, topology, schedule="static")
     for name, oom, used in zip(MEMORY_AWARE, np.asarray(result.oom),
                                np.asarray(result.peak_bytes)):
       if oom:
@@ -100,7 +100,8 @@ def test_repair_falls_back_to_the_one_device_that_holds_the_graph(
       np.zeros(n), 0.0, np.zeros(topology.n_devices))
   plan = scheduler.plan_within_memory(greedy, problem, [1, 2])
   assert np.all(plan.placement == 0)  # the CPU, the only device that fits
-  assert not bool(simulate(graph, plan.placement, topology).oom)
+  assert not bool(simulate(graph, plan.placement, topology,
+                           schedule="static").oom)
   np.testing.assert_allclose(plan.makespan_s,
                              problem.costs[:, 0].sum(), rtol=1e-12)
 
@@ -110,7 +111,7 @@ def test_repair_returns_the_least_overflowing_try_when_nothing_fits():
   peak = baselines.single_device_peak_bytes(graph)
   topology = cpu_and_gpus(0.3 * peak, 0.3 * peak, 2)  # 0.9x in all
   plan = baselines.plan("m_etf", graph, topology)
-  result = simulate(graph, plan.placement, topology)
+  result = simulate(graph, plan.placement, topology, schedule="static")
   assert bool(result.oom)  # nothing can fit; the plan says so honestly
   assert np.all(np.asarray(result.peak_bytes)
                 <= plan.peak_bytes * (1 + 1e-6))

@@ -23,12 +23,12 @@ def test_schedulers_keep_live_bytes_within_capacity(name):
 
 @pytest.mark.parametrize("name", ["m_topo", "ordered_eft"])
 def test_id_order_baselines_fit_in_simulator(name):
-  # m_topo and ordered_eft commit nodes in id order, the simulator's default,
-  # so their memory bound holds there too.
+  # m_topo and ordered_eft commit nodes in id order (schedule="static"), so
+  # their memory bound holds there too.
   graph = random_dag(SIM_NODES, seed=2)
   topology = tight_topology(graph)
   placement = baselines.get(name)(graph, topology)
-  result = simulate(graph, placement, topology)
+  result = simulate(graph, placement, topology, schedule="static")
   assert not bool(result.oom), np.asarray(result.peak_bytes)
 
 

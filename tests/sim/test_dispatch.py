@@ -3,16 +3,20 @@ agree with the plain-Python reference, reproduce themselves through the
 shared-order scan, and follow the dynamic rule on schedules worked out by
 hand."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.graphs.graph import random_dag
-from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
+from gplace.sim import kernel
+from gplace.sim.dispatch import (dispatch_problem, make_dispatch_problem,
+                                 simulate_dispatch)
 from gplace.sim.priority import bottom_level, order_priority
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
@@ -41,7 +45,7 @@ def test_dispatch_matches_reference(n_nodes, n_devices, seed, dynamic):
     assert_close_to_reference(result, k, ref)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=8)
 @given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
        seed=st.integers(0, 10_000))
 def test_dynamic_schedule_reproduces_through_the_shared_order_scan(
@@ -155,7 +159,7 @@ def test_dynamic_runs_an_arrived_op_rather_than_wait_for_priority():
   # The static order of the same priorities waits for a: one second more.
   static = simulate(graph, placement, topology, costs,
                     priority=bottom_level(graph, topology, costs),
-                    return_schedule=True)
+                    schedule="static", return_schedule=True)
   np.testing.assert_allclose(float(static.runtime_s), 9.0, atol=1e-6)
   ref = simulate_reference(graph, placement, topology, costs,
                            schedule="dynamic")
@@ -194,3 +198,113 @@ def test_order_priority_inverts_positions():
   order = np.array([[2, 0, 1], [0, 1, 2]])
   priority = order_priority(order)
   np.testing.assert_array_equal(np.argsort(-priority, axis=1), order)
+
+
+def _fan(width: int) -> Graph:
+  """x -> ``width`` parallel ops (also ``width`` roots) -> one sum -> out."""
+  n_ops = 2 * width
+  names = (["x"] + [f"a{i}" for i in range(width)]
+           + [f"r{i}" for i in range(width)] + ["sum", "out"])
+  kinds = ["IN"] + ["OP"] * n_ops + ["OP", "OUT"]
+  total = 1 + n_ops
+  edges = ([(0, 1 + i) for i in range(width)]
+           + [(1 + i, total) for i in range(n_ops)] + [(total, total + 1)])
+  return _graph(names, kinds, edges)
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_a_full_candidate_buffer_falls_back_to_the_exact_schedule(dynamic):
+  # 12 executed roots and a frontier of 24: a 4-slot buffer overflows at
+  # once, so the batch is scheduled again with one slot per node; the
+  # results are those of an unbounded buffer and of the reference.
+  graph = _fan(12)
+  topology = preset("1cpu+2gpu")
+  problem = make_dispatch_problem(graph, topology)
+  rng = np.random.default_rng(3)
+  placements = jnp.asarray(rng.integers(0, 3, (3, graph.n_nodes)))
+  priority = rng.normal(size=(3, graph.n_nodes)).astype(np.float32)
+  narrow = simulate_dispatch(problem, placements, priority, dynamic=dynamic,
+                             width=4)
+  full = simulate_dispatch(problem, placements, priority, dynamic=dynamic,
+                           width=graph.n_nodes)
+  np.testing.assert_array_equal(np.asarray(narrow.order),
+                                np.asarray(full.order))
+  np.testing.assert_array_equal(np.asarray(narrow.finish_s),
+                                np.asarray(full.finish_s))
+  for k in range(3):
+    ref = simulate_reference(graph, np.asarray(placements[k]), topology,
+                             priority=priority[k],
+                             schedule="dynamic" if dynamic else "static")
+    np.testing.assert_array_equal(np.asarray(full.order[k]), ref.order)
+    np.testing.assert_allclose(float(full.runtime_s[k]), ref.runtime_s,
+                               rtol=RTOL)
+
+
+def test_buffer_overflow_is_detected():
+  from gplace.sim.list_kernel import GraphArrays, LaneArrays, init_state
+  graph = _fan(12)
+  problem = make_dispatch_problem(graph, preset("1cpu+2gpu"))
+  lanes = LaneArrays(*(jnp.zeros((1, graph.n_nodes + 1), jnp.int32),) * 6,
+                     n_stream=jnp.zeros((1,), jnp.int32))
+  arrays = GraphArrays(problem.succ_ptr, problem.succ_dst, problem.executed,
+                       problem.send_s, problem.in_degree)
+  assert bool(init_state(arrays, lanes, 3, width=4).overflow[0])
+  assert not bool(init_state(arrays, lanes, 3, width=16).overflow[0])
+
+
+def test_one_kernel_and_plain_loops_agree_bit_for_bit():
+  graph = random_dag(60, seed=5)
+  topology = preset("1cpu+4gpu")
+  problem = make_dispatch_problem(graph, topology)
+  placements = jnp.asarray(np.random.default_rng(5).integers(0, 5, (4, 60)))
+  priority = jnp.asarray(bottom_level(graph, topology), jnp.float32)
+  run = lambda: jax.jit(functools.partial(dispatch_problem, dynamic=True,
+                                          width=8))(problem, placements,
+                                                    priority)
+  plain = run()
+  with kernel.one_kernel_loops():
+    fused = run()
+  for a, b in zip(plain, fused):
+    if a is not None:
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_simulate_pads_to_shape_buckets_without_changing_results():
+  # simulate() pads nodes, edges and placements to shape buckets; the
+  # unpadded list scheduler gives the same schedules.
+  graph = random_dag(37, seed=6)
+  topology = preset("1cpu+2gpu")
+  placements = np.random.default_rng(6).integers(0, 3, (3, 37))
+  result = simulate(graph, placements, topology, schedule="dynamic",
+                    return_schedule=True)
+  exact = simulate_dispatch(make_dispatch_problem(graph, topology),
+                            jnp.asarray(placements),
+                            bottom_level(graph, topology).astype(np.float32),
+                            dynamic=True)
+  np.testing.assert_array_equal(result.order, np.asarray(exact.order))
+  np.testing.assert_array_equal(np.asarray(result.finish_s),
+                                np.asarray(exact.finish_s))
+  np.testing.assert_array_equal(np.asarray(result.peak_bytes),
+                                np.asarray(exact.peak_bytes))
+
+
+def test_the_default_schedule_is_dynamic_unless_an_order_is_given():
+  graph = random_dag(30, seed=2, n_inputs=4)
+  topology = preset("1cpu+4gpu")
+  placements = np.random.default_rng(3).integers(0, 5, (4, 30))
+  default = simulate(graph, placements, topology, return_schedule=True)
+  dynamic = simulate(graph, placements, topology, schedule="dynamic",
+                     return_schedule=True)
+  np.testing.assert_array_equal(default.order, dynamic.order)
+  np.testing.assert_array_equal(np.asarray(default.runtime_s),
+                                np.asarray(dynamic.runtime_s))
+  assert not np.array_equal(default.order[0], np.arange(30))
+  given = simulate(graph, placements, topology, order=np.arange(30),
+                   return_schedule=True)
+  static = simulate(graph, placements, topology, schedule="static",
+                    return_schedule=True)
+  np.testing.assert_array_equal(given.order, static.order)
+  np.testing.assert_array_equal(np.asarray(given.runtime_s),
+                                np.asarray(static.runtime_s))
+  ref = simulate_reference(graph, placements[0], topology)
+  np.testing.assert_array_equal(default.order[0], ref.order)

@@ -63,7 +63,8 @@ def test_shared_priority_equals_its_order():
   topology = preset("1cpu+2gpu")
   placements = np.random.default_rng(1).integers(0, 3, (4, 30))
   priority = bottom_level(graph, topology)
-  a = simulate(graph, placements, topology, priority=priority)
+  a = simulate(graph, placements, topology, priority=priority,
+               schedule="static")
   b = simulate(graph, placements, topology,
                order=priority_order(priority, graph))
   np.testing.assert_array_equal(np.asarray(a.runtime_s),

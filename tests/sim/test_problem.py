@@ -27,7 +27,8 @@ def test_padding_and_stacking_vmap():
   batched = jax.jit(jax.vmap(simulate_problem))(stacked,
                                                 jnp.asarray(placements))
   for i, graph in enumerate(graphs):
-    alone = simulate(graph, placements[i, :, :graph.n_nodes], topology)
+    alone = simulate(graph, placements[i, :, :graph.n_nodes], topology,
+                     schedule="static")
     np.testing.assert_allclose(np.asarray(batched.runtime_s[i]),
                                np.asarray(alone.runtime_s), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(batched.peak_bytes[i]),

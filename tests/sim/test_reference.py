@@ -40,7 +40,7 @@ def assert_matches_reference(graph, placements, topology, costs=None,
                            finish_s=result.finish_s[:, :n])
   for k, placement in enumerate(placements):
     ref = simulate_reference(graph, placement, topology, costs=costs,
-                             order=order)
+                             order=order, schedule="static")
     assert_close_to_reference(result, k, ref)
     capacity = topology.memory_bytes
     near = np.any(np.abs(ref.peak_bytes - capacity) <= 1e-6 * capacity)

@@ -29,7 +29,8 @@ def test_under_a_users_jit_matches_simulate():
   fn = jax.jit(simulate_problem, static_argnames="return_schedule",
                compiler_options=COMPILER_OPTIONS or None)
   mine = fn(problem, jnp.asarray(placements), return_schedule=True)
-  theirs = simulate(graph, placements, topology, return_schedule=True)
+  theirs = simulate(graph, placements, topology, schedule="static",
+                    return_schedule=True)
   assert isinstance(mine, SimResult) and mine.order is None
   assert mine.start_s.shape == mine.finish_s.shape == (K, N_NODES)
   assert mine.peak_bytes.shape == (K, topology.n_devices)
@@ -51,7 +52,7 @@ def test_under_a_users_vmap_over_placement_batches():
       problem, jnp.asarray(batches))
   assert out.runtime_s.shape == (3, K)
   for i, batch in enumerate(batches):
-    alone = simulate(graph, batch, topology)
+    alone = simulate(graph, batch, topology, schedule="static")
     np.testing.assert_allclose(np.asarray(out.runtime_s[i]),
                                np.asarray(alone.runtime_s), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(out.oom[i]),
@@ -74,7 +75,8 @@ def test_inside_a_larger_jitted_step():
         result.runtime_s)
 
   placements, reward, best = step(problem, logits)
-  expected = simulate(graph, np.asarray(placements), topology)
+  expected = simulate(graph, np.asarray(placements), topology,
+                      schedule="static")
   np.testing.assert_allclose(np.asarray(reward),
                              -np.sqrt(np.asarray(expected.runtime_s)),
                              rtol=1e-6)

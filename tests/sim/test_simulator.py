@@ -49,7 +49,8 @@ def test_order_is_the_order_run_and_reproduces_the_result():
   topology = preset("1cpu+4gpu")
   placements = np.random.default_rng(3).integers(
       0, topology.n_devices, (4, graph.n_nodes))
-  result = simulate(graph, placements, topology, return_schedule=True)
+  result = simulate(graph, placements, topology, schedule="static",
+                    return_schedule=True)
   order = np.asarray(result.order)
   assert order.shape == (4, graph.n_nodes) and order.dtype == np.int32
   np.testing.assert_array_equal(order, np.tile(np.arange(30), (4, 1)))
