@@ -42,6 +42,11 @@ def test_a_good_config_passes(tmp_path):
     ("train.chunk_steps", 0, "chunk_steps=0: must be a positive integer"),
     ("optimizer.learning_rate", 0.0, "learning_rate=0.0: must be a finite"),
     ("warm_start.baseline", "oracle", "warm_start.baseline"),
+    ("rl.advantage", "gae", "config.rl.advantage"),
+    ("groups.rule", "metis", "config.groups.rule"),
+    ("groups.max_groups", -1, "groups.max_groups=-1: must be a non-negative"),
+    ("train.eval_samples", 0, "eval_samples=0: must be a positive integer"),
+    ("policy.free_logits", -2, "free_logits=-2: must be a non-negative"),
 ])
 def test_bad_config_values_fail_at_start(tmp_path, field, value, message):
   config = tiny_config()
