@@ -80,8 +80,10 @@ def best_baseline(graph: Graph, topology: Topology, seed: int = 0
   return name, schedule, runtime, placements[k]
 
 
-def graphs(sizes, seeds, workloads, size, step):
-  """Yields ``(label, graph or None, error or None)``."""
+def graphs(sizes, seeds, workloads, size, step, coarsen_to=0):
+  """Yields ``(label, graph or None, error or None)``; zoo graphs of more
+  than ``coarsen_to > 0`` nodes are coarsened (co-location, then by size)
+  to at most that many groups, and the coarse graph is what is placed."""
   for n in sizes:
     for seed in range(seeds):
       yield f"random_dag({n}, seed={seed})", random_dag(n, seed=seed), None
@@ -90,7 +92,12 @@ def graphs(sizes, seeds, workloads, size, step):
     try:
       from gplace import workloads as zoo  # pylint: disable=g-import-not-at-top
       fn, args = zoo.get(name, size=size, step=step, abstract=True)
-      yield label, gplace.capture(fn, *args, name=name), None
+      graph = gplace.capture(fn, *args, name=name)
+      if coarsen_to and graph.n_nodes > coarsen_to:
+        graph = gplace.coarsen(graph, "colocation",
+                               max_groups=coarsen_to).graph
+        label = f"{name} ({size} {step}, coarsened to {graph.n_nodes})"
+      yield label, graph, None
     except GplaceError as err:
       yield label, None, first_line(err)
 
@@ -140,6 +147,9 @@ def main(argv=None) -> int:
                       help="CP-SAT search threads")
   parser.add_argument("--seed", type=int, default=0,
                       help="seed of the randomised baselines and of CP-SAT")
+  parser.add_argument("--coarsen", type=int, default=0,
+                      help="coarsen zoo graphs above this many nodes to at "
+                      "most this many groups (0: never)")
   parser.add_argument("--out", default=None, help="also write the table here")
   args = parser.parse_args(argv)
 
@@ -156,7 +166,7 @@ def main(argv=None) -> int:
            "runtime / bound - 1.", ""] + HEADER
   print("\n".join(lines), flush=True)
   for label, graph, error in graphs(sizes, args.seeds, workloads, args.size,
-                                    args.step):
+                                    args.step, args.coarsen):
     start = time.perf_counter()
     if graph is None:
       line = f"| {label} | – | skipped: {error} |"
