@@ -303,8 +303,11 @@ def warm_start(config, setups, batch, log) -> Optional[data.WarmStart]:
 
 
 def host_rewards_for(config, setups, topology) -> Optional[HostRewards]:
-  """Measured rewards with ``config.rl.reward == "executor"``, else None."""
-  if config.rl.reward != "executor":
+  """Host rewards: measured (``config.rl.reward == "executor"``) or
+  simulated by :func:`gplace.simulate` under its default schedule
+  (``"simulator_host"``: the schedule the baselines and the final table are
+  scored with); None for ``"simulator"`` (scored inside the jitted step)."""
+  if config.rl.reward not in ("executor", "simulator_host"):
     return None
   return HostRewards(data.host_reward_fns(setups, topology, config),
                      np.asarray([s.graph.n_nodes for s in setups]))

@@ -31,7 +31,7 @@ from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
-REWARDS = ("simulator", "executor")
+REWARDS = ("simulator", "simulator_host", "executor")
 
 
 class IntRange(NamedTuple):
@@ -105,8 +105,8 @@ _MISSING = object()
 
 def num_parallel_devices(config) -> int:
   """Devices the RL update is split over (pmap over local devices; 1 with
-  executor rewards or ``config.pmap=False``)."""
-  if config.rl.reward == "executor" or not config.pmap:
+  host rewards, executor or simulator_host, or ``config.pmap=False``)."""
+  if config.rl.reward != "simulator" or not config.pmap:
     return 1
   return jax.local_device_count()
 
