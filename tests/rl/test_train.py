@@ -31,6 +31,7 @@ def tiny_config():
   config.policy.update(hidden_size=8, num_sage_layers=1,
                        num_attention_layers=1, num_heads=2, segment_length=16,
                        op_embedding_size=4, head_hidden_size=8)
+  config.rl.reward = "simulator"  # the jitted, pmapped step
   config.rl.num_samples = 4
   config.rl.ppo_epochs = 2
   config.rl.mutate_best = 0.01  # labelled "includes search"
@@ -308,3 +309,24 @@ def test_a_run_where_everything_ooms_writes_strict_json(monkeypatch,
   assert [(w.filename, w.lineno, str(w.message)) for w in caught
           if issubclass(w.category, RuntimeWarning)
           and not w.filename.endswith(os.path.join("rl", "data.py"))] == []
+
+
+def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
+  config = tiny_config()
+  config.workload = "random_dag:40:1"
+  config.rl.reward = "simulator_host"
+  config.rl.mutate_best = 0.0
+  config.warm_start.baseline = "none"
+  config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
+  lines = []
+  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+  assert [r["phase"] for r in records] == ["rl"] * 4
+  # The run's best is a sample it scored with gplace.simulate's default
+  # schedule, the schedule of the table's rows.
+  graph = random_dag(40, seed=1, name="random_dag:40:1")
+  topology = topology_lib.preset("1cpu+2gpu")
+  best = float(simulate(graph, result.best_placements[0], topology).runtime_s)
+  assert result.best_runtime_s[0] == pytest.approx(best, rel=1e-5)
+  assert records[-1]["best_runtime_s"][0] == pytest.approx(best, rel=1e-5)
+  assert any("policy greedy" in line for line in lines)

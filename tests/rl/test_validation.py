@@ -14,6 +14,7 @@ def tiny_config():
   config = quickstart.get_config()
   config.workload = "random_dag:40:1,random_dag:40:2"
   config.topology = "1cpu+2gpu"
+  config.rl.reward = "simulator"  # split over the 4 local devices
   config.rl.num_samples = 4
   return config
 
@@ -21,6 +22,10 @@ def tiny_config():
 def test_a_good_config_passes(tmp_path):
   validation.validate_config(tiny_config(), str(tmp_path))
   assert validation.num_parallel_devices(tiny_config()) == 4
+  host = tiny_config()
+  host.rl.reward = "simulator_host"  # host rewards: one device
+  validation.validate_config(host, str(tmp_path))
+  assert validation.num_parallel_devices(host) == 1
   config = tiny_config()
   config.pmap = False
   assert validation.num_parallel_devices(config) == 1
