@@ -23,7 +23,8 @@ Baselines (``names()``):
 * ``heft``: heterogeneous earliest finish time (upward rank on mean costs,
   insertion-based), made memory-aware like the Baechi schedulers.
 * ``ordered_eft``: earliest finish time taking nodes in id order without
-  insertion, which is the simulator's default execution order (see below).
+  insertion: the simulator's node-id order (``schedule="static"``; see
+  below).
 
 Shared conventions, chosen to match the simulator's cost model
 (``gplace.sim.simulator``):

@@ -198,7 +198,7 @@ def simulated_peak_bytes(graph: Graph, placement, n_devices: int,
     placement: ``[N]`` int device per node, valid for ``n_devices``.
     n_devices: number of devices ``D``.
     order: optional ``[N]`` priority order (a permutation of node ids);
-      default node-id order, the simulator's default.
+      default node-id order (the simulator's ``schedule="static"``).
   """
   n = graph.n_nodes
   if n == 0:

@@ -355,7 +355,7 @@ def _topo_fill(problem: PlanningProblem, gpus, spill) -> Plan:
       device = fitting[0] if fitting else state.most_room()
     state.commit(i, device, 0.0, 0.0)
     load += work[i]
-  # No schedule, so no order of its own: the simulator's default, id order.
+  # No schedule, so no order of its own: node-id order.
   return state.result()._replace(
       order=np.arange(graph.n_nodes, dtype=np.int32))
 
