@@ -31,6 +31,7 @@ from gplace.rl.types import Batch
 from gplace.sim import bounds
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
+from gplace.workloads import resolve
 
 # A graph name of the form "random_dag:N[:seed]" (tests and benchmarks).
 RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
@@ -108,15 +109,23 @@ def make_topology(config) -> topology_lib.Topology:
 
 
 def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
-  """``(graph, fn, args)`` of a workload name or ``random_dag:N[:seed]``.
+  """``(graph, fn, args)`` of a workload name, ``random_dag:N[:seed]``, a
+  graph file (``.npz`` / ``.json``) or ``module:function``
+  (:mod:`gplace.workloads.resolve`; ``fn`` and ``args`` are None unless it
+  gives a function to capture).
 
   Raises:
-    WorkloadError: an unknown workload, size or step.
+    WorkloadError: an unknown workload, size or step, or a function
+      reference that cannot be imported or called.
+    GraphError: a graph file that is missing or malformed.
   """
   match = RANDOM_DAG.match(name)
   if match:
     seed = int(match.group(2) or config.seed)
     return random_dag(int(match.group(1)), seed=seed, name=name), None, None
+  if resolve.is_reference(name):       # a graph file or module:function
+    found = resolve.load_reference(name)
+    return found.graph, found.fn, found.args
   abstract = config.rl.reward != "executor"
   cache_dir = str(config.get("graph_cache", "") or "")
   cache_path = (os.path.join(cache_dir, f"{name}_{config.workload_size}_"

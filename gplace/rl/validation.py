@@ -26,7 +26,9 @@ from gplace import policies
 from gplace import workloads
 from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
 from gplace.graphs import coarsening
+from gplace.graphs import interchange
 from gplace.rl import data
+from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
@@ -221,10 +223,18 @@ def validate_workloads(config) -> None:
     if match and int(match.group(1)) < 2:
       raise ConfigError(f"config.workload={name!r}: a random_dag needs at "
                         "least 2 nodes; use e.g. 'random_dag:100'.")
+    if resolve.is_reference(name):
+      if config.rl.reward == "executor" and interchange.is_graph_path(name):
+        raise ConfigError(
+            f"config.workload={name!r} is a saved graph, which cannot be "
+            "run: use a simulated reward (config.rl.reward='simulator'), "
+            "or name a module:function that returns (fn, args).")
+      continue
     if not match and name not in workloads.names():
       raise ConfigError(
           f"Unknown workload {name!r} in config.workload; choose from "
-          f"{', '.join(workloads.names())}, or 'random_dag:N[:seed]'.")
+          f"{', '.join(workloads.names())}, 'random_dag:N[:seed]', a graph "
+          "file (.npz / .json) or module:function.")
   if config.workload_size not in workloads.SIZES:
     raise ConfigError(f"Unknown config.workload_size "
                       f"{config.workload_size!r}; choose from "
