@@ -57,7 +57,8 @@ def simulator_reward(problem: Any, placements: jax.Array):
 
 def simulate_host(graph: Graph, placements: np.ndarray,
                   topology: Topology) -> tuple[np.ndarray, np.ndarray]:
-  """Simulates ``placements int [K, N]`` of ``graph`` on the host:
+  """Simulates ``placements int [K, N]`` of ``graph`` on the host in
+  ``gplace.simulate``'s default (dynamic) schedule:
   ``(runtime_s float64 [K], out_of_memory bool [K])``."""
   result = simulator.simulate(graph, np.asarray(placements, np.int32),
                               topology)

@@ -19,9 +19,15 @@ def _saved_run(tmp_path, config, step=4):
   return str(workdir)
 
 
+def _with_search(config):
+  config.optimizer.learning_rate = 3e-4
+  config.rl.mutate_best = 0.01
+  return config
+
+
 def test_resume_refuses_a_different_config(tmp_path):
-  workdir = _saved_run(tmp_path, tiny_config())
-  config = tiny_config()
+  workdir = _saved_run(tmp_path, _with_search(tiny_config()))
+  config = _with_search(tiny_config())
   config.rl.mutate_best = 0.0
   config.optimizer.learning_rate = 1e-3
   with pytest.raises(ConfigError) as info:
@@ -47,8 +53,12 @@ def test_resume_allows_fields_that_do_not_change_results(tmp_path):
 
 
 def test_resume_refuses_a_checkpoint_past_the_last_step(tmp_path):
-  workdir = _saved_run(tmp_path, tiny_config(), step=120)
-  config = tiny_config()  # 50 warm-start + 100 RL steps
+  saved = tiny_config()
+  saved.warm_start.steps, saved.warm_start.baseline = 50, "best"
+  workdir = _saved_run(tmp_path, saved, step=120)
+  config = tiny_config()
+  config.warm_start.steps, config.warm_start.baseline = 50, "best"
+  # 50 warm-start + 60 RL steps
   config.train.num_steps = 60
   with pytest.raises(ConfigError, match="past this config's last step 110"):
     resume.check_resume(config, workdir, 120)
