@@ -19,8 +19,10 @@ import ml_collections
 def get_config():
   config = ml_collections.ConfigDict()
   config.seed = 0
-  # Graphs of the batch: workload names (gplace.workloads.names()) or
-  # "random_dag:N[:seed]", comma-separated for a multi-graph batch.
+  # Graphs of the batch, comma-separated for a multi-graph batch: workload
+  # names (gplace.workloads.names()), "random_dag:N[:seed]", a saved graph
+  # (path.npz / path.json, see gplace.graphs.json_format) or
+  # "module:function" (gplace.workloads.resolve).
   config.workload = "rnnlm2"
   config.workload_size = "tiny"    # tiny | small | paper
   config.workload_step = "train"   # train | infer
