@@ -26,11 +26,13 @@ from gplace.graphs import features as features_lib
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.rl import grouping
-from gplace.rl.rewards import Scorer, simulate_host
+from gplace.rl.rewards import ScheduledProblem, Scorer, simulate_host
 from gplace.rl.types import Batch
 from gplace.sim import bounds
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
+from gplace.sim.dispatch import make_dispatch_problem
+from gplace.sim.priority import bottom_level
 from gplace.workloads import resolve
 
 # A graph name of the form "random_dag:N[:seed]" (tests and benchmarks).
@@ -242,7 +244,8 @@ def warm_start_targets(setups: Sequence[GraphSetup], which: str,
 
 
 def make_batch(setups: Sequence[GraphSetup], topology, *,
-               with_problems: bool = True) -> Batch:
+               with_problems: bool = True,
+               schedule: str = "static") -> Batch:
   """Pads every graph to one budget and stacks them into a
   :class:`~gplace.rl.types.Batch` (host-side numpy).
 
@@ -270,7 +273,9 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   node_budget = _joint_budget(graphs).n_nodes if grouped else budget.n_nodes
   problems = None
   if with_problems:
-    problems = stacked_problems(graphs, topology, node_budget)
+    problems = (stacked_dispatch_problems(graphs, topology, node_budget)
+                if schedule == "dynamic"
+                else stacked_problems(graphs, topology, node_budget))
   group_of = None
   if grouped:
     group_of = grouping.group_index(coarsenings, [g.n_nodes for g in graphs],
@@ -312,6 +317,23 @@ def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):
                       "node budget (nodes of very high degree); split or "
                       "coarsen them (gplace.coarsen) first.")
   return jax.tree.map(lambda *xs: np.stack(xs), *problems)
+
+
+def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
+                              n_nodes: int) -> ScheduledProblem:
+  """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
+  one budget for all graphs, with their critical-path priorities, stacked
+  ``[B, ...]``; padding nodes get the lowest priority."""
+  n_edges = max(max(g.n_edges for g in graphs), 1)
+  problems, priorities = [], []
+  for g in graphs:
+    problems.append(make_dispatch_problem(g, topology, n_nodes=n_nodes,
+                                          n_edges=n_edges))
+    priority = np.full(n_nodes, -3e38, np.float32)
+    priority[:g.n_nodes] = bottom_level(g, topology)
+    priorities.append(priority)
+  stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)
+  return ScheduledProblem(stacked, np.stack(priorities))
 
 
 def host_reward_fns(setups: Sequence[GraphSetup], topology,

@@ -19,7 +19,7 @@ here).
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +29,7 @@ from gplace.errors import RewardError
 from gplace.graphs.graph import Graph
 from gplace.rl.types import RewardFn, Rollout
 from gplace.sim import simulator
+from gplace.sim.dispatch import dispatch_problem
 from gplace.sim.topology import Topology
 
 
@@ -52,6 +53,23 @@ def simulator_reward(problem: Any, placements: jax.Array):
   :func:`gplace.sim.simulator.simulate_problem`: ``placements int32 [K, N]``
   -> ``(runtime_s [K], out_of_memory [K])``. Jittable."""
   result = simulator.simulate_problem(problem, placements)
+  return result.runtime_s, result.oom
+
+
+class ScheduledProblem(NamedTuple):
+  """A graph for :func:`dispatch_reward`: the list scheduler's arrays and
+  the critical-path priority of its nodes (``[n]``; padding lowest)."""
+  dispatch: Any
+  priority: Any
+
+
+def dispatch_reward(problem: ScheduledProblem, placements: jax.Array):
+  """A :data:`~gplace.rl.types.SimulateFn` under ``gplace.simulate``'s
+  default, dynamic schedule (:func:`gplace.sim.dispatch.dispatch_problem`,
+  each placement list-scheduled on the critical path): ``placements int32
+  [K, N]`` -> ``(runtime_s [K], out_of_memory [K])``. Jittable."""
+  result = dispatch_problem(problem.dispatch, placements, problem.priority,
+                            dynamic=True)
   return result.runtime_s, result.oom
 
 

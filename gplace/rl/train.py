@@ -48,7 +48,8 @@ from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
-from gplace.rl.rewards import host_scored_rollout, simulator_reward
+from gplace.rl.rewards import (dispatch_reward, host_scored_rollout,
+                               simulator_reward)
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
                              create_policy, create_train_state,
                              fresh_adam_moments)
@@ -139,11 +140,13 @@ def make_step_fns(policy, optimizer, hparams, *, parallel: int,
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing):
+def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
+                     simulate_fn=simulator_reward):
   """Same model, optimizer and settings -> the same compiled functions (a run
   resumed in the same process does not compile again)."""
   return make_step_fns(policy, optimizer, hparams, parallel=parallel,
-                       label_smoothing=label_smoothing)
+                       label_smoothing=label_smoothing,
+                       simulate_fn=simulate_fn)
 
 
 def replicate(tree, n: int):
@@ -306,7 +309,8 @@ def host_rewards_for(config, setups, topology) -> Optional[HostRewards]:
   """Host rewards: measured (``config.rl.reward == "executor"``) or
   simulated by :func:`gplace.simulate` under its default schedule
   (``"simulator_host"``: the schedule the baselines and the final table are
-  scored with); None for ``"simulator"`` (scored inside the jitted step)."""
+  scored with); None for ``"simulator"`` and ``"simulator_dynamic"`` (scored
+  inside the jitted step, in node-id order or in the default schedule)."""
   if config.rl.reward not in ("executor", "simulator_host"):
     return None
   return HostRewards(data.host_reward_fns(setups, topology, config),
@@ -348,13 +352,16 @@ def train_and_evaluate(config, workdir: str, *,
   setups = data.setup_graphs(config, topology, data.workload_names(config),
                              log=log)
   host_rewards = host_rewards_for(config, setups, topology)
-  batch = data.make_batch(setups, topology, with_problems=host_rewards is None)
+  dynamic = config.rl.reward == "simulator_dynamic"
+  batch = data.make_batch(setups, topology, with_problems=host_rewards is None,
+                          schedule="dynamic" if dynamic else "static")
   warm = warm_start(config, setups, batch, log)
   schedule = Schedule.from_config(config, warm_start=warm is not None)
   policy = create_policy(config, topology.n_devices)
   optimizer = create_optimizer(config)
   fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
-                         float(config.warm_start.get("label_smoothing", 0.0)))
+                         float(config.warm_start.get("label_smoothing", 0.0)),
+                         dispatch_reward if dynamic else simulator_reward)
   target = jnp.asarray(warm.targets if warm is not None else np.zeros(
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
   # Closing both (also on errors) finishes pending asynchronous saves.

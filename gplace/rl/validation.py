@@ -33,7 +33,7 @@ from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
-REWARDS = ("simulator", "simulator_host", "executor")
+REWARDS = ("simulator", "simulator_dynamic", "simulator_host", "executor")
 
 
 class IntRange(NamedTuple):
@@ -108,7 +108,8 @@ _MISSING = object()
 def num_parallel_devices(config) -> int:
   """Devices the RL update is split over (pmap over local devices; 1 with
   host rewards, executor or simulator_host, or ``config.pmap=False``)."""
-  if config.rl.reward != "simulator" or not config.pmap:
+  if config.rl.reward not in ("simulator", "simulator_dynamic") or (
+      not config.pmap):
     return 1
   return jax.local_device_count()
 

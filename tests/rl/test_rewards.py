@@ -104,3 +104,19 @@ def test_simulator_reward_is_jittable_and_matches_the_host():
   dynamic = simulator.simulate(graph, np.asarray(placements), topology)
   np.testing.assert_allclose(host_runtime, dynamic.runtime_s, rtol=1e-6)
   np.testing.assert_array_equal(host_oom, dynamic.oom)
+
+
+def test_dispatch_reward_is_the_default_schedule_of_padded_graphs():
+  from gplace.rl import data
+  graphs = [random_dag(20, seed=1), random_dag(13, seed=2)]
+  topology = topology_lib.preset("1cpu+2gpu")
+  stacked = data.stacked_dispatch_problems(graphs, topology, n_nodes=24)
+  rng = np.random.default_rng(0)
+  for b, graph in enumerate(graphs):
+    problem = jax.tree.map(lambda x: x[b], stacked)
+    placements = rng.integers(0, 3, (3, 24))
+    runtime, oom = jax.jit(rewards.dispatch_reward)(
+        problem, jnp.asarray(placements, jnp.int32))
+    want = simulator.simulate(graph, placements[:, :graph.n_nodes], topology)
+    np.testing.assert_allclose(runtime, want.runtime_s, rtol=1e-6)
+    np.testing.assert_array_equal(oom, want.oom)

@@ -330,3 +330,21 @@ def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
   assert result.best_runtime_s[0] == pytest.approx(best, rel=1e-5)
   assert records[-1]["best_runtime_s"][0] == pytest.approx(best, rel=1e-5)
   assert any("policy greedy" in line for line in lines)
+
+
+def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
+  # rl.reward="simulator_dynamic" scores samples inside the jitted step with
+  # the list scheduler, so the run's best equals gplace.simulate's default.
+  config = tiny_config()
+  config.workload = "random_dag:40:1,random_dag:30:2"
+  config.rl.reward = "simulator_dynamic"
+  config.rl.mutate_best = 0.0
+  config.warm_start.baseline = "none"
+  config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
+  result = train.train_and_evaluate(config, str(tmp_path), log=lambda _: None)
+  topology = topology_lib.preset("1cpu+2gpu")
+  for b, (n, seed) in enumerate([(40, 1), (30, 2)]):
+    graph = random_dag(n, seed=seed, name=f"random_dag:{n}:{seed}")
+    best = float(simulate(graph, result.best_placements[b][:n],
+                          topology).runtime_s)
+    assert result.best_runtime_s[b] == pytest.approx(best, rel=1e-5)
