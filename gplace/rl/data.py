@@ -31,7 +31,7 @@ from gplace.rl.types import Batch
 from gplace.sim import bounds
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
-from gplace.sim.dispatch import make_dispatch_problem
+from gplace.sim.dispatch import PAD_PRIORITY, make_dispatch_problem
 from gplace.sim.priority import bottom_level
 from gplace.workloads import resolve
 
@@ -329,7 +329,7 @@ def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
   for g in graphs:
     problems.append(make_dispatch_problem(g, topology, n_nodes=n_nodes,
                                           n_edges=n_edges))
-    priority = np.full(n_nodes, -3e38, np.float32)
+    priority = np.full(n_nodes, PAD_PRIORITY, np.float32)
     priority[:g.n_nodes] = bottom_level(g, topology)
     priorities.append(priority)
   stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)

@@ -60,6 +60,10 @@ from gplace.sim.topology import Topology, validate_costs
 #: Candidate buffer slots per placement (see :func:`dispatch_problem`).
 BUFFER_WIDTH = 64
 
+#: Priority for padding nodes of a budget-padded problem: below any real
+#: node's, so they never change a schedule.
+PAD_PRIORITY = np.float32(-3e38)
+
 
 class DispatchProblem(NamedTuple):
   """A graph, topology and costs as padded arrays for :func:`simulate_dispatch`.

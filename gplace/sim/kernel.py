@@ -50,6 +50,17 @@ def one_kernel_loops(enabled: bool = True):
     _ONE_KERNEL_SCOPE.reset(token)
 
 
+def _as_one_kernel(fn):
+  """``fn`` as a call XLA's CPU backend compiles into one native function
+  (tagged ``xla_cpu_small_call`` and kept from inlining)."""
+
+  def one_kernel(*args):
+    return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
+                         inlineable="false")
+
+  return one_kernel
+
+
 def _one_kernel(fn, *args):
   """``fn(*args)``; on CPU, compiled as one kernel. ``fn`` must not close
   over traced values (pass them in ``args``).
@@ -69,9 +80,7 @@ def _one_kernel(fn, *args):
   if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
     return fn(*args)
 
-  def one_kernel(*args):
-    return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
-                         inlineable="false")
+  one_kernel = _as_one_kernel(fn)
 
   @jax.custom_batching.custom_vmap
   def run(*args):
@@ -115,9 +124,7 @@ def per_member_kernel(fn, batched: tuple, shared: tuple):
   if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
     return fn(*batched, *shared)
 
-  def one_kernel(*args):
-    return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
-                         inlineable="false")
+  one_kernel = _as_one_kernel(fn)
 
   def per_member(batched, shared):
     def member(values):

@@ -83,7 +83,8 @@ import numpy as np
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
-from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
+from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
+                                 make_dispatch_problem)
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, flag_constraint_violations,
@@ -267,10 +268,6 @@ def bucket(size: int, smallest: int = 16) -> int:
   return -(-size // step) * step
 
 
-#: Priority of padding nodes in bucketed problems: below any real one.
-_PAD_PRIORITY = np.float32(-3e38)
-
-
 def _simulate_schedules(graph: Graph, topology: Topology, costs,
                         placements: np.ndarray, priority: np.ndarray, *,
                         dynamic: bool) -> SimResult:
@@ -288,7 +285,7 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   padded = np.zeros((k_pad, n_pad), np.int32)
   padded[:k, :n] = placements
   padded[k:, :n] = placements[0]
-  prio = np.full((k_pad, n_pad), _PAD_PRIORITY, np.float32)
+  prio = np.full((k_pad, n_pad), PAD_PRIORITY, np.float32)
   priority = np.broadcast_to(priority, (k, n))
   prio[:k, :n] = priority
   prio[k:, :n] = priority[0]
