@@ -18,13 +18,35 @@ one row of device logits per node::
   ``gplace.rl.log_prob(logits, placements, node_mask) -> [K]`` are the only
   two things RL needs from a policy.
 
-Policies that decide op by op (ColocRL's seq2seq, HDP's grouper-placer) fit the
-same interface by teacher forcing: given ``placements=[K, N_pad]`` they return
-logits ``[K, N_pad, D]`` conditioned on the earlier decisions, which
-``gplace.rl.log_prob`` accepts unchanged (it broadcasts over a leading ``K``);
-they add a ``sample(graphs, rng, num_samples, device_mask=None)`` method for
-the decoding loop. Groupers return node logits by gathering each node's group
-row, so the RL side never knows about groups.
+Sequential policies
+-------------------
+Policies that decide step by step (ColocRL's seq2seq, HDP's grouper-placer,
+Placeto's node walk) set the class attribute ``sequential = True`` and
+describe their decisions as *actions* ``int32 [K, A]`` (``A`` fixed by the
+padded layout: e.g. one device per node, or a group per node followed by a
+device per group). They have two entry points::
+
+  scores = policy.apply(params, graphs, device_mask, actions)   # ActionScores
+  placements, actions = policy.apply(params, graphs, device_mask, keys,
+                                     greedy=False, method="sample")
+
+* ``__call__(graphs, device_mask=None, actions=None)`` scores given actions
+  by teacher forcing: an :class:`ActionScores` of per-action
+  log-probabilities and entropies ``[K, A]`` and the mask ``[A]`` of real
+  actions (``actions=None``: one all-zero row, for ``init``).
+* ``sample(graphs, device_mask, keys, greedy=False)``: one decoding per key
+  (``keys [K, 2]``), a ``lax.scan`` inside the jitted step; returns the node
+  (or group) placements ``int32 [K, N_pad]`` and the actions taken
+  ``int32 [K, A]``. ``greedy=True`` takes the most likely action at every
+  step (every row the same).
+* ``placement_actions = True`` says the actions *are* the placements
+  (``A = N_pad``), so a warm start can teacher-force a baseline placement
+  and a search can mutate placements; otherwise neither is possible.
+
+Scoring the sampled actions again must reproduce the sampler's
+log-probabilities (tests check it per policy). :mod:`gplace.rl` turns either
+kind of policy into the same sample / score / greedy functions
+(:func:`gplace.rl.policy_fns.policy_fns`).
 
 The registry
 ------------
@@ -36,7 +58,7 @@ name, the number of devices and the family's hyperparameters (the keys of
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jraph
@@ -55,6 +77,28 @@ class Policy(Protocol):
   def apply(self, params: Any, graphs: jraph.GraphsTuple,
             device_mask: Optional[jax.Array] = None) -> jax.Array:
     """``f32 [N_pad, D]`` logits (or ``[K, N_pad, D]`` teacher-forced)."""
+
+
+class ActionScores(NamedTuple):
+  """A sequential policy's teacher-forced view of actions ``[K, A]``.
+
+  Attributes:
+    log_probs: ``f32 [K, A]``, log-probability of each action given the
+      earlier ones (0 where ``mask`` is False).
+    entropy: ``f32 [K, A]``, entropy (nats) of each step's distribution.
+    mask: ``bool [A]``, real actions (padding nodes and groups: False).
+  """
+
+  log_probs: jax.Array
+  entropy: jax.Array
+  mask: jax.Array
+
+
+def is_sequential(policy: Any) -> bool:
+  """Whether ``policy`` (a module or its bound ``apply``) is a sequential
+  policy (see the module docstring)."""
+  module = getattr(policy, "__self__", policy)
+  return bool(getattr(type(module), "sequential", False))
 
 
 # factory(num_devices, **hyperparameters) -> Policy

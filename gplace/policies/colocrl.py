@@ -1,0 +1,1 @@
+"""colocrl placement policy (being written; see issue 11)."""

@@ -1,0 +1,1 @@
+"""hdp placement policy (being written; see issue 11)."""

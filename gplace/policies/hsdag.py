@@ -1,0 +1,1 @@
+"""hsdag placement policy (being written; see issue 11)."""

@@ -1,0 +1,1 @@
+"""placeto placement policy (being written; see issue 11)."""
