@@ -200,6 +200,61 @@ class TabularPolicy(nn.Module):
     return table[graphs.nodes["position"]]
 
 
+class SequentialTabularPolicy(nn.Module):
+  """A sequential policy (:mod:`gplace.policies.base`) in its smallest form:
+  node ``i``'s logits are a free row per position plus a free row per device
+  of node ``i - 1``, decoded by a ``lax.scan`` (actions = placements)."""
+  num_devices: int = 3
+  max_nodes: int = 16
+  sequential = True
+  placement_actions = True
+
+  def setup(self):
+    self.table = self.param("table", nn.initializers.zeros,
+                            (self.max_nodes, self.num_devices))
+    self.previous = self.param("previous", nn.initializers.normal(0.1),
+                               (self.num_devices + 1, self.num_devices))
+
+  def _logits(self, graphs, device_mask, previous):
+    logits = self.table[graphs.nodes["position"]] + self.previous[previous]
+    if device_mask is not None:
+      logits = jnp.where(device_mask, logits, -1e9)
+    return logits
+
+  def __call__(self, graphs, device_mask=None, actions=None):
+    # pylint: disable-next=g-import-not-at-top
+    from gplace.policies.base import ActionScores
+    mask = graphs.nodes["mask"]
+    if actions is None:
+      actions = jnp.zeros((1,) + mask.shape, jnp.int32)
+    start = jnp.full(actions.shape[:1] + (1,), self.num_devices)
+    previous = jnp.concatenate([start, actions[:, :-1]], 1)
+    log_p = jax.nn.log_softmax(self._logits(graphs, device_mask, previous))
+    taken = jnp.take_along_axis(log_p, actions[..., None], -1)[..., 0]
+    entropy = -jnp.sum(jnp.exp(log_p) * log_p, -1)
+    return ActionScores(jnp.where(mask, taken, 0.0),
+                        jnp.where(mask, entropy, 0.0), mask)
+
+  def sample(self, graphs, device_mask, keys, greedy: bool = False):
+    n = graphs.nodes["mask"].shape[0]
+    logits_all = self.table[graphs.nodes["position"]]  # [N, D]
+    masks = (jnp.ones((n, self.num_devices), bool) if device_mask is None
+             else jnp.broadcast_to(device_mask, (n, self.num_devices)))
+
+    def decode(key):
+      def step(previous, i):
+        logits = jnp.where(masks[i], logits_all[i] + self.previous[previous],
+                           -1e9)
+        action = (jnp.argmax(logits) if greedy else jax.random.categorical(
+            jax.random.fold_in(key, i), logits)).astype(jnp.int32)
+        return action, action
+      return jax.lax.scan(step, jnp.int32(self.num_devices),
+                          jnp.arange(n))[1]
+
+    actions = jax.vmap(decode)(keys)
+    return actions, actions
+
+
 def toy_train_state(policy, batch, optimizer, seed: int = 0):
   """``gplace.rl.state.init_train_state`` for ``policy`` on the batch's first
   graph."""

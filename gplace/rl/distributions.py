@@ -72,14 +72,20 @@ def log_prob(logits: jax.Array, placements: jax.Array,
   return node_log_probs(logits, placements, node_mask).sum(-1)
 
 
+def node_entropy(logits: jax.Array) -> jax.Array:
+  """``f32 [..., N]``: entropy (nats) of each node's categorical."""
+  log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
 def entropy(logits: jax.Array,
             node_mask: Optional[jax.Array] = None) -> jax.Array:
-  """``f32 []``: mean over real nodes of the per-node entropy (nats)."""
-  log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-  per_node = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+  """``f32 []``: mean over real nodes (and any leading ``K``) of the
+  per-node entropy (nats)."""
+  per_node = node_entropy(logits)
   if node_mask is None:
     return per_node.mean()
-  weight = node_mask.astype(jnp.float32)
+  weight = jnp.broadcast_to(node_mask, per_node.shape).astype(jnp.float32)
   return jnp.sum(per_node * weight) / jnp.maximum(weight.sum(), 1.0)
 
 

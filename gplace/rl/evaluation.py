@@ -12,7 +12,8 @@ what the policy places *by itself*, with no best-ever bookkeeping and no
 search:
 
 * **greedy**: every node (or group) on its most likely device (the argmax of
-  the policy's logits);
+  the policy's logits; a sequential policy's most likely action at every
+  step);
 * **sampled**: ``K`` fresh placements drawn from the policy's softmax (not
   the ``rl.explore_epsilon`` mixture used for training samples), reported as
   their mean and their best.
@@ -31,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.rl.distributions import sample_placements
 from gplace.rl.grouping import expand_to_nodes
+from gplace.rl.policy_fns import policy_fns
 from gplace.rl.types import ApplyFn, Batch, RewardFn
 
 #: Row names of the policy's own placements, in tables and ``results.json``.
@@ -96,19 +97,24 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
     params: policy parameters.
     batch: ``B`` graphs (with ``group_of``: the policy places groups).
     rng: a PRNG key; graph ``b`` samples with ``split(rng, B)[b]``.
-    apply_fn: the policy.
+    apply_fn: the policy (its ``apply``, the module, or
+      :class:`~gplace.rl.policy_fns.PolicyFns`).
     num_samples: ``K``.
 
   Returns:
     ``(greedy int32 [B, N_pad], samples int32 [B, K, N_pad])``, one device
     per node of the original graphs.
   """
-  logits = jax.vmap(lambda g, m: apply_fn(params, g, m))(
-      batch.graphs, batch.device_mask)  # [B, G_pad, D]
-  greedy = jnp.argmax(logits, -1).astype(jnp.int32)  # [B, G_pad]
-  keys = jax.random.split(rng, logits.shape[0])
-  samples = jax.vmap(functools.partial(sample_placements,
-                                       num_samples=num_samples))(logits, keys)
+  fns = policy_fns(apply_fn)  # the plain policy, never the exploration mix
+  greedy = jax.vmap(lambda g, m: fns.greedy(params, g, m))(
+      batch.graphs, batch.device_mask)  # [B, G_pad]
+  keys = jax.random.split(rng, greedy.shape[0])
+
+  def draw(graph, device_mask, key):
+    keys = jax.random.split(key, num_samples)
+    return fns.sample(params, graph, device_mask, keys)[0]
+
+  samples = jax.vmap(draw)(batch.graphs, batch.device_mask, keys)
   return (expand_to_nodes(greedy, batch.group_of),
           expand_to_nodes(samples, batch.group_of))
 

@@ -62,13 +62,17 @@ class Rollout(NamedTuple):
 
   Attributes:
     placements: ``int32 [B, K_local, N]``.
-    node_log_probs: ``f32 [B, K_local, N]`` under the sampling policy (zero on
-      padding nodes).
+    node_log_probs: ``f32 [B, K_local, A]``, per-action log-probabilities
+      under the sampling policy (zero on padding); for a one-shot policy the
+      actions are the placements (``A = N``).
     runtime_s: ``f32 [B, K_local]`` (filled after scoring).
     failed: ``bool [B, K_local]``.
+    actions: ``int32 [B, K_local, A]``, a sequential policy's actions
+      (:mod:`gplace.rl.policy_fns`); None: the actions are ``placements``.
   """
 
   placements: jax.Array
   node_log_probs: jax.Array
   runtime_s: jax.Array
   failed: jax.Array
+  actions: Any = None

@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from gplace.rl.distributions import (exploration_logits, node_log_probs,
-                                     sample_with_keys)
 from gplace.rl.grouping import expand_to_nodes, group_placement
-from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
+from gplace.rl.losses import (ppo_objective, reinforce_objective,
+                              sequential_supervised_loss, supervised_loss)
+from gplace.rl.policy_fns import PolicyFns, policy_fns
 from gplace.rl.rewards import effective_runtime
 from gplace.rl.types import ApplyFn, Batch, Rollout, SimulateFn
 
@@ -51,21 +51,11 @@ def _axis_size_and_index(axis_name):
   return jax.lax.axis_size(axis_name), jax.lax.axis_index(axis_name)
 
 
-def _all_logits(params, batch: Batch, apply_fn: ApplyFn):
-  """``[B, N, D]``: the policy on every graph of the batch."""
-  return jax.vmap(lambda g, m: apply_fn(params, g, m))(batch.graphs,
-                                                       batch.device_mask)
-
-
-def _policy_logits(params, batch: Batch, apply_fn: ApplyFn,
-                   hparams: RLHyperparams):
-  """``[B, N, D]`` logits of the policy RL samples from and trains."""
-  logits = _all_logits(params, batch, apply_fn)
-  if not hparams.explore_epsilon:
-    return logits
-  mask = batch.device_mask
-  mask = mask[:, None, :] if mask.ndim == 2 else mask
-  return exploration_logits(logits, hparams.explore_epsilon, mask)
+def _fns(apply_fn, hparams: Optional[RLHyperparams] = None) -> PolicyFns:
+  """The policy (module, bound ``apply`` or :class:`PolicyFns`) as
+  :class:`PolicyFns`."""
+  eps = hparams.explore_epsilon if hparams is not None else 0.0
+  return policy_fns(apply_fn, eps)
 
 
 def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
@@ -73,35 +63,45 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
                    axis_name: Optional[str] = None):
   """Samples this device's share of ``K`` placements per graph.
 
+  ``apply_fn``: the policy (a one-shot ``apply``, a policy module, or
+  :class:`~gplace.rl.policy_fns.PolicyFns`; sequential policies decode
+  inside this function).
+
   Returns:
     ``(state with the next rng, Rollout)``; ``runtime_s`` / ``failed`` of the
     rollout are placeholders until scored.
   """
+  fns = _fns(apply_fn, hparams)
   axis_size, axis_index = _axis_size_and_index(axis_name)
   local = hparams.num_samples // axis_size
   rng, step_rng = jax.random.split(state.rng)
   num_graphs = batch.failing_runtime_s.shape[0]
-  logits = _policy_logits(state.params, batch, apply_fn, hparams)
+  num_groups = batch.graphs.nodes["mask"].shape[1]
+  num_devices = batch.device_mask.shape[-1]
+  params = state.params
 
-  def one_graph(logits, graph_rng, mask, best):
+  def one_graph(graph, device_mask, graph_rng, best):
     keys = jax.random.split(graph_rng, hparams.num_samples)
     keys = jax.lax.dynamic_slice_in_dim(keys, axis_index * local, local)
-    placements = sample_with_keys(logits, keys)
-    if hparams.mutate_best:
+    placements, actions = fns.sample(params, graph, device_mask, keys)
+    if hparams.mutate_best:  # validated: only where actions = placements
       def keep(key):
         return jax.random.uniform(jax.random.fold_in(key, 1),
                                   best.shape) >= hparams.mutate_best
       placements = jnp.where(jax.vmap(keep)(keys), best[None], placements)
-    return placements, node_log_probs(logits, placements, mask)
+      actions = placements
+    scores = fns.score(params, graph, device_mask, actions)
+    return placements, actions, scores.log_probs
 
-  placements, log_probs = jax.vmap(one_graph)(
-      logits, jax.random.split(step_rng, num_graphs),
-      batch.graphs.nodes["mask"],
-      group_placement(state.best_placement, batch.group_of,
-                      logits.shape[1], logits.shape[2]))
+  placements, actions, log_probs = jax.vmap(one_graph)(
+      batch.graphs, batch.device_mask,
+      jax.random.split(step_rng, num_graphs),
+      group_placement(state.best_placement, batch.group_of, num_groups,
+                      num_devices))
   zeros = jnp.zeros(placements.shape[:2], jnp.float32)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
-                    zeros.astype(bool))
+                    zeros.astype(bool),
+                    actions=actions if fns.sequential else None)
   return state.replace(rng=rng), rollout
 
 
@@ -147,21 +147,23 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   new_baseline = decay * baseline + (1 - decay) * batch_mean
   new_reward_var = decay * reward_var + (1 - decay) * deviation_sq
 
-  node_mask = batch.graphs.nodes["mask"]
+  fns = _fns(apply_fn, hparams)
+  actions = rollout.placements if rollout.actions is None else rollout.actions
 
   def loss_fn(params):
-    logits = _policy_logits(params, batch, apply_fn, hparams)
+    scores = jax.vmap(lambda g, m, a: fns.score(params, g, m, a))(
+        batch.graphs, batch.device_mask, actions)
     if hparams.loss == "ppo":
-      per_graph = functools.partial(ppo_loss, clip=hparams.ppo_clip,
+      per_graph = functools.partial(ppo_objective, clip=hparams.ppo_clip,
                                     entropy_weight=hparams.entropy_weight)
       losses, metrics = jax.vmap(per_graph)(
-          logits, rollout.placements, rollout.node_log_probs, advantages,
-          node_mask)
+          scores.log_probs, rollout.node_log_probs, scores.entropy,
+          advantages, scores.mask)
     else:
-      per_graph = functools.partial(reinforce_loss,
+      per_graph = functools.partial(reinforce_objective,
                                     entropy_weight=hparams.entropy_weight)
-      losses, metrics = jax.vmap(per_graph)(logits, rollout.placements,
-                                            advantages, node_mask)
+      losses, metrics = jax.vmap(per_graph)(scores.log_probs, scores.entropy,
+                                            advantages, scores.mask)
     return losses.mean(), jax.tree.map(jnp.mean, metrics)
 
   def gradient_step(carry, _):
@@ -249,13 +251,21 @@ def supervised_step(state: TrainState, batch: Batch, target: jax.Array, *,
     ``(new state, metrics)`` with ``supervised_loss``, ``accuracy``,
     ``loss``.
   """
+  fns = _fns(apply_fn)
   loss_one = functools.partial(supervised_loss,
                                label_smoothing=label_smoothing)
 
   def loss_fn(params):
-    logits = _all_logits(params, batch, apply_fn)
-    losses, metrics = jax.vmap(loss_one)(logits, target,
-                                         batch.graphs.nodes["mask"])
+    if fns.sequential:  # teacher-forced on the target (actions = placements)
+      scores = jax.vmap(lambda g, m, t: fns.score(params, g, m, t[None]))(
+          batch.graphs, batch.device_mask, target)
+      losses, metrics = jax.vmap(sequential_supervised_loss)(
+          scores.log_probs[:, 0], scores.mask)
+    else:
+      logits = jax.vmap(lambda g, m: fns.logits(params, g, m))(
+          batch.graphs, batch.device_mask)
+      losses, metrics = jax.vmap(loss_one)(logits, target,
+                                           batch.graphs.nodes["mask"])
     return losses.mean(), jax.tree.map(jnp.mean, metrics)
 
   (loss, metrics), grads = jax.value_and_grad(loss_fn,

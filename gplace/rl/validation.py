@@ -297,14 +297,44 @@ def validate_policy(config) -> None:
         f"config.policy.hidden_size={hidden} must be divisible by "
         f"config.policy.num_heads={heads}; use e.g. "
         f"--config.policy.num_heads={_divisors_near(hidden, heads)}.")
+  num_devices = 1
+  if config.topology in topology_lib.preset_names():
+    num_devices = topology_lib.preset(config.topology).n_devices
   try:
-    policies.create_policy(name, 1, **hparams)
+    policy = policies.create_policy(name, num_devices, **hparams)
   except PolicyError as err:
     raise ConfigError(f"config.policy: {err}") from err
   except (TypeError, ValueError, ZeroDivisionError) as err:
     raise ConfigError(f"config.policy: the {name!r} policy rejects these "
                       f"hyperparameters ({first_line(err)}); compare them "
                       "with experiments/configs/quickstart.py.") from err
+  _validate_sequential(config, name, policy)
+
+
+def _validate_sequential(config, name: str, policy) -> None:
+  """What a sequential policy (:func:`gplace.policies.is_sequential`)
+  cannot do: the exploration mixture (one-shot only), and, unless its
+  actions are placements, a warm start or a search around the best."""
+  if not policies.is_sequential(policy):
+    return
+  if float(config.rl.get("explore_epsilon", 0.0)):
+    raise ConfigError(
+        f"config.rl.explore_epsilon applies to one-shot policies; the "
+        f"{name!r} policy decodes step by step. Set "
+        "--config.rl.explore_epsilon=0 (rl.entropy_weight keeps it "
+        "exploring).")
+  if getattr(type(policy), "placement_actions", False):
+    return
+  if config.warm_start.baseline != "none":
+    raise ConfigError(
+        f"config.warm_start.baseline={config.warm_start.baseline!r}: the "
+        f"{name!r} policy's actions are not placements (it also chooses "
+        "groups), so it cannot be fitted to a baseline placement; set "
+        "--config.warm_start.baseline=none.")
+  if float(config.rl.get("mutate_best", 0.0)):
+    raise ConfigError(
+        f"config.rl.mutate_best needs actions that are placements; the "
+        f"{name!r} policy's are not. Set --config.rl.mutate_best=0.")
 
 
 def validate_rl(config) -> None:

@@ -1,0 +1,132 @@
+"""One set of functions for every kind of policy: sample, score, greedy.
+
+Where this sits: :mod:`gplace.rl.update` and :mod:`gplace.rl.evaluation`
+never call a policy directly; they call the :class:`PolicyFns` built here
+from it. A *one-shot* policy (GO, HSDAG: ``apply(params, graphs, mask) ->
+logits [N, D]``, every node an independent categorical) and a *sequential*
+policy (ColocRL, HDP, Placeto: actions decoded step by step, scored by
+teacher forcing; see :mod:`gplace.policies.base`) then look the same:
+
+* ``sample(params, graphs, mask, keys [K, 2]) -> (placements [K, N],
+  actions [K, A])``;
+* ``score(params, graphs, mask, actions [K, A]) -> ActionScores`` (per-action
+  log-probabilities and entropies ``[K, A]``, the action mask ``[A]``);
+* ``greedy(params, graphs, mask) -> placement [N]``.
+
+For a one-shot policy the actions are the placements (``A = N``) and the
+scores come from one set of logits, so this is exactly what the loop did
+before sequential policies existed (same samples for the same keys). With
+``explore_epsilon > 0`` a one-shot policy samples and scores the ``eps``-
+uniform mixture (:func:`gplace.rl.distributions.exploration_logits`);
+sequential policies have no such mixture (the config validator refuses it).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gplace.policies.base import ActionScores, is_sequential
+from gplace.rl.distributions import (exploration_logits, node_entropy,
+                                     node_log_probs, sample_with_keys)
+
+
+class PolicyFns(NamedTuple):
+  """A policy seen by the RL loop (see the module docstring).
+
+  Attributes:
+    sample: ``(params, graphs, device_mask, keys [K, 2]) -> (placements
+      int32 [K, N], actions int32 [K, A])``.
+    score: ``(params, graphs, device_mask, actions [K, A]) ->``
+      :class:`~gplace.policies.base.ActionScores`.
+    greedy: ``(params, graphs, device_mask) -> int32 [N]``.
+    logits: one-shot policies only: ``(params, graphs, device_mask) -> [N,
+      D]`` (the warm start's cross-entropy; None for sequential ones).
+    sequential: whether the policy decodes step by step.
+    placement_actions: whether actions are the placements (a warm start can
+      teacher-force a baseline, a search can mutate them).
+  """
+
+  sample: Callable
+  score: Callable
+  greedy: Callable
+  logits: Any
+  sequential: bool
+  placement_actions: bool
+
+
+def _one_shot(apply_fn: Callable, explore_epsilon: float) -> PolicyFns:
+
+  def logits(params, graphs, device_mask):
+    return exploration_logits(apply_fn(params, graphs, device_mask),
+                              explore_epsilon, device_mask)
+
+  def sample(params, graphs, device_mask, keys):
+    placements = sample_with_keys(logits(params, graphs, device_mask), keys)
+    return placements, placements
+
+  def score(params, graphs, device_mask, actions):
+    out = logits(params, graphs, device_mask)
+    node_mask = graphs.nodes["mask"]
+    entropy = jnp.where(node_mask, node_entropy(out), 0.0)
+    return ActionScores(node_log_probs(out, actions, node_mask),
+                        jnp.broadcast_to(entropy, actions.shape), node_mask)
+
+  def greedy(params, graphs, device_mask):
+    # The policy's own argmax (never the exploration mixture).
+    out = apply_fn(params, graphs, device_mask)
+    return jnp.argmax(out, -1).astype(jnp.int32)
+
+  def raw_logits(params, graphs, device_mask):
+    return apply_fn(params, graphs, device_mask)
+
+  return PolicyFns(sample, score, greedy, raw_logits, sequential=False,
+                   placement_actions=True)
+
+
+def _sequential(module) -> PolicyFns:
+
+  def sample(params, graphs, device_mask, keys):
+    return module.apply(params, graphs, device_mask, keys,
+                        method=type(module).sample)
+
+  def score(params, graphs, device_mask, actions):
+    return module.apply(params, graphs, device_mask, actions)
+
+  def greedy(params, graphs, device_mask):
+    keys = jax.random.split(jax.random.PRNGKey(0), 1)
+    placements, _ = module.apply(params, graphs, device_mask, keys,
+                                 greedy=True, method=type(module).sample)
+    return placements[0]
+
+  return PolicyFns(sample, score, greedy, None, sequential=True,
+                   placement_actions=bool(getattr(type(module),
+                                                  "placement_actions",
+                                                  False)))
+
+
+@functools.lru_cache(maxsize=32)
+def policy_fns(policy: Any, explore_epsilon: float = 0.0) -> PolicyFns:
+  """The :class:`PolicyFns` of ``policy``.
+
+  Args:
+    policy: a policy module, its bound ``apply``, a plain one-shot apply
+      function ``(params, graphs, device_mask) -> logits [N, D]``, or
+      already a :class:`PolicyFns` (returned as it is).
+    explore_epsilon: one-shot policies sample and score the ``eps``-uniform
+      mixture (0: the plain softmax).
+
+  The same arguments return the same object (functions jitted over it are
+  reused).
+  """
+  if isinstance(policy, PolicyFns):
+    return policy
+  module = getattr(policy, "__self__", policy)
+  if is_sequential(module):
+    return _sequential(module)
+  apply_fn = getattr(module, "apply", policy) if hasattr(
+      module, "init") else policy
+  return _one_shot(apply_fn, float(explore_epsilon))
