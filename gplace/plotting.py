@@ -1,7 +1,7 @@
 """Pictures of placements and schedules (matplotlib, host-side, off the hot
-path): a Gantt chart of the simulated schedule per device, a bar chart of
-how much of the graph's work each device got, and a training run's learning
-curve.
+path): a Gantt chart of the simulated schedule per device, the op graph
+coloured by device, a bar chart of how much of the graph's work each device
+got, and a training run's learning curve.
 
 Used by the notebooks in ``colabs/`` and by training reports; the
 ``plot_*`` functions that draw into a figure take an optional ``ax`` and
@@ -51,8 +51,8 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     ax: matplotlib axes to draw into (default: a new figure).
     max_ops: draw at most this many of the longest ops (big graphs).
     title: axes title (default: graph name and simulated runtime).
-    **schedule_args: ``order=``, ``priority=`` or ``schedule="dynamic"``,
-      as in ``gplace.simulate`` (default: node-id order).
+    **schedule_args: ``order=``, ``priority=`` or ``schedule="static"``,
+      as in ``gplace.simulate`` (default: its default, the dynamic schedule).
 
   Returns:
     The axes.
@@ -102,6 +102,57 @@ def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
   ax.set_ylabel("share of FLOPs")
   ax.tick_params(axis="x", rotation=45)
   ax.legend(fontsize="small")
+  return ax
+
+
+def graph_layout(graph: Graph) -> np.ndarray:
+  """``f64 [N, 2]`` positions for drawing a DAG left to right: ``x`` is a
+  node's depth (longest path from a source), ``y`` spreads the nodes of one
+  depth evenly over ``[-1, 1]`` in id order."""
+  depth = np.zeros(graph.n_nodes, np.int64)
+  order = np.argsort(graph.edge_dst, kind="stable")  # ids are topological
+  for src, dst in zip(graph.edge_src[order], graph.edge_dst[order]):
+    depth[dst] = max(depth[dst], depth[src] + 1)
+  y = np.zeros(graph.n_nodes)
+  for d in np.unique(depth):
+    members = np.flatnonzero(depth == d)
+    y[members] = np.linspace(-1, 1, members.size + 2)[1:-1]
+  return np.stack([depth.astype(np.float64), y], 1)
+
+
+def plot_placement_graph(graph: Graph, placement, topology: Topology, *,
+                         ax=None, title: str | None = None):
+  """The op graph, left to right by depth, each node coloured by its device
+  (as the ColocRL paper draws its NMT and Inception placements).
+
+  Args:
+    graph: the op graph (a few thousand nodes at most stay legible).
+    placement: ``[N]`` device per node.
+    topology: devices the placement indexes (legend names).
+    ax: matplotlib axes to draw into (default: a new figure).
+    title: axes title (default: the graph's name).
+
+  Returns:
+    The axes.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  from matplotlib.collections import LineCollection  # pylint: disable=g-import-not-at-top
+  ax = _axes(ax, (10, 4))
+  placement = np.asarray(placement)
+  xy = graph_layout(graph)
+  segments = np.stack([xy[graph.edge_src], xy[graph.edge_dst]], 1)
+  ax.add_collection(LineCollection(segments, colors="0.8", linewidths=0.5,
+                                   zorder=1))
+  cmap = matplotlib.colormaps["tab10"]
+  for dev in range(topology.n_devices):
+    mine = placement == dev
+    if mine.any():
+      ax.scatter(xy[mine, 0], xy[mine, 1], s=12, color=cmap(dev % 10),
+                 label=topology.device_names[dev], zorder=2)
+  ax.set_xlabel("depth")
+  ax.set_yticks([])
+  ax.set_title(title or graph.name)
+  ax.legend(fontsize="small", loc="upper right")
   return ax
 
 

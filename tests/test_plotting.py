@@ -45,6 +45,27 @@ def test_plot_schedule_draws_one_bar_per_op_on_its_device_row():
   assert "ms per step" in ax.get_title()
 
 
+def test_graph_layout_puts_every_edge_left_to_right():
+  graph, _, _ = _setup()
+  xy = plotting.graph_layout(graph)
+  assert np.all(xy[graph.edge_dst, 0] > xy[graph.edge_src, 0])
+  # Each depth's nodes are at distinct heights.
+  for depth in np.unique(xy[:, 0]):
+    heights = xy[xy[:, 0] == depth, 1]
+    assert len(set(heights.tolist())) == heights.size
+
+
+def test_plot_placement_graph_colours_each_node_by_its_device():
+  graph, topology, placement = _setup()
+  ax = plotting.plot_placement_graph(graph, placement, topology)
+  points = {h.get_label(): len(h.get_offsets())
+            for h in ax.collections[1:]}
+  expect = {topology.device_names[d]: int(np.sum(placement == d))
+            for d in np.unique(placement)}
+  assert points == expect
+  assert len(ax.collections[0].get_segments()) == graph.edge_src.size
+
+
 def test_plot_device_load_shares_sum_to_one():
   graph, topology, placement = _setup()
   ax = plotting.plot_device_load(

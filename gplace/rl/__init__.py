@@ -10,6 +10,8 @@ this list; ``update`` names the state's types in annotations only):
 * ``state``: :class:`TrainState`, :class:`RLHyperparams`, and their
   construction from a config.
 * ``update``: sample, score, update, written once for one or many devices.
+* ``policy_fns``: any policy (one-shot or sequential) as sample / score /
+  greedy functions.
 * ``losses``: REINFORCE, PPO, supervised.
 * ``distributions``: sampling, log-probabilities, entropy, exploration.
 * ``rewards``: runtimes -> rewards, host and simulator scoring.
@@ -23,6 +25,7 @@ package lazily.
 from gplace.rl.distributions import (entropy, exploration_logits, log_prob,
                                      node_log_probs, sample_placements)
 from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
+from gplace.rl.policy_fns import PolicyFns, policy_fns
 from gplace.rl.rewards import (Scorer, effective_runtime, host_scored_rollout,
                                reward, simulator_reward)
 from gplace.rl.state import RLHyperparams, TrainState, init_train_state
@@ -31,10 +34,10 @@ from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
 
 __all__ = [
-    "ApplyFn", "Batch", "RLHyperparams", "RewardFn", "Rollout", "Scorer",
+    "ApplyFn", "Batch", "PolicyFns", "RLHyperparams", "RewardFn", "Rollout", "Scorer",
     "SimulateFn", "TrainState", "effective_runtime", "entropy",
     "exploration_logits", "host_scored_rollout", "init_train_state",
-    "log_prob", "node_log_probs", "ppo_loss", "reinforce_loss", "reward",
+    "log_prob", "node_log_probs", "policy_fns", "ppo_loss", "reinforce_loss", "reward",
     "rl_step", "sample_placements", "sample_rollout", "scan_chunk",
     "simulator_reward", "supervised_loss", "supervised_step",
     "update_from_rollout",

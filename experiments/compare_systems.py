@@ -1,0 +1,204 @@
+"""The seed systems side by side, at an equal budget of simulator evaluations.
+
+    python experiments/compare_systems.py --size tiny \
+        --workloads rnnlm2,wavenet2 --topologies 1cpu+4gpu,1cpu+2gpu \
+        --evaluations 6400 --out experiments/results/compare_systems_tiny.md
+
+Every system (``--systems``: GO and the seed systems of issue 11, each with
+its own config ``experiments/configs/<system>.py``; GO's is the quickstart)
+trains on every workload and topology with the same number of simulator
+evaluations (``--evaluations``, spent as ``steps x`` the system's own
+``rl.num_samples``), scored under the simulator's default schedule. Per
+system the table gives:
+
+* **policy greedy**: the policy's own argmax placement after training (no
+  search, no best-ever bookkeeping);
+* **best sampled**: the fastest placement the policy sampled during
+  training (every one drawn from the policy; no search, no warm-start seed
+  unless the system's config warm-starts, which the row then says);
+* its gap to the lower bound (``gplace.lower_bound``) and its change
+  against the best classical baseline in its best schedule (the default, or
+  a list scheduler's own planned order), negative = faster;
+* evaluations and wall seconds until the best sampled was within 2% of its
+  final value, total wall seconds, and the policy's parameter count.
+
+ColocRL's lesson is checked on every graph: a system "finds at least the
+single device" when its best sampled placement is no slower than the
+``single_device`` baseline (the whole graph on the fastest device that
+holds it).
+"""
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import jax
+
+import gplace
+from gplace.errors import GplaceError, first_line
+from gplace.sim.topology import preset
+from experiments.learning_vs_search import baseline_rows, run_rl
+from experiments.markdown import write_markdown
+from experiments.search_controls import SUITE, load_graph
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+SYSTEMS = ("go", "colocrl", "hdp", "hsdag", "placeto")
+# The config module of each system (experiments/configs/<name>.py).
+CONFIG_OF = {"go": "quickstart"}
+WITHIN = 0.02
+
+
+def system_config(system: str, args, workload: str, topology: str,
+                  seed: int):
+  """The system's own config, set to this workload, topology, seed and
+  evaluation budget."""
+  module = importlib.import_module(
+      f"experiments.configs.{CONFIG_OF.get(system, system)}")
+  config = module.get_config()
+  config.workload, config.workload_size = workload, args.size
+  config.topology, config.seed = topology, seed
+  config.graph_cache = args.graph_cache or ""
+  config.baselines = "single_device"  # the table scores them itself
+  config.progress_bar = config.print_table = False
+  steps = max(1, args.evaluations // int(config.rl.num_samples))
+  config.train.update(num_steps=steps, chunk_steps=min(25, steps),
+                      checkpoint_every=steps, resume=False)
+  return config
+
+
+def time_to_within(evaluations: np.ndarray, best: np.ndarray,
+                   wall_s: np.ndarray, within: float = WITHIN):
+  """``(evaluations, wall_s)`` at the first record whose best so far is
+  within ``within`` of the final best (``(nan, nan)`` without records)."""
+  finite = np.isfinite(best)
+  if not finite.any():
+    return float("nan"), float("nan")
+  final = best[finite][-1]
+  index = int(np.argmax(finite & (best <= final * (1 + within))))
+  return float(evaluations[index]), float(wall_s[index])
+
+
+def parameter_count(params) -> int:
+  return int(sum(np.size(x) for x in jax.tree.leaves(params)))
+
+
+def run_system(system: str, args, workload: str, topology: str, seed: int):
+  """One training run: a dict of the row's numbers."""
+  config = system_config(system, args, workload, topology, seed)
+  with tempfile.TemporaryDirectory() as workdir:
+    result, (evaluations, _, best), wall = run_rl(config, workdir)
+    from gplace.rl import reports  # pylint: disable=g-import-not-at-top
+    records = [r for r in reports.read_metrics(
+        os.path.join(workdir, reports.METRICS_FILE)) if r["phase"] == "rl"]
+  wall_of = np.array([r["wall_s"] for r in records], np.float64)
+  to_evals, to_wall = time_to_within(evaluations, best, wall_of)
+  own = result.policy[0]
+  return dict(greedy=own.greedy_runtime_s, best=result.best_runtime_s[0],
+              evaluations=int(evaluations[-1]) if len(evaluations) else 0,
+              to_evals=to_evals, to_wall=to_wall, wall=wall,
+              params=parameter_count(result.state.params),
+              warm=config.warm_start.baseline != "none")
+
+
+def graph_rows(args, workload: str, topology_name: str) -> list[str]:
+  """Markdown rows of one workload on one topology (means over seeds)."""
+  graph = load_graph(workload, args.size, "train", args.graph_cache)
+  topology = preset(topology_name)
+  base = baseline_rows(graph, topology)
+  best_name, best_s = base[0]
+  bound = float(gplace.lower_bound(graph, topology))
+  single_s = dict(base)["single_device (default)"]
+  prefix = f"| {workload} | {graph.n_nodes} | {topology_name} |"
+  rows = []
+  for system in args.systems:
+    try:
+      runs = [run_system(system, args, workload, topology_name, seed)
+              for seed in range(args.seeds)]
+    except GplaceError as err:
+      rows.append(f"{prefix} {system} | cannot run: {first_line(err)} "
+                  "| | | | | | | | |")
+      continue
+    mean = lambda key: float(np.mean([r[key] for r in runs]))
+    greedy, best = mean("greedy"), mean("best")
+    label = system + (" (warm start)" if runs[0]["warm"] else "")
+    single_ok = all(r["best"] <= single_s * (1 + 1e-6) for r in runs)
+    rows.append(
+        f"{prefix} {label} | {greedy * 1e3:.4f} ({_change(greedy, best_s)}) "
+        f"| {best * 1e3:.4f} ({_change(best, best_s)}) | "
+        f"{_change(best, bound)} | {mean('to_evals'):.0f} | "
+        f"{mean('to_wall'):.1f} | {mean('wall'):.1f} | "
+        f"{runs[0]['params']:,} | {'yes' if single_ok else 'NO'} |")
+  rows.append(f"{prefix} best classical: {best_name} | "
+              f"{best_s * 1e3:.4f} | | {_change(best_s, bound)} | 1 | | | | "
+              f"single device {single_s * 1e3:.4f} |")
+  return rows
+
+
+def _change(value: float, reference: float) -> str:
+  if not (np.isfinite(value) and np.isfinite(reference)):
+    return "–"
+  return f"{100 * (value / reference - 1):+.1f}%"
+
+
+HEADER = [
+    "| workload | nodes | topology | system | policy greedy ms (vs best "
+    "classical) | best sampled ms (vs best classical) | best vs lower bound "
+    "| evaluations to 2% | wall s to 2% | wall s | parameters | finds the "
+    "single device |",
+    "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--systems", default=",".join(SYSTEMS),
+                      help=f"comma-separated, from {', '.join(SYSTEMS)}")
+  parser.add_argument("--workloads", default=",".join(SUITE),
+                      help="comma-separated workload names")
+  parser.add_argument("--size", default="paper", help="tiny | small | paper")
+  parser.add_argument("--topologies", default="1cpu+4gpu,1cpu+2gpu",
+                      help="comma-separated gplace.topology preset names")
+  parser.add_argument("--evaluations", type=int, default=6400,
+                      help="simulator evaluations per system and graph")
+  parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
+  parser.add_argument("--graph_cache", default=None,
+                      help="directory of captured graphs (.npz)")
+  parser.add_argument("--out", default=None, help="also write the table here")
+  args = parser.parse_args(argv)
+  args.systems = [s for s in args.systems.split(",") if s]
+  unknown = sorted(set(args.systems) - set(SYSTEMS))
+  if unknown:
+    parser.error(f"unknown systems {unknown}; choose from {SYSTEMS}")
+  lines = [f"### Systems compared: size={args.size}, train step, "
+           f"{args.evaluations} simulator evaluations per system, "
+           f"{args.seeds} seed(s)", "",
+           "Simulated ms per step under the default (dynamic) schedule; "
+           "changes against the best classical baseline in its best "
+           "schedule (negative = faster). Every system's numbers are its "
+           "policy's own placements: the greedy one after training, and the "
+           "best one it sampled during training (no search).", ""]
+  lines += HEADER
+  print("\n".join(lines), flush=True)
+  for topology in [t for t in args.topologies.split(",") if t]:
+    for workload in [w for w in args.workloads.split(",") if w]:
+      try:
+        rows = graph_rows(args, workload, topology)
+      except GplaceError as err:
+        rows = [f"| {workload} | – | {topology} | skipped: "
+                f"{first_line(err)} |"]
+      print("\n".join(rows), flush=True)
+      lines += rows
+  if args.out:
+    write_markdown(args.out, lines)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
