@@ -31,6 +31,7 @@ from gplace.sim.simulator import simulate, SimResult
 from gplace.sim.bounds import lower_bound
 from gplace.sim import topology
 from gplace import graphs, sim, execution
+from gplace.autoplace import optimize, PlacementResult
 
 __version__ = "0.1.0"
 

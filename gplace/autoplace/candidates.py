@@ -1,0 +1,250 @@
+"""The placements :func:`gplace.optimize` weighs: every baseline in its best
+schedule, a search seeded from the best of them, the exact solver.
+
+Where it sits: between :mod:`gplace.autoplace.inputs` (a checked
+:class:`~gplace.autoplace.inputs.Problem`) and the winner in
+:mod:`gplace.autoplace.optimizer`. Each producer returns
+:class:`Candidate` s scored the way the result is reported: in the
+simulator's default schedule, or in the op order the candidate comes with.
+A placement that runs out of memory or breaks the graph's device constraints
+scores ``inf`` (infeasible).
+
+All candidates of one graph in the default schedule are simulated as
+``BATCH`` placements at a time (padded with copies), the batch the searches
+use, so the baselines, the search and the final check share one compiled
+simulator. Host-side numpy around the jitted simulator.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from gplace.errors import GplaceError
+from gplace.autoplace.inputs import Problem
+from gplace.sim.simulator import simulate
+
+# Placements per simulator call in the default schedule (the searches'
+# default batch_size, so their evaluator reuses this compilation).
+BATCH = 64
+# Labels of a baseline's schedule.
+DEFAULT_SCHEDULE = "default"
+OWN_PLAN = "own plan"
+
+
+class Candidate(NamedTuple):
+  """One placement that was tried.
+
+  Attributes:
+    label: what produced it, e.g. ``"heft (own plan)"`` or ``"annealing from
+      heft"``.
+    placement: ``[N]`` int32 device per node.
+    order: ``[N]`` int32 topological op order it was scored in
+      (``gplace.simulate(..., order=order)``), or None: the simulator's
+      default (dynamic) schedule.
+    runtime_s: simulated seconds, ``inf`` when it runs out of memory or
+      breaks the graph's device constraints.
+  """
+
+  label: str
+  placement: np.ndarray
+  order: Optional[np.ndarray]
+  runtime_s: float
+
+
+class Scores(NamedTuple):
+  """Simulated outcome of ``K`` placements.
+
+  Attributes:
+    runtime_s: ``[K]`` float64 seconds, ``inf`` where infeasible.
+    peak_bytes: ``[K, D]`` float64 peak live bytes per device.
+  """
+
+  runtime_s: np.ndarray
+  peak_bytes: np.ndarray
+
+
+def score(problem: Problem, placements: np.ndarray,
+          order: Optional[np.ndarray] = None) -> Scores:
+  """Simulated runtimes and peaks of ``[K, N]`` placements.
+
+  Without ``order``: the default schedule, ``BATCH`` rows per call (the last
+  call padded with copies of its first row). With an ``[N]`` order: that
+  shared order (``K`` is then usually 1).
+  """
+  placements = np.asarray(placements, np.int32)
+  if order is not None:
+    result = simulate(problem.graph, placements, problem.topology,
+                      problem.costs, order=order)
+    return _scores(result)
+  runtime, peak = [], []
+  for lo in range(0, placements.shape[0], BATCH):
+    batch = placements[lo:lo + BATCH]
+    size = batch.shape[0]
+    padded = np.concatenate(
+        [batch, np.repeat(batch[:1], BATCH - size, axis=0)])
+    scores = _scores(simulate(problem.graph, padded, problem.topology,
+                              problem.costs))
+    runtime.append(scores.runtime_s[:size])
+    peak.append(scores.peak_bytes[:size])
+  return Scores(np.concatenate(runtime), np.concatenate(peak))
+
+
+def _scores(result) -> Scores:
+  runtime = np.asarray(result.runtime_s, np.float64)
+  infeasible = np.asarray(result.oom) | ~np.isfinite(runtime)
+  return Scores(np.where(infeasible, np.inf, runtime),
+                np.asarray(result.peak_bytes, np.float64))
+
+
+def best_of(candidates: Sequence[Candidate]) -> Optional[Candidate]:
+  """The fastest feasible candidate (the first on ties), or None."""
+  best = None
+  for candidate in candidates:
+    if math.isfinite(candidate.runtime_s) and (
+        best is None or candidate.runtime_s < best.runtime_s):
+      best = candidate
+  return best
+
+
+# -- baselines -------------------------------------------------------------------
+
+
+class BaselineRuns(NamedTuple):
+  """The baselines of one graph.
+
+  Attributes:
+    default: every baseline that could place the graph, in the simulator's
+      default schedule, in the order of ``gplace.baselines.names()``.
+    best: each of them in its best schedule, fastest first (infeasible
+      ones last).
+  """
+
+  default: list
+  best: list
+
+
+def baseline_runs(problem: Problem, *, seed: int = 0,
+                  names: Optional[Sequence[str]] = None) -> BaselineRuns:
+  """Every baseline (or those in ``names``), in the default schedule and in
+  its best one.
+
+  A baseline's best schedule is the simulator's default, or, for a list
+  scheduler (``gplace.baselines.schedulers()``), its own planned op order
+  when that is faster and fits in memory. A baseline that cannot place this
+  graph (it raises a :class:`~gplace.errors.GplaceError`) is left out.
+  Candidates are labelled ``"<name> (default)"`` or ``"<name> (own
+  plan)"``.
+  """
+  from gplace import baselines  # pylint: disable=g-import-not-at-top
+  graph, topology, costs = problem.graph, problem.topology, problem.costs
+  placed = {}
+  for name in (names if names is not None else baselines.names()):
+    try:
+      placed[name] = np.asarray(
+          baselines.get(name)(graph, topology, costs=costs, seed=seed),
+          np.int32)
+    except GplaceError:
+      continue  # a baseline that cannot place this graph is no candidate.
+  if not placed:
+    return BaselineRuns([], [])
+  runtime = score(problem, np.stack(list(placed.values()))).runtime_s
+  default = [Candidate(f"{name} ({DEFAULT_SCHEDULE})", placement, None,
+                       float(r))
+             for (name, placement), r in zip(placed.items(), runtime)]
+  best = dict(zip(placed, default))
+  for name in baselines.schedulers():
+    if name not in placed:
+      continue
+    try:
+      plan = baselines.plan(name, graph, topology, costs=costs, seed=seed)
+    except GplaceError:
+      continue
+    order = np.asarray(plan.order, np.int32)
+    own = float(score(problem, plan.placement[None], order).runtime_s[0])
+    if own < best[name].runtime_s:
+      best[name] = Candidate(f"{name} ({OWN_PLAN})",
+                             np.asarray(plan.placement, np.int32), order, own)
+  return BaselineRuns(default,
+                      sorted(best.values(), key=lambda c: c.runtime_s))
+
+
+def baseline_candidates(problem: Problem, *, seed: int = 0,
+                        names: Optional[Sequence[str]] = None
+                        ) -> list[Candidate]:
+  """Every baseline (or those in ``names``) in its best schedule, fastest
+  first (see :func:`baseline_runs`)."""
+  return baseline_runs(problem, seed=seed, names=names).best
+
+
+def baseline_rows(graph, topology, seed: int = 0,
+                  costs=None) -> list[tuple[str, float]]:
+  """``(label, runtime_s)`` of every baseline in its best schedule, fastest
+  first (``inf``: out of memory or breaking device constraints); see
+  :func:`baseline_candidates`."""
+  problem = Problem(graph, topology, costs)
+  return [(c.label, c.runtime_s)
+          for c in baseline_candidates(problem, seed=seed)]
+
+
+# -- search ----------------------------------------------------------------------
+
+
+def search_candidate(problem: Problem, name: str, start: Candidate, *,
+                     time_s: float, seed: int,
+                     max_evaluations: Optional[int] = None) -> Candidate:
+  """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
+  ``"genetic"``) from ``start``'s placement, in the default schedule.
+
+  The evaluation budget is what the simulator scores in ``time_s`` at the
+  rate of one timed batch (so annealing cools over the time it has), or
+  ``max_evaluations`` when given (then the run is reproducible for a seed
+  unless ``time_s``, kept as a wall-clock limit, cuts it short).
+
+  Returns:
+    The best placement seen, labelled ``"<name> from <start>"``.
+  """
+  from gplace import search  # pylint: disable=g-import-not-at-top
+  if max_evaluations is None:
+    began = time.perf_counter()
+    score(problem, start.placement[None])     # compiled already: times a batch
+    per_batch_s = max(time.perf_counter() - began, 1e-4)
+    budget = max(BATCH, int(0.9 * time_s / per_batch_s) * BATCH)
+  else:
+    budget = max_evaluations
+  result = search.SEARCHES[name](
+      problem.graph, problem.topology, costs=problem.costs, seed=seed,
+      budget=budget, init=start.placement, batch_size=BATCH,
+      time_limit_s=max(time_s, 1e-3))
+  origin = start.label.split(" (")[0]
+  return Candidate(f"{name} from {origin}", result.placement, None,
+                   float(result.runtime_s))
+
+
+# -- the exact solver ------------------------------------------------------------
+
+
+class SolverOutcome(NamedTuple):
+  """The solver's candidate and the lower bound it proved (seconds)."""
+  candidate: Candidate
+  bound_s: float
+
+
+def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
+                     time_s: float, seed: int) -> SolverOutcome:
+  """CP-SAT placement + order (``gplace.solvers.solve``) started from
+  ``hint``'s placement; never slower than the hint in the default schedule.
+  """
+  from gplace import solvers  # pylint: disable=g-import-not-at-top
+  result = solvers.solve(
+      problem.graph, problem.topology, problem.costs,
+      time_limit_s=max(time_s, 0.5), num_workers=2, seed=seed,
+      hint=None if hint is None else hint.placement)
+  order = np.asarray(result.order, np.int32)   # the order it was scored in
+  runtime = float(score(problem, result.placement[None], order).runtime_s[0])
+  label = f"solver (CP-SAT, {result.status.lower()})"
+  return SolverOutcome(Candidate(label, np.asarray(result.placement, np.int32),
+                                 order, runtime), float(result.bound_s))

@@ -1,0 +1,288 @@
+"""What :func:`gplace.optimize` was given, checked and resolved.
+
+Where it sits: the public boundary of :func:`gplace.optimize`. Everything a
+user passes (a function with its arguments, a graph, a ``networkx`` graph or
+a graph file; a topology; a cost table; a method; a budget) is validated here
+and turned into a :class:`Problem` (graph, topology, cost table) and a
+:class:`Method`, or rejected with a :class:`~gplace.errors.GplaceError`
+subclass that names what was given and what is accepted. Host-side Python;
+nothing here is traced.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any, Callable, NamedTuple, Optional
+
+import numpy as np
+
+from gplace.errors import (CaptureError, GraphError, SearchError,
+                           TopologyError)
+from gplace.graphs import constraints
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import Topology, preset_names, validate_costs
+
+# What fn_or_graph may be, for messages.
+ACCEPTED_INPUTS = ("a jittable function (with its example arguments), a "
+                   "gplace.Graph, a networkx.DiGraph, or a path to a saved "
+                   "graph (.npz or .json)")
+DEFAULT_PRESET = "1cpu+4gpu"
+LOCAL = "local"
+SEARCH_NAMES = ("annealing", "local_search", "genetic")
+DEFAULT_SEARCH = "annealing"
+
+
+class Problem(NamedTuple):
+  """What is placed, on what, at what cost.
+
+  Attributes:
+    graph: the op graph (``N`` nodes).
+    topology: the devices (``D``).
+    costs: ``[N, D]`` float64 measured seconds per node and device, or None
+      (the topology's roofline, ``topology.op_costs(graph)``).
+    fn: the function ``graph`` was captured from, or None.
+  """
+
+  graph: Graph
+  topology: Topology
+  costs: Optional[np.ndarray] = None
+  fn: Optional[Callable] = None
+
+
+class Method(NamedTuple):
+  """A parsed ``method=`` argument.
+
+  Attributes:
+    kind: ``"auto"``, ``"baseline"``, ``"search"``, ``"solver"`` or
+      ``"policy"``.
+    name: the baseline or search name (``""`` for the other kinds).
+  """
+
+  kind: str
+  name: str = ""
+
+
+def _method_help() -> str:
+  from gplace import baselines  # pylint: disable=g-import-not-at-top
+  return ("'auto', 'search' (or 'search:<name>' / a search name: "
+          f"{', '.join(SEARCH_NAMES)}), 'solver', 'policy', or a baseline "
+          f"('baseline:<name>' or the name: {', '.join(baselines.names())})")
+
+
+def check_method(method: Any) -> Method:
+  """The :class:`Method` that ``method`` names.
+
+  Raises:
+    SearchError: not a string, or an unknown method or baseline.
+  """
+  from gplace import baselines  # pylint: disable=g-import-not-at-top
+  if not isinstance(method, str):
+    raise SearchError(f"gplace.optimize: method must be a string, got "
+                      f"{type(method).__name__} {method!r}; use "
+                      f"{_method_help()}.")
+  if method in ("auto", "solver", "policy"):
+    return Method(method)
+  if method == "search":
+    return Method("search", DEFAULT_SEARCH)
+  kind, _, name = method.partition(":")
+  if kind == "search" and name in SEARCH_NAMES:
+    return Method("search", name)
+  if method in SEARCH_NAMES:
+    return Method("search", method)
+  if kind == "baseline" and name in baselines.names():
+    return Method("baseline", name)
+  if method in baselines.names():
+    return Method("baseline", method)
+  raise SearchError(f"gplace.optimize: unknown method {method!r}; use "
+                    f"{_method_help()}.")
+
+
+def check_budget(budget_s: Any) -> float:
+  """``budget_s`` as a positive, finite float.
+
+  Raises:
+    SearchError: not a number, or not positive and finite.
+  """
+  ok = (isinstance(budget_s, numbers.Real) and not isinstance(budget_s, bool)
+        and math.isfinite(budget_s) and budget_s > 0)
+  if not ok:
+    raise SearchError(f"gplace.optimize: budget_s must be a positive, finite "
+                      f"number of seconds, got {budget_s!r}; pass e.g. "
+                      "budget_s=30.0.")
+  return float(budget_s)
+
+
+def check_seed(seed: Any) -> int:
+  """``seed`` as an int in ``[0, 2**31)`` (numpy's and CP-SAT's seeds).
+
+  Raises:
+    SearchError: not an integer in that range.
+  """
+  if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)
+      or not 0 <= seed < 2**31):
+    raise SearchError(f"gplace.optimize: seed must be an integer in "
+                      f"[0, 2**31), got {seed!r}; pass e.g. seed=0.")
+  return int(seed)
+
+
+def check_max_evaluations(max_evaluations: Any) -> Optional[int]:
+  """``max_evaluations`` as a positive int, or None.
+
+  Raises:
+    SearchError: not None and not a positive integer.
+  """
+  if max_evaluations is None:
+    return None
+  if (not isinstance(max_evaluations, numbers.Integral)
+      or isinstance(max_evaluations, bool) or max_evaluations < 1):
+    raise SearchError(f"gplace.optimize: max_evaluations must be a positive "
+                      f"integer or None, got {max_evaluations!r}; it caps the "
+                      "search's simulator evaluations, e.g. 2000.")
+  return int(max_evaluations)
+
+
+def check_topology_spec(topology: Any) -> Any:
+  """``topology`` if it is None, a :class:`Topology`, a preset name or
+  ``"local"``.
+
+  Raises:
+    TopologyError: anything else (the message lists the presets).
+  """
+  if topology is None or isinstance(topology, Topology):
+    return topology
+  if isinstance(topology, str) and (topology == LOCAL
+                                    or topology in preset_names()):
+    return topology
+  raise TopologyError(
+      f"gplace.optimize: unknown topology {topology!r}; pass a preset name "
+      f"({', '.join(map(repr, preset_names()))}), 'local' (this machine's "
+      "devices) or a gplace.Topology.")
+
+
+def local_topology() -> Topology:
+  """This machine's devices in the executor's order (CPUs first), as
+  ``gplace.place`` indexes them by default."""
+  from gplace.execution.inputs import default_devices  # pylint: disable=g-import-not-at-top
+  from gplace.sim.topology import local  # pylint: disable=g-import-not-at-top
+  return local(default_devices())
+
+
+def _is_networkx(value: Any) -> bool:
+  return type(value).__module__.split(".")[0] == "networkx"
+
+
+class Source(NamedTuple):
+  """A graph and what its source said about devices and costs."""
+  graph: Graph
+  topology: Optional[Topology] = None
+  costs: Optional[np.ndarray] = None
+  fn: Optional[Callable] = None
+
+
+def load_source(fn_or_graph: Any, args: tuple) -> Source:
+  """The graph that ``fn_or_graph`` is, holds or traces to.
+
+  Args:
+    fn_or_graph: a function (captured with ``gplace.capture(fn, *args)``), a
+      :class:`~gplace.Graph`, a ``networkx.DiGraph``, a
+      :class:`~gplace.graphs.interchange.GraphFile`, or a ``.npz`` /
+      ``.json`` path.
+    args: the function's example arguments (empty for anything else).
+
+  Raises:
+    CaptureError: the function does not trace with ``args``.
+    GraphError: a missing or malformed file or graph, ``args`` given with a
+      graph, or something that is none of the above.
+  """
+  from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
+  from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
+  is_path = isinstance(fn_or_graph, (str, os.PathLike))
+  is_graph = isinstance(fn_or_graph, (Graph, interchange.GraphFile)) or (
+      _is_networkx(fn_or_graph))
+  if (is_path or is_graph) and args:
+    raise GraphError(
+        f"gplace.optimize was given a {type(fn_or_graph).__name__} and "
+        f"{len(args)} more positional argument(s); example arguments are "
+        "only for a function (gplace.optimize(fn, *args)). Pass the graph "
+        "alone, and topology=, costs= etc. by keyword.")
+  if isinstance(fn_or_graph, Graph):
+    return Source(fn_or_graph)
+  if isinstance(fn_or_graph, interchange.GraphFile):
+    return Source(fn_or_graph.graph, fn_or_graph.topology, fn_or_graph.costs)
+  if _is_networkx(fn_or_graph):
+    loaded = interchange.from_networkx(fn_or_graph)
+    return Source(loaded.graph, loaded.topology, loaded.costs)
+  if is_path:
+    path = os.fspath(fn_or_graph)
+    if not interchange.is_graph_path(path):
+      raise GraphError(
+          f"gplace.optimize was given the string {path!r}, which is not a "
+          "graph file path (.npz or .json); pass "
+          f"{ACCEPTED_INPUTS}. For a zoo workload: fn, args = "
+          "gplace.workloads.get(name); gplace.optimize(fn, *args).")
+    loaded = interchange.load(path)
+    return Source(loaded.graph, loaded.topology, loaded.costs)
+  if callable(fn_or_graph):
+    # capture raises CaptureError (not a JAX trace) for bad arguments.
+    return Source(capture(fn_or_graph, *args), fn=fn_or_graph)
+  raise GraphError(f"gplace.optimize cannot place a value of type "
+                   f"{type(fn_or_graph).__name__} ({fn_or_graph!r:.60}); "
+                   f"pass {ACCEPTED_INPUTS}.")
+
+
+def profiled_source(fn_or_graph: Any, args: tuple) -> tuple[Source, Topology]:
+  """The graph, calibrated local topology and measured costs of a function
+  (``gplace.profile``; it runs the function many times).
+
+  Raises:
+    CaptureError: not a function, or it does not trace with ``args``.
+  """
+  from gplace.execution.profiler import profile  # pylint: disable=g-import-not-at-top
+  if not callable(fn_or_graph) or isinstance(fn_or_graph, Graph):
+    raise CaptureError(
+        "gplace.optimize: profile=True measures a program on this machine, "
+        f"so it needs a function and its arguments, got "
+        f"{type(fn_or_graph).__name__}; pass gplace.optimize(fn, *args, "
+        "topology='local', profile=True), or give a graph's measured costs "
+        "as costs=[N, D].")
+  measured = profile(fn_or_graph, *args)
+  return (Source(measured.graph, measured.topology, measured.costs,
+                 fn=fn_or_graph), measured.topology)
+
+
+def resolve_problem(source: Source, topology: Any, costs: Any) -> Problem:
+  """The :class:`Problem`: ``topology`` (default: the source's, else the
+  ``"1cpu+4gpu"`` preset) and ``costs`` (default: the source's measured
+  costs, else the roofline).
+
+  Raises:
+    TopologyError: a bad cost table, or source costs for another device
+      count than the topology's.
+    PlacementError: device constraints for another device count.
+  """
+  from gplace.sim.topology import check_topology, preset  # pylint: disable=g-import-not-at-top
+  graph = source.graph
+  if topology is None:
+    topology = (source.topology if source.topology is not None
+                else preset(DEFAULT_PRESET))
+  elif topology == LOCAL:
+    topology = local_topology()
+  elif isinstance(topology, str):
+    topology = preset(topology)
+  check_topology(topology, "gplace.optimize")
+  constraints.check_device_count(graph, topology.n_devices,
+                                 "gplace.optimize")
+  if costs is None and source.costs is not None:
+    if source.costs.shape[1] != topology.n_devices:
+      raise TopologyError(
+          f"graph {graph.name!r} carries measured costs for "
+          f"{source.costs.shape[1]} devices but the topology has "
+          f"{topology.n_devices}; leave topology unset to use the graph "
+          "file's own, or pass costs=topology.op_costs(graph) to price the "
+          "nodes with the roofline instead.")
+    costs = source.costs
+  if costs is not None:
+    costs = validate_costs(costs, graph, topology)
+  return Problem(graph, topology, costs, source.fn)

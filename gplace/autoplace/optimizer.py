@@ -1,0 +1,262 @@
+""":func:`optimize`: one call from a program or a graph to a placement.
+
+Where it sits: on top of everything else. It captures (or loads) the graph
+(:mod:`gplace.autoplace.inputs`), produces candidate placements with the
+chosen method (:mod:`gplace.autoplace.candidates`,
+:mod:`gplace.autoplace.policy`), keeps the fastest that fits in memory and
+keeps the graph's device constraints, and returns it as a
+:class:`~gplace.autoplace.result.PlacementResult`. Host-side orchestration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from gplace.errors import PlacementError, SearchError, TopologyError
+from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace.candidates import Candidate, best_of, score
+from gplace.autoplace.inputs import (DEFAULT_PRESET, LOCAL, Problem,
+                                     check_budget, check_max_evaluations,
+                                     check_method, check_seed,
+                                     check_topology_spec, load_source,
+                                     profiled_source, resolve_problem)
+from gplace.autoplace.progress import Progress
+from gplace.autoplace.result import PlacementResult
+from gplace.sim.bounds import lower_bound
+
+# method="solver" refuses larger graphs (CP-SAT's model grows with N^2
+# ordering decisions per device; above this it rarely proves anything in a
+# budget of seconds to minutes).
+SOLVER_MAX_NODES = 300
+# method="auto" runs the solver on graphs up to this size, when at least
+# MIN_SOLVER_S seconds of the budget are left after the search.
+AUTO_SOLVER_MAX_NODES = 120
+MIN_SOLVER_S = 5.0
+# Share of the time left after the baselines that "auto" gives the search
+# when the solver comes next.
+SEARCH_SHARE = 0.5
+# The search gets at least this share of the budget (and MIN_SEARCH_S
+# seconds), even when the baselines (and compiling the simulator) took all of
+# it.
+SEARCH_FLOOR = 0.1
+MIN_SEARCH_S = 0.5
+
+
+def _check_flag(value: Any, name: str) -> bool:
+  if not isinstance(value, (bool, np.bool_)):
+    raise SearchError(f"gplace.optimize: {name} must be True or False, got "
+                      f"{value!r}.")
+  return bool(value)
+
+
+def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
+             costs: Any = None, method: str = "auto", budget_s: float = 30.0,
+             seed: int = 0, progress: bool = True, profile: bool = False,
+             max_evaluations: Optional[int] = None) -> PlacementResult:
+  """The fastest placement gplace finds for a program or a graph.
+
+  Captures ``fn_or_graph(*args)`` if it is a function (or loads the graph),
+  then places it with ``method`` and returns the fastest placement that fits
+  in every device's memory and keeps the graph's device constraints
+  (``Graph.allowed_devices``, ``Graph.colocation``), scored by
+  ``gplace.simulate``. Every method except a named baseline returns the
+  best of everything it tried, the baselines included, so the result is
+  never slower than the best baseline; ``result.method`` says which won and
+  ``result.candidates`` lists them all.
+
+  Methods:
+
+  * ``"auto"`` (default): every baseline in its best schedule (the
+    simulator's default, or a list scheduler's own planned op order), then
+    simulated annealing from the best of them for part of the budget, then,
+    on graphs of at most :data:`AUTO_SOLVER_MAX_NODES` nodes with at least
+    :data:`MIN_SOLVER_S` seconds left, the exact solver for the rest. No
+    pretrained policy ships with gplace yet, so ``"auto"`` runs none
+    (training one from scratch rarely beats search in seconds; use
+    ``"policy"`` to try).
+  * ``"<baseline>"`` or ``"baseline:<baseline>"`` (``gplace.baselines.
+    names()``): that baseline alone, in its best schedule.
+  * ``"search"`` (annealing), ``"search:<name>"`` or the name
+    (``"annealing"``, ``"local_search"``, ``"genetic"``): the baselines,
+    then that search from the best of them for the rest of the budget.
+  * ``"solver"``: the baselines, then CP-SAT placement + scheduling
+    (``gplace.solvers.solve``) from the best of them, on graphs of at most
+    :data:`SOLVER_MAX_NODES` nodes; its proven bound tightens
+    ``lower_bound_s``.
+  * ``"policy"``: the baselines, then GO trained by RL on this graph for
+    the rest of the budget (``experiments/configs/quickstart.py``; preset or
+    ``"local"`` topologies and roofline costs only; needs a gplace checkout
+    with the dev extras).
+
+  Args:
+    fn_or_graph: a jittable function (with ``*args``, its example
+      arguments: arrays or ``jax.ShapeDtypeStruct`` s), a
+      :class:`~gplace.Graph`, a ``networkx.DiGraph`` (node and edge
+      attributes of the JSON format, :mod:`gplace.graphs.interchange`), or
+      a path to a saved graph (``.npz``, ``.json``).
+    *args: the function's example arguments; nothing for a graph.
+    topology: a preset name (``gplace.topology.preset_names()``),
+      ``"local"`` (this machine's devices, CPU first, as ``gplace.place``
+      indexes them) or a :class:`~gplace.Topology`. Default: the topology
+      a graph file carries, else ``"1cpu+4gpu"``.
+    costs: ``[N, D]`` measured seconds per node and device. Default: what
+      the graph file or networkx graph carries, else the topology's
+      roofline (analytic) costs.
+    method: see above.
+    budget_s: wall-clock seconds for the whole call. The baselines always
+      run in full first (seconds even on 10k-node graphs; the first call on
+      a graph size also compiles the simulator); the search then gets the
+      rest of the budget (half of it when the solver follows), but at least
+      a tenth of the budget.
+    seed: seeds the baselines, the search, the solver and the policy.
+    progress: draw a progress bar (after two seconds) on stderr.
+    profile: with ``topology="local"`` and a function: measure per-op costs
+      and links on this machine first (``gplace.profile``; it runs the
+      function many times) and place with them.
+    max_evaluations: cap the search at this many simulator evaluations
+      (default: as many as fit in the time). With it, a search that the
+      time does not cut short is reproducible for a seed.
+
+  Returns:
+    A :class:`~gplace.autoplace.result.PlacementResult`; ``print(result)``
+    shows the comparison, ``result.place(fn)`` runs the placement (or
+    ``gplace.place(fn, result.graph, result.placement,
+    schedule=result.schedule())``).
+
+  Raises:
+    GraphError: ``fn_or_graph`` is none of the above, a missing or
+      malformed graph file (the message names the field), or example
+      arguments given with a graph.
+    CaptureError: the function does not trace with ``args``.
+    TopologyError: an unknown topology, or a bad cost table.
+    SearchError: an unknown method, a budget that is not a positive number
+      of seconds, ``method="solver"`` on a graph above
+      :data:`SOLVER_MAX_NODES` nodes, or ``method="policy"`` on a custom
+      topology or measured costs.
+    PlacementError: an empty graph, device constraints for another device
+      count, or no candidate fits in memory and keeps the constraints.
+    ConfigError: ``method="policy"`` outside a gplace checkout.
+  """
+  began = time.perf_counter()
+  chosen = check_method(method)
+  budget_s = check_budget(budget_s)
+  seed = check_seed(seed)
+  max_evaluations = check_max_evaluations(max_evaluations)
+  progress = _check_flag(progress, "progress")
+  topology_spec = check_topology_spec(topology)
+  profile = _check_flag(profile, "profile")
+  if chosen.kind == "policy" and (profile or costs is not None):
+    raise SearchError(
+        "gplace.optimize: method='policy' scores placements with the "
+        "topology's roofline costs; it cannot use measured costs (costs= or "
+        "profile=True). Use method='search' or 'auto' with them.")
+  if profile:
+    if topology_spec not in (None, LOCAL) or costs is not None:
+      raise TopologyError(
+          "gplace.optimize: profile=True measures this machine's devices, "
+          "so it takes topology='local' and no costs=; drop profile=True "
+          "to place with the given topology or costs.")
+    source, topology_spec = profiled_source(fn_or_graph, args)
+  else:
+    source = load_source(fn_or_graph, args)
+  problem = resolve_problem(source, topology_spec, costs)
+  n = problem.graph.n_nodes
+  if n == 0:
+    raise PlacementError(f"graph {problem.graph.name!r} has no nodes; there "
+                         "is nothing to place.")
+  if chosen.kind == "solver" and n > SOLVER_MAX_NODES:
+    raise SearchError(
+        f"gplace.optimize: method='solver' takes graphs of at most "
+        f"{SOLVER_MAX_NODES} nodes, and {problem.graph.name!r} has {n}. "
+        "Coarsen it first (gplace.coarsen(graph, 'size', max_groups=...), "
+        "then place the groups), or use method='search' or 'auto'.")
+  policy_topology = None
+  if chosen.kind == "policy":
+    from gplace.autoplace.policy import check_policy_problem  # pylint: disable=g-import-not-at-top
+    named = topology_spec if topology_spec is not None else (
+        DEFAULT_PRESET if source.topology is None else problem.topology)
+    policy_topology = check_policy_problem(named, problem.costs)
+
+  deadline = began + budget_s
+  bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
+  with Progress(budget_s, progress) as bar:
+    bar.stage("baselines")
+    runs = candidates_lib.baseline_runs(
+        problem, seed=seed,
+        names=[chosen.name] if chosen.kind == "baseline" else None)
+    tried = list(runs.best)
+    _show_best(bar, tried)
+    solver_next = chosen.kind == "solver" or (
+        chosen.kind == "auto" and n <= AUTO_SOLVER_MAX_NODES)
+    if chosen.kind in ("auto", "search") and runs.default:
+      left = deadline - time.perf_counter()
+      search_s = max(left * (SEARCH_SHARE if solver_next else 1.0),
+                     SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
+      name = chosen.name or "annealing"
+      bar.stage(name)
+      start = best_of(runs.default) or runs.default[0]
+      tried.append(candidates_lib.search_candidate(
+          problem, name, start, time_s=search_s, seed=seed,
+          max_evaluations=max_evaluations))
+      _show_best(bar, tried)
+    left = deadline - time.perf_counter()
+    if chosen.kind == "solver" or (solver_next and left >= MIN_SOLVER_S):
+      bar.stage("solver")
+      outcome = candidates_lib.solver_candidate(
+          problem, best_of(tried), time_s=max(left, 1.0), seed=seed)
+      tried.append(outcome.candidate)
+      bound_s = max(bound_s, outcome.bound_s)
+      _show_best(bar, tried)
+    if chosen.kind == "policy":
+      from gplace.autoplace.policy import policy_candidate  # pylint: disable=g-import-not-at-top
+      bar.stage("policy")
+      found = policy_candidate(problem, policy_topology,
+                               time_s=max(left, 1.0), seed=seed)
+      if found is None:
+        found = Candidate("policy (GO): no sample fitted in memory",
+                          np.zeros(n, np.int32), None, math.inf)
+      tried.append(found)
+      _show_best(bar, tried)
+  return _result(problem, tried, bound_s, began)
+
+
+def _show_best(bar: Progress, tried: list) -> None:
+  best = best_of(tried)
+  if best is not None:
+    bar.best(best.runtime_s)
+
+
+def _result(problem: Problem, tried: list, bound_s: float,
+            began: float) -> PlacementResult:
+  """The :class:`PlacementResult` of the fastest feasible candidate.
+
+  Raises:
+    PlacementError: no candidate fits in memory and keeps the constraints.
+  """
+  winner = best_of(tried)
+  if winner is None:
+    tried_labels = ", ".join(c.label for c in tried) or "no baseline ran"
+    raise PlacementError(
+        f"gplace.optimize found no placement of graph "
+        f"{problem.graph.name!r} that fits in the memory of "
+        f"{problem.topology.name!r} and keeps its device constraints "
+        f"(tried: {tried_labels}). Use a topology with more memory or more "
+        "devices, relax the graph's allowed_devices / colocation, or try "
+        "method='auto' with a larger budget_s.")
+  # Scored again alone: the peak bytes, and a last check that it is feasible.
+  final = score(problem, winner.placement[None], winner.order)
+  runtime_s = float(final.runtime_s[0])
+  assert math.isfinite(runtime_s), "the winner became infeasible"
+  ranked = sorted(tried, key=lambda c: c.runtime_s)
+  return PlacementResult(
+      placement=np.asarray(winner.placement, np.int32),
+      order=winner.order, runtime_s=runtime_s,
+      peak_bytes=final.peak_bytes[0], method=winner.label,
+      candidates={c.label: c.runtime_s for c in ranked},
+      lower_bound_s=float(bound_s), graph=problem.graph,
+      topology=problem.topology, costs=problem.costs,
+      wall_s=time.perf_counter() - began)

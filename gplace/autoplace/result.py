@@ -1,0 +1,121 @@
+"""What :func:`gplace.optimize` returns: the winning placement, its schedule
+and simulated cost, and everything it was compared with.
+
+Where it sits: the end of :mod:`gplace.optimize`; :meth:`PlacementResult.place`
+hands the placement and its schedule to :func:`gplace.place` to run it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional
+
+import numpy as np
+
+from gplace.graphs.graph import Graph
+from gplace.sim.topology import Topology
+
+
+def format_seconds(seconds: float) -> str:
+  """``seconds`` in s, ms or µs with four significant digits."""
+  if not math.isfinite(seconds):
+    return "infeasible"
+  for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+    if abs(seconds) >= scale or unit == "µs":
+      return f"{seconds / scale:.4g} {unit}"
+  return f"{seconds:.4g} s"
+
+
+class PlacementResult(NamedTuple):
+  """The placement :func:`gplace.optimize` chose.
+
+  Attributes:
+    placement: ``[N]`` int32 device index per node (into ``topology``).
+    order: ``[N]`` int32 topological op order of the winning schedule (each
+      device runs its ops in this order), or None: the simulator's default
+      (dynamic) schedule.
+    runtime_s: simulated seconds of ``placement`` in that schedule.
+    peak_bytes: ``[D]`` float64 simulated peak live bytes per device.
+    method: which candidate won, e.g. ``"heft (own plan)"`` or
+      ``"annealing from heft"``.
+    candidates: ``{label: runtime_s}`` of everything tried, fastest first
+      (``inf``: out of memory or breaking the graph's device constraints).
+    lower_bound_s: seconds no placement can beat
+      (``gplace.lower_bound``, tightened by the solver's proof when it ran).
+    graph: the placed graph (``N`` nodes).
+    topology: the devices (``D``).
+    costs: ``[N, D]`` float64 measured seconds per node and device that
+      were used, or None (the topology's roofline).
+    wall_s: seconds the whole call took.
+  """
+
+  placement: np.ndarray
+  order: Optional[np.ndarray]
+  runtime_s: float
+  peak_bytes: np.ndarray
+  method: str
+  candidates: dict
+  lower_bound_s: float
+  graph: Graph
+  topology: Topology
+  costs: Optional[np.ndarray]
+  wall_s: float
+
+  def schedule(self) -> np.ndarray:
+    """``[N]`` int32 op order the simulator ran the winner in (``order``, or
+    the default schedule's dispatch order), for ``gplace.place(...,
+    schedule=)``."""
+    if self.order is not None:
+      return self.order
+    from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
+    result = simulate(self.graph, self.placement, self.topology, self.costs,
+                      return_schedule=True)
+    return np.asarray(result.order, np.int32)
+
+  def place(self, fn: Callable, devices=None, **kwargs: Any):
+    """``gplace.place(fn, graph, placement, devices, schedule=...)``: runs
+    the placement in the schedule it was simulated in.
+
+    Args:
+      fn: the function the graph was captured from.
+      devices: ``jax.Device`` s that device indices refer to (default: all
+        local devices, CPU first); one per device of ``topology``, so
+        optimize with ``topology="local"`` (or ``gplace.topology.local(
+        devices)``) to run on this machine.
+      **kwargs: more arguments of :func:`gplace.place` (``mode``,
+        ``example_args``...).
+
+    Returns:
+      The :class:`~gplace.PlacedFunction`.
+    """
+    from gplace.execution.executor import place  # pylint: disable=g-import-not-at-top
+    return place(fn, self.graph, self.placement, devices,
+                 schedule=self.schedule(), **kwargs)
+
+  def table(self) -> str:
+    """A short text table: every candidate's runtime against the bound, the
+    winner marked with ``*``."""
+    bound = self.lower_bound_s
+    width = max([len(label) for label in self.candidates] + [11]) + 2
+    lines = [f"gplace.optimize: {self.graph.name!r} ({self.graph.n_nodes} "
+             f"nodes) on {self.topology.name} ({self.topology.n_devices} "
+             f"devices), {self.wall_s:.1f} s",
+             f"  {'method':<{width}}{'runtime':>12}  {'x bound':>8}"]
+    for label, runtime in self.candidates.items():
+      mark = "*" if label == self.method else " "
+      ratio = (f"{runtime / bound:8.2f}" if bound > 0 and
+               math.isfinite(runtime) else f"{'-':>8}")
+      lines.append(f"{mark} {label:<{width}}{format_seconds(runtime):>12}  "
+                   f"{ratio}")
+    lines.append(f"  {'lower bound':<{width}}{format_seconds(bound):>12}")
+    return "\n".join(lines)
+
+  def __str__(self) -> str:
+    return self.table()
+
+  def __repr__(self) -> str:
+    return (f"PlacementResult(method={self.method!r}, runtime_s="
+            f"{self.runtime_s:.6g}, lower_bound_s={self.lower_bound_s:.6g}, "
+            f"graph={self.graph.name!r}, n_nodes={self.graph.n_nodes}, "
+            f"topology={self.topology.name!r}, "
+            f"candidates={len(self.candidates)})")

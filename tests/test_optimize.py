@@ -1,0 +1,265 @@
+"""Tests of gplace.optimize: one call from a program or a graph to a placement.
+
+Everything runs on one small captured function and a two-device topology
+(the local CPU devices, each its own compute group), so that the simulator
+compiles once for the whole file.
+"""
+
+import dataclasses
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gplace
+from gplace import baselines, errors
+from gplace.graphs import constraints, interchange
+from gplace.graphs.graph import random_dag
+from gplace.autoplace import SOLVER_MAX_NODES, PlacementResult, baseline_rows
+
+SEARCH = dict(method="search", max_evaluations=256, budget_s=120.0,
+              progress=False)
+
+
+def two_branches(params, x):
+  """Two parallel matmul branches joined: worth splitting over devices."""
+  left = jnp.tanh(x @ params["left"])
+  right = jax.nn.relu(x @ params["right"])
+  return ((left + right) @ params["out"]).sum(axis=0)
+
+
+@pytest.fixture(scope="module")
+def program():
+  keys = jax.random.split(jax.random.PRNGKey(0), 4)
+  params = {name: jax.random.normal(key, (256, 256)) / 16
+            for name, key in zip(("left", "right", "out"), keys)}
+  x = jax.random.normal(keys[3], (256, 256))
+  return two_branches, (params, x)
+
+
+@pytest.fixture(scope="module")
+def devices():
+  return jax.devices()[:2]
+
+
+@pytest.fixture(scope="module")
+def topology(devices):
+  # Two devices that compute in parallel (local() puts CPUs in one group).
+  return gplace.topology.local(devices).replace(
+      compute_group=np.arange(2), name="2cpu")
+
+
+@pytest.fixture(scope="module")
+def from_function(program, topology):
+  fn, args = program
+  return gplace.optimize(fn, *args, topology=topology, **SEARCH)
+
+
+def padded_runtimes(graph, placements, topology):
+  """Default-schedule runtimes (inf: infeasible) of [K <= 64, N] placements,
+  simulated in the batch of 64 that optimize uses (no new compilation)."""
+  k = placements.shape[0]
+  result = gplace.simulate(graph, np.resize(placements, (64, graph.n_nodes)),
+                           topology)
+  runtime = np.asarray(result.runtime_s, np.float64)[:k]
+  return np.where(np.asarray(result.oom)[:k], np.inf, runtime)
+
+
+def test_a_function_a_graph_networkx_and_json_give_one_placement(
+    from_function, topology, tmp_path):
+  graph = from_function.graph
+  path = str(tmp_path / "graph.json")
+  interchange.save(path, graph, topology=topology)
+  results = [from_function,
+             gplace.optimize(graph, topology=topology, **SEARCH),
+             gplace.optimize(interchange.to_networkx(graph),
+                             topology=topology, **SEARCH),
+             gplace.optimize(path, **SEARCH)]     # the file's own topology
+  for result in results:
+    assert isinstance(result, PlacementResult)
+    assert result.placement.dtype == np.int32
+    assert result.placement.shape == (graph.n_nodes,)
+    np.testing.assert_array_equal(result.placement, from_function.placement)
+    assert result.runtime_s == from_function.runtime_s
+    assert result.method == from_function.method
+  assert results[3].topology.n_devices == 2
+
+
+def test_result_includes_every_baseline_and_respects_the_bound(
+    from_function, topology):
+  graph = from_function.graph
+  assert any(label.startswith("annealing from ")
+             for label in from_function.candidates)
+  placed = baselines.run_all(graph, topology)
+  best_baseline = padded_runtimes(graph, np.stack(list(placed.values())),
+                                  topology).min()
+  assert from_function.runtime_s <= best_baseline
+  bound = gplace.lower_bound(graph, topology)
+  assert from_function.lower_bound_s >= bound
+  assert from_function.runtime_s >= from_function.lower_bound_s * (1 - 1e-6)
+  # The reported runtime is the simulator's, in the reported schedule.
+  assert from_function.order is None
+  again = padded_runtimes(graph, from_function.placement[None], topology)[0]
+  assert again == pytest.approx(from_function.runtime_s, rel=1e-6)
+  assert from_function.peak_bytes.shape == (2,)
+  assert set(from_function.candidates) >= {
+      f"{name} (default)" for name in ("single_device", "round_robin")}
+  assert list(from_function.candidates.values()) == sorted(
+      from_function.candidates.values())
+  table = str(from_function)
+  assert "* " + from_function.method in table and "lower bound" in table
+
+
+def test_baseline_rows_list_each_baseline_once_fastest_first(from_function,
+                                                           topology):
+  rows = baseline_rows(from_function.graph, topology)
+  assert len(rows) == len(baselines.names())
+  assert [r for _, r in rows] == sorted(r for _, r in rows)
+  for label, runtime in rows:
+    assert from_function.candidates[label] == runtime
+
+
+def test_auto_runs_baselines_and_search_within_the_budget(from_function,
+                                                          topology):
+  result = gplace.optimize(from_function.graph, topology=topology,
+                           budget_s=3.0, progress=False)
+  assert any(label.startswith("annealing from ")
+             for label in result.candidates)
+  assert result.runtime_s == min(result.candidates.values())
+  assert result.runtime_s <= from_function.candidates["single_device (default)"]
+  assert result.wall_s < 60
+
+
+def test_a_named_baseline_runs_alone_in_its_best_schedule(from_function,
+                                                          topology):
+  result = gplace.optimize(from_function.graph, topology=topology,
+                           method="heft", progress=False)
+  assert list(result.candidates) == [result.method]
+  assert result.method.startswith("heft (")
+  same = gplace.optimize(from_function.graph, topology=topology,
+                         method="baseline:heft", progress=False)
+  np.testing.assert_array_equal(same.placement, result.placement)
+
+
+def test_the_solver_tightens_the_bound_and_never_loses(from_function,
+                                                       topology):
+  result = gplace.optimize(from_function.graph, topology=topology,
+                           method="solver", budget_s=5.0, progress=False)
+  assert any(label.startswith("solver (CP-SAT") for label in result.candidates)
+  assert result.runtime_s <= min(
+      v for k, v in result.candidates.items() if not k.startswith("solver"))
+  assert result.lower_bound_s >= gplace.lower_bound(from_function.graph,
+                                                     topology)
+  assert result.runtime_s >= result.lower_bound_s * (1 - 1e-6)
+
+
+def test_the_solver_refuses_a_graph_above_its_limit():
+  graph = random_dag(SOLVER_MAX_NODES + 1, seed=0)
+  with pytest.raises(errors.SearchError,
+                     match=f"at most {SOLVER_MAX_NODES} nodes.*coarsen.*"
+                           "method='search'"):
+    gplace.optimize(graph, method="solver", progress=False)
+
+
+def test_device_constraints_are_kept(from_function, topology):
+  graph = from_function.graph
+  allowed = np.ones((graph.n_nodes, 2), bool)
+  only_first = np.flatnonzero(graph.kind == gplace.NODE_OP)[::2]
+  allowed[only_first, 1] = False
+  assert np.any(from_function.placement[only_first] == 1)   # it binds
+  constrained = graph.replace(allowed_devices=allowed)
+  result = gplace.optimize(constrained, topology=topology, budget_s=2.0,
+                           progress=False)
+  assert np.all(result.placement[only_first] == 0)
+  assert not constraints.violations(constrained, result.placement[None])[0]
+  assert np.isfinite(result.runtime_s)
+
+
+def test_no_feasible_placement_is_a_clear_error(from_function, topology):
+  tiny = topology.replace(devices=tuple(
+      dataclasses.replace(d, memory_bytes=1.0) for d in topology.devices))
+  with pytest.raises(errors.PlacementError,
+                     match="no placement .* fits in the memory"):
+    gplace.optimize(from_function.graph, topology=tiny, method="heft",
+                    progress=False)
+
+
+def test_place_runs_the_result_like_jit(program, from_function, devices):
+  fn, args = program
+  expected = jax.jit(fn)(*args)
+  placed = from_function.place(fn, devices=devices)
+  np.testing.assert_allclose(placed(*args), expected, rtol=1e-5, atol=1e-5)
+  # The same through gplace.place itself.
+  placed = gplace.place(fn, from_function.graph, from_function.placement,
+                        devices, schedule=from_function.schedule())
+  np.testing.assert_allclose(placed(*args), expected, rtol=1e-5, atol=1e-5)
+
+
+def _malformed_json(tmp_path):
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps({"nodes": [{"id": "a", "out_bytes": -5}],
+                              "edges": []}))
+  return str(path)
+
+
+@pytest.mark.parametrize("make_input, error, message", [
+    (lambda tmp: 42, errors.GraphError,
+     "cannot place a value of type int.*pass a jittable function"),
+    (lambda tmp: str(tmp / "missing.json"), errors.GraphError,
+     "No graph file at path .*missing.json"),
+    (_malformed_json, errors.GraphError, "out_bytes"),
+    (lambda tmp: "rnnlm2", errors.GraphError,
+     "not a graph file path.*gplace.workloads.get"),
+])
+def test_bad_inputs_raise_gplace_errors(make_input, error, message, tmp_path):
+  with pytest.raises(error, match=message):
+    gplace.optimize(make_input(tmp_path), progress=False)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(method="magic"), errors.SearchError,
+     "unknown method 'magic'.*'auto'.*heft"),
+    (dict(method="baseline:nope"), errors.SearchError, "unknown method"),
+    (dict(topology="2tpu"), errors.TopologyError,
+     "unknown topology '2tpu'.*1cpu\\+4gpu.*'local'"),
+    (dict(budget_s=-1.0), errors.SearchError,
+     "budget_s must be a positive.*budget_s=30"),
+    (dict(budget_s=float("nan")), errors.SearchError, "budget_s"),
+    (dict(seed=1.5), errors.SearchError, "seed must be an integer"),
+    (dict(seed=-1), errors.SearchError, "seed must be an integer in"),
+    (dict(method="policy", costs=np.ones((12, 5))), errors.SearchError,
+     "method='policy'.*roofline"),
+    (dict(max_evaluations=0), errors.SearchError, "max_evaluations"),
+    (dict(progress="yes"), errors.SearchError, "progress must be True"),
+    (dict(costs=np.ones((3, 3))), errors.TopologyError, "costs has shape"),
+    (dict(method="policy", topology=gplace.topology.preset("1cpu+2gpu")
+          .replace(name="mine")), errors.SearchError,
+     "method='policy'.*preset topology"),
+])
+def test_bad_settings_raise_gplace_errors(kwargs, error, message):
+  with pytest.raises(error, match=message):
+    gplace.optimize(random_dag(12, seed=0), **{"progress": False, **kwargs})
+
+
+def test_a_function_that_does_not_trace_raises_the_capture_error(program):
+  fn, (params, _) = program
+  with pytest.raises(errors.CaptureError, match="Could not trace"):
+    gplace.optimize(fn, params, jnp.ones((3, 5)), progress=False)
+  with pytest.raises(errors.GraphError, match="only for a function"):
+    gplace.optimize(random_dag(12, seed=0), params, progress=False)
+  with pytest.raises(errors.CaptureError, match="profile=True .* function"):
+    gplace.optimize(random_dag(12, seed=0), topology="local", profile=True,
+                    progress=False)
+
+
+@pytest.mark.skipif(not os.environ.get("GPLACE_SLOW_TESTS"),
+                    reason="trains GO for a minute; GPLACE_SLOW_TESTS=1")
+def test_policy_trains_go_on_the_graph():
+  graph = random_dag(40, seed=1)
+  result = gplace.optimize(graph, topology="1cpu+2gpu", method="policy",
+                           budget_s=30.0, progress=False)
+  assert any(label.startswith("policy (GO") for label in result.candidates)
+  assert np.isfinite(result.runtime_s)
