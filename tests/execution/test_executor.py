@@ -139,10 +139,13 @@ def test_control_flow_matches_jit(control_flow, mode, n_devices, schedule):
 # reversed priority), taken in turn over the cases; with GPLACE_SLOW_TESTS=1
 # every case runs under all three.
 #
-# By default every workload runs at least once (inference, alternating 2 and
-# 4 devices) plus two training steps (one per device count); the rest of the
-# matrix needs GPLACE_SLOW_TESTS=1.
+# By default one workload of each family runs inference (alternating 2 and 4
+# devices; the family's other sizes share its op types) plus two training
+# steps (one per device count); the rest of the matrix, every workload
+# included, needs GPLACE_SLOW_TESTS=1.
 
+_DEFAULT_INFER = ("resnet50", "amoebanet", "bert", "gnmt2", "rnnlm4",
+                  "transformer_xl2", "wavenet4")
 _DEFAULT_TRAIN = {("rnnlm2", 4), ("wavenet2", 2)}
 _SLOW = pytest.mark.skipif(not os.environ.get("GPLACE_SLOW_TESTS"),
                            reason="slow; set GPLACE_SLOW_TESTS=1 for the "
@@ -156,7 +159,8 @@ def _workload_cases():
     for step in ("infer", "train"):
       for n_devices in (2, 4):
         if step == "infer":
-          default = n_devices == (2, 4)[index % 2]
+          default = (name in _DEFAULT_INFER
+                     and n_devices == (2, 4)[index % 2])
         else:
           default = (name, n_devices) in _DEFAULT_TRAIN
         for schedule in SCHEDULES:

@@ -20,15 +20,17 @@ def test_go_policy_shapes_and_padding_invariance(modulation):
   policy = go.GOPolicy(num_devices=3, encoder=encoder, head_hidden_size=8)
   small = make_graphs_tuple([DIAMOND, chain(3)], n_pad=9, e_pad=16)
   large = make_graphs_tuple([DIAMOND, chain(3)], n_pad=16, e_pad=24)
-  params = policy.init(jax.random.PRNGKey(0), small)
+  # Jitted: eager flax compiles every primitive on its own (tens of s).
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), small)
   assert set(params["params"]) == {"encoder", "head"}
-  logits = jax.jit(policy.apply)(params, small)
+  apply = jax.jit(policy.apply)
+  logits = apply(params, small)
   assert logits.shape == (9, 3) and logits.dtype == jnp.float32
-  np.testing.assert_allclose(policy.apply(params, large)[:7], logits[:7],
+  np.testing.assert_allclose(apply(params, large)[:7], logits[:7],
                              rtol=1e-4, atol=1e-5)
   # The encoder alone, as another model would use it.
-  enc_params = encoder.init(jax.random.PRNGKey(1), small)
-  assert encoder.apply(enc_params, small).shape == (9, 16)
+  enc_params = jax.jit(encoder.init)(jax.random.PRNGKey(1), small)
+  assert jax.jit(encoder.apply)(enc_params, small).shape == (9, 16)
 
 
 def test_device_mask_reaches_the_head():
@@ -36,8 +38,9 @@ def test_device_mask_reaches_the_head():
                                   segment_length=4, num_sage_layers=1,
                                   num_attention_layers=1, head_hidden_size=8)
   graphs = make_graphs_tuple([chain(5)], n_pad=8, e_pad=8)
-  params = policy.init(jax.random.PRNGKey(0), graphs)
-  logits = policy.apply(params, graphs, jnp.array([True, False, True]))
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), graphs)
+  logits = jax.jit(policy.apply)(params, graphs,
+                                 jnp.array([True, False, True]))
   assert np.all(logits[:, 1] <= -1e8)
 
 
