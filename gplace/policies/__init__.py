@@ -13,7 +13,7 @@ from gplace.policies.base import (ActionScores, Policy, create_policy,
                                   register_policy)
 from gplace.policies import go
 # The seed systems of issue 11; each module registers its family.
-from gplace.policies import colocrl, hdp, hsdag, placeto
+from gplace.policies import colocrl, hdp, hsdag, placeto  # noqa: F401
 from gplace.policies.go import GOEncoder, GOPolicy
 
 __all__ = ["ActionScores", "GOEncoder", "GOPolicy", "Policy", "create_policy",

@@ -1,1 +1,325 @@
-"""hdp placement policy (being written; see issue 11)."""
+"""The HDP placement policy (Mirhoseini et al., "A Hierarchical Model for
+Device Placement", ICLR 2018): a feed-forward grouper puts every op in one of
+``num_groups`` groups, and a seq2seq placer emits a device per group.
+
+Where this sits: a *sequential* policy of :mod:`gplace.policies.base`
+(``sequential = True``, ``placement_actions = False``), registered as
+``"hdp"``. HDP learns its own groups, so its config places the op graph
+(``config.groups.max_groups = 0``). Actions ``int32 [K, N_pad + G]`` are the
+group of every node (masked on padding nodes), then the device of every
+group; the placement of node ``n`` is the device of its group. Both parts'
+log-probabilities count, so :mod:`gplace.rl`'s REINFORCE trains grouper and
+placer jointly, as the paper does. The placer is built from
+:mod:`gplace.policies.seq2seq`.
+
+The paper's model (and grappler's ``hierarchical_controller.py``), and what
+gplace does
+-----------------------------------------------------------------------------
+* Grouper: per-op features (op type, output shapes, adjacency) through a
+  feed-forward layer of ``grouping_hidden_size`` (64) and a softmax over
+  ``num_groups = min(256, 20 x devices)`` groups; each op's group sampled
+  independently. gplace: the op embedding of
+  :class:`~gplace.policies.seq2seq.OpEmbedding` (a learned op-type embedding
+  where grappler fed the raw type id as a number; log-bucketed adjacency
+  and the op's relative position in topological order where it kept the
+  first 20 neighbour indices, which also said where the op sits: without
+  it, look-alike ops, two copies of a layer, would always share a group),
+  then ``Dense(grouping_hidden) -> relu -> Dense(num_groups)`` (grappler's
+  two layers are linear).
+* Group embeddings: grappler concatenates the group's rows of the group
+  adjacency matrix (edges out and in, ``2 G`` columns), per-group op-type
+  counts and summed output shapes, divided by the row's max + 1. gplace:
+  the mean of the members' op embeddings (so the op-type embedding also
+  learns from the placer's loss) ‖ ``log1p`` member count ‖ ``log1p`` of
+  the group adjacency rows (out, in), layer-normalised.
+* Placer: bidirectional LSTM encoder over the groups in index order (each
+  direction ``hidden / 2``), LSTM decoder with additive attention, the
+  previous group's device embedding fed back, initial state the encoder's
+  final one. Same, plus ``feed_encoder_state`` (default True; False is
+  grappler's decoder, see :mod:`gplace.policies.colocrl`). Deviation: empty
+  groups (no member in a sample) are skipped by encoder and decoder and
+  their device actions count nothing (log-prob and entropy 0): they cannot
+  change the runtime, and in grappler they only add noise to the gradient.
+* Grappler squashes device logits to ``1.0 * tanh(logits)``
+  (``tanh_constant``), which caps any device's odds at ``e^2`` against
+  another; ``logit_tanh_constant`` (default 0: off) restores it.
+* Training (grappler defaults): reward ``sqrt(runtime)``, failing signal
+  100 s, EMA baseline decay 0.9, Adam lr 0.1 decayed x0.95 every 50 steps
+  after step 400, gradient clipping at norm 1.0, logit noise
+  ``sigma = 0.5 x`` the logits' RMS until step 750, failed samples masked
+  from the loss after step 1000, hidden 512. gplace's loop gives reward
+  ``-sqrt(runtime)``, the EMA baseline (``rl.advantage="ema"``,
+  ``baseline_decay``), Adam with clipping (``config.optimizer``) and an OOM
+  penalty (``rl.oom_penalty_factor``) instead of 100 s; see
+  ``experiments/configs/hdp.py`` for the (CPU-sized) values. Logit noise is
+  not implemented: it needs the training step, which a policy does not see,
+  and the noisy samples would not be the ones the teacher-forced scores
+  describe (their loss would be off-policy); the entropy bonus explores
+  instead. Defaults here are CPU-sized (hidden 64).
+
+Device masks: a group gets the devices all its members allow; a group whose
+members allow no device in common may go anywhere (the loop's constraint
+checks then flag the placement), as grouping cannot respect a per-op mask.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import jraph
+
+from gplace.errors import PolicyError
+from gplace.graphs import features as features_lib
+from gplace.policies import seq2seq
+from gplace.policies.base import ActionScores, register_policy
+from gplace.policies.colocrl import validate_seq2seq_fields
+
+# grappler: num_groups = min(256, 20 x devices) when unset.
+MAX_DEFAULT_GROUPS = 256
+GROUPS_PER_DEVICE = 20
+
+
+def default_num_groups(num_devices: int) -> int:
+  """HDP's default group count, ``min(256, 20 x num_devices)``."""
+  return min(MAX_DEFAULT_GROUPS, GROUPS_PER_DEVICE * num_devices)
+
+
+def _chosen_log_probs(log_p: jax.Array, chosen: jax.Array,
+                      mask: jax.Array) -> jax.Array:
+  """``log_p [N, G]`` at ``chosen [K, N]``: ``[K, N]``, 0 where not
+  ``mask [N]``."""
+  taken = jnp.take_along_axis(log_p[None], chosen[..., None], -1)[..., 0]
+  return jnp.where(mask, taken, 0.0)
+
+
+class HDPPolicy(nn.Module):
+  """HDP: a feed-forward grouper and a seq2seq placer over its groups.
+
+  Actions ``int32 [K, N_pad + G]``: the group of every node (0 on padding),
+  then the device of every group (0 on empty groups).
+
+  Attributes:
+    num_devices: ``D``.
+    num_groups: ``G`` (0: :func:`default_num_groups`); at least ``D``.
+    grouping_hidden_size: the grouper's hidden width.
+    hidden_size: placer LSTM width ``H`` (even: two directions of ``H / 2``).
+    attention_size: width of the additive attention's hidden layer.
+    device_embedding_size: width of the fed-back device embedding.
+    op_embedding_size: width of the op-type embedding.
+    adjacency_buckets: log-distance buckets of the op adjacency encoding.
+    num_position_frequencies: frequencies of the relative-position
+      encoding in the op embedding (0: only the fraction).
+    node_features: ``"shape"`` (output shapes, as the paper) or ``"all"``.
+    feed_encoder_state: the decoder also reads the encoder state of the
+      group being placed (False: grappler's decoder).
+    logit_tanh_constant: ``c > 0`` squashes device logits to
+      ``c tanh(logits)`` (grappler: 1.0; 0: off).
+    vocabulary_size: op-type ids (larger ids share the last row).
+  """
+
+  sequential: ClassVar[bool] = True
+  placement_actions: ClassVar[bool] = False
+
+  num_devices: int
+  num_groups: int = 0
+  grouping_hidden_size: int = 64
+  hidden_size: int = 64
+  attention_size: int = 64
+  device_embedding_size: int = 16
+  op_embedding_size: int = 16
+  adjacency_buckets: int = 8
+  num_position_frequencies: int = 4
+  node_features: str = "shape"
+  feed_encoder_state: bool = True
+  logit_tanh_constant: float = 0.0
+  vocabulary_size: int = features_lib.VOCABULARY_SIZE
+
+  def __post_init__(self):
+    validate_seq2seq_fields(self, "HDP")
+    seq2seq.check_positive("HDP",
+                           grouping_hidden_size=self.grouping_hidden_size)
+    if self.hidden_size % 2:
+      raise PolicyError(
+          f"HDP: hidden_size={self.hidden_size} must be even (the encoder "
+          "is bidirectional, hidden_size / 2 per direction); set "
+          "config.policy.hidden_size to an even number.")
+    groups = self.num_groups
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 0:
+      raise PolicyError(
+          f"HDP: num_groups={groups!r} must be a non-negative integer; set "
+          "config.policy.num_groups to 0 (min(256, 20 x devices)) or a "
+          "count of at least the number of devices.")
+    if groups and groups < self.num_devices:
+      raise PolicyError(
+          f"HDP: num_groups={groups!r} is below the {self.num_devices} "
+          "devices, so some device could never be used; set "
+          f"config.policy.num_groups to at least {self.num_devices}, or to "
+          f"0 for min(256, 20 x devices) = "
+          f"{default_num_groups(self.num_devices)}.")
+    super().__post_init__()
+
+  @property
+  def groups(self) -> int:
+    """``G``: the number of groups in use."""
+    return self.num_groups or default_num_groups(self.num_devices)
+
+  def setup(self):
+    self.op_embedding = seq2seq.OpEmbedding(
+        self.vocabulary_size, self.op_embedding_size, self.adjacency_buckets,
+        self.node_features, self.num_position_frequencies)
+    self.grouper_hidden = nn.Dense(self.grouping_hidden_size)
+    self.grouper_output = nn.Dense(self.groups)
+    self.group_norm = nn.LayerNorm()
+    self.encoder = seq2seq.SequenceEncoder(self.hidden_size,
+                                           bidirectional=True)
+    self.decoder = seq2seq.AttentionDecoder(
+        self.num_devices, self.hidden_size, self.attention_size,
+        self.device_embedding_size, self.feed_encoder_state,
+        self.logit_tanh_constant)
+
+  def __call__(self, graphs: jraph.GraphsTuple,
+               device_mask: Optional[jax.Array] = None,
+               actions: Optional[jax.Array] = None) -> ActionScores:
+    """Scores ``actions`` (``int [K, N_pad + G]``) by teacher forcing; None
+    scores one all-zero row (for ``init``).
+
+    Returns:
+      :class:`~gplace.policies.base.ActionScores`: ``[K, N_pad + G]``
+      log-probabilities and entropies (grouper's, then placer's) and the
+      mask ``[N_pad + G]`` (padding nodes False).
+    """
+    mask = graphs.nodes["mask"]
+    n_pad = mask.shape[0]
+    width = n_pad + self.groups
+    if actions is None:
+      actions = jnp.zeros((1, width), jnp.int32)
+    if actions.ndim != 2 or actions.shape[1] != width:
+      raise PolicyError(
+          f"HDP scores actions [K, {width}] (a group per node for "
+          f"{n_pad} node slots, then a device per group for "
+          f"{self.groups} groups), got shape {actions.shape}.")
+    op_embeddings, group_log_p = self._group_distribution(graphs)
+    group_of = jnp.where(mask, jnp.clip(actions[:, :n_pad], 0,
+                                        self.groups - 1), 0)
+    group_log_probs = _chosen_log_probs(group_log_p, group_of, mask)
+    group_entropy = jnp.where(
+        mask, -jnp.sum(jnp.exp(group_log_p) * group_log_p, -1), 0.0)
+    decoded = self._place(graphs, device_mask, op_embeddings, group_of,
+                          actions=actions[:, n_pad:])
+    return ActionScores(
+        jnp.concatenate([group_log_probs, decoded.log_probs], -1),
+        jnp.concatenate([jnp.broadcast_to(group_entropy, group_of.shape),
+                         decoded.entropy], -1),
+        jnp.concatenate([mask, jnp.ones((self.groups,), bool)]))
+
+  def sample(self, graphs: jraph.GraphsTuple,
+             device_mask: Optional[jax.Array], keys: jax.Array,
+             greedy: bool = False) -> tuple[jax.Array, jax.Array]:
+    """Samples a grouping, then a device per group, per key
+    (``keys [K, 2]``); ``greedy``: the most likely group of every op and
+    argmax decoding (all rows alike); a Python bool or a traced bool scalar.
+
+    Returns:
+      ``(placements int32 [K, N_pad], actions int32 [K, N_pad + G])``.
+    """
+    placements, actions, _ = self._sample(graphs, device_mask, keys, greedy)
+    return placements, actions
+
+  def _sample(self, graphs: jraph.GraphsTuple,
+              device_mask: Optional[jax.Array], keys: jax.Array,
+              greedy: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """:meth:`sample`, and the log-probabilities ``f32 [K, N_pad + G]`` of
+    the actions it took (what ``__call__`` must reproduce)."""
+    mask = graphs.nodes["mask"]
+    op_embeddings, group_log_p = self._group_distribution(graphs)
+    split = jax.vmap(jax.random.split)(keys)  # [K, 2, ...]
+    noise = seq2seq.sampling_noise(split[:, 0], group_log_p.shape, greedy)
+    group_of = jnp.argmax(group_log_p + noise, -1)  # [K, N_pad]
+    group_of = jnp.where(mask, group_of, 0).astype(jnp.int32)
+    decoded = self._place(graphs, device_mask, op_embeddings, group_of,
+                          keys=split[:, 1], greedy=greedy)
+    placements = jnp.take_along_axis(decoded.actions, group_of, -1)
+    group_log_probs = _chosen_log_probs(group_log_p, group_of, mask)
+    return (placements, jnp.concatenate([group_of, decoded.actions], -1),
+            jnp.concatenate([group_log_probs, decoded.log_probs], -1))
+
+  def _group_distribution(
+      self, graphs: jraph.GraphsTuple) -> tuple[jax.Array, jax.Array]:
+    """Op embeddings ``[N_pad, E]`` and the grouper's log-probabilities
+    ``[N_pad, G]``."""
+    op_embeddings = self.op_embedding(graphs)
+    logits = self.grouper_output(nn.relu(self.grouper_hidden(op_embeddings)))
+    return op_embeddings, jax.nn.log_softmax(logits, -1)
+
+  def _place(self, graphs: jraph.GraphsTuple,
+             device_mask: Optional[jax.Array], op_embeddings: jax.Array,
+             group_of: jax.Array, **mode) -> seq2seq.Decoded:
+    """Runs the placer over the groups of ``group_of [K, N_pad]``."""
+    embeddings, nonempty = self._group_embeddings(graphs, op_embeddings,
+                                                  group_of)
+    memory, carry = self.encoder(embeddings, nonempty)
+    allowed = self._group_device_mask(graphs, device_mask, group_of)
+    return self.decoder(memory, nonempty, carry, allowed, **mode)
+
+  def _group_embeddings(self, graphs: jraph.GraphsTuple,
+                        op_embeddings: jax.Array,
+                        group_of: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per-sample group embeddings ``[K, G, E + 1 + 2G]`` and which groups
+    have members ``bool [K, G]`` (padding nodes and edges count nothing)."""
+    num_groups = self.groups
+    weight = graphs.nodes["mask"].astype(jnp.float32)
+    forward = (graphs.edges["mask"]
+               & (graphs.edges["direction"] == 0)).astype(jnp.float32)
+
+    def one(group):
+      count = jax.ops.segment_sum(weight, group, num_groups)
+      total = jax.ops.segment_sum(op_embeddings * weight[:, None], group,
+                                  num_groups)
+      edge_cell = group[graphs.senders] * num_groups + group[graphs.receivers]
+      adjacency = jax.ops.segment_sum(forward, edge_cell,
+                                      num_groups * num_groups).reshape(
+                                          num_groups, num_groups)
+      embedding = jnp.concatenate([
+          total / jnp.maximum(count, 1.0)[:, None],
+          jnp.log1p(count)[:, None], jnp.log1p(adjacency),
+          jnp.log1p(adjacency.T)], -1)
+      return embedding, count > 0
+
+    embeddings, nonempty = jax.vmap(one)(group_of)
+    embeddings = self.group_norm(embeddings)
+    return embeddings * nonempty[..., None], nonempty
+
+  def _group_device_mask(self, graphs: jraph.GraphsTuple,
+                         device_mask: Optional[jax.Array],
+                         group_of: jax.Array) -> jax.Array:
+    """Allowed devices per group, ``bool [K, G, D]`` or ``[G, D]``."""
+    num_groups, num_devices = self.groups, self.num_devices
+    if device_mask is None or jnp.ndim(device_mask) == 1:
+      return seq2seq.device_mask_rows(device_mask, num_groups, num_devices)
+    mask = graphs.nodes["mask"]
+    rows = seq2seq.device_mask_rows(device_mask, mask.shape[0], num_devices)
+    forbidden = (~rows & mask[:, None]).astype(jnp.float32)
+
+    def one(group):
+      allowed = jax.ops.segment_sum(forbidden, group, num_groups) == 0
+      # No device in common: any device (the constraint checks flag it).
+      return jnp.where(allowed.any(-1, keepdims=True), allowed, True)
+
+    return jax.vmap(one)(group_of)
+
+
+@register_policy("hdp")
+def create_hdp_policy(num_devices: int, **hparams) -> HDPPolicy:
+  """An :class:`HDPPolicy` from flat hyperparameters (``config.policy``
+  less ``name``).
+
+  Raises:
+    PolicyError: an unknown hyperparameter or a value that cannot work
+      (e.g. ``num_groups`` below ``num_devices``).
+  """
+  seq2seq.reject_unknown("HDP", hparams,
+                         seq2seq.module_fields(HDPPolicy) - {"num_devices"})
+  return HDPPolicy(num_devices=num_devices, **hparams)

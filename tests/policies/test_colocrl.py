@@ -1,0 +1,314 @@
+"""Tests of gplace.policies.colocrl (and the seq2seq blocks it is built of):
+shapes, padding and device masks, teacher forcing equal to sampling, greedy
+decoding, one compile per budget, hyperparameter and length errors, the
+config, and an end-to-end run of experiments/configs/colocrl.py (shrunk)
+whose greedy placement improves on its initial one."""
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.configs import colocrl as colocrl_config
+from gplace import policies
+from gplace.errors import ConfigError, PolicyError
+from gplace.graphs import features
+from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT, Graph
+from gplace.policies import colocrl, seq2seq
+from gplace.rl import train
+from gplace.rl.validation import validate_policy
+
+NUM_DEVICES = 3
+TINY = dict(hidden_size=8, attention_size=8, device_embedding_size=4,
+            op_embedding_size=4, adjacency_buckets=3)
+
+
+def small_graph(n_ops: int = 6, seed: int = 0) -> Graph:
+  """``input -> n_ops ops -> output``: a chain with skip edges, mixed op
+  types and shapes."""
+  rng = np.random.default_rng(seed)
+  n = n_ops + 2
+  kinds = [NODE_INPUT] + [NODE_OP] * n_ops + [NODE_OUTPUT]
+  ops = ["input"] + list(rng.choice(["dot_general", "add", "tanh"],
+                                    n_ops)) + ["output"]
+  shapes = [tuple(int(d) for d in rng.integers(1, 64, rng.integers(1, 3)))
+            for _ in range(n)]
+  edges = [(i, i + 1, 256) for i in range(n - 1)]
+  edges += [(i, i + 3, 1024) for i in range(0, n - 3, 2)]
+  return Graph.build(
+      names=[f"n{i}" for i in range(n)], op_type=ops, kind=kinds,
+      out_shapes=shapes, out_dtype=["float32"] * n,
+      out_bytes=[4 * int(np.prod(s)) for s in shapes],
+      flops=rng.uniform(0, 1e9, n), bytes_accessed=rng.uniform(0, 1e6, n),
+      edges=edges, name=f"small_{seed}")
+
+
+def budget(n_nodes: int) -> features.Budget:
+  return features.Budget(n_nodes=n_nodes, n_edges=64, n_graphs=2)
+
+
+POLICY = policies.create_policy("colocrl", NUM_DEVICES, **TINY)
+K = 24  # one row count everywhere: every jitted function compiles once
+TRACES = collections.Counter()
+
+
+def _decode(params, batch, device_masks, sample_keys, greedy):
+  """The sampler's actions and its own per-step log-probabilities, for a
+  batch of graphs (vmapped, as the RL loop calls a policy)."""
+  TRACES["decode", batch.nodes["mask"].shape[-1], device_masks.ndim] += 1
+
+  def one(graphs, device_mask):
+    decoded = POLICY.apply(
+        params, graphs, device_mask, sample_keys, greedy,
+        method=lambda m, g, d, k, gr: m._decode(g, d, keys=k, greedy=gr))
+    return decoded.actions, decoded.log_probs
+
+  return jax.vmap(one)(batch, device_masks)
+
+
+def _score(params, batch, device_masks, actions):
+  """Teacher-forced scores of ``actions [B, K, N_pad]``."""
+  TRACES["score", batch.nodes["mask"].shape[-1]] += 1
+  return jax.vmap(lambda g, d, a: POLICY.apply(params, g, d, a))(
+      batch, device_masks, actions)
+
+
+# Test-only: unoptimised XLA code compiles in half the time on a loaded CPU.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+decode, score = (jax.jit(f, compiler_options=FAST_COMPILE)
+                 for f in (_decode, _score))
+SAMPLE, GREEDY = jnp.bool_(False), jnp.bool_(True)
+
+
+def make_batch(*graphs: Graph, n_pad: int = 16):
+  return features.stack_graphs_tuples(
+      [features.to_graphs_tuple(g, budget(n_pad)) for g in graphs])
+
+
+def all_devices(n_pad: int = 16, batch: int = 2) -> np.ndarray:
+  return np.ones((batch, n_pad, NUM_DEVICES), bool)
+
+
+def keys(k: int = K, seed: int = 1) -> jax.Array:
+  return jax.random.split(jax.random.PRNGKey(seed), k)
+
+
+@pytest.fixture(scope="module")
+def setup():
+  graphs = (small_graph(), small_graph(5, seed=4))
+  batch = make_batch(*graphs)
+  params = jax.jit(POLICY.init, compiler_options=FAST_COMPILE)(
+      jax.random.PRNGKey(0), jax.tree.map(lambda x: x[0], batch))
+  return graphs, batch, params
+
+
+def test_factory_and_interface_attributes():
+  policy = policies.create_policy("colocrl", 5)
+  assert isinstance(policy, colocrl.ColocRLPolicy)
+  assert policy == colocrl.ColocRLPolicy(num_devices=5)
+  assert policy.max_length == 1024 and policy.hidden_size == 64
+  assert policies.is_sequential(policy)
+  assert colocrl.ColocRLPolicy.placement_actions is True
+  assert "colocrl" in policies.policy_names()
+
+
+def test_public_entry_points_shapes(setup):
+  _, batch, params = setup
+  graphs = jax.tree.map(lambda x: x[0], batch)
+  placements, actions = jax.eval_shape(
+      lambda p: POLICY.apply(p, graphs, None, keys(5), method="sample"),
+      params)
+  assert placements.shape == actions.shape == (5, 16)
+  assert placements.dtype == actions.dtype == jnp.int32
+  scores = jax.eval_shape(POLICY.apply, params, graphs)  # init's call
+  assert scores.log_probs.shape == scores.entropy.shape == (1, 16)
+  assert scores.mask.shape == (16,) and scores.mask.dtype == jnp.bool_
+
+
+def test_shapes_masks_and_teacher_forcing_equal_to_sampling(setup):
+  graphs, batch, params = setup
+  masks = all_devices()
+  masks[0, 3] = [True, True, False]
+  actions, sampled = decode(params, batch, masks, keys(), SAMPLE)
+  actions = np.asarray(actions)
+  assert actions.shape == (2, K, 16) and actions.dtype == np.int32
+  assert np.all((actions >= 0) & (actions < NUM_DEVICES))
+  assert len({tuple(row) for row in actions[0]}) > 1
+  scores = score(params, batch, masks, actions)
+  assert scores.log_probs.shape == scores.entropy.shape == (2, K, 16)
+  assert scores.log_probs.dtype == jnp.float32
+  np.testing.assert_array_equal(scores.mask, batch.nodes["mask"])
+  # Scoring the sampled actions reproduces the sampler's log-probabilities.
+  np.testing.assert_allclose(scores.log_probs, sampled, rtol=1e-5,
+                             atol=1e-6)
+  log_probs, entropy = map(np.asarray, (scores.log_probs, scores.entropy))
+  for b, graph in enumerate(graphs):
+    n = graph.n_nodes
+    assert np.all(actions[b, :, n:] == 0)
+    assert np.all(log_probs[b, :, n:] == 0) and np.all(entropy[b, :, n:] == 0)
+    assert np.all(log_probs[b, :, :n] < 0) and np.all(entropy[b, :, :n] > 0)
+
+
+def test_greedy_is_deterministic_and_most_likely_at_every_step(setup):
+  graphs, batch, params = setup
+  a, _ = decode(params, batch, all_devices(), keys(seed=1), GREEDY)
+  b, _ = decode(params, batch, all_devices(), keys(seed=2), GREEDY)
+  a = np.asarray(a)
+  np.testing.assert_array_equal(a, b)
+  assert np.all(a == a[:, :1])
+  # Swap one step's device at a time, keeping the greedy prefix: no swap
+  # scores higher at that step.
+  n = graphs[0].n_nodes
+  assert n * NUM_DEVICES == K
+  rows = a.copy()
+  step = np.repeat(np.arange(n), NUM_DEVICES)
+  rows[0, np.arange(K), step] = np.tile(np.arange(NUM_DEVICES), n)
+  scores = score(params, batch, all_devices(), rows)
+  at_step = np.asarray(scores.log_probs)[0, np.arange(K), step].reshape(
+      n, NUM_DEVICES)
+  np.testing.assert_array_equal(at_step.argmax(-1), a[0, 0, :n])
+
+
+def test_padding_does_not_change_real_nodes(setup):
+  graphs, batch, params = setup
+  larger = make_batch(*graphs, n_pad=40)
+  every = np.ones((2, NUM_DEVICES), bool)  # the [D] form of the mask
+  for greedy in (SAMPLE, GREEDY):
+    small_actions, small = decode(params, batch, all_devices(), keys(),
+                                  greedy)
+    large_actions, large = decode(params, larger, every, keys(), greedy)
+    for b, graph in enumerate(graphs):
+      n = graph.n_nodes
+      np.testing.assert_array_equal(small_actions[b, :, :n],
+                                    large_actions[b, :, :n])
+      np.testing.assert_allclose(small[b, :, :n], large[b, :, :n],
+                                 rtol=1e-5, atol=1e-6)
+
+
+def test_disallowed_devices_are_never_sampled(setup):
+  _, batch, params = setup
+  masks = all_devices()
+  masks[:, :, 1] = False
+  masks[:, 2] = [False, False, True]
+  masks[:, 4] = [True, False, False]
+  placements = np.asarray(decode(params, batch, masks, keys(), SAMPLE)[0])
+  assert not np.any(placements == 1)
+  assert np.all(placements[:, :, 2] == 2)
+  assert np.all(placements[:, :, 4] == 0)
+  assert len(np.unique(placements[:, :, 3])) > 1
+
+
+def test_jitted_functions_compile_once_per_budget(setup):
+  _, _, params = setup
+  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
+    batch = make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+    actions, _ = decode(params, batch, all_devices(), keys(seed=seed),
+                        SAMPLE)
+    score(params, batch, all_devices(), actions)
+  assert TRACES["decode", 16, 3] == TRACES["score", 16] == 1
+
+
+def test_a_graph_past_max_length_is_refused(setup):
+  _, batch, _ = setup
+  graphs = jax.tree.map(lambda x: x[0], batch)
+  policy = policies.create_policy("colocrl", NUM_DEVICES, max_length=8,
+                                  **TINY)
+  with pytest.raises(PolicyError, match="max_groups.*max_length"):
+    policy.init(jax.random.PRNGKey(0), graphs)
+
+
+@pytest.mark.parametrize("hparams,message", [
+    (dict(hidden_size=0), "hidden_size=0"),
+    (dict(attention_size=-1), "attention_size"),
+    (dict(max_length=0), "max_length"),
+    (dict(adjacency_buckets=-1), "adjacency_buckets"),
+    (dict(num_position_frequencies=-1), "num_position_frequencies"),
+    (dict(node_features="none"), "node_features"),
+    (dict(bidirectional=True, hidden_size=7), "even"),
+    (dict(logit_tanh_constant=-1.0), "logit_tanh_constant"),
+    (dict(num_layers=2), "Unknown ColocRL policy hyperparameters"),
+])
+def test_bad_hyperparameters_are_policy_errors(hparams, message):
+  with pytest.raises(PolicyError, match=message):
+    policies.create_policy("colocrl", NUM_DEVICES, **hparams)
+
+
+def test_adjacency_encoding_buckets_distances():
+  graph = small_graph(6)
+  graphs = features.to_graphs_tuple(graph, budget(16))
+  encoding = np.asarray(jax.jit(seq2seq.adjacency_encoding,
+                                static_argnums=1)(graphs, 3))
+  assert encoding.shape == (16, 6)
+  # Node 3 is fed by node 2 (distance 1, bucket 0) and node 0 (distance 3,
+  # bucket 1); it feeds node 4 (bucket 0).
+  np.testing.assert_allclose(np.expm1(encoding[3]), [1, 1, 0, 1, 0, 0],
+                             atol=1e-6)
+  assert np.all(encoding[graph.n_nodes:] == 0)
+
+
+def test_config_is_valid_and_bad_values_name_the_field():
+  config = colocrl_config.get_config()
+  validate_policy(config)
+  assert config.groups.rule == "colocation"
+  config.policy.hidden_size = 0
+  with pytest.raises(ConfigError, match="hidden_size"):
+    validate_policy(config)
+
+
+def shrink_for_a_test(config, tmp_path):
+  """A config of experiments/configs, shrunk to train in seconds on tiny
+  rnnlm2 over 1 CPU + 2 GPUs (on which the CPU is the best single device)."""
+  config.update(topology="1cpu+2gpu", graph_cache=str(tmp_path / "graphs"),
+                baselines="single_device,round_robin,random",
+                progress_bar=False, print_table=False)
+  config.policy.update(hidden_size=16, attention_size=16,
+                       device_embedding_size=8, op_embedding_size=8)
+  config.optimizer.learning_rate = 1e-2
+  # Few compiles: every simulator call scores 3 or 4 placements (3
+  # baselines, 3 single devices, greedy + 3 samples, 4 samples per step).
+  config.rl.num_samples = 4
+  config.train.update(chunk_steps=50, checkpoint_every=1000, eval_samples=3)
+  return config
+
+
+def greedy_before_and_after(config, tmp_path, monkeypatch):
+  """Trains ``config``; returns the run's own evaluations of its initial
+  and its final parameters, and its results."""
+  initial = {}
+  run_loop, evaluate_policy = train.run_loop, train.evaluate_policy
+
+  def recording_run_loop(fns, state, *args, **kwargs):
+    initial["params"] = state.params
+    return run_loop(fns, state, *args, **kwargs)
+
+  def evaluate_initial_too(params, *args, **kwargs):
+    initial["own"] = evaluate_policy(initial["params"], *args, **kwargs)
+    return evaluate_policy(params, *args, **kwargs)
+
+  monkeypatch.setattr(train, "run_loop", recording_run_loop)
+  monkeypatch.setattr(train, "evaluate_policy", evaluate_initial_too)
+  result = train.train_and_evaluate(config, str(tmp_path / "run"),
+                                    log=lambda _: None)
+  return initial["own"][0], result.policy[0], result
+
+
+def test_training_improves_the_policys_own_greedy_placement(tmp_path,
+                                                           monkeypatch):
+  """experiments/configs/colocrl.py, shrunk (co-location then 32 groups,
+  hidden 16, 200 REINFORCE steps of 4 samples): the policy's greedy
+  decoding beats that of its initial parameters, both scored by the run's
+  own evaluation, and its best sample is at least as fast as the best
+  single device (ColocRL's lesson)."""
+  config = shrink_for_a_test(colocrl_config.get_config(), tmp_path)
+  config.groups.max_groups = 32
+  config.train.num_steps = 200
+  before, after, result = greedy_before_and_after(config, tmp_path,
+                                                  monkeypatch)
+  assert np.isfinite(before.greedy_runtime_s)
+  assert after.greedy_runtime_s < before.greedy_runtime_s, (
+      before.greedy_runtime_s, after.greedy_runtime_s)
+  single_device = result.table[0]["single_device"]
+  assert result.best_runtime_s[0] <= single_device, (
+      result.best_runtime_s[0], single_device)
