@@ -22,8 +22,8 @@ def test_graph_sage_matches_loop_reference(aggregator):
   graphs = make_graphs_tuple([DIAMOND], n_pad=8, e_pad=12)
   x = _states(8, 5)
   layer = layers.GraphSAGE(6, aggregator)
-  params = layer.init(jax.random.PRNGKey(0), x, graphs)
-  out = np.asarray(layer.apply(params, x, graphs))
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), x, graphs)
+  out = np.asarray(jax.jit(layer.apply)(params, x, graphs))
   assert out.shape == (8, 6)
   p = jax.tree.map(np.asarray, params["params"])
   msg = lambda name: np.maximum(x @ p[name]["kernel"] + p[name]["bias"], 0)
@@ -45,7 +45,7 @@ def test_graph_sage_ignores_padding():
   large = make_graphs_tuple([DIAMOND], n_pad=16, e_pad=32)
   layer = layers.GraphSAGE(4)
   x_large = _states(16, 3)
-  params = layer.init(jax.random.PRNGKey(1), x_large, large)
+  params = jax.jit(layer.init)(jax.random.PRNGKey(1), x_large, large)
   np.testing.assert_allclose(
       layer.apply(params, x_large[:8], small)[:4],
       layer.apply(params, x_large, large)[:4], rtol=1e-6)
@@ -59,7 +59,7 @@ def test_feature_modulation_is_per_graph(mode):
   assert cond.shape == (3, 4)
   np.testing.assert_allclose(cond[0], x[:3].mean(0), rtol=1e-6)
   module = layers.FeatureModulation(mode)
-  params = module.init(jax.random.PRNGKey(0), x, cond, graphs)
+  params = jax.jit(module.init)(jax.random.PRNGKey(0), x, cond, graphs)
   # Zero-initialised: the identity on real nodes.
   np.testing.assert_allclose(module.apply(params, x, cond, graphs), x,
                              rtol=1e-6)
@@ -79,7 +79,7 @@ def test_segment_attention_masks_graphs_and_reaches_previous_segment():
   graphs = make_graphs_tuple([chain(10), chain(5)], n_pad=18, e_pad=32)
   layer = layers.SegmentRecurrentAttention(num_heads=2, segment_length=4)
   x = _states(18, 8)
-  params = layer.init(jax.random.PRNGKey(0), x, graphs)
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), x, graphs)
   params = jax.tree.map(lambda p: p + 0.05, params)  # non-zero rel. bias
   apply = jax.jit(lambda x: layer.apply(params, x, graphs))
   base = apply(x)
@@ -104,8 +104,8 @@ def test_segment_attention_pads_to_whole_segments():
   graphs = make_graphs_tuple([chain(6)], n_pad=7, e_pad=12)
   layer = layers.SegmentRecurrentAttention(num_heads=1, segment_length=4)
   x = _states(7, 4)
-  params = layer.init(jax.random.PRNGKey(0), x, graphs)
-  out = layer.apply(params, x, graphs)
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), x, graphs)
+  out = jax.jit(layer.apply)(params, x, graphs)
   assert out.shape == (7, 4) and np.all(np.isfinite(out))
 
 
