@@ -22,6 +22,11 @@ system the table gives:
 * evaluations and wall seconds until the best sampled was within 2% of its
   final value, total wall seconds, and the policy's parameter count.
 
+Next to them, the equal-budget search controls of
+``experiments/learning_vs_search.py`` (local search, annealing and genetic
+search from the best cheap baseline, and uniform random placements; seed 0):
+their numbers are search, never learning.
+
 ColocRL's lesson is checked on every graph: a system "finds at least the
 single device" when its best sampled placement is no slower than the
 ``single_device`` baseline (the whole graph on the fastest device that
@@ -45,7 +50,8 @@ import jax
 import gplace
 from gplace.errors import GplaceError, first_line
 from gplace.sim.topology import preset
-from experiments.learning_vs_search import baseline_rows, run_rl
+from experiments.learning_vs_search import (baseline_rows, run_rl,
+                                           search_controls)
 from experiments.markdown import write_markdown
 from experiments.search_controls import SUITE, load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -136,6 +142,11 @@ def graph_rows(args, workload: str, topology_name: str) -> list[str]:
         f"{_change(best, bound)} | {mean('to_evals'):.0f} | "
         f"{mean('to_wall'):.1f} | {mean('wall'):.1f} | "
         f"{runs[0]['params']:,} | {'yes' if single_ok else 'NO'} |")
+  for name, runtime, evaluations, wall, _ in search_controls(
+      graph, topology, budget=args.evaluations, seed=0, batch_size=64):
+    rows.append(f"{prefix} search control: {name} | | {runtime * 1e3:.4f} "
+                f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
+                f"| {evaluations} | | {wall:.1f} | | |")
   rows.append(f"{prefix} best classical: {best_name} | "
               f"{best_s * 1e3:.4f} | | {_change(best_s, bound)} | 1 | | | | "
               f"single device {single_s * 1e3:.4f} |")

@@ -98,6 +98,27 @@ def random_search(graph, topology, *, budget: int, seed: int,
       time.perf_counter() - start)
 
 
+def search_controls(graph, topology, *, budget: int, seed: int,
+                    batch_size: int, init=None) -> list[tuple]:
+  """The equal-budget search controls: ``(name, runtime_s, evaluations,
+  wall_s, (evaluations [H], best so far [H]))`` of local search, annealing
+  and genetic search (started from ``init``, default the best cheap
+  baseline) and of uniform random placements."""
+  if init is None:
+    init, _ = search.initial_placements(graph, topology)
+  rows = []
+  for name in SEARCH_ARMS:
+    kwargs = {} if name == "genetic" else {"batch_size": batch_size}
+    res = search.SEARCHES[name](graph, topology, seed=seed, budget=budget,
+                                init=init, **kwargs)
+    rows.append((name.replace("_", " "), res.runtime_s, res.evaluations,
+                 res.wall_s, tuple(res.history)))
+  runtime, history, wall = random_search(graph, topology, budget=budget,
+                                         seed=seed)
+  rows.append(("random", runtime, budget, wall, history))
+  return rows
+
+
 def rl_config(args, workload: str, seed: int, guided: bool):
   """The quickstart config for one RL arm (pure RL, or policy-guided
   search with ``guided``)."""
@@ -171,21 +192,12 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
           result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
       if seed == 0:
         curves["policy-guided search: best so far"] = (ev, best)
-    for name in SEARCH_ARMS:
-      kwargs = {} if name == "genetic" else {"batch_size": args.samples}
-      res = search.SEARCHES[name](graph, topology, seed=seed,
-                                  budget=args.evaluations, init=init,
-                                  **kwargs)
-      add(name.replace("_", " "), SEARCH, res.runtime_s, res.evaluations,
-          res.wall_s)
+    for name, runtime, evaluations, wall, history in search_controls(
+        graph, topology, budget=args.evaluations, seed=seed,
+        batch_size=args.samples, init=init):
+      add(name, SEARCH, runtime, evaluations, wall)
       if seed == 0:
-        curves[name.replace("_", " ")] = tuple(res.history)
-    runtime, history, wall = random_search(graph, topology,
-                                           budget=args.evaluations,
-                                           seed=seed)
-    add("random", SEARCH, runtime, args.evaluations, wall)
-    if seed == 0:
-      curves["random"] = history
+        curves[name] = history
   plotting.plot_evaluation_curves(
       os.path.join(plots_dir, f"learning_vs_search_{workload}_{args.size}"
                    f"_{args.topology}.png"), curves,
