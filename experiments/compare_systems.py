@@ -8,8 +8,9 @@ Every system (``--systems``: GO and the seed systems of issue 11, each with
 its own config ``experiments/configs/<system>.py``; GO's is the quickstart)
 trains on every workload and topology with the same number of simulator
 evaluations (``--evaluations``, spent as ``steps x`` the system's own
-``rl.num_samples``), scored under the simulator's default schedule. Per
-system the table gives:
+``rl.num_samples``), scored under the simulator's default schedule (DOPPLER,
+which chooses the schedule too, in its own order). Per system the table
+gives:
 
 * **policy greedy**: the policy's own argmax placement after training (no
   search, no best-ever bookkeeping);
@@ -56,7 +57,7 @@ from experiments.markdown import write_markdown
 from experiments.search_controls import SUITE, load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-SYSTEMS = ("go", "colocrl", "hdp", "hsdag", "placeto")
+SYSTEMS = ("go", "colocrl", "hdp", "hsdag", "placeto", "doppler")
 # The config module of each system (experiments/configs/<name>.py).
 CONFIG_OF = {"go": "quickstart"}
 WITHIN = 0.02
@@ -73,6 +74,8 @@ def system_config(system: str, args, workload: str, topology: str,
   config.topology, config.seed = topology, seed
   config.graph_cache = args.graph_cache or ""
   config.baselines = "single_device"  # the table scores them itself
+  if config.warm_start.baseline not in ("none", "best"):  # DOPPLER's teacher
+    config.baselines += f",{config.warm_start.baseline}"
   config.progress_bar = config.print_table = False
   steps = max(1, args.evaluations // int(config.rl.num_samples))
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),

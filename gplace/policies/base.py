@@ -43,6 +43,15 @@ device per group). They have two entry points::
   (``A = N_pad``), so a warm start can teacher-force a baseline placement
   and a search can mutate placements; otherwise neither is possible.
 
+* ``orders = True`` says the policy chooses the schedule too: the first
+  ``N_pad`` actions are the nodes in the order they are scheduled (a
+  topological order; DOPPLER's op selection). The loop then scores each
+  placement with that order as the dynamic schedule's priority (a free
+  device runs its arrived op scheduled first, see
+  :func:`gplace.rl.grouping.order_priority`) instead of the critical path. Such a policy may define
+  ``plan_actions(placement, order, senders, receivers, num_padded)``, the
+  teacher actions of a baseline's plan, for the warm start.
+
 Scoring the sampled actions again must reproduce the sampler's
 log-probabilities (tests check it per policy). :mod:`gplace.rl` turns either
 kind of policy into the same sample / score / greedy functions

@@ -49,6 +49,25 @@ def node_mask(graphs: jraph.GraphsTuple) -> jax.Array:
   return graphs.nodes["mask"]
 
 
+def device_rows(device_mask: Optional[jax.Array], num_nodes: int,
+                num_devices: int, family: str = "the policy") -> jax.Array:
+  """``bool [N, D]`` allowed devices per node from None (all), ``[D]`` or
+  ``[N, D]``.
+
+  Raises:
+    PolicyError: another shape (the message names ``family``).
+  """
+  if device_mask is None:
+    return jnp.ones((num_nodes, num_devices), bool)
+  device_mask = jnp.asarray(device_mask, bool)
+  if device_mask.shape not in ((num_devices,), (num_nodes, num_devices)):
+    raise PolicyError(
+        f"device_mask of shape {device_mask.shape}; {family} takes "
+        f"[{num_devices}] or [{num_nodes}, {num_devices}] (devices allowed "
+        "for every node, or per node).")
+  return jnp.broadcast_to(device_mask, (num_nodes, num_devices))
+
+
 def graph_embedding(node_states: jax.Array,
                     graphs: jraph.GraphsTuple) -> jax.Array:
   """Masked mean of node states per graph.

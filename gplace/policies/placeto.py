@@ -101,7 +101,7 @@ import jraph
 
 from gplace.errors import PolicyError
 from gplace.policies.base import ActionScores, register_policy
-from gplace.policies.layers import NEG_INF
+from gplace.policies.layers import NEG_INF, device_rows
 
 INITIAL_PLACEMENTS = ("zeros", "round_robin", "random")
 AGGREGATIONS = ("ancestors", "descendants", "parallel")
@@ -383,7 +383,8 @@ class PlacetoPolicy(nn.Module):
     """One episode per row of ``choose``'s inputs: returns a function of
     (key or teacher actions) -> (actions [N], log_probs [N], entropy [N])."""
     num_nodes = graphs.nodes["mask"].shape[0]
-    allowed = _device_rows(device_mask, num_nodes, self.num_devices)
+    allowed = device_rows(device_mask, num_nodes, self.num_devices,
+                          "Placeto")
     context = self.context(graphs)
     # Flax modules cannot be called inside jax transforms: apply the
     # network as a pure function of its variables.
@@ -426,7 +427,8 @@ class PlacetoPolicy(nn.Module):
       actions = jnp.zeros((1, num_nodes), jnp.int32)
     if self.is_initializing():
       context = self.context(graphs)
-      _device_rows(device_mask, num_nodes, self.num_devices)
+      device_rows(device_mask, num_nodes, self.num_devices,
+                          "Placeto")
       self.network(context, context.initial_placement,
                    jnp.zeros(num_nodes, bool), jnp.asarray(0))
       zeros = jnp.zeros(actions.shape, jnp.float32)
@@ -463,20 +465,6 @@ class PlacetoPolicy(nn.Module):
     context, episode = self._walk(graphs, device_mask, choose)
     actions, log_probs, entropy = jax.vmap(episode)(keys)
     return actions, ActionScores(log_probs, entropy, context.node_mask)
-
-
-def _device_rows(device_mask: Optional[jax.Array], num_nodes: int,
-                 num_devices: int) -> jax.Array:
-  """``bool [N, D]`` from None, ``[D]`` or ``[N, D]``."""
-  if device_mask is None:
-    return jnp.ones((num_nodes, num_devices), bool)
-  device_mask = jnp.asarray(device_mask, bool)
-  if device_mask.shape not in ((num_devices,), (num_nodes, num_devices)):
-    raise PolicyError(
-        f"device_mask of shape {device_mask.shape}; Placeto takes "
-        f"[{num_devices}] or [{num_nodes}, {num_devices}] (devices allowed "
-        "for every node, or per node).")
-  return jnp.broadcast_to(device_mask, (num_nodes, num_devices))
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(PlacetoPolicy)

@@ -19,7 +19,8 @@ search:
   their mean and their best.
 
 Group placements (``Batch.group_of``, :mod:`gplace.rl.grouping`) are expanded
-to one device per node before scoring. Scoring is host-side, with one
+to one device per node before scoring. An ordering policy's placements
+(DOPPLER) are scored in the schedule it chose with them. Scoring is host-side, with one
 :data:`~gplace.rl.types.RewardFn` per graph (simulated or measured).
 """
 
@@ -32,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.rl.grouping import expand_to_nodes
+from gplace.rl.grouping import expand_to_nodes, order_priority
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.types import ApplyFn, Batch, RewardFn
 
@@ -87,6 +88,15 @@ class PolicyEvaluation(NamedTuple):
             "policy_samples": self.num_samples}
 
 
+class OwnPlacements(NamedTuple):
+  """:func:`policy_placements`' result (priorities: ordering policies only,
+  else None)."""
+  greedy: Any
+  samples: Any
+  greedy_priority: Any = None
+  sample_priority: Any = None
+
+
 def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
                       apply_fn: ApplyFn, num_samples: int):
   """The policy's greedy and sampled placements of every graph, per node.
@@ -102,21 +112,37 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
     num_samples: ``K``.
 
   Returns:
-    ``(greedy int32 [B, N_pad], samples int32 [B, K, N_pad])``, one device
-    per node of the original graphs.
+    :class:`OwnPlacements`: ``greedy int32 [B, N_pad]``, ``samples int32
+    [B, K, N_pad]``, one device per node of the original graphs; for an
+    ordering policy also their schedules (``greedy_priority [B, N_pad]``,
+    ``sample_priority [B, K, N_pad]``, see
+    :func:`gplace.rl.grouping.order_priority`).
   """
   fns = policy_fns(apply_fn)  # the plain policy, never the exploration mix
-  greedy = jax.vmap(lambda g, m: fns.greedy(params, g, m))(
-      batch.graphs, batch.device_mask)  # [B, G_pad]
-  keys = jax.random.split(rng, greedy.shape[0])
+  num_graphs = batch.graphs.nodes["mask"].shape[0]
+  keys = jax.random.split(rng, num_graphs)
 
   def draw(graph, device_mask, key):
     keys = jax.random.split(key, num_samples)
-    return fns.sample(params, graph, device_mask, keys)[0]
+    return fns.sample(params, graph, device_mask, keys)
 
-  samples = jax.vmap(draw)(batch.graphs, batch.device_mask, keys)
-  return (expand_to_nodes(greedy, batch.group_of),
-          expand_to_nodes(samples, batch.group_of))
+  samples, sample_actions = jax.vmap(draw)(batch.graphs, batch.device_mask,
+                                           keys)
+  if fns.order is None:
+    greedy = jax.vmap(lambda g, m: fns.greedy(params, g, m))(
+        batch.graphs, batch.device_mask)  # [B, G_pad]
+    return OwnPlacements(expand_to_nodes(greedy, batch.group_of),
+                         expand_to_nodes(samples, batch.group_of))
+  greedy, greedy_actions = jax.vmap(
+      lambda g, m: (fns.greedy(params, g, m),
+                    fns.greedy_actions(params, g, m)))(batch.graphs,
+                                                       batch.device_mask)
+  return OwnPlacements(
+      expand_to_nodes(greedy, batch.group_of),
+      expand_to_nodes(samples, batch.group_of),
+      order_priority(fns.order(greedy_actions), batch.group_of),
+      order_priority(fns.order(sample_actions), batch.group_of))
+
 
 
 @functools.lru_cache(maxsize=8)
@@ -146,14 +172,20 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
     One :class:`PolicyEvaluation` per graph.
   """
   rng = jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EED)
-  greedy, samples = _jitted_placements(apply_fn, int(num_samples))(
-      params, jax.tree.map(jnp.asarray, batch), rng)
-  greedy, samples = np.asarray(greedy), np.asarray(samples)
+  own = jax.tree.map(np.asarray, _jitted_placements(
+      apply_fn, int(num_samples))(params, jax.tree.map(jnp.asarray, batch),
+                                  rng))
+  greedy, samples = own.greedy, own.samples
   out = []
   for b, (fn, n) in enumerate(zip(reward_fns, num_nodes)):
     n = int(n)
-    runtimes = np.asarray(fn(np.concatenate(
-        [greedy[b, None, :n], samples[b, :, :n]])), np.float64)
+    placements = np.concatenate([greedy[b, None, :n], samples[b, :, :n]])
+    if own.greedy_priority is None:
+      runtimes = fn(placements)
+    else:  # each placement in the policy's own schedule
+      runtimes = fn(placements, priority=np.concatenate(
+          [own.greedy_priority[b, None, :n], own.sample_priority[b, :, :n]]))
+    runtimes = np.asarray(runtimes, np.float64)
     runtimes = np.where(np.isfinite(runtimes), runtimes, np.inf)
     out.append(PolicyEvaluation(greedy[b, :n].astype(np.int32),
                                 float(runtimes[0]), runtimes[1:]))

@@ -75,6 +75,37 @@ def group_placement(node_placements: jax.Array,
   return jax.vmap(one)(node_placements, group_of)
 
 
+def order_priority(order: jax.Array,
+                   group_of: Optional[jax.Array]) -> jax.Array:
+  """A policy's scheduling order -> a node priority (earlier, higher).
+
+  The loop scores an ordering policy's placement in ``gplace.simulate``'s
+  dynamic schedule with this priority: a free device runs, among its ops
+  whose inputs have arrived, the one the policy scheduled first (groups:
+  every node of a group in its group's place, by id within it); it never
+  waits for an op that has not arrived. (The static schedule with the same
+  priority runs exactly the order, waiting when needed; with groups,
+  which put long chains in one place of the order, that serialises far
+  more than the policy meant.)
+
+  Args:
+    order: ``int [B, ..., G_pad]``, node (or group) ids, first scheduled
+      first.
+    group_of: ``int32 [B, N_sim]`` (groups), or None: ``order`` is per node.
+
+  Returns:
+    ``f32 [B, ..., N_sim]``, larger first: ``-(rank)`` with ranks ``0 ..
+    N_sim - 1`` (exact in float32).
+  """
+  position = jnp.argsort(order, axis=-1)  # the inverse permutation
+  if group_of is not None:
+    position = expand_to_nodes(position, group_of)
+  num_nodes = position.shape[-1]
+  key = position.astype(jnp.int32) * num_nodes + jnp.arange(num_nodes)
+  rank = jnp.argsort(jnp.argsort(key, axis=-1), axis=-1)
+  return -rank.astype(jnp.float32)
+
+
 # -- host side -----------------------------------------------------------------
 
 

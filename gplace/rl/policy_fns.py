@@ -48,6 +48,14 @@ class PolicyFns(NamedTuple):
     sequential: whether the policy decodes step by step.
     placement_actions: whether actions are the placements (a warm start can
       teacher-force a baseline, a search can mutate them).
+    order: ordering policies only (``orders = True``): ``actions [..., A] ->
+      int32 [..., N]``, the nodes in the order the policy scheduled them;
+      None for the others (they are scored in the default schedule).
+    plan_actions: ordering policies only: the policy's
+      ``plan_actions(placement, order, senders, receivers, num_padded)``
+      (teacher actions of a plan, for the warm start), or None.
+    greedy_actions: sequential policies only: ``(params, graphs,
+      device_mask) -> int32 [A]``, the actions of the greedy decoding.
   """
 
   sample: Callable
@@ -56,6 +64,9 @@ class PolicyFns(NamedTuple):
   logits: Any
   sequential: bool
   placement_actions: bool
+  order: Any = None
+  plan_actions: Any = None
+  greedy_actions: Any = None
 
 
 def _one_shot(apply_fn: Callable, explore_epsilon: float) -> PolicyFns:
@@ -96,16 +107,23 @@ def _sequential(module) -> PolicyFns:
   def score(params, graphs, device_mask, actions):
     return module.apply(params, graphs, device_mask, actions)
 
-  def greedy(params, graphs, device_mask):
+  def greedy_decode(params, graphs, device_mask):
     keys = jax.random.split(jax.random.PRNGKey(0), 1)
-    placements, _ = module.apply(params, graphs, device_mask, keys,
-                                 greedy=True, method=type(module).sample)
-    return placements[0]
+    placements, actions = module.apply(params, graphs, device_mask, keys,
+                                       greedy=True, method=type(module).sample)
+    return placements[0], actions[0]
 
-  return PolicyFns(sample, score, greedy, None, sequential=True,
-                   placement_actions=bool(getattr(type(module),
-                                                  "placement_actions",
-                                                  False)))
+  def greedy(params, graphs, device_mask):
+    return greedy_decode(params, graphs, device_mask)[0]
+
+  cls = type(module)
+  orders = bool(getattr(cls, "orders", False))
+  return PolicyFns(
+      sample, score, greedy, None, sequential=True,
+      placement_actions=bool(getattr(cls, "placement_actions", False)),
+      order=cls.order_of if orders else None,
+      plan_actions=getattr(cls, "plan_actions", None) if orders else None,
+      greedy_actions=lambda *a: greedy_decode(*a)[1])
 
 
 @functools.lru_cache(maxsize=32)

@@ -193,13 +193,21 @@ class MetricsWriter:
 # -- best_placement.json -------------------------------------------------------
 
 
+#: ``best_placement.json``'s ``schedule``: how its runtime was simulated.
+DEFAULT_SCHEDULE = "dynamic"
+OWN_SCHEDULE = "dynamic: order as priority"
+
+
 def best_placement_record(graphs: Sequence[GraphSummary],
                           best_placement: np.ndarray,
                           best_runtime_s: np.ndarray, topology: Topology,
-                          step: int) -> dict:
+                          step: int, best_priority=None) -> dict:
   """The content of ``best_placement.json``: per graph its runtime (written
-  as ``null`` while nothing fits in memory) and the device name of every
-  real node.
+  as ``null`` while nothing fits in memory), the device name of every real
+  node, and its ``schedule``: ``"dynamic"`` (``gplace.simulate``'s
+  default), or for an ordering policy ``"dynamic: order as priority"`` with
+  ``order``, the node ids in the policy's order (``gplace.simulate(...,
+  priority=p)`` with ``p[order[i]] = -i`` reproduces the runtime).
 
   Args:
     graphs: ``B`` graph summaries.
@@ -207,18 +215,27 @@ def best_placement_record(graphs: Sequence[GraphSummary],
     best_runtime_s: ``[B]``.
     topology: names the devices.
     step: the train step it was found by.
+    best_priority: ``[B, N_pad]`` (ordering policies) or None.
   """
   best = np.asarray(best_placement)
   runtime = np.asarray(best_runtime_s)
   out = {"step": int(step), "topology": topology.name,
          "device_names": topology.device_names, "graphs": []}
   for b, s in enumerate(graphs):
-    devices = best[b, :s.graph.n_nodes]
-    out["graphs"].append({
+    n = s.graph.n_nodes
+    devices = best[b, :n]
+    record = {
         "workload": s.name, "runtime_s": float(runtime[b]),
+        "schedule": DEFAULT_SCHEDULE,
         "placement": [{"node": i, "name": str(s.graph.names[i]),
                        "device": topology.device_names[int(d)]}
-                      for i, d in enumerate(devices)]})
+                      for i, d in enumerate(devices)]}
+    if best_priority is not None:
+      priority = np.asarray(best_priority)[b, :n]
+      record["schedule"] = OWN_SCHEDULE
+      record["order"] = [int(i) for i in np.argsort(-priority,
+                                                    kind="stable")]
+    out["graphs"].append(record)
   return out
 
 
@@ -239,15 +256,17 @@ class BestPlacementWriter:
     self._best_seen = np.array(best_runtime_s, copy=True)
 
   def update(self, step: int, best_placement, best_runtime_s,
-             force: bool = False) -> None:
+             force: bool = False, best_priority=None) -> None:
     """Writes if any best runtime improved (or ``force``)."""
     best_now = np.asarray(best_runtime_s)
     if force or np.any(best_now < self._best_seen):
-      self.write(step, best_placement, best_now)
+      self.write(step, best_placement, best_now, best_priority)
 
-  def write(self, step: int, best_placement, best_runtime_s) -> None:
+  def write(self, step: int, best_placement, best_runtime_s,
+            best_priority=None) -> None:
     write_json(self.path, best_placement_record(
-        self.graphs, best_placement, best_runtime_s, self.topology, step))
+        self.graphs, best_placement, best_runtime_s, self.topology, step,
+        best_priority))
     self._best_seen = np.array(best_runtime_s, copy=True)
 
 
@@ -339,7 +358,8 @@ class RunOutputs:
     self.metrics.write(records)
     step = records[-1]["step"]
     self.best.update(step, state.best_placement, state.best_runtime_s,
-                     force=first_step == 0)
+                     force=first_step == 0,
+                     best_priority=getattr(state, "best_priority", None))
     self.bar.update(len(records), elapsed_s, state.best_runtime_s,
                     records[-1])
     return records[-1]
@@ -349,7 +369,8 @@ class RunOutputs:
     nothing left to do)."""
     if not os.path.exists(self.best.path):
       self.best.write(int(state.step), state.best_placement,
-                      state.best_runtime_s)
+                      state.best_runtime_s,
+                      getattr(state, "best_priority", None))
 
   def at_checkpoint(self, step: int, state) -> None:
     """Rewrites ``results.json`` (``"finished": false``) and the learning

@@ -29,7 +29,7 @@ from gplace.errors import RewardError
 from gplace.graphs.graph import Graph
 from gplace.rl.types import RewardFn, Rollout
 from gplace.sim import simulator
-from gplace.sim.dispatch import dispatch_problem
+from gplace.sim.dispatch import PAD_PRIORITY, dispatch_problem
 from gplace.sim.topology import Topology
 
 
@@ -48,10 +48,20 @@ def reward(runtime_s: jax.Array, failed: jax.Array,
   return -jnp.sqrt(effective_runtime(runtime_s, failed, failing_runtime_s))
 
 
-def simulator_reward(problem: Any, placements: jax.Array):
+def simulator_reward(problem: Any, placements: jax.Array, priority=None):
   """A :data:`~gplace.rl.types.SimulateFn` over
   :func:`gplace.sim.simulator.simulate_problem`: ``placements int32 [K, N]``
-  -> ``(runtime_s [K], out_of_memory [K])``. Jittable."""
+  -> ``(runtime_s [K], out_of_memory [K])``, in node-id order. Jittable.
+
+  Raises:
+    RewardError: a ``priority`` (this reward has one shared order; an
+      ordering policy needs :func:`dispatch_reward`).
+  """
+  if priority is not None:
+    raise RewardError(
+        "The node-id-order reward (rl.reward='simulator') cannot run a "
+        "policy's own schedule; use rl.reward='simulator_dynamic' or "
+        "'simulator_host' with an ordering policy.")
   result = simulator.simulate_problem(problem, placements)
   return result.runtime_s, result.oom
 
@@ -63,23 +73,35 @@ class ScheduledProblem(NamedTuple):
   priority: Any
 
 
-def dispatch_reward(problem: ScheduledProblem, placements: jax.Array):
+def dispatch_reward(problem: ScheduledProblem, placements: jax.Array,
+                    priority=None):
   """A :data:`~gplace.rl.types.SimulateFn` under ``gplace.simulate``'s
   default, dynamic schedule (:func:`gplace.sim.dispatch.dispatch_problem`,
   each placement list-scheduled on the critical path): ``placements int32
-  [K, N]`` -> ``(runtime_s [K], out_of_memory [K])``. Jittable."""
-  result = dispatch_problem(problem.dispatch, placements, problem.priority,
+  [K, N]`` -> ``(runtime_s [K], out_of_memory [K])``. With ``priority f32
+  [K, N]`` (an ordering policy's schedule), the same dynamic rule ranks
+  arrived ops by that priority instead of the critical path. Jittable."""
+  if priority is None:
+    priority = problem.priority
+  else:  # padding nodes keep the problem's lowest priority
+    priority = jnp.where(problem.priority[None] <= PAD_PRIORITY,
+                         PAD_PRIORITY, priority)
+  result = dispatch_problem(problem.dispatch, placements, priority,
                             dynamic=True)
   return result.runtime_s, result.oom
 
 
-def simulate_host(graph: Graph, placements: np.ndarray,
-                  topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+def simulate_host(graph: Graph, placements: np.ndarray, topology: Topology,
+                  priority: Optional[np.ndarray] = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
   """Simulates ``placements int [K, N]`` of ``graph`` on the host in
-  ``gplace.simulate``'s default (dynamic) schedule:
+  ``gplace.simulate``'s default (dynamic) schedule, ranking arrived ops by
+  ``priority [K, N]`` if given (else by the critical path):
   ``(runtime_s float64 [K], out_of_memory bool [K])``."""
+  if priority is not None:
+    priority = np.asarray(priority, np.float32)
   result = simulator.simulate(graph, np.asarray(placements, np.int32),
-                              topology)
+                              topology, priority=priority)
   return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
 
 
@@ -107,15 +129,29 @@ class Scorer:
     self.repeats = repeats
     self.warmup = warmup
 
-  def __call__(self, placements: np.ndarray) -> np.ndarray:
-    """``int [K, N]`` -> ``float64 [K]`` seconds, inf where OOM / failed."""
+  def __call__(self, placements: np.ndarray,
+               priority: Optional[np.ndarray] = None) -> np.ndarray:
+    """``int [K, N]`` -> ``float64 [K]`` seconds, inf where OOM / failed;
+    with ``priority f32 [K, N]`` (simulated only) the dynamic schedule ranks
+    each placement's arrived ops by it.
+
+    Raises:
+      RewardError: a ``priority`` for measured scores (the executor runs
+        its own dispatch order).
+    """
     placements = np.asarray(placements, np.int32)
+    if self.executor and priority is not None:
+      raise RewardError(
+          "Measured rewards cannot run a policy's own schedule yet (the "
+          "executor dispatches clusters in its own order); use a simulated "
+          "reward with an ordering policy.")
     if self.executor:
       from gplace.execution import timing  # pylint: disable=g-import-not-at-top
       return timing.measure_placements(
           self.fn, self.graph, placements, self.args, devices=self.devices,
           repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
-    runtime, oom = simulate_host(self.graph, placements, self.topology)
+    runtime, oom = simulate_host(self.graph, placements, self.topology,
+                                 priority)
     return np.where(oom, np.inf, runtime)
 
 
@@ -125,7 +161,8 @@ def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
 
   Args:
     rollout: from :func:`gplace.rl.update.sample_rollout`
-      (``axis_name=None``).
+      (``axis_name=None``); with a ``priority``, each reward function is
+      called with it too.
     reward_fns: one :data:`~gplace.rl.types.RewardFn` per graph of the
       batch; it receives the placements cut to the graph's real
       ``num_nodes[b]`` nodes.
@@ -138,10 +175,16 @@ def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
     RewardError: a reward function returned the wrong number of runtimes.
   """
   placements = np.asarray(rollout.placements)
+  priority = (None if rollout.priority is None
+              else np.asarray(rollout.priority))
   runtimes = []
   for b, fn in enumerate(reward_fns):
-    runtime = np.asarray(fn(placements[b, :, :int(num_nodes[b])]),
-                         np.float64).reshape(-1)
+    n = int(num_nodes[b])
+    if priority is None:
+      runtime = fn(placements[b, :, :n])
+    else:
+      runtime = fn(placements[b, :, :n], priority=priority[b, :, :n])
+    runtime = np.asarray(runtime, np.float64).reshape(-1)
     if runtime.shape[0] != placements.shape[1]:
       raise RewardError(
           f"reward_fn for graph {b} returned {runtime.shape[0]} runtimes for "

@@ -90,6 +90,9 @@ class TrainState:
     best_runtime_s: ``f32 [B]``, best runtime of any placement seen (inf
       until one succeeds).
     best_placement: ``int32 [B, N]``, that placement.
+    best_priority: ``f32 [B, N]``, its schedule (the dynamic schedule's
+      priority) for ordering policies (DOPPLER); None for the others, whose
+      placements run with the default, critical-path priority.
   """
 
   step: jax.Array
@@ -101,13 +104,15 @@ class TrainState:
   baseline_ready: jax.Array
   best_runtime_s: jax.Array
   best_placement: jax.Array
+  best_priority: Any = None
 
 
 def init_train_state(rng: jax.Array, params: Any,
                      optimizer: optax.GradientTransformation,
-                     batch: Batch) -> TrainState:
+                     batch: Batch, ordered: bool = False) -> TrainState:
   """A fresh state for ``batch`` (``B`` graphs of ``N`` padded nodes; with
-  groups, ``best_placement`` is per node of the simulated graphs)."""
+  groups, ``best_placement`` is per node of the simulated graphs);
+  ``ordered``: keep the best placement's schedule (``best_priority``)."""
   num_graphs = batch.graphs.nodes["mask"].shape[0]
   num_nodes = num_simulated_nodes(batch)
   return TrainState(
@@ -117,7 +122,9 @@ def init_train_state(rng: jax.Array, params: Any,
       reward_var=jnp.ones((num_graphs,), jnp.float32),
       baseline_ready=jnp.zeros((), bool),
       best_runtime_s=jnp.full((num_graphs,), jnp.inf, jnp.float32),
-      best_placement=jnp.zeros((num_graphs, num_nodes), jnp.int32))
+      best_placement=jnp.zeros((num_graphs, num_nodes), jnp.int32),
+      best_priority=(jnp.zeros((num_graphs, num_nodes), jnp.float32)
+                     if ordered else None))
 
 
 # -- config -> objects ---------------------------------------------------------
@@ -174,7 +181,9 @@ def create_train_state(config, batch: Batch, policy: policies.Policy,
   init_rng, state_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   first_graph = jax.tree.map(lambda x: x[0], batch.graphs)
   params = _jitted_init(policy)(init_rng, first_graph)
-  return init_train_state(state_rng, params, optimizer, batch)
+  return init_train_state(state_rng, params, optimizer, batch,
+                          ordered=bool(getattr(type(policy), "orders",
+                                               False)))
 
 
 @functools.lru_cache(maxsize=8)

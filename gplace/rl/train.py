@@ -48,6 +48,7 @@ from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
+from gplace.rl.policy_fns import policy_fns
 from gplace.rl.rewards import (dispatch_reward, host_scored_rollout,
                                simulator_reward)
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
@@ -259,6 +260,8 @@ def restore_or_init(config, batch, policy, optimizer,
   if warm is not None:
     state = state.replace(best_runtime_s=jnp.asarray(warm.runtime_s),
                           best_placement=jnp.asarray(warm.placements))
+    if state.best_priority is not None and warm.priority is not None:
+      state = state.replace(best_priority=jnp.asarray(warm.priority))
   restored = checkpointer.restore_latest(state, log=log)
   if restored is not None:
     state = restored
@@ -292,16 +295,31 @@ def prepare_workdir(config, workdir: str, log: Callable[[str], None]) -> str:
   return directory
 
 
-def warm_start(config, setups, batch, log) -> Optional[data.WarmStart]:
+def warm_start(config, setups, batch, log, *, topology=None,
+               policy=None) -> Optional[data.WarmStart]:
   """The warm-start targets (None for ``config.warm_start.baseline ==
-  "none"``), logged per graph."""
+  "none"``), logged per graph. An ordering ``policy`` (DOPPLER) imitates
+  the baseline's placement in its best order
+  (:func:`gplace.rl.data.ordered_warm_start_targets`)."""
   if config.warm_start.baseline == "none":
     return None
-  warm = data.warm_start_targets(setups, config.warm_start.baseline,
-                                 num_simulated_nodes(batch), batch)
-  for s, name, runtime in zip(setups, warm.baseline_names, warm.runtime_s):
-    log(f"[gplace] {s.name}: warm start from {name!r} "
-        f"({runtime * 1e3:.4f} ms)")
+  plan_actions = (policy_fns(policy).plan_actions if policy is not None
+                  else None)
+  if plan_actions is not None:
+    warm = data.ordered_warm_start_targets(
+        setups, config.warm_start.baseline, batch, topology, plan_actions)
+  else:
+    warm = data.warm_start_targets(setups, config.warm_start.baseline,
+                                   num_simulated_nodes(batch), batch)
+  for b, (s, name, runtime) in enumerate(zip(setups, warm.baseline_names,
+                                             warm.runtime_s)):
+    if warm.priority is None:
+      log(f"[gplace] {s.name}: warm start from {name!r} "
+          f"({runtime * 1e3:.4f} ms)")
+    else:
+      log(f"[gplace] {s.name}: warm start from {name!r} in its best order "
+          f"({runtime * 1e3:.4f} ms); its actions as the policy takes them "
+          f"(groups) run {warm.target_runtime_s[b] * 1e3:.4f} ms")
   return warm
 
 
@@ -355,9 +373,10 @@ def train_and_evaluate(config, workdir: str, *,
   dynamic = config.rl.reward == "simulator_dynamic"
   batch = data.make_batch(setups, topology, with_problems=host_rewards is None,
                           schedule="dynamic" if dynamic else "static")
-  warm = warm_start(config, setups, batch, log)
-  schedule = Schedule.from_config(config, warm_start=warm is not None)
   policy = create_policy(config, topology.n_devices)
+  warm = warm_start(config, setups, batch, log, topology=topology,
+                    policy=policy)
+  schedule = Schedule.from_config(config, warm_start=warm is not None)
   optimizer = create_optimizer(config)
   fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
                          float(config.warm_start.get("label_smoothing", 0.0)),

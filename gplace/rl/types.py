@@ -24,12 +24,16 @@ import numpy as np
 # interface of gplace.policies.
 ApplyFn = Callable[[Any, jraph.GraphsTuple, jax.Array], jax.Array]
 
-# simulate_fn(problem, placements int32 [K, N]) -> (runtime_s f32 [K],
-# failed bool [K]); jittable (e.g. gplace.rl.rewards.simulator_reward).
+# simulate_fn(problem, placements int32 [K, N], priority=None) ->
+# (runtime_s f32 [K], failed bool [K]); jittable (e.g.
+# gplace.rl.rewards.simulator_reward). ``priority`` f32 [K, N]: rank each
+# placement's arrived ops by it in the dynamic schedule (ordering policies).
 SimulateFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 
-# reward_fn(placements int32 [K, N_graph], numpy) -> runtime_s float64 [K];
-# host-side, a failed run reports inf or NaN (e.g. gplace.rl.rewards.Scorer).
+# reward_fn(placements int32 [K, N_graph], numpy, priority=None) -> runtime_s
+# float64 [K]; host-side, a failed run reports inf or NaN (e.g.
+# gplace.rl.rewards.Scorer). Called with ``priority`` (f32 [K, N_graph], the
+# dynamic schedule's priority of each placement) only for ordering policies.
 RewardFn = Callable[[np.ndarray], np.ndarray]
 
 
@@ -69,6 +73,9 @@ class Rollout(NamedTuple):
     failed: ``bool [B, K_local]``.
     actions: ``int32 [B, K_local, A]``, a sequential policy's actions
       (:mod:`gplace.rl.policy_fns`); None: the actions are ``placements``.
+    priority: ``f32 [B, K_local, N]``, an ordering policy's schedule of
+      each placement (:func:`gplace.rl.grouping.order_priority`, the
+      dynamic schedule's priority); None: the default, critical-path one.
   """
 
   placements: jax.Array
@@ -76,3 +83,4 @@ class Rollout(NamedTuple):
   runtime_s: jax.Array
   failed: jax.Array
   actions: Any = None
+  priority: Any = None

@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from gplace.rl.grouping import expand_to_nodes, group_placement
+from gplace.rl.grouping import (expand_to_nodes, group_placement,
+                                 order_priority)
 from gplace.rl.losses import (ppo_objective, reinforce_objective,
                               sequential_supervised_loss, supervised_loss)
 from gplace.rl.policy_fns import PolicyFns, policy_fns
@@ -99,9 +100,13 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
       group_placement(state.best_placement, batch.group_of, num_groups,
                       num_devices))
   zeros = jnp.zeros(placements.shape[:2], jnp.float32)
+  priority = None
+  if fns.order is not None:  # an ordering policy: its own schedule
+    priority = order_priority(fns.order(actions), batch.group_of)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
                     zeros.astype(bool),
-                    actions=actions if fns.sequential else None)
+                    actions=actions if fns.sequential else None,
+                    priority=priority)
   return state.replace(rng=rng), rollout
 
 
@@ -180,11 +185,14 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   # Report the first epoch: the loss of the sampling policy.
   metrics = jax.tree.map(lambda m: _pmean(m[0], axis_name), metrics)
 
-  best_runtime, best_placement = _best_of(
+  best_runtime, best_placement, best_priority = _best_of(
       rollout._replace(placements=expand_to_nodes(rollout.placements,
                                                   batch.group_of)),
       runtime, axis_name)
   improved = best_runtime < state.best_runtime_s
+  if state.best_priority is not None and best_priority is not None:
+    state = state.replace(best_priority=jnp.where(
+        improved[:, None], best_priority, state.best_priority))
   failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
   new_state = state.replace(
       step=state.step + 1, params=params, opt_state=opt_state,
@@ -202,21 +210,26 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
 
 
 def _best_of(rollout: Rollout, runtime, axis_name):
-  """Best successful sample per graph over all devices: ``([B], [B, N])``."""
+  """Best successful sample per graph over all devices: ``([B], [B, N],
+  [B, N] priority or None)``."""
   failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
   candidate = jnp.where(failed, jnp.inf, runtime)  # [B, Kl]
   index = jnp.argmin(candidate, axis=1)
   best = jnp.take_along_axis(candidate, index[:, None], 1)[:, 0]
-  placement = jnp.take_along_axis(rollout.placements, index[:, None, None],
-                                  1)[:, 0]
+
+  def pick(per_sample):  # [B, Kl, N] -> [B, N]
+    return jnp.take_along_axis(per_sample, index[:, None, None], 1)[:, 0]
+
+  rows = [pick(rollout.placements)]
+  if rollout.priority is not None:
+    rows.append(pick(rollout.priority))
   if axis_name is not None:
     all_best = jax.lax.all_gather(best, axis_name)  # [A, B]
-    all_placement = jax.lax.all_gather(placement, axis_name)  # [A, B, N]
     winner = jnp.argmin(all_best, axis=0)  # first device wins ties
     best = jnp.take_along_axis(all_best, winner[None], 0)[0]
-    placement = jnp.take_along_axis(all_placement, winner[None, :, None],
-                                    0)[0]
-  return best, placement
+    rows = [jnp.take_along_axis(jax.lax.all_gather(row, axis_name),
+                                winner[None, :, None], 0)[0] for row in rows]
+  return best, rows[0], rows[1] if len(rows) > 1 else None
 
 
 def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
@@ -225,15 +238,20 @@ def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   """One whole RL step with simulated rewards: sample, simulate, update.
 
   Pure and jittable; ``simulate_fn(problem, placements [K, N]) ->
-  (runtime_s [K], failed [K])`` is vmapped over the batch's graphs.
+  (runtime_s [K], failed [K])`` is vmapped over the batch's graphs (an
+  ordering policy's rollouts pass their ``priority [K, N]`` too).
 
   Returns:
     ``(new state, metrics)``.
   """
   state, rollout = sample_rollout(state, batch, apply_fn=apply_fn,
                                   hparams=hparams, axis_name=axis_name)
-  runtime_s, failed = jax.vmap(simulate_fn)(
-      batch.problems, expand_to_nodes(rollout.placements, batch.group_of))
+  placements = expand_to_nodes(rollout.placements, batch.group_of)
+  if rollout.priority is None:
+    runtime_s, failed = jax.vmap(simulate_fn)(batch.problems, placements)
+  else:  # an ordering policy: each placement in its own schedule
+    runtime_s, failed = jax.vmap(simulate_fn)(batch.problems, placements,
+                                              rollout.priority)
   rollout = rollout._replace(runtime_s=runtime_s.astype(jnp.float32),
                              failed=failed.astype(bool))
   return update_from_rollout(state, batch, rollout, apply_fn=apply_fn,

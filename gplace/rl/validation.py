@@ -313,8 +313,10 @@ def validate_policy(config) -> None:
 
 def _validate_sequential(config, name: str, policy) -> None:
   """What a sequential policy (:func:`gplace.policies.is_sequential`)
-  cannot do: the exploration mixture (one-shot only), and, unless its
-  actions are placements, a warm start or a search around the best."""
+  cannot do: the exploration mixture (one-shot only); unless its actions
+  are placements, a search around the best, and a warm start unless it can
+  turn a plan into actions (``plan_actions``); and an ordering policy needs
+  a reward that runs its order."""
   if not policies.is_sequential(policy):
     return
   if float(config.rl.get("explore_epsilon", 0.0)):
@@ -323,9 +325,18 @@ def _validate_sequential(config, name: str, policy) -> None:
         f"{name!r} policy decodes step by step. Set "
         "--config.rl.explore_epsilon=0 (rl.entropy_weight keeps it "
         "exploring).")
+  if getattr(type(policy), "orders", False) and config.rl.reward not in (
+      "simulator_dynamic", "simulator_host"):
+    raise ConfigError(
+        f"config.rl.reward={config.rl.reward!r}: the {name!r} policy "
+        "chooses the schedule too, and that reward cannot run a placement "
+        "in a policy's own order (node-id order, or the executor's own "
+        "dispatch). Use --config.rl.reward=simulator_dynamic (in the "
+        "jitted step) or simulator_host.")
   if getattr(type(policy), "placement_actions", False):
     return
-  if config.warm_start.baseline != "none":
+  can_imitate = callable(getattr(type(policy), "plan_actions", None))
+  if config.warm_start.baseline != "none" and not can_imitate:
     raise ConfigError(
         f"config.warm_start.baseline={config.warm_start.baseline!r}: the "
         f"{name!r} policy's actions are not placements (it also chooses "

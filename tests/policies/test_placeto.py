@@ -14,7 +14,7 @@ from gplace import policies
 from gplace.errors import PolicyError
 from gplace.graphs import features
 from gplace.graphs.graph import NODE_OP, Graph
-from gplace.policies import placeto
+from gplace.policies import layers, placeto
 from gplace.rl import train
 
 DIAMOND = [(0, 1), (0, 2), (1, 3), (2, 3)]
@@ -172,9 +172,9 @@ def test_device_masks_shared_and_per_node(tiny):
     np.testing.assert_allclose(scores.entropy[:, 0], 0.0, atol=1e-6)
   # A shared [D] mask is every node's row; None allows every device.
   np.testing.assert_array_equal(
-      placeto._device_rows(jnp.array([True, False, True]), 9, 3),
+      layers.device_rows(jnp.array([True, False, True]), 9, 3),
       np.tile([True, False, True], (9, 1)))
-  assert np.all(placeto._device_rows(None, 9, 3))
+  assert np.all(layers.device_rows(None, 9, 3))
   with pytest.raises(PolicyError, match="device_mask of shape"):
     policy.apply(params, graphs, jnp.ones((4,), bool))
 

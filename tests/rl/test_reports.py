@@ -95,7 +95,20 @@ def test_best_placement_json_content_and_rewrites(tmp_path):
     assert json.load(f)["step"] == 4  # no improvement, no rewrite
   writer.update(6, placement, np.array([0.5, 1.0]), force=True)
   with open(path) as f:
-    assert json.load(f)["step"] == 6
+    best = json.load(f)
+  assert best["step"] == 6
+  assert {g["schedule"] for g in best["graphs"]} == {"dynamic"}
+  assert "order" not in best["graphs"][0]
+  # An ordering policy's best: its order (padding cut), by priority.
+  priority = np.array([[-2.0, 0.0, -1.0, -3.0, -9.0],
+                       [-1.0, -2.0, 0.0, -3.0, -3.0]])
+  writer.update(7, placement, np.array([0.5, 1.0]), force=True,
+                best_priority=priority)
+  with open(path) as f:
+    best = json.load(f)
+  assert [g["order"] for g in best["graphs"]] == [[1, 2, 0, 3], [2, 0, 1]]
+  assert {g["schedule"] for g in best["graphs"]} == {
+      "dynamic: order as priority"}
 
 
 def test_progress_postfix_by_phase():

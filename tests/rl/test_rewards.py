@@ -87,6 +87,23 @@ def test_scorer_simulates_and_marks_out_of_memory():
   assert runtime.shape == oom.shape == (2,) and runtime.dtype == np.float64
 
 
+def test_scorers_rank_arrived_ops_by_a_policy_priority():
+  graph = random_dag(30, seed=1)
+  topology = topology_lib.preset("1cpu+2gpu")
+  placements = (np.arange(60, dtype=np.int32) % 3).reshape(2, 30)
+  priority = np.random.default_rng(0).normal(size=(2, 30)).astype(np.float32)
+  want = simulator.simulate(graph, placements, topology, priority=priority)
+  got = rewards.Scorer(graph, topology)(placements, priority=priority)
+  np.testing.assert_allclose(got, np.where(want.oom, np.inf, want.runtime_s),
+                             rtol=1e-12)
+  # Measured rewards and the node-id-order reward cannot run it.
+  with pytest.raises(RewardError, match="own schedule"):
+    rewards.Scorer(graph, topology, executor=True)(placements,
+                                                   priority=priority)
+  with pytest.raises(RewardError, match="simulator_dynamic"):
+    rewards.simulator_reward(None, placements, priority)
+
+
 def test_simulator_reward_is_jittable_and_matches_the_host():
   graph = random_dag(20, seed=1)
   topology = topology_lib.preset("1cpu+2gpu")

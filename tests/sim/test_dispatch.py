@@ -25,7 +25,7 @@ from sim_cases import (RTOL, SETTINGS, assert_close_to_reference,
                        is_topological, random_topology)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=9)
 @given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
        seed=st.integers(0, 10_000), dynamic=st.booleans())
 def test_dispatch_matches_reference(n_nodes, n_devices, seed, dynamic):
@@ -45,7 +45,7 @@ def test_dispatch_matches_reference(n_nodes, n_devices, seed, dynamic):
     assert_close_to_reference(result, k, ref)
 
 
-@settings(SETTINGS, max_examples=8)
+@settings(SETTINGS, max_examples=5)
 @given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
        seed=st.integers(0, 10_000))
 def test_dynamic_schedule_reproduces_through_the_shared_order_scan(
