@@ -67,6 +67,7 @@ name, the number of devices and the family's hyperparameters (the keys of
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
@@ -108,6 +109,21 @@ def is_sequential(policy: Any) -> bool:
   policy (see the module docstring)."""
   module = getattr(policy, "__self__", policy)
   return bool(getattr(type(module), "sequential", False))
+
+
+def module_fields(module_class) -> set[str]:
+  """The hyperparameter fields of a flax module class."""
+  return {f.name for f in dataclasses.fields(module_class)} - {"parent",
+                                                               "name"}
+
+
+def reject_unknown(owner: str, hparams: dict, known: set[str]) -> None:
+  """Raises PolicyError naming hyperparameters the family does not take."""
+  unknown = set(hparams) - known
+  if unknown:
+    raise PolicyError(
+        f"Unknown {owner} policy hyperparameters {sorted(unknown)}; remove "
+        f"them from config.policy. The policy takes {sorted(known)}.")
 
 
 # factory(num_devices, **hyperparameters) -> Policy

@@ -73,7 +73,6 @@ What gplace builds, and where it deviates (and why)
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from typing import ClassVar, NamedTuple, Optional
 
@@ -85,7 +84,8 @@ import numpy as np
 
 from gplace.errors import PolicyError
 from gplace.graphs import features as features_lib
-from gplace.policies.base import ActionScores, register_policy
+from gplace.policies.base import (ActionScores, module_fields,
+                                  register_policy, reject_unknown)
 from gplace.policies.layers import NEG_INF, GraphSAGE, device_rows
 
 _FLOPS = features_lib.NODE_FEATURE_NAMES.index("log1p_flops")
@@ -494,10 +494,6 @@ def topological_order(rank: np.ndarray, senders: np.ndarray,
   return np.asarray(out, np.int64)
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(DopplerPolicy)
-                if f.name not in ("num_devices", "parent", "name"))
-
-
 @register_policy("doppler")
 def create_doppler_policy(num_devices: int, **hparams) -> DopplerPolicy:
   """A :class:`DopplerPolicy` from flat hyperparameters (``config.policy``
@@ -506,8 +502,6 @@ def create_doppler_policy(num_devices: int, **hparams) -> DopplerPolicy:
   Raises:
     PolicyError: an unknown hyperparameter or a value the policy rejects.
   """
-  unknown = sorted(set(hparams) - set(_FIELDS))
-  if unknown:
-    raise PolicyError(f"Unknown DOPPLER policy hyperparameters {unknown}; "
-                      f"the policy takes {sorted(_FIELDS)}.")
+  reject_unknown("DOPPLER", hparams,
+                 module_fields(DopplerPolicy) - {"num_devices"})
   return DopplerPolicy(num_devices=num_devices, **hparams)

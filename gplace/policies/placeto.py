@@ -90,7 +90,6 @@ and honours the device mask.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import ClassVar, NamedTuple, Optional, Sequence
 
@@ -100,7 +99,8 @@ import jax.numpy as jnp
 import jraph
 
 from gplace.errors import PolicyError
-from gplace.policies.base import ActionScores, register_policy
+from gplace.policies.base import (ActionScores, module_fields,
+                                  register_policy, reject_unknown)
 from gplace.policies.layers import NEG_INF, device_rows
 
 INITIAL_PLACEMENTS = ("zeros", "round_robin", "random")
@@ -467,10 +467,6 @@ class PlacetoPolicy(nn.Module):
     return actions, ActionScores(log_probs, entropy, context.node_mask)
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(PlacetoPolicy)
-                if f.name not in ("num_devices", "parent", "name"))
-
-
 @register_policy("placeto")
 def create_placeto_policy(num_devices: int, **hparams) -> PlacetoPolicy:
   """A :class:`PlacetoPolicy` from flat hyperparameters (``config.policy``
@@ -479,8 +475,6 @@ def create_placeto_policy(num_devices: int, **hparams) -> PlacetoPolicy:
   Raises:
     PolicyError: an unknown hyperparameter or a value the policy rejects.
   """
-  unknown = sorted(set(hparams) - set(_FIELDS))
-  if unknown:
-    raise PolicyError(f"Unknown Placeto policy hyperparameters {unknown}; "
-                      f"the policy takes {sorted(_FIELDS)}.")
+  reject_unknown("Placeto", hparams,
+                 module_fields(PlacetoPolicy) - {"num_devices"})
   return PlacetoPolicy(num_devices=num_devices, **hparams)

@@ -37,7 +37,6 @@ parameters inside the scans, which linen allows.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple, Optional
 
 import flax.linen as nn
@@ -47,6 +46,7 @@ import jraph
 import numpy as np
 
 from gplace.errors import PolicyError
+from gplace.policies.base import module_fields, reject_unknown  # noqa: F401
 from gplace.graphs import features as features_lib
 from gplace.policies.go import relative_position_encoding
 from gplace.policies.layers import NEG_INF
@@ -79,21 +79,6 @@ def check_choice(owner: str, name: str, value, choices) -> None:
   if value not in choices:
     raise PolicyError(f"{owner}: {name}={value!r} is not one of {choices}; "
                       f"set config.policy.{name} to one of them.")
-
-
-def module_fields(module_class) -> set[str]:
-  """The hyperparameter fields of a flax module class."""
-  return {f.name for f in dataclasses.fields(module_class)} - {"parent",
-                                                               "name"}
-
-
-def reject_unknown(owner: str, hparams: dict, known: set[str]) -> None:
-  """Raises PolicyError naming hyperparameters the family does not take."""
-  unknown = set(hparams) - known
-  if unknown:
-    raise PolicyError(
-        f"Unknown {owner} policy hyperparameters {sorted(unknown)}; remove "
-        f"them from config.policy. The policy takes {sorted(known)}.")
 
 
 # -- op embeddings -------------------------------------------------------------

@@ -273,9 +273,11 @@ def shrink_for_a_test(config, tmp_path):
   return config
 
 
-def greedy_before_and_after(config, tmp_path, monkeypatch):
+def greedy_before_and_after(config, tmp_path, monkeypatch,
+                            log=lambda _: None):
   """Trains ``config``; returns the run's own evaluations of its initial
-  and its final parameters, and its results."""
+  and its final parameters, and its results (the run's lines go to
+  ``log``)."""
   initial = {}
   run_loop, evaluate_policy = train.run_loop, train.evaluate_policy
 
@@ -289,8 +291,7 @@ def greedy_before_and_after(config, tmp_path, monkeypatch):
 
   monkeypatch.setattr(train, "run_loop", recording_run_loop)
   monkeypatch.setattr(train, "evaluate_policy", evaluate_initial_too)
-  result = train.train_and_evaluate(config, str(tmp_path / "run"),
-                                    log=lambda _: None)
+  result = train.train_and_evaluate(config, str(tmp_path / "run"), log=log)
   return initial["own"][0], result.policy[0], result
 
 

@@ -24,6 +24,7 @@ from gplace.rl.policy_fns import policy_fns
 from gplace.rl.validation import validate_config
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
+from test_colocrl import greedy_before_and_after
 
 DIAMOND = [(0, 1), (0, 2), (1, 3), (2, 3)]
 CHAIN = [(0, 1), (1, 2)]
@@ -247,7 +248,7 @@ def test_policy_fns_carry_the_order():
   assert fns.plan_actions is doppler.DopplerPolicy.plan_actions
 
 
-def test_imitation_then_rl_places_like_its_teacher(tmp_path):
+def test_imitation_then_rl_places_like_its_teacher(tmp_path, monkeypatch):
   """DOPPLER's stages one and two on tiny rnnlm2 (1 CPU + 2 GPUs, 25 op
   groups): imitation of HEFT in its best order, then a few RL steps in the
   simulator, each placement scored with its own order. The policy's own
@@ -269,36 +270,18 @@ def test_imitation_then_rl_places_like_its_teacher(tmp_path):
   config.rl.num_samples = 8
   config.train.update(num_steps=10, chunk_steps=10, checkpoint_every=1000,
                       eval_samples=4)
-  initial = {}
-  run_loop, evaluate_policy = train.run_loop, train.evaluate_policy
-
-  def recording_run_loop(fns, state, *args, **kwargs):
-    initial["params"] = state.params
-    return run_loop(fns, state, *args, **kwargs)
-
-  def evaluate_initial_too(params, *args, **kwargs):
-    initial["own"] = evaluate_policy(initial["params"], *args, **kwargs)
-    return evaluate_policy(params, *args, **kwargs)
-
   lines = []
-  monkey = pytest.MonkeyPatch()
-  monkey.setattr(train, "run_loop", recording_run_loop)
-  monkey.setattr(train, "evaluate_policy", evaluate_initial_too)
-  try:
-    result = train.train_and_evaluate(config, str(tmp_path),
-                                      log=lines.append)
-  finally:
-    monkey.undo()
+  before, after, _ = greedy_before_and_after(config, tmp_path, monkeypatch,
+                                             log=lines.append)
   teacher = [line for line in lines if "in its best order" in line]
   assert len(teacher) == 1, lines
   heft_s, target_s = (float(ms) * 1e-3
                       for ms in re.findall(r"([0-9.]+) ms", teacher[0]))
-  before = initial["own"][0].greedy_runtime_s
-  after = result.policy[0].greedy_runtime_s
+  before, after = before.greedy_runtime_s, after.greedy_runtime_s
   # It places like its teacher: neither far worse nor (by luck) far better.
   assert abs(after / target_s - 1) < 0.05, (before, after, target_s)
   assert abs(before / target_s - 1) > 0.05, (before, after, target_s)
-  with open(tmp_path / "best_placement.json") as f:
+  with open(tmp_path / "run" / "best_placement.json") as f:
     record = json.load(f)["graphs"][0]
   assert record["schedule"] == "dynamic: order as priority"
   assert sorted(record["order"]) == list(range(len(record["placement"])))

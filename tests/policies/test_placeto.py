@@ -16,6 +16,7 @@ from gplace.graphs import features
 from gplace.graphs.graph import NODE_OP, Graph
 from gplace.policies import layers, placeto
 from gplace.rl import train
+from test_colocrl import greedy_before_and_after
 
 DIAMOND = [(0, 1), (0, 2), (1, 3), (2, 3)]
 CHAIN = [(0, 1), (1, 2)]
@@ -272,23 +273,8 @@ def test_training_improves_the_policys_own_greedy_placement(tmp_path,
   config.rl.num_samples = 5
   config.train.update(num_steps=20, chunk_steps=20, checkpoint_every=1000,
                       eval_samples=4)  # no checkpoint: 8 s saved
-  # The initial parameters, and the run's own evaluation of them.
-  initial = {}
-  run_loop, evaluate_policy = train.run_loop, train.evaluate_policy
-
-  def recording_run_loop(fns, state, *args, **kwargs):
-    initial["params"] = state.params
-    return run_loop(fns, state, *args, **kwargs)
-
-  def evaluate_initial_too(params, *args, **kwargs):
-    initial["own"] = evaluate_policy(initial["params"], *args, **kwargs)
-    return evaluate_policy(params, *args, **kwargs)
-
-  monkeypatch.setattr(train, "run_loop", recording_run_loop)
-  monkeypatch.setattr(train, "evaluate_policy", evaluate_initial_too)
-  result = train.train_and_evaluate(config, str(tmp_path),
-                                    log=lambda _: None)
-  before = initial["own"][0].greedy_runtime_s
-  after = result.policy[0].greedy_runtime_s
+  before, after, result = greedy_before_and_after(config, tmp_path,
+                                                  monkeypatch)
+  before, after = before.greedy_runtime_s, after.greedy_runtime_s
   assert np.isfinite(before) and after < before, (before, after)
   assert after <= result.table[0]["single_device"] * (1 + 1e-6)
