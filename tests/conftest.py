@@ -1,26 +1,10 @@
-"""Test set-up: four forced CPU devices, set before JAX starts, and one
-compilation cache for the whole run."""
+"""Test set-up: four forced CPU devices, set before JAX starts."""
 
-import atexit
 import os
-import shutil
-import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=4").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
-# One persistent compilation cache per test run, shared by the xdist workers
-# and by every subprocess the tests start (notebook kernels, README and
-# run.py commands), which compile many of the same functions again. The
-# process that loads this file first (the xdist controller) makes it and
-# removes it at exit; the workers inherit the variable. A fresh directory
-# each run: the suite's time never depends on an earlier run.
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-  _CACHE = tempfile.mkdtemp(prefix="gplace-tests-jax-cache-")
-  os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
-  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
-  atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import jax  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 

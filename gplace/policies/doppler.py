@@ -55,15 +55,25 @@ What gplace builds, and where it deviates (and why)
 * **State updates** follow a list scheduler on the proxies: the op starts at
   the later of its device being free and its inputs arriving (a producer's
   estimated finish, plus the transfer when it sits on another device).
-* **Rewards**: ``-sqrt(runtime)`` of the whole episode's placement run in
-  its order, REINFORCE or PPO against the batch mean (gplace's loop), not
-  per-step rewards. The runtime comes from gplace's simulator (calibrated
-  against its executor), not DOPPLER's SimPy model; stage three (RL on the
-  real engine) is gplace's ``rl.reward="executor"``, which cannot run a
-  per-placement order yet, so it is refused for this policy.
+* **Rewards**: ``-sqrt(runtime)`` of the whole episode's placement,
+  REINFORCE or PPO against the batch mean (gplace's loop), not per-step
+  rewards. The runtime comes from gplace's simulator (calibrated against its
+  executor), not DOPPLER's SimPy model, in its asynchronous (dynamic) rule
+  with the episode's order as the priority: a device never waits for an op
+  that has not arrived, and among arrived ops runs the one selected first.
+  (DOPPLER's own simulator queues ready ops FIFO per device; a strict
+  static order would make a device wait, which costs coarse groups far more
+  than the policy means, see :func:`gplace.rl.grouping.order_priority`.)
+  Stage three (RL on the real engine) is gplace's ``rl.reward="executor"``,
+  which cannot run a per-placement order yet, so it is refused for this
+  policy.
 * **Imitation** is the warm start: ``warm_start.baseline="heft"`` (HEFT is a
   critical-path list scheduler) is teacher-forced as (HEFT's op order, its
-  devices), see :func:`plan_actions`.
+  devices), see :meth:`DopplerPolicy.plan_actions` and
+  :func:`gplace.rl.data.ordered_warm_start_targets` (the order is the
+  faster of HEFT's own plan and the default schedule's dispatch order; with
+  groups, each group takes its majority device and the place of its first
+  op).
 * **Cost bound**: the dense ``[N, N]`` producer matrix makes a step
   ``O(N (H + D))`` and an episode ``O(N^2 (H + D))``; batches of more than
   ``max_nodes`` padded nodes are refused (use coarse groups).
