@@ -319,7 +319,7 @@ def warm_start(config, setups, batch, log, *, topology=None,
     else:
       log(f"[gplace] {s.name}: warm start from {name!r} in its best order "
           f"({runtime * 1e3:.4f} ms); its actions as the policy takes them "
-          f"(groups) run {warm.target_runtime_s[b] * 1e3:.4f} ms")
+          f"run {warm.target_runtime_s[b] * 1e3:.4f} ms")
   return warm
 
 
