@@ -399,8 +399,9 @@ class RunOutputs:
 #: includes search around the best), not the policy's greedy placement.
 BEST_FOUND_NOTE = ("gplace best found = fastest placement sampled during "
                    "training (policy samples, and search around the best "
-                   "when rl.mutate_best > 0), not the policy's own greedy "
-                   "placement")
+                   "when rl.mutate_best > 0; with a warm start, the "
+                   "warm-start baseline's placement counts too), not the "
+                   "policy's own greedy placement")
 BOUND_NOTE = ("lower bound = gplace.lower_bound: no placement can beat it "
               "(critical path and per-device load); it is loose, the "
               "optimum lies between it and the best row")
@@ -408,6 +409,8 @@ BOUND_NOTE = ("lower bound = gplace.lower_bound: no placement can beat it "
 
 BEST_FOUND_ROW = "best found (samples)"
 BEST_FOUND_SEARCH_ROW = "best found (includes search)"
+#: A warm-started run's best starts as its warm-start baseline's placement.
+BEST_FOUND_SEEDED_ROW = "best found (incl. seed)"
 
 
 def format_table(setup: GraphSummary, learned_runtime_s: float,

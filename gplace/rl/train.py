@@ -416,6 +416,17 @@ def train_and_evaluate(config, workdir: str, *,
   return result
 
 
+def best_found_name(config) -> str:
+  """The table's name for the run's best found placement: it includes
+  search (``rl.mutate_best > 0``), or the warm-start seed, or is samples
+  only."""
+  if float(config.rl.get("mutate_best", 0.0)) > 0:
+    return reports.BEST_FOUND_SEARCH_ROW
+  if config.warm_start.baseline != "none":
+    return reports.BEST_FOUND_SEEDED_ROW
+  return reports.BEST_FOUND_ROW
+
+
 class LoopResult(NamedTuple):
   """Where :func:`run_loop` stopped: the (unreplicated) state, its step, and
   the RL steps per second of the last chunk."""
@@ -487,8 +498,6 @@ def _final_result(config, workdir, setups, topology, loop: LoopResult,
         policy_records=[e.record() for e in own],
         verdicts=[policy_verdict(e.greedy_runtime_s, s.baseline_runtime_s)
                   for e, s in zip(own, setups)],
-        best_found_name=(reports.BEST_FOUND_SEARCH_ROW
-                         if float(config.rl.get("mutate_best", 0.0)) > 0
-                         else reports.BEST_FOUND_ROW))
+        best_found_name=best_found_name(config))
   return TrainResult(state, best_placements, best_runtime, tables,
                      loop.steps_per_second, own or [])

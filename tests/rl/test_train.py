@@ -350,3 +350,12 @@ def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
     best = float(simulate(graph, result.best_placements[b][:n],
                           topology).runtime_s)
     assert result.best_runtime_s[b] == pytest.approx(best, rel=1e-5)
+
+
+def test_the_best_found_row_says_what_it_includes():
+  config = tiny_config()  # mutate_best > 0 and a warm start
+  assert train.best_found_name(config) == "best found (includes search)"
+  config.rl.mutate_best = 0.0
+  assert train.best_found_name(config) == "best found (incl. seed)"
+  config.warm_start.baseline = "none"
+  assert train.best_found_name(config) == "best found (samples)"
