@@ -208,6 +208,8 @@ class StepState(NamedTuple):
     waiting: ``int32 [N]``, unscheduled producers of each node.
     placement: ``int32 [N]`` (0 until scheduled).
     finish: ``f32 [N]``, estimated finish of scheduled nodes.
+    arrival: ``f32 [N]``, the latest estimated finish among each node's
+      scheduled producers (kept step by step: ``O(N)``, not ``O(N^2)``).
     free: ``f32 [D]``, when each device is free.
     load: ``f32 [D]``, cost placed on each device.
   """
@@ -216,6 +218,7 @@ class StepState(NamedTuple):
   waiting: jax.Array
   placement: jax.Array
   finish: jax.Array
+  arrival: jax.Array
   free: jax.Array
   load: jax.Array
 
@@ -346,10 +349,8 @@ class DopplerPolicy(nn.Module):
       # padding node (a masked step).
       real = t < num_real
       ready = ~state.done & context.node_mask & (state.waiting == 0)
-      arrival_same = jnp.max(jnp.where(context.producer, state.finish[:, None],
-                                       0.0), 0)  # [N]
       earliest = jnp.min(state.free)
-      select_state = jnp.stack([arrival_same, arrival_same - earliest], 1)
+      select_state = jnp.stack([state.arrival, state.arrival - earliest], 1)
       logits = network.apply(variables, node_term, select_state,
                              method=DopplerNetwork.select_logits)
       logits = jnp.where(ready, logits, NEG_INF)
@@ -382,6 +383,8 @@ class DopplerPolicy(nn.Module):
           waiting=state.waiting - context.producer[node].astype(jnp.int32),
           placement=state.placement.at[node].set(device),
           finish=state.finish.at[node].set(finish),
+          arrival=jnp.maximum(state.arrival, jnp.where(
+              context.producer[node], finish, 0.0)),
           free=jnp.where(real, state.free.at[device].set(finish), state.free),
           load=state.load.at[device].add(jnp.where(real, context.cost[node],
                                                    0.0)))
@@ -397,6 +400,7 @@ class DopplerPolicy(nn.Module):
           done=jnp.zeros(num_nodes, bool), waiting=context.waiting,
           placement=jnp.zeros(num_nodes, jnp.int32),
           finish=jnp.zeros(num_nodes, jnp.float32),
+          arrival=jnp.zeros(num_nodes, jnp.float32),
           free=jnp.zeros(num_devices, jnp.float32),
           load=jnp.zeros(num_devices, jnp.float32))
       final, (nodes, devices, lp_node, lp_device, ent_node, ent_device) = (

@@ -20,8 +20,9 @@ search:
 
 Group placements (``Batch.group_of``, :mod:`gplace.rl.grouping`) are expanded
 to one device per node before scoring. An ordering policy's placements
-(DOPPLER) are scored in the schedule it chose with them. Scoring is host-side, with one
-:data:`~gplace.rl.types.RewardFn` per graph (simulated or measured).
+(DOPPLER) are scored in the schedule it chose with them. Scoring is
+host-side, with one :data:`~gplace.rl.types.RewardFn` per graph (simulated
+or measured).
 """
 
 from __future__ import annotations
@@ -134,9 +135,8 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
     return OwnPlacements(expand_to_nodes(greedy, batch.group_of),
                          expand_to_nodes(samples, batch.group_of))
   greedy, greedy_actions = jax.vmap(
-      lambda g, m: (fns.greedy(params, g, m),
-                    fns.greedy_actions(params, g, m)))(batch.graphs,
-                                                       batch.device_mask)
+      lambda g, m: fns.greedy_decode(params, g, m))(batch.graphs,
+                                                    batch.device_mask)
   return OwnPlacements(
       expand_to_nodes(greedy, batch.group_of),
       expand_to_nodes(samples, batch.group_of),

@@ -54,8 +54,9 @@ class PolicyFns(NamedTuple):
     plan_actions: ordering policies only: the policy's
       ``plan_actions(placement, order, senders, receivers, num_padded)``
       (teacher actions of a plan, for the warm start), or None.
-    greedy_actions: sequential policies only: ``(params, graphs,
-      device_mask) -> int32 [A]``, the actions of the greedy decoding.
+    greedy_decode: sequential policies only: ``(params, graphs,
+      device_mask) -> (placement int32 [N], actions int32 [A])``, one greedy
+      decoding (``greedy`` is its placement).
   """
 
   sample: Callable
@@ -66,7 +67,7 @@ class PolicyFns(NamedTuple):
   placement_actions: bool
   order: Any = None
   plan_actions: Any = None
-  greedy_actions: Any = None
+  greedy_decode: Any = None
 
 
 def _one_shot(apply_fn: Callable, explore_epsilon: float) -> PolicyFns:
@@ -123,7 +124,7 @@ def _sequential(module) -> PolicyFns:
       placement_actions=bool(getattr(cls, "placement_actions", False)),
       order=cls.order_of if orders else None,
       plan_actions=getattr(cls, "plan_actions", None) if orders else None,
-      greedy_actions=lambda *a: greedy_decode(*a)[1])
+      greedy_decode=greedy_decode)
 
 
 @functools.lru_cache(maxsize=32)

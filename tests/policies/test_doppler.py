@@ -16,38 +16,18 @@ from experiments.configs import doppler as doppler_config
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
-from gplace.graphs.graph import NODE_OP, Graph
 from gplace.policies import doppler
-from gplace.rl import data, grouping, rewards, train
+from gplace.rl import data, grouping, rewards
 from gplace.rl.data import stacked_dispatch_problems
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.validation import validate_config
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 from test_colocrl import greedy_before_and_after
+from test_placeto import DIAMOND, diamond_and_chain, op_graph
 
-DIAMOND = [(0, 1), (0, 2), (1, 3), (2, 3)]
-CHAIN = [(0, 1), (1, 2)]
-BUDGET = features.Budget(n_nodes=9, n_edges=16, n_graphs=3)
 ALL = np.ones((9, 3), bool)
 K = 4
-
-
-def op_graph(n, edges, seed=0):
-  rng = np.random.default_rng(seed)
-  return Graph.build(
-      names=[f"op{i}" for i in range(n)], op_type=["dot_general"] * n,
-      kind=[NODE_OP] * n, out_shapes=[(8,)] * n, out_dtype=["float32"] * n,
-      out_bytes=[32] * n, flops=rng.uniform(1e6, 1e9, n),
-      bytes_accessed=rng.uniform(1e3, 1e6, n),
-      edges=[(s, t, int(rng.integers(32, 4096))) for s, t in edges],
-      name=f"g{seed}")
-
-
-def diamond_and_chain(budget=BUDGET):
-  """A diamond (nodes 0-3) and a 3-chain (nodes 4-6) in one batch."""
-  return features.to_graphs_tuple(
-      [op_graph(4, DIAMOND), op_graph(3, CHAIN, 1)], budget)
 
 
 class Tiny:
