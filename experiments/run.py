@@ -25,6 +25,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from gplace.errors import ConfigError, GplaceError
+from gplace.rl import pretrain
 from gplace.rl import train
 from gplace.rl import validation
 
@@ -92,7 +93,10 @@ def main(argv: list[str]) -> None:
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   try:
-    train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    if "pretrain" in _CONFIG.value:  # one policy over many graphs
+      pretrain.pretrain(_CONFIG.value, _WORKDIR.value)
+    else:
+      train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   except GplaceError as err:
     # One clear line and a nonzero status: absl's UsageError would print
     # the whole usage text first and bury it.

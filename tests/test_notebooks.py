@@ -9,7 +9,8 @@ nbclient = pytest.importorskip("nbclient")
 
 # A line each notebook prints when its last cell ran as it should.
 _DONE = {"quickstart.ipynb": "same loss as jax.jit: True",
-         "compare_systems.ipynb": "placements drawn: 2"}
+         "compare_systems.ipynb": "placements drawn: 2",
+         "place_your_model.ipynb": "same outputs as jax.jit: True"}
 _COLABS = sorted((pathlib.Path(__file__).parent.parent / "colabs").glob(
     "*.ipynb"))
 

@@ -232,6 +232,16 @@ def test_bad_inputs_raise_gplace_errors(make_input, error, message, tmp_path):
     (dict(seed=-1), errors.SearchError, "seed must be an integer in"),
     (dict(method="policy", costs=np.ones((12, 5))), errors.SearchError,
      "method='policy'.*roofline"),
+    (dict(method="finetune", costs=np.ones((12, 5))), errors.SearchError,
+     "method='finetune'.*roofline"),
+    (dict(method="pretrained", topology="1cpu+2gpu"), errors.SearchError,
+     "needs a pretrained policy for '1cpu\\+2gpu'.*policy="),
+    (dict(method="pretrained", policy=5), errors.SearchError,
+     "policy must be the path"),
+    (dict(method="search", policy="p.npz"), errors.SearchError,
+     "policy= is used by methods"),
+    (dict(method="pretrained", policy="missing.npz"), errors.PolicyError,
+     "no policy file"),
     (dict(max_evaluations=0), errors.SearchError, "max_evaluations"),
     (dict(progress="yes"), errors.SearchError, "progress must be True"),
     (dict(costs=np.ones((3, 3))), errors.TopologyError, "costs has shape"),
@@ -261,5 +271,71 @@ def test_policy_trains_go_on_the_graph():
   graph = random_dag(40, seed=1)
   result = gplace.optimize(graph, topology="1cpu+2gpu", method="policy",
                            budget_s=30.0, progress=False)
-  assert any(label.startswith("policy (GO") for label in result.candidates)
+  assert any(label.startswith("GO trained on this graph")
+             for label in result.candidates)
   assert np.isfinite(result.runtime_s)
+
+
+@pytest.fixture(scope="module")
+def small_policy(tmp_path_factory):
+  """A small GO policy file for 1cpu+2gpu (freshly initialised; what a
+  pretraining run writes, minus the training)."""
+  from experiments.configs import pretrain as pretrain_config  # pylint: disable=import-outside-toplevel
+  from gplace.rl import data, policy_file, state  # pylint: disable=import-outside-toplevel
+  config = pretrain_config.get_config()
+  config.topology = "1cpu+2gpu"
+  config.policy.update(hidden_size=8, num_sage_layers=1,
+                       num_attention_layers=1, num_heads=2, segment_length=16,
+                       op_embedding_size=4, head_hidden_size=8)
+  config.rl.num_samples = 4
+  topology = gplace.topology.preset("1cpu+2gpu")
+  setup = data.GraphSetup("g", random_dag(20, seed=3), None, None, {}, {},
+                          1.0, 1.0)
+  batch = data.make_batch([setup], topology)
+  policy = state.create_policy(config, topology.n_devices)
+  params = policy.init(jax.random.PRNGKey(0),
+                       jax.tree.map(lambda x: x[0], batch.graphs))
+  path = str(tmp_path_factory.mktemp("policy") / "policy.npz")
+  return policy_file.save_policy(path, params, config, topology, steps=0)
+
+
+def test_pretrained_runs_the_policy_zero_shot_next_to_the_baselines(
+    small_policy):
+  graph = random_dag(30, seed=5)
+  result = gplace.optimize(graph, topology="1cpu+2gpu", method="pretrained",
+                           policy=small_policy, progress=False)
+  labels = list(result.candidates)
+  assert "pretrained GO zero-shot: greedy" in labels
+  assert "pretrained GO zero-shot: best of 16 samples" in labels
+  baseline_best = min(v for k, v in result.candidates.items()
+                      if not k.startswith("pretrained"))
+  assert result.runtime_s <= baseline_best + 1e-12
+  assert not any(label.startswith(("annealing", "solver"))
+                 for label in labels)
+  auto = gplace.optimize(graph, topology="1cpu+2gpu", policy=small_policy,
+                         budget_s=5.0, progress=False, max_evaluations=64)
+  assert "pretrained GO zero-shot: greedy" in auto.candidates
+
+
+def test_a_policy_for_other_devices_is_refused(small_policy):
+  with pytest.raises(errors.SearchError, match="places on 3 devices"):
+    gplace.optimize(random_dag(12, seed=0), topology="1cpu+4gpu",
+                    method="pretrained", policy=small_policy, progress=False)
+
+
+def test_the_shipped_policy_places_zero_shot_by_default():
+  result = gplace.optimize(random_dag(40, seed=2), method="pretrained",
+                           progress=False)
+  assert result.topology.name == "1cpu+4gpu"
+  assert "pretrained GO zero-shot: greedy" in result.candidates
+  assert np.isfinite(result.candidates["pretrained GO zero-shot: greedy"])
+
+
+def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy):
+  result = gplace.optimize(random_dag(30, seed=6), topology="1cpu+2gpu",
+                           method="finetune", policy=small_policy,
+                           budget_s=600.0, progress=False)
+  tuned = [k for k in result.candidates if "fine-tuned" in k]
+  assert sorted(tuned) == ["pretrained GO fine-tuned (50 steps): best sampled",
+                           "pretrained GO fine-tuned (50 steps): greedy"]
+  assert all(np.isfinite(result.candidates[k]) for k in tuned)

@@ -48,6 +48,11 @@ def get_config():
       # gplace.policies.GOPolicy.free_logits); 0 for policies meant to
       # transfer to unseen graphs.
       free_logits=256))
+  # A trained policy file (.npz, gplace.rl.policy_file) to start from instead
+  # of a fresh initialisation: fine-tuning a pretrained policy
+  # (experiments/configs/pretrain.py). Its policy settings (above) and
+  # device count must match. "" starts fresh.
+  config.policy_init = ""
   # Group-level actions (gplace.rl.grouping): a graph of more than min_nodes
   # nodes is coarsened (gplace.coarsen, by rule) to at most max_groups groups;
   # the policy places groups and every op runs on its group's device.

@@ -55,8 +55,8 @@ class Method(NamedTuple):
   """A parsed ``method=`` argument.
 
   Attributes:
-    kind: ``"auto"``, ``"baseline"``, ``"search"``, ``"solver"`` or
-      ``"policy"``.
+    kind: ``"auto"``, ``"baseline"``, ``"search"``, ``"solver"``,
+      ``"pretrained"``, ``"finetune"`` or ``"policy"``.
     name: the baseline or search name (``""`` for the other kinds).
   """
 
@@ -67,7 +67,8 @@ class Method(NamedTuple):
 def _method_help() -> str:
   from gplace import baselines  # pylint: disable=g-import-not-at-top
   return ("'auto', 'search' (or 'search:<name>' / a search name: "
-          f"{', '.join(SEARCH_NAMES)}), 'solver', 'policy', or a baseline "
+          f"{', '.join(SEARCH_NAMES)}), 'solver', 'pretrained', 'finetune', "
+          f"'policy', or a baseline "
           f"('baseline:<name>' or the name: {', '.join(baselines.names())})")
 
 
@@ -82,7 +83,7 @@ def check_method(method: Any) -> Method:
     raise SearchError(f"gplace.optimize: method must be a string, got "
                       f"{type(method).__name__} {method!r}; use "
                       f"{_method_help()}.")
-  if method in ("auto", "solver", "policy"):
+  if method in ("auto", "solver", "pretrained", "finetune", "policy"):
     return Method(method)
   if method == "search":
     return Method("search", DEFAULT_SEARCH)

@@ -18,6 +18,7 @@ import numpy as np
 
 from gplace.errors import PlacementError, SearchError, TopologyError
 from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate, best_of, score
 from gplace.autoplace.inputs import (DEFAULT_PRESET, LOCAL, Problem,
                                      check_budget, check_max_evaluations,
@@ -26,6 +27,7 @@ from gplace.autoplace.inputs import (DEFAULT_PRESET, LOCAL, Problem,
                                      profiled_source, resolve_problem)
 from gplace.autoplace.progress import Progress
 from gplace.autoplace.result import PlacementResult
+from gplace.rl.policy_file import shipped_topologies
 from gplace.sim.bounds import lower_bound
 
 # method="solver" refuses larger graphs (CP-SAT's model grows with N^2
@@ -44,6 +46,11 @@ SEARCH_SHARE = 0.5
 # it.
 SEARCH_FLOOR = 0.1
 MIN_SEARCH_S = 0.5
+# method="auto" fine-tunes the pretrained policy when at least this many
+# seconds of the budget are left for it (compiling the training step alone
+# takes 20-40 s on two CPU cores); the search then leaves it this much.
+AUTO_FINETUNE_S = 90.0
+TRAINING_KINDS = ("finetune", "policy")
 
 
 def _check_flag(value: Any, name: str) -> bool:
@@ -56,7 +63,8 @@ def _check_flag(value: Any, name: str) -> bool:
 def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
              costs: Any = None, method: str = "auto", budget_s: float = 30.0,
              seed: int = 0, progress: bool = True, profile: bool = False,
-             max_evaluations: Optional[int] = None) -> PlacementResult:
+             max_evaluations: Optional[int] = None,
+             policy: Any = None) -> PlacementResult:
   """The fastest placement gplace finds for a program or a graph.
 
   Captures ``fn_or_graph(*args)`` if it is a function (or loads the graph),
@@ -71,13 +79,19 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   Methods:
 
   * ``"auto"`` (default): every baseline in its best schedule (the
-    simulator's default, or a list scheduler's own planned op order), then
-    simulated annealing from the best of them for part of the budget, then,
-    on graphs of at most :data:`AUTO_SOLVER_MAX_NODES` nodes with at least
-    :data:`MIN_SOLVER_S` seconds left, the exact solver for the rest. No
-    pretrained policy ships with gplace yet, so ``"auto"`` runs none
-    (training one from scratch rarely beats search in seconds; use
-    ``"policy"`` to try).
+    simulator's default, or a list scheduler's own planned op order); the
+    pretrained policy zero-shot when one fits the topology (``policy=``, or
+    the one gplace ships for it); simulated annealing from the best so far
+    for part of the budget; on graphs of at most
+    :data:`AUTO_SOLVER_MAX_NODES` nodes with at least :data:`MIN_SOLVER_S`
+    seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
+    seconds to spare on a preset or ``"local"`` topology with roofline
+    costs, the pretrained policy fine-tuned on the graph.
+  * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
+    (its greedy placement and the best of 16 samples; seconds).
+  * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
+    fine-tuned on the graph for at most 50 RL steps or the rest of the
+    budget (a minute or more on two CPU cores).
   * ``"<baseline>"`` or ``"baseline:<baseline>"`` (``gplace.baselines.
     names()``): that baseline alone, in its best schedule.
   * ``"search"`` (annealing), ``"search:<name>"`` or the name
@@ -120,6 +134,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     max_evaluations: cap the search at this many simulator evaluations
       (default: as many as fit in the time). With it, a search that the
       time does not cut short is reproducible for a seed.
+    policy: a policy file (``.npz`` written by ``experiments/run.py
+      --config experiments/configs/pretrain.py``) for the pretrained
+      methods; default: the one gplace ships for the topology
+      (``gplace.rl.policy_file.shipped_topologies()``), if any.
 
   Returns:
     A :class:`~gplace.autoplace.result.PlacementResult`; ``print(result)``
@@ -135,8 +153,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     TopologyError: an unknown topology, or a bad cost table.
     SearchError: an unknown method, a budget that is not a positive number
       of seconds, ``method="solver"`` on a graph above
-      :data:`SOLVER_MAX_NODES` nodes, or ``method="policy"`` on a custom
-      topology or measured costs.
+      :data:`SOLVER_MAX_NODES` nodes, ``method="policy"`` or
+      ``"finetune"`` on a custom topology or measured costs,
+      ``"pretrained"`` or ``"finetune"`` without a policy for the
+      topology's device count, or a ``policy`` that is not a path.
+    PolicyError: a ``policy`` file that cannot be read.
     PlacementError: an empty graph, device constraints for another device
       count, or no candidate fits in memory and keeps the constraints.
     ConfigError: ``method="policy"`` outside a gplace checkout.
@@ -149,11 +170,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   progress = _check_flag(progress, "progress")
   topology_spec = check_topology_spec(topology)
   profile = _check_flag(profile, "profile")
-  if chosen.kind == "policy" and (profile or costs is not None):
+  if chosen.kind in TRAINING_KINDS and (profile or costs is not None):
     raise SearchError(
-        "gplace.optimize: method='policy' scores placements with the "
+        f"gplace.optimize: method={chosen.kind!r} trains with the "
         "topology's roofline costs; it cannot use measured costs (costs= or "
-        "profile=True). Use method='search' or 'auto' with them.")
+        "profile=True). Use method='pretrained', 'search' or 'auto' with "
+        "them.")
   if profile:
     if topology_spec not in (None, LOCAL) or costs is not None:
       raise TopologyError(
@@ -174,12 +196,31 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         f"{SOLVER_MAX_NODES} nodes, and {problem.graph.name!r} has {n}. "
         "Coarsen it first (gplace.coarsen(graph, 'size', max_groups=...), "
         "then place the groups), or use method='search' or 'auto'.")
+  named = topology_spec if topology_spec is not None else (
+      DEFAULT_PRESET if source.topology is None else problem.topology)
   policy_topology = None
-  if chosen.kind == "policy":
-    from gplace.autoplace.policy import check_policy_problem  # pylint: disable=g-import-not-at-top
-    named = topology_spec if topology_spec is not None else (
-        DEFAULT_PRESET if source.topology is None else problem.topology)
-    policy_topology = check_policy_problem(named, problem.costs)
+  if chosen.kind in TRAINING_KINDS:
+    policy_topology = learned.check_policy_problem(named, problem.costs)
+  loaded = None
+  if chosen.kind in ("auto", "pretrained", "finetune"):
+    loaded = learned.resolve_policy_file(policy, problem.topology)
+    if loaded is None and chosen.kind != "auto":
+      raise SearchError(
+          f"gplace.optimize: method={chosen.kind!r} needs a pretrained "
+          f"policy for {problem.topology.name!r} and gplace ships none for "
+          f"it (shipped: {', '.join(shipped_topologies()) or 'none'}); pass "
+          "policy='path/to/policy.npz' (experiments/configs/pretrain.py "
+          "makes one) or use method='auto'.")
+  elif policy is not None:
+    raise SearchError(
+        f"gplace.optimize: policy= is used by methods 'auto', 'pretrained' "
+        f"and 'finetune', not {method!r}; drop it or change the method.")
+  finetune_next = chosen.kind == "finetune" or (
+      chosen.kind == "auto" and loaded is not None
+      and budget_s >= 2 * AUTO_FINETUNE_S
+      and _trainable(named, problem.costs))
+  if chosen.kind == "auto" and finetune_next:
+    policy_topology = named
 
   deadline = began + budget_s
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
@@ -190,38 +231,60 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         names=[chosen.name] if chosen.kind == "baseline" else None)
     tried = list(runs.best)
     _show_best(bar, tried)
+    if loaded is not None:
+      bar.stage("pretrained policy")
+      tried.extend(learned.zero_shot_candidates(problem, loaded, seed=seed))
+      _show_best(bar, tried)
     solver_next = chosen.kind == "solver" or (
         chosen.kind == "auto" and n <= AUTO_SOLVER_MAX_NODES)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
+      if finetune_next:
+        left -= AUTO_FINETUNE_S
       search_s = max(left * (SEARCH_SHARE if solver_next else 1.0),
                      SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
       name = chosen.name or "annealing"
       bar.stage(name)
-      start = best_of(runs.default) or runs.default[0]
+      start = best_of(runs.default + [
+          c for c in tried if c.order is None]) or runs.default[0]
       tried.append(candidates_lib.search_candidate(
           problem, name, start, time_s=search_s, seed=seed,
           max_evaluations=max_evaluations))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    if chosen.kind == "solver" or (solver_next and left >= MIN_SOLVER_S):
+    solver_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    if chosen.kind == "solver" or (solver_next and solver_s >= MIN_SOLVER_S):
       bar.stage("solver")
       outcome = candidates_lib.solver_candidate(
-          problem, best_of(tried), time_s=max(left, 1.0), seed=seed)
+          problem, best_of(tried), time_s=max(solver_s, 1.0), seed=seed)
       tried.append(outcome.candidate)
       bound_s = max(bound_s, outcome.bound_s)
       _show_best(bar, tried)
+    left = deadline - time.perf_counter()
+    if finetune_next:
+      bar.stage("fine-tuning")
+      tried.extend(learned.finetune_candidates(
+          problem, loaded, policy_topology, time_s=max(left, 1.0),
+          seed=seed))
+      _show_best(bar, tried)
     if chosen.kind == "policy":
-      from gplace.autoplace.policy import policy_candidate  # pylint: disable=g-import-not-at-top
       bar.stage("policy")
-      found = policy_candidate(problem, policy_topology,
-                               time_s=max(left, 1.0), seed=seed)
-      if found is None:
-        found = Candidate("policy (GO): no sample fitted in memory",
-                          np.zeros(n, np.int32), None, math.inf)
-      tried.append(found)
+      found = learned.policy_candidates(problem, policy_topology,
+                                        time_s=max(left, 1.0), seed=seed)
+      tried.extend(found or [Candidate(
+          "GO trained on this graph: no placement fitted in memory",
+          np.zeros(n, np.int32), None, math.inf)])
       _show_best(bar, tried)
   return _result(problem, tried, bound_s, began)
+
+
+def _trainable(topology_spec: Any, costs: Any) -> bool:
+  """Whether the training loop can run on this topology and costs."""
+  try:
+    learned.check_policy_problem(topology_spec, costs)
+  except SearchError:
+    return False
+  return True
 
 
 def _show_best(bar: Progress, tried: list) -> None:
@@ -259,4 +322,6 @@ def _result(problem: Problem, tried: list, bound_s: float,
       candidates={c.label: c.runtime_s for c in ranked},
       lower_bound_s=float(bound_s), graph=problem.graph,
       topology=problem.topology, costs=problem.costs,
-      wall_s=time.perf_counter() - began)
+      wall_s=time.perf_counter() - began,
+      placements={c.label: np.asarray(c.placement, np.int32)
+                  for c in ranked})

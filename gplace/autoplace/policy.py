@@ -1,47 +1,61 @@
-"""``method="policy"``: GO trained by RL on this one graph, for a time budget.
+"""Learned candidates for :func:`gplace.optimize`: a pretrained policy
+zero-shot or fine-tuned on the graph, or GO trained from scratch on it.
 
-Where it sits: :func:`gplace.optimize` calls :func:`policy_candidate`, which
-runs the training loop of ``experiments/run.py``
-(:func:`gplace.rl.train.train_and_evaluate`) unchanged, on the quickstart
-config (``experiments/configs/quickstart.py``: GO over op groups, PPO,
-rewards from the simulator's default schedule) with the graph passed as a
-saved graph file (``config.workload`` accepts paths, see
-:mod:`gplace.workloads.resolve`). The run is stopped between chunks once the
-budget is spent (at least one chunk always runs: the first includes
-compiling the training step), and the best placement it sampled is read
-back from its ``best_placement.json``.
+Where it sits: :func:`gplace.optimize` calls :func:`zero_shot_candidates`
+(``method="pretrained"``, and ``"auto"`` whenever a policy fits the
+topology), :func:`finetune_candidates` (``method="finetune"``, and
+``"auto"`` given a minute to spare) and :func:`policy_candidates`
+(``method="policy"``). Every candidate is the policy's own placement,
+labelled as such: its greedy (argmax) placement, the best of its fresh
+samples, or the best it sampled while training; none comes from a search.
 
-No pretrained policy ships yet, so every call trains from scratch: expect
-minutes, not seconds, before a policy beats the baselines (see
-``experiments/RESULTS.md``). Host-side orchestration.
+* **Zero-shot**: the policy file's parameters
+  (:mod:`gplace.rl.policy_file`; by default the one gplace ships for the
+  topology, ``gplace/pretrained/go_<topology>.npz``, made by
+  ``experiments/configs/pretrain.py``) applied to the graph, coarsened as in
+  pretraining. Seconds; no training code or config library needed.
+* **Fine-tuning** and **from scratch** run the training loop of
+  ``experiments/run.py`` (:func:`gplace.rl.train.train_and_evaluate`)
+  unchanged on the graph saved as a graph file: fine-tuning with the policy
+  file's own training config (``config.policy_init``, no warm start, at most
+  :data:`FINETUNE_STEPS` steps, as GO's "< 50 steps"), from scratch with the
+  quickstart config (``experiments/configs/quickstart.py``, so a checkout).
+  The budget ends a run between chunks; its policy is then evaluated.
+
+Both training paths score with the topology's roofline costs on a preset or
+``"local"`` topology. Host-side orchestration.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import tempfile
 import time
-from typing import Optional
+from typing import Any, Optional
 
+import jax
 import numpy as np
 
 from gplace.errors import ConfigError, SearchError
 from gplace.autoplace.candidates import Candidate, score
 from gplace.autoplace.inputs import LOCAL, Problem
+from gplace.rl import policy_file as policy_file_lib
 from gplace.sim.topology import preset_names
 
 # Steps per jitted chunk: how often the budget is checked.
 CHUNK_STEPS = 10
 # An upper bound on steps; the budget stops the run long before.
 MAX_STEPS = 1_000_000
-
-
-class _BudgetSpent(Exception):
-  """Raised from the progress hook to stop training between chunks."""
+# Fine-tuning steps at most (GO fine-tunes in under 50).
+FINETUNE_STEPS = 50
+# Fresh samples of a policy scored next to its greedy placement.
+NUM_SAMPLES = 16
 
 
 def check_policy_problem(topology_spec, problem_costs) -> str:
-  """The ``config.topology`` string for the training run.
+  """The ``config.topology`` string for a training run.
 
   Raises:
     SearchError: a custom :class:`~gplace.Topology` or a measured cost
@@ -50,17 +64,198 @@ def check_policy_problem(topology_spec, problem_costs) -> str:
   if not isinstance(topology_spec, str) or (
       topology_spec != LOCAL and topology_spec not in preset_names()):
     raise SearchError(
-        "gplace.optimize: method='policy' trains with experiments/run.py's "
-        "loop, which takes a preset topology or 'local', not a custom "
-        f"Topology; pass topology= one of {preset_names()} or 'local', or "
-        "use method='search' or 'auto' on this topology.")
+        "gplace.optimize: training a policy (method='policy' or "
+        "'finetune') uses experiments/run.py's loop, which takes a preset "
+        f"topology or 'local', not a custom Topology; pass topology= one of "
+        f"{preset_names()} or 'local', or use method='pretrained', 'search' "
+        "or 'auto' on this topology.")
   if problem_costs is not None:
     raise SearchError(
-        "gplace.optimize: method='policy' scores placements with the "
-        "topology's roofline costs; it cannot use a measured cost table "
-        "(costs=, profile=True, or costs in the graph file). Use "
-        "method='search' or 'auto' with measured costs.")
+        "gplace.optimize: training a policy (method='policy' or "
+        "'finetune') scores placements with the topology's roofline costs; "
+        "it cannot use a measured cost table (costs=, profile=True, or "
+        "costs in the graph file). Use method='pretrained', 'search' or "
+        "'auto' with measured costs.")
   return topology_spec
+
+
+def resolve_policy_file(policy: Any, topology) -> Optional[
+    policy_file_lib.PolicyFile]:
+  """The policy file ``optimize`` applies: ``policy`` (a path), or by
+  default the one shipped for ``topology.name`` (None if there is none).
+
+  Raises:
+    SearchError: ``policy`` is not a path, or the file was trained for
+      another device count.
+    PolicyError: the file cannot be read.
+  """
+  if policy is None:
+    path = policy_file_lib.shipped_policy_path(topology.name)
+    if path is None:
+      return None
+  elif isinstance(policy, (str, os.PathLike)):
+    path = os.fspath(policy)
+  else:
+    raise SearchError(f"gplace.optimize: policy must be the path of a policy "
+                      f"file (.npz) or None, got {type(policy).__name__}.")
+  loaded = policy_file_lib.load_policy(path)
+  if loaded.n_devices != topology.n_devices:
+    shipped = policy_file_lib.shipped_topologies()
+    raise SearchError(
+        f"gplace.optimize: the policy {path} places on "
+        f"{loaded.n_devices} devices ({loaded.topology!r}); "
+        f"{topology.name!r} has {topology.n_devices}. Pass a policy trained "
+        f"for this topology (experiments/configs/pretrain.py with "
+        f"--config.topology=...), or a topology with a shipped policy "
+        f"({', '.join(shipped) or 'none'}).")
+  return loaded
+
+
+def zero_shot_candidates(problem: Problem,
+                         loaded: policy_file_lib.PolicyFile, *, seed: int,
+                         num_samples: int = NUM_SAMPLES) -> list[Candidate]:
+  """The pretrained policy's own placements of ``problem.graph``, no
+  training: its greedy placement and the best of ``num_samples`` fresh
+  samples, scored in the default schedule (with ``problem.costs``).
+
+  Raises:
+    ConfigError: the file's parameters do not fit its own policy settings.
+  """
+  from gplace.rl import data, grouping  # pylint: disable=g-import-not-at-top
+  from gplace.rl.evaluation import _jitted_placements  # pylint: disable=g-import-not-at-top
+  name = str(loaded.policy.get("name", "go"))
+  model = _policy_model(json.dumps(loaded.policy, sort_keys=True),
+                        loaded.n_devices)
+  groups = loaded.groups
+  coarse = grouping.coarsen_for_policy(
+      problem.graph, max_groups=int(groups.get("max_groups", 0)),
+      rule=str(groups.get("rule", "colocation")),
+      min_nodes=int(groups.get("min_nodes", 0)))
+  setup = data.GraphSetup(problem.graph.name, problem.graph, None, None, {},
+                          {}, float("nan"), float("inf"), coarse)
+  batch = data.make_batch([setup], problem.topology, with_problems=False)
+  batch = jax.tree.map(jax.numpy.asarray, batch)
+  first = jax.tree.map(lambda x: x[0], batch.graphs)
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), first)
+  params = policy_file_lib.params_like(loaded, shapes)
+  own = _jitted_placements(model.apply, int(num_samples))(
+      params, batch, jax.random.PRNGKey(seed))
+  n = problem.graph.n_nodes
+  greedy = np.asarray(own.greedy)[0, :n]
+  samples = np.asarray(own.samples)[0, :, :n]
+  runtimes = score(problem, np.concatenate([greedy[None], samples])).runtime_s
+  best = int(np.argmin(runtimes[1:]))
+  label = f"pretrained {name.upper()} zero-shot"
+  return [Candidate(f"{label}: greedy", greedy, None, float(runtimes[0])),
+          Candidate(f"{label}: best of {num_samples} samples", samples[best],
+                    None, float(runtimes[1 + best]))]
+
+
+@functools.lru_cache(maxsize=4)
+def _policy_model(policy_json: str, n_devices: int):
+  """One module per policy setting, so its jitted sampler compiles once per
+  graph size (not once per call)."""
+  from gplace import policies  # pylint: disable=g-import-not-at-top
+  hparams = json.loads(policy_json)
+  return policies.create_policy(hparams.pop("name", "go"), n_devices,
+                                **hparams)
+
+
+def finetune_candidates(problem: Problem,
+                        loaded: policy_file_lib.PolicyFile,
+                        topology_name: str, *, time_s: float, seed: int,
+                        steps: int = FINETUNE_STEPS) -> list[Candidate]:
+  """The pretrained policy fine-tuned on ``problem.graph`` for at most
+  ``steps`` RL steps (fewer if ``time_s`` runs out): its greedy placement
+  afterwards and the best placement it sampled while fine-tuning.
+
+  Raises:
+    ConfigError: ml_collections is missing (``pip install ml_collections``).
+  """
+  config = config_from_record(
+      {k: v for k, v in loaded.config.items() if k != "pretrain"})
+  config.policy_init = loaded.path
+  config.warm_start.baseline = "none"
+  label = f"pretrained {str(loaded.policy.get('name', 'go')).upper()} " \
+          "fine-tuned"
+  return train_candidates(problem, config, topology_name, time_s=time_s,
+                           seed=seed, max_steps=steps, label=label)
+
+
+def policy_candidates(problem: Problem, topology_name: str, *, time_s: float,
+                      seed: int) -> list[Candidate]:
+  """GO trained by RL on ``problem.graph`` from scratch (the quickstart
+  config) for about ``time_s`` seconds (at least one chunk of
+  :data:`CHUNK_STEPS`): its greedy placement at the end and the best
+  placement it sampled.
+
+  Raises:
+    ConfigError: the quickstart config cannot be imported.
+  """
+  return train_candidates(problem, _quickstart_config(), topology_name,
+                           time_s=time_s, seed=seed, max_steps=MAX_STEPS,
+                           label="GO trained on this graph")
+
+
+def config_from_record(record: dict):
+  """A training config (``ml_collections.ConfigDict``) from its JSON record
+  (a policy file's ``config``, or a run's ``config.json``).
+
+  Raises:
+    ConfigError: ml_collections is not installed.
+  """
+  try:
+    import ml_collections  # pylint: disable=g-import-not-at-top
+  except ImportError as err:
+    raise ConfigError("gplace.optimize: fine-tuning needs ml_collections "
+                      "(pip install ml_collections).") from err
+  return ml_collections.ConfigDict(record)
+
+
+def train_candidates(problem: Problem, config, topology_name: str, *,
+                      time_s: float, seed: int, max_steps: int,
+                      label: str) -> list[Candidate]:
+  """Runs the training loop with ``config`` on ``problem.graph`` (saved to
+  a temporary graph file) until ``max_steps`` RL steps or ``time_s``
+  seconds, whichever ends first (checked between chunks), then scores, in
+  the default schedule, the policy's greedy placement and the best
+  placement it sampled, labelled ``"<label> (<steps> steps): greedy"`` and
+  ``"...: best sampled"``."""
+  from gplace.rl import train  # pylint: disable=g-import-not-at-top
+  deadline = time.perf_counter() + time_s
+  steps = [0]
+
+  def stop_when_spent(step: int, metrics: dict) -> bool:
+    del metrics
+    steps[0] = step
+    return time.perf_counter() > deadline
+
+  with tempfile.TemporaryDirectory(prefix="gplace_optimize_") as tmp:
+    graph_path = os.path.join(tmp, "graph.npz")
+    problem.graph.save(graph_path)
+    config.workload = graph_path
+    config.topology = topology_name
+    config.seed = seed
+    config.pmap = False
+    config.progress_bar = config.print_table = False
+    config.train.update(num_steps=max_steps,
+                        chunk_steps=min(CHUNK_STEPS, max_steps),
+                        checkpoint_every=max_steps, resume=False,
+                        eval_samples=NUM_SAMPLES)
+    result = train.train_and_evaluate(config, os.path.join(tmp, "run"),
+                                      progress_fn=stop_when_spent,
+                                      log=lambda line: None)
+  out = []
+  n = problem.graph.n_nodes
+  if result.policy:
+    greedy = np.asarray(result.policy[0].greedy_placement, np.int32)[:n]
+    out.append(Candidate(f"{label} ({steps[0]} steps): greedy", greedy, None,
+                         float(score(problem, greedy[None]).runtime_s[0])))
+  if np.isfinite(result.best_runtime_s[0]):  # else nothing sampled fitted
+    best = np.asarray(result.best_placements[0], np.int32)[:n]
+    out.append(Candidate(f"{label} ({steps[0]} steps): best sampled", best,
+                         None, float(score(problem, best[None]).runtime_s[0])))
+  return out
 
 
 def _quickstart_config():
@@ -75,60 +270,3 @@ def _quickstart_config():
   return quickstart.get_config()
 
 
-def policy_candidate(problem: Problem, topology_name: str, *, time_s: float,
-                     seed: int, workdir: Optional[str] = None
-                     ) -> Optional[Candidate]:
-  """The best placement GO samples while training on ``problem.graph`` for
-  about ``time_s`` seconds (at least one chunk of :data:`CHUNK_STEPS`).
-
-  Args:
-    problem: the graph; its topology must be what ``topology_name`` makes.
-    topology_name: a preset name or ``"local"``.
-    time_s: wall-clock seconds for set-up and training.
-    seed: the run's seed.
-    workdir: where the run writes (default: a temporary directory, deleted).
-
-  Returns:
-    A candidate labelled ``"policy (GO, <steps> steps)"``, scored in the
-    default schedule; None if no placement it sampled fitted in memory.
-
-  Raises:
-    ConfigError: the quickstart config cannot be imported.
-  """
-  from gplace.rl import reports, train  # pylint: disable=g-import-not-at-top
-  config = _quickstart_config()
-  deadline = time.perf_counter() + time_s
-  steps = [0]
-
-  def stop_when_spent(step: int, metrics: dict) -> None:
-    del metrics
-    steps[0] = step
-    if time.perf_counter() > deadline:
-      raise _BudgetSpent()
-
-  with tempfile.TemporaryDirectory(prefix="gplace_optimize_") as tmp:
-    graph_path = os.path.join(tmp, "graph.npz")
-    problem.graph.save(graph_path)
-    config.workload = graph_path
-    config.topology = topology_name
-    config.seed = seed
-    config.pmap = False
-    config.progress_bar = config.print_table = False
-    config.train.update(num_steps=MAX_STEPS, chunk_steps=CHUNK_STEPS,
-                        checkpoint_every=MAX_STEPS, resume=False)
-    run_dir = workdir or os.path.join(tmp, "run")
-    try:
-      train.train_and_evaluate(config, run_dir, progress_fn=stop_when_spent,
-                               log=lambda line: None)
-    except _BudgetSpent:
-      pass
-    path = os.path.join(run_dir, reports.BEST_PLACEMENT_FILE)
-    record = reports.read_json(path) if os.path.exists(path) else None
-  if record is None:
-    return None   # nothing it sampled fitted in memory.
-  index = {name: i for i, name in enumerate(problem.topology.device_names)}
-  placement = np.array([index[node["device"]]
-                        for node in record["graphs"][0]["placement"]],
-                       np.int32)
-  runtime = float(score(problem, placement[None]).runtime_s[0])
-  return Candidate(f"policy (GO, {steps[0]} steps)", placement, None, runtime)

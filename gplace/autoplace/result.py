@@ -12,6 +12,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
+from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 
@@ -47,6 +48,8 @@ class PlacementResult(NamedTuple):
     costs: ``[N, D]`` float64 measured seconds per node and device that
       were used, or None (the topology's roofline).
     wall_s: seconds the whole call took.
+    placements: ``{label: [N] int32 placement}`` of everything tried (see
+      :meth:`placement_of`).
   """
 
   placement: np.ndarray
@@ -60,6 +63,19 @@ class PlacementResult(NamedTuple):
   topology: Topology
   costs: Optional[np.ndarray]
   wall_s: float
+  placements: dict = {}
+
+  def placement_of(self, label: str) -> np.ndarray:
+    """``[N]`` int32 placement of the candidate ``label`` (a key of
+    ``candidates``), e.g. the pretrained policy's own greedy placement.
+
+    Raises:
+      PlacementError: no candidate has that label.
+    """
+    if label not in self.placements:
+      raise PlacementError(f"no candidate {label!r}; the candidates are "
+                           f"{list(self.candidates)}.")
+    return self.placements[label]
 
   def schedule(self) -> np.ndarray:
     """``[N]`` int32 op order the simulator ran the winner in (``order``, or

@@ -5,6 +5,11 @@ this list; ``update`` names the state's types in annotations only):
 
 * ``train``: :func:`~gplace.rl.train.train_and_evaluate`, the loop over
   jitted chunks (loads orbax and the config machinery: import it directly).
+* ``pretrain``: :func:`~gplace.rl.pretrain.pretrain`, one policy over
+  switched batches of many graphs (the same chunks; import it directly).
+* ``policy_file``: a trained policy's parameters and config in one
+  ``.npz``, what pretraining writes, fine-tuning starts from and
+  ``gplace.optimize`` applies zero-shot.
 * ``validation``: config checks before anything is compiled.
 * ``data``: graphs -> padded :class:`Batch` es (host side).
 * ``state``: :class:`TrainState`, :class:`RLHyperparams`, and their

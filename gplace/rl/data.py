@@ -22,6 +22,7 @@ import numpy as np
 from gplace import baselines
 from gplace import workloads
 from gplace.errors import BudgetError, PlacementError
+from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
@@ -339,7 +340,8 @@ def _runtime_of_group_actions(graph: Graph, group_of: np.ndarray,
 
 def make_batch(setups: Sequence[GraphSetup], topology, *,
                with_problems: bool = True,
-               schedule: str = "static") -> Batch:
+               schedule: str = "static",
+               pad_like: Optional[Sequence[GraphSetup]] = None) -> Batch:
   """Pads every graph to one budget and stacks them into a
   :class:`~gplace.rl.types.Batch` (host-side numpy).
 
@@ -348,6 +350,11 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
     topology: the devices (``D``).
     with_problems: also build the stacked simulator problems (simulated
       rewards inside the jitted step).
+    schedule: ``"static"`` or ``"dynamic"``: which simulator's problems.
+    pad_like: pad to the budget of these graphs (a superset of
+      ``setups``), so that batches drawn from one set share every shape and
+      one compiled step (:mod:`gplace.rl.pretrain` switches between them);
+      default ``setups``.
 
   Returns:
     A batch of ``B`` graphs of one node budget ``N_pad``, all devices
@@ -356,18 +363,22 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
     have a group per op), the problems the original ones, and the batch
     has ``group_of`` (:mod:`gplace.rl.grouping`).
   """
-  graphs = [s.graph for s in setups]
+  graphs, policy_graphs = _batch_graphs(setups)
+  all_graphs, all_policy_graphs = _batch_graphs(
+      setups if pad_like is None else pad_like)
+  grouped = any(getattr(s, "coarsening", None) is not None
+                for s in (setups if pad_like is None else pad_like))
   coarsenings = [getattr(s, "coarsening", None) for s in setups]
-  grouped = any(c is not None for c in coarsenings)
-  policy_graphs = [g if c is None else c.graph
-                   for g, c in zip(graphs, coarsenings)]
-  budget = _joint_budget(policy_graphs)
+  budget = _joint_budget(all_policy_graphs)
   tuples = [features_lib.to_graphs_tuple(g, budget) for g in policy_graphs]
   graphs_tuple = features_lib.stack_graphs_tuples(tuples)
-  node_budget = _joint_budget(graphs).n_nodes if grouped else budget.n_nodes
+  node_budget = (_joint_budget(all_graphs).n_nodes if grouped
+                 else budget.n_nodes)
   problems = None
   if with_problems:
-    problems = (stacked_dispatch_problems(graphs, topology, node_budget)
+    problems = (stacked_dispatch_problems(
+        graphs, topology, node_budget,
+        n_edges=max(max(g.n_edges for g in all_graphs), 1))
                 if schedule == "dynamic"
                 else stacked_problems(graphs, topology, node_budget))
   group_of = None
@@ -378,8 +389,31 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
                                    np.float32),
-      device_mask=np.ones((len(setups), topology.n_devices), bool),
+      device_mask=_device_masks(all_policy_graphs, policy_graphs,
+                                topology.n_devices, budget.n_nodes),
       group_of=group_of)
+
+
+def _device_masks(all_graphs: Sequence[Graph], graphs: Sequence[Graph],
+                  n_devices: int, n_padded_nodes: int) -> np.ndarray:
+  """The batch's ``device_mask``: ``bool [B, D]``, every device allowed,
+  unless a graph of the set has device constraints
+  (``Graph.allowed_devices``): then ``[B, N_pad, D]``, each node's (or
+  group's: the devices all its ops allow) allowed devices, so the policies
+  never sample a device an op cannot run on."""
+  if not any(g.allowed_devices is not None for g in all_graphs):
+    return np.ones((len(graphs), n_devices), bool)
+  return np.stack([constraints.device_mask(g, n_devices, n_padded_nodes)
+                   for g in graphs])
+
+
+def _batch_graphs(setups: Sequence[GraphSetup]
+                  ) -> tuple[list[Graph], list[Graph]]:
+  """``(graphs, policy graphs)``: the simulated graphs, and what the policy
+  sees (the coarse graph where a setup has a coarsening)."""
+  graphs = [s.graph for s in setups]
+  coarse = [getattr(s, "coarsening", None) for s in setups]
+  return graphs, [g if c is None else c.graph for g, c in zip(graphs, coarse)]
 
 
 def _joint_budget(graphs: Sequence[Graph]) -> features_lib.Budget:
@@ -414,11 +448,14 @@ def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):
 
 
 def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
-                              n_nodes: int) -> ScheduledProblem:
+                              n_nodes: int, n_edges: Optional[int] = None
+                              ) -> ScheduledProblem:
   """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
   one budget for all graphs, with their critical-path priorities, stacked
-  ``[B, ...]``; padding nodes get the lowest priority."""
-  n_edges = max(max(g.n_edges for g in graphs), 1)
+  ``[B, ...]``; padding nodes get the lowest priority. ``n_edges``: the edge
+  budget (default: the largest graph's)."""
+  if n_edges is None:
+    n_edges = max(max(g.n_edges for g in graphs), 1)
   problems, priorities = [], []
   for g in graphs:
     problems.append(make_dispatch_problem(g, topology, n_nodes=n_nodes,

@@ -29,7 +29,7 @@ from gplace.errors import RewardError
 from gplace.graphs.graph import Graph
 from gplace.rl.types import RewardFn, Rollout
 from gplace.sim import simulator
-from gplace.sim.dispatch import PAD_PRIORITY, dispatch_problem
+from gplace.sim.dispatch import BUFFER_WIDTH, PAD_PRIORITY, dispatch_problem
 from gplace.sim.topology import Topology
 
 
@@ -74,20 +74,22 @@ class ScheduledProblem(NamedTuple):
 
 
 def dispatch_reward(problem: ScheduledProblem, placements: jax.Array,
-                    priority=None):
+                    priority=None, *, width: int = BUFFER_WIDTH):
   """A :data:`~gplace.rl.types.SimulateFn` under ``gplace.simulate``'s
   default, dynamic schedule (:func:`gplace.sim.dispatch.dispatch_problem`,
   each placement list-scheduled on the critical path): ``placements int32
   [K, N]`` -> ``(runtime_s [K], out_of_memory [K])``. With ``priority f32
   [K, N]`` (an ordering policy's schedule), the same dynamic rule ranks
-  arrived ops by that priority instead of the critical path. Jittable."""
+  arrived ops by that priority instead of the critical path. ``width``:
+  the scheduler's candidate buffer (static; a graph whose ready ops overflow
+  it is scheduled again exactly, which is slow on wide graphs). Jittable."""
   if priority is None:
     priority = problem.priority
   else:  # padding nodes keep the problem's lowest priority
     priority = jnp.where(problem.priority[None] <= PAD_PRIORITY,
                          PAD_PRIORITY, priority)
   result = dispatch_problem(problem.dispatch, placements, priority,
-                            dynamic=True)
+                            dynamic=True, width=width)
   return result.runtime_s, result.oom
 
 

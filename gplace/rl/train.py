@@ -44,6 +44,7 @@ import optax
 
 from gplace.rl import checkpoint
 from gplace.rl import data
+from gplace.rl import policy_file
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
@@ -60,7 +61,9 @@ from gplace.rl.resume import check_resume, config_record
 from gplace.rl.validation import num_parallel_devices, validate_config
 
 AXIS = "devices"
-ProgressFn = Callable[[int, dict], None]
+# Called after every chunk with the step and its last metrics; returning True
+# ends the run there (it is then evaluated and reported as finished).
+ProgressFn = Callable[[int, dict], Optional[bool]]
 
 
 class TrainResult(NamedTuple):
@@ -257,6 +260,13 @@ def restore_or_init(config, batch, policy, optimizer,
   best placements are the warm-start baselines (so the result is never worse
   than them)."""
   state = create_train_state(config, batch, policy, optimizer)
+  init_path = str(config.get("policy_init", "") or "")
+  if init_path:  # fine-tuning: start from a trained policy's parameters
+    params = policy_file.params_like(policy_file.load_policy(init_path),
+                                     state.params)
+    state = state.replace(params=jax.tree.map(jnp.asarray, params),
+                          opt_state=optimizer.init(params))
+    log(f"[gplace] policy initialised from {init_path}")
   if warm is not None:
     state = state.replace(best_runtime_s=jnp.asarray(warm.runtime_s),
                           best_placement=jnp.asarray(warm.placements))
@@ -353,7 +363,9 @@ def train_and_evaluate(config, workdir: str, *,
       intact one if its ``config.json`` matches ``config`` (fields that may
       differ: :data:`gplace.rl.resume.FREE_ON_RESUME`);
       ``config.train.resume=False`` starts over instead.
-    progress_fn: called as ``progress_fn(step, metrics)`` after every chunk.
+    progress_fn: called as ``progress_fn(step, metrics)`` after every chunk;
+      if it returns True the run ends there (after checkpointing when due)
+      and is evaluated and reported as finished at that step.
     stop_after_step: stop (after checkpointing) once this step is reached,
       without the final evaluation: simulates a preempted run in tests.
     log: where lines of text go.
@@ -469,12 +481,11 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
     last = outputs.after_chunk(step, phase, metrics, state,
                                start_s=t0 - run_start, elapsed_s=elapsed)
     step += length
-    if progress_fn is not None:
-      progress_fn(step, last)
+    stop = progress_fn is not None and bool(progress_fn(step, last))
     if schedule.checkpoint_due(step):
       checkpointer.save(step, state)
       outputs.at_checkpoint(step, state)
-    if stop_after_step is not None and step >= stop_after_step:
+    if stop or (stop_after_step is not None and step >= stop_after_step):
       break
   return LoopResult(state, step, steps_per_second)
 

@@ -247,11 +247,17 @@ def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   state, rollout = sample_rollout(state, batch, apply_fn=apply_fn,
                                   hparams=hparams, axis_name=axis_name)
   placements = expand_to_nodes(rollout.placements, batch.group_of)
+  # One graph after another (lax.map), each graph's K placements batched:
+  # vmapping the dynamic list scheduler over graphs as well made every
+  # step of its loop carry all B graphs' state (15x slower for B = 4 on
+  # CPU); the static scan is as fast either way.
   if rollout.priority is None:
-    runtime_s, failed = jax.vmap(simulate_fn)(batch.problems, placements)
+    runtime_s, failed = jax.lax.map(lambda args: simulate_fn(*args),
+                                    (batch.problems, placements))
   else:  # an ordering policy: each placement in its own schedule
-    runtime_s, failed = jax.vmap(simulate_fn)(batch.problems, placements,
-                                              rollout.priority)
+    runtime_s, failed = jax.lax.map(
+        lambda args: simulate_fn(*args),
+        (batch.problems, placements, rollout.priority))
   rollout = rollout._replace(runtime_s=runtime_s.astype(jnp.float32),
                              failed=failed.astype(bool))
   return update_from_rollout(state, batch, rollout, apply_fn=apply_fn,

@@ -28,6 +28,7 @@ from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
 from gplace.graphs import coarsening
 from gplace.graphs import interchange
 from gplace.rl import data
+from gplace.rl import policy_file
 from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib
 
@@ -309,6 +310,31 @@ def validate_policy(config) -> None:
                       f"hyperparameters ({first_line(err)}); compare them "
                       "with experiments/configs/quickstart.py.") from err
   _validate_sequential(config, name, policy)
+  validate_policy_init(config, num_devices)
+
+
+def validate_policy_init(config, num_devices: int) -> None:
+  """``config.policy_init`` (optional): a readable policy file
+  (:mod:`gplace.rl.policy_file`) made for ``config.policy`` and the
+  topology's device count (checked for presets; ``"local"`` is checked
+  when the run builds its topology)."""
+  path = str(config.get("policy_init", "") or "")
+  if not path:
+    return
+  try:
+    loaded = policy_file.load_policy(path)
+  except PolicyError as err:
+    raise ConfigError(f"config.policy_init: {err}") from err
+  if config.topology not in topology_lib.preset_names():
+    num_devices = loaded.n_devices
+  diffs = policy_file.policy_differences(loaded, config, num_devices)
+  if diffs:
+    raise ConfigError(
+        f"config.policy_init={path!r} was trained with other settings "
+        f"({'; '.join(diffs)}); use its policy settings "
+        f"(--config.policy.<field>=..., they are {loaded.policy}) and a "
+        f"topology of {loaded.n_devices} devices (it was trained on "
+        f"{loaded.topology!r}), or drop policy_init to start fresh.")
 
 
 def _validate_sequential(config, name: str, policy) -> None:

@@ -292,7 +292,7 @@ def _run_model(graph, topology, costs, *, limit_s, num_workers, seed,
   began = time.perf_counter()
   reference = lower_bound(graph, topology, costs)
   scaled = scale_problem(graph, topology, costs, reference)
-  classes = interchangeable_devices(topology, costs)
+  classes = interchangeable_devices(topology, costs, graph.allowed_devices)
   floor_ticks = int(math.floor(reference / scaled.tick_s * (1.0 - 1e-9)))
   model, var = build_model(graph, topology, scaled, classes, memory=memory,
                            links=links, floor_ticks=floor_ticks)

@@ -7,7 +7,10 @@ OR-tools model building; nothing here is traced.
 The model is the simulator's (``gplace.sim.simulator``) without link
 contention, in integer time:
 
-* One Boolean ``x[v, d]`` per node and device, exactly one true per node.
+* One Boolean ``x[v, d]`` per node and device, exactly one true per node;
+  the graph's device constraints fix ``x[v, d] = 0`` where ``v`` does not
+  allow ``d`` and put each co-location class on one device (so the bound
+  holds for placements that keep them).
 * ``NODE_INPUT`` nodes are not executed: start = finish = 0 on their device
   (their placement only decides where their transfers start and whose memory
   holds them).
@@ -147,14 +150,17 @@ def scale_problem(graph: Graph, topology: Topology, costs: np.ndarray,
                        transfer.astype(np.int64), horizon, executed, sink)
 
 
-def interchangeable_devices(topology: Topology, costs: np.ndarray
+def interchangeable_devices(topology: Topology, costs: np.ndarray,
+                            allowed: np.ndarray | None = None
                             ) -> list[list[int]]:
   """Classes (of size >= 2) of devices that any placement may permute.
 
   Two devices are interchangeable when swapping them maps the topology onto
   itself: equal cost columns and memory, each alone in its compute group,
-  and link matrices unchanged by the swap. Swaps generate the permutations
-  of a class, so a placement and its relabelling run equally fast.
+  and link matrices unchanged by the swap; with ``allowed`` (``[N, D]``,
+  the graph's device constraints) also the same ops allowed on both. Swaps
+  generate the permutations of a class, so a placement and its relabelling
+  run equally fast.
   """
   d = topology.n_devices
   group = np.asarray(topology.compute_group)
@@ -168,6 +174,9 @@ def interchangeable_devices(topology: Topology, costs: np.ndarray
   def swappable(a, b):
     if not (alone[a] and alone[b] and memory[a] == memory[b]
             and np.array_equal(costs[:, a], costs[:, b])):
+      return False
+    if allowed is not None and not np.array_equal(allowed[:, a],
+                                                  allowed[:, b]):
       return False
     perm = np.arange(d)
     perm[[a, b]] = [b, a]
@@ -233,6 +242,22 @@ def _add_symmetry_breaking(model, on, classes, n):
           used_before[k] = now
           prefix_used.append((now, i, dev))
   return prefix_used
+
+
+def _add_device_constraints(model, graph, on) -> None:
+  """The graph's device constraints: ``x[v, d] = 0`` where ``v`` does not
+  allow ``d`` (``Graph.allowed_devices``), and the members of a co-location
+  class on one device (``Graph.colocation``)."""
+  if graph.allowed_devices is not None:
+    for v, dev in zip(*np.nonzero(~np.asarray(graph.allowed_devices))):
+      model.Add(on[int(v)][int(dev)] == 0)
+  if graph.colocation is not None:
+    colocation = np.asarray(graph.colocation)
+    for label in np.unique(colocation[colocation >= 0]):
+      first, *rest = np.flatnonzero(colocation == label).tolist()
+      for v in rest:
+        for dev in range(len(on[v])):
+          model.Add(on[v][dev] == on[first][dev])
 
 
 def _add_memory(model, graph, topology, on, scaled):
@@ -351,6 +376,7 @@ def build_model(graph: Graph, topology: Topology, scaled: ScaledProblem,
         for v in range(n)]
   for v in range(n):
     model.AddExactlyOne(on[v])
+  _add_device_constraints(model, graph, on)
   start, end = [0] * n, [0] * n
   groups = np.asarray(topology.compute_group)
   group_intervals = {int(g): [] for g in np.unique(groups)}

@@ -1,13 +1,16 @@
 """Tests of gplace.rl.data: graphs -> padded batches, baselines, targets."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from experiments.configs import quickstart
 from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs.graph import random_dag
-from gplace.rl import data
+from gplace import policies
+from gplace.rl import data, grouping
+from gplace.rl.evaluation import policy_placements
 from gplace.sim import bounds
 from gplace.sim import topology as topology_lib
 
@@ -79,6 +82,44 @@ def test_make_batch_pads_and_stacks():
   leaves = [np.asarray(x) for x in jax.tree.leaves(batch.problems)]
   assert all(leaf.shape[0] == 2 for leaf in leaves)
   assert data.make_batch(setups, topology, with_problems=False).problems is None
+
+
+def test_device_constraints_become_the_policys_per_node_mask():
+  topology = topology_lib.preset("1cpu+2gpu")
+  graph = random_dag(40, seed=4, name="c")
+  allowed = np.ones((40, 3), bool)
+  allowed[::3, 0] = False       # every third op cannot run on the CPU
+  allowed[1::3, 2] = False      # the next ones not on the second GPU
+  constrained = graph.replace(allowed_devices=allowed)
+  free = _setup(random_dag(30, seed=1, name="a"))
+  batch = data.make_batch([_setup(constrained), free], topology)
+  n_pad = batch.graphs.nodes["mask"].shape[1]
+  assert batch.device_mask.shape == (2, n_pad, 3)
+  np.testing.assert_array_equal(batch.device_mask[0, :40], allowed)
+  assert batch.device_mask[1].all() and batch.device_mask[0, 40:].all()
+  # The policy never samples a device an op does not allow.
+  policy = policies.create_policy("go", 3, hidden_size=8, num_heads=2,
+                                  num_sage_layers=1, num_attention_layers=1,
+                                  op_embedding_size=4, head_hidden_size=8,
+                                  segment_length=16)
+  batch = jax.tree.map(jnp.asarray, batch)
+  params = policy.init(jax.random.PRNGKey(0),
+                       jax.tree.map(lambda x: x[0], batch.graphs))
+  own = policy_placements(params, batch, jax.random.PRNGKey(1),
+                          apply_fn=policy.apply, num_samples=64)
+  samples = np.asarray(own.samples)[0, :, :40]          # [K, 40]
+  assert allowed[np.arange(40), samples].all()
+  assert allowed[np.arange(40), np.asarray(own.greedy)[0, :40]].all()
+  assert len(np.unique(samples[:, 2::3])) > 1           # still a choice
+  # Groups allow what all their ops allow.
+  coarse = grouping.coarsen_for_policy(constrained, max_groups=12,
+                                       rule="size", min_nodes=0)
+  grouped = data.make_batch([_setup(constrained)._replace(coarsening=coarse)],
+                            topology)
+  group_allowed = np.ones((coarse.n_groups, 3), bool)
+  np.logical_and.at(group_allowed, np.asarray(coarse.group_of), allowed)
+  np.testing.assert_array_equal(grouped.device_mask[0, :coarse.n_groups],
+                                group_allowed)
 
 
 def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):

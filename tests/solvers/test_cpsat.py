@@ -229,6 +229,31 @@ def test_independent_chains_split_over_two_gpus():
   assert len(set(result.placement[ops])) == 2
 
 
+@pytest.mark.parametrize("constraint", ["allowed", "colocation"])
+def test_device_constraints_bind_the_answer_and_the_bound(constraint):
+  # Free, the chains split (5 ms); constrained, every op runs on one GPU.
+  graph = two_chains(4)
+  costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0,
+                   np.full((graph.n_nodes, 2), MS))
+  if constraint == "allowed":
+    allowed = np.ones((graph.n_nodes, 2), bool)
+    allowed[graph.kind != NODE_INPUT, 0] = False     # ops on gpu:1 only
+    graph = graph.replace(allowed_devices=allowed)
+  else:
+    graph = graph.replace(colocation=np.where(
+        graph.kind != NODE_INPUT, 0, -1).astype(np.int32))
+  result = solvers.solve(graph, gpus(2), costs, **LIMIT)
+  assert result.status == "OPTIMAL"
+  ops = graph.kind != NODE_INPUT
+  assert len(set(result.placement[ops])) == 1
+  if constraint == "allowed":
+    assert set(result.placement[ops]) == {1}
+  assert result.runtime_s == pytest.approx(10 * MS, rel=1e-4)
+  assert result.bound_s == pytest.approx(10 * MS, rel=1e-4)
+  assert not gplace.simulate(graph, result.placement[None], gpus(2),
+                             costs).constraint_violated[0]
+
+
 def test_measured_costs_replace_the_roofline():
   graph = random_dag(12, seed=5)
   topology = preset("1cpu+2gpu")

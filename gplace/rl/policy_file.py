@@ -1,0 +1,237 @@
+"""A trained policy in one file: its parameters and the config that made it.
+
+Where this sits: :func:`gplace.rl.pretrain.pretrain` writes one at the end of
+pretraining (and gplace ships one, :func:`shipped_policy_path`);
+:func:`gplace.rl.train.train_and_evaluate` starts from one when
+``config.policy_init`` names it (fine-tuning), and :func:`gplace.optimize`
+applies one zero-shot. Host-side numpy, no JAX tracing.
+
+The file is a plain ``.npz``: one array per parameter leaf, keyed by its path
+(``"params/encoder/input_projection/kernel"``), and ``__meta__``, a JSON
+string with the format version, the policy family and hyperparameters
+(``config.policy``), the grouping (``config.groups``), the topology it was
+trained for and its device count, the full training config, and free-form
+facts (graphs, steps). A plain array file loads without orbax, pickle or the
+training code, in any gplace install. Writes are atomic (a temporary file
+renamed over the target).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from typing import Any, Mapping, NamedTuple, Optional
+
+import jax
+import numpy as np
+
+from gplace.errors import ConfigError, PolicyError, first_line
+
+FORMAT = "gplace-policy/1"
+META_KEY = "__meta__"
+# Where the shipped policies live, inside the package.
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "pretrained")
+SHIPPED_PREFIX = "go_"
+
+
+class PolicyFile(NamedTuple):
+  """A loaded policy file.
+
+  Attributes:
+    params: the parameter pytree (nested dicts of numpy arrays).
+    policy: ``config.policy`` (``name`` and hyperparameters).
+    groups: ``config.groups`` (how graphs were coarsened for the policy).
+    topology: the topology name it was trained for.
+    n_devices: ``D``, the width of its device head.
+    config: the full training config (a JSON object).
+    meta: everything in ``__meta__`` (also ``trained_on``, ``steps``...).
+    path: the file it was read from.
+  """
+
+  params: Any
+  policy: dict
+  groups: dict
+  topology: str
+  n_devices: int
+  config: dict
+  meta: dict
+  path: str
+
+
+def _flatten(tree: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
+  out = {}
+  for key, value in tree.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(_flatten(value, path + "/"))
+    else:
+      out[path] = np.asarray(value)
+  return out
+
+
+def _unflatten(flat: Mapping[str, np.ndarray]) -> dict:
+  tree: dict = {}
+  for path, value in flat.items():
+    node = tree
+    *parents, leaf = path.split("/")
+    for key in parents:
+      node = node.setdefault(key, {})
+    node[leaf] = value
+  return tree
+
+
+def save_policy(path: str, params: Any, config: Any, topology: Any,
+                **facts: Any) -> str:
+  """Writes ``params`` and ``config`` (a ConfigDict or mapping with
+  ``policy`` and ``groups``) to ``path`` (``.npz``), atomically.
+
+  Args:
+    path: the file to write (its directory is created).
+    params: the policy's parameters (unreplicated; nested mappings).
+    config: the training config.
+    topology: the :class:`~gplace.Topology` it was trained for.
+    **facts: JSON-serialisable extras kept in ``meta`` (e.g. ``steps``,
+      ``trained_on``).
+
+  Returns:
+    ``path``.
+  """
+  record = (json.loads(config.to_json_best_effort())
+            if hasattr(config, "to_json_best_effort") else dict(config))
+  meta = dict(facts, format=FORMAT, policy=record["policy"],
+              groups=record.get("groups", {}), topology=topology.name,
+              n_devices=int(topology.n_devices), config=record)
+  arrays = _flatten(jax.tree.map(np.asarray, dict(params)))
+  if META_KEY in arrays:
+    raise PolicyError(f"a parameter is named {META_KEY!r}; rename it.")
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
+  try:
+    with os.fdopen(fd, "wb") as f:
+      np.savez_compressed(f, **arrays, **{META_KEY: np.asarray(json.dumps(
+          meta))})
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+  return path
+
+
+def load_policy(path: str) -> PolicyFile:
+  """Reads a policy file written by :func:`save_policy`.
+
+  Raises:
+    PolicyError: a missing, truncated or foreign file, or one of another
+      format version (the message names the file and the problem).
+  """
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise PolicyError(f"no policy file at {path!r}; pass the .npz that "
+                      "gplace.rl.pretrain wrote (or None for the shipped "
+                      "one).")
+  try:
+    with np.load(path, allow_pickle=False) as data:
+      if META_KEY not in data.files:
+        raise PolicyError(f"{path} is not a gplace policy file (no "
+                          f"{META_KEY!r} entry); write one with "
+                          "gplace.rl.policy_file.save_policy.")
+      meta = json.loads(str(data[META_KEY]))
+      flat = {k: data[k] for k in data.files if k != META_KEY}
+  except PolicyError:
+    raise
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile,
+          json.JSONDecodeError) as err:
+    raise PolicyError(f"cannot read the policy file {path}: "
+                      f"{first_line(err)}; it is truncated or not a gplace "
+                      "policy file. Write it again (gplace.rl.pretrain) or "
+                      "reinstall gplace for a shipped one.") from err
+  if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    found = meta.get("format") if isinstance(meta, dict) else None
+    raise PolicyError(f"{path} has format {found!r}, this gplace reads "
+                      f"{FORMAT!r}; re-export it with this version.")
+  missing = [k for k in ("policy", "groups", "topology", "n_devices",
+                         "config") if k not in meta]
+  if missing:
+    raise PolicyError(f"{path}: its metadata lacks {', '.join(missing)}; "
+                      "write it with gplace.rl.policy_file.save_policy.")
+  return PolicyFile(_unflatten(flat), dict(meta["policy"]),
+                    dict(meta["groups"]), str(meta["topology"]),
+                    int(meta["n_devices"]), dict(meta["config"]), meta, path)
+
+
+def shipped_policy_path(topology_name: str) -> Optional[str]:
+  """The policy gplace ships for ``topology_name``, or None."""
+  path = os.path.join(SHIPPED_DIR, f"{SHIPPED_PREFIX}{topology_name}.npz")
+  return path if os.path.isfile(path) else None
+
+
+def shipped_topologies() -> list[str]:
+  """Topology names with a shipped policy."""
+  if not os.path.isdir(SHIPPED_DIR):
+    return []
+  return sorted(name[len(SHIPPED_PREFIX):-len(".npz")]
+                for name in os.listdir(SHIPPED_DIR)
+                if name.startswith(SHIPPED_PREFIX) and name.endswith(".npz"))
+
+
+def policy_differences(policy_file: PolicyFile, config: Any,
+                       n_devices: int) -> list[str]:
+  """What keeps ``policy_file`` from initialising ``config``'s policy on
+  ``n_devices`` devices: ``"policy.hidden_size: 64 (file) vs 32"`` lines
+  (empty if none)."""
+  record = (json.loads(config.to_json_best_effort())
+            if hasattr(config, "to_json_best_effort") else dict(config))
+  diffs = []
+  wanted = dict(record.get("policy", {}))
+  for key in sorted(set(policy_file.policy) | set(wanted)):
+    a, b = policy_file.policy.get(key, "(unset)"), wanted.get(key, "(unset)")
+    if a != b:
+      diffs.append(f"policy.{key}: {a!r} (file) vs {b!r}")
+  if policy_file.n_devices != n_devices:
+    diffs.append(f"devices: {policy_file.n_devices} (file, "
+                 f"{policy_file.topology}) vs {n_devices}")
+  return diffs
+
+
+def params_like(policy_file: PolicyFile, target: Any) -> Any:
+  """``policy_file.params`` in the tree structure and dtypes of ``target``
+  (parameters of the policy to fill, or their ``jax.eval_shape``).
+
+  Raises:
+    ConfigError: a leaf is missing, extra, or of another shape.
+  """
+  want = _flatten_leaves(target)
+  have = _flatten(policy_file.params)
+  problems = [f"{k}: missing" for k in sorted(set(want) - set(have))]
+  problems += [f"{k}: not in this policy" for k in sorted(set(have) -
+                                                          set(want))]
+  problems += [f"{k}: shape {have[k].shape} (file) vs {tuple(want[k].shape)}"
+               for k in sorted(set(want) & set(have))
+               if have[k].shape != tuple(want[k].shape)]
+  if problems:
+    raise ConfigError(
+        f"the policy file {policy_file.path} does not fit this policy ("
+        + "; ".join(problems[:4])
+        + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        + "): use the policy settings it was trained with "
+        f"({policy_file.policy}).")
+  flat = {k: have[k].astype(want[k].dtype) for k in want}
+  return jax.tree.map(lambda _, v: v, dict(target), _unflatten(flat))
+
+
+def _flatten_leaves(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+  """Like :func:`_flatten`, keeping the leaves as they are (arrays or
+  ``ShapeDtypeStruct`` s)."""
+  out = {}
+  for key, value in tree.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(_flatten_leaves(value, path + "/"))
+    else:
+      out[path] = value
+  return out

@@ -1,0 +1,300 @@
+"""Pretraining one policy over many graphs, for zero-shot placement and
+fine-tuning on graphs it has never seen (GO's transfer setting).
+
+Where this sits: ``experiments/pretrain.py --config
+experiments/configs/pretrain.py`` calls :func:`pretrain`; its result is a
+policy file (:mod:`gplace.rl.policy_file`) that
+``config.policy_init`` fine-tunes (:func:`gplace.rl.train.train_and_evaluate`)
+and :func:`gplace.optimize` applies zero-shot. Host-side orchestration around
+the same jitted chunks as the single-graph loop (:mod:`gplace.rl.train`).
+
+What GO does and what this does (Zhou et al. 2020, sec. 3.3 and 4.2; see
+``../shared/PAPERS.md``):
+
+* **Batches of several graphs, switched.** The training graphs are cut into
+  batches of ``config.pretrain.graphs_per_batch`` graphs (the last batch is
+  filled up from the first graphs). Every chunk of ``config.train.chunk_steps``
+  steps trains on the next batch in turn, so the update never sees one graph
+  alone for long. All batches are padded to the budget of the whole set
+  (:func:`gplace.rl.data.make_batch`'s ``pad_like``), so they share one
+  compiled step.
+* **One policy, many graphs**: feature modulation conditions every layer on
+  the graph's embedding; ``policy.free_logits`` must be 0 (a per-position
+  logit offset is graph-specific and would not transfer).
+* **Optional imitation first** (``config.warm_start``, not in GO): each
+  graph's best classical placement as the supervised target, batch by batch,
+  so that a zero-shot policy starts from what list schedulers do and RL
+  improves on it. gplace deviates here because on two CPU cores RL alone
+  over a dozen graphs leaves the policy near uniform for hundreds of steps.
+* **Per-batch statistics.** Parameters, optimizer state, step and RNG are
+  shared; each batch keeps its own reward baseline and best placements
+  (a resumed run starts those afresh: they steer nothing but the EMA
+  advantage and the best-ever bookkeeping).
+
+Rewards must be computed inside the jitted step (``rl.reward`` of
+``"simulator_dynamic"`` or ``"simulator"``): host rewards would serialise
+every graph of every batch through Python. ``config.pretrain.dispatch_width``
+sizes the dynamic scheduler's candidate buffer: graphs with hundreds of ops
+ready at once (an optimizer's parameter updates) overflow the default 64
+slots and are scheduled again exactly, 5-10x slower (tiny Transformer-XL
+and ResNet-50: 0.3-0.7 s per 16 placements at 64 slots, 0.09-0.1 s at 256).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gplace.errors import ConfigError
+from gplace.rl import data
+from gplace.rl import policy_file
+from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.evaluation import evaluate_policy
+from gplace.rl.grouping import num_simulated_nodes
+from gplace.rl.rewards import dispatch_reward, simulator_reward
+from gplace.sim.dispatch import BUFFER_WIDTH
+from gplace.rl.state import (create_hparams, create_optimizer, create_policy,
+                             fresh_adam_moments)
+from gplace.rl.train import (Schedule, _cached_step_fns, prepare_workdir,
+                             replicate, restore_or_init, run_chunk,
+                             unreplicate)
+from gplace.rl.validation import (lookup, num_parallel_devices,
+                                  validate_config)
+from gplace.policies import is_sequential
+
+POLICY_FILE = "policy.npz"
+METRICS_FILE = "pretrain_metrics.jsonl"
+IN_STEP_REWARDS = ("simulator_dynamic", "simulator")
+
+
+class PretrainResult(NamedTuple):
+  """What :func:`pretrain` made.
+
+  Attributes:
+    params: the trained parameters.
+    path: the policy file written (``workdir/policy.npz``).
+    step: the last step.
+    graphs: the training graphs' names.
+    greedy_vs_best_baseline: per training graph, the policy's own greedy
+      placement's runtime over the graph's best baseline's (1.0 = as fast;
+      empty for a run stopped early).
+    wall_s: seconds, set-up included.
+  """
+
+  params: Any
+  path: str
+  step: int
+  graphs: list
+  greedy_vs_best_baseline: dict
+  wall_s: float
+
+
+def batch_members(num_graphs: int, graphs_per_batch: int) -> list[list[int]]:
+  """Graph indices of every batch: consecutive runs of ``graphs_per_batch``;
+  the last is filled up from the first graphs, so every batch has the same
+  size (and shapes)."""
+  size = min(graphs_per_batch, num_graphs)
+  count = -(-num_graphs // size)
+  return [[(b * size + i) % num_graphs for i in range(size)]
+          for b in range(count)]
+
+
+def batch_at(step: int, chunk_steps: int, num_batches: int) -> int:
+  """The batch that trains at ``step``: the next one every chunk."""
+  return (step // chunk_steps) % num_batches
+
+
+def validate_pretrain(config) -> None:
+  """What pretraining needs beyond a training run's config.
+
+  Raises:
+    ConfigError: no ``config.pretrain``, a non-positive
+      ``graphs_per_batch``, a host reward, a graph-specific policy
+      (``free_logits > 0``), or a sequential policy.
+  """
+  per_batch = lookup(config, "pretrain.graphs_per_batch", None)
+  if per_batch is None:
+    raise ConfigError("config.pretrain.graphs_per_batch is missing; start "
+                      "from experiments/configs/pretrain.py.")
+  if isinstance(per_batch, bool) or not isinstance(per_batch, int) or (
+      per_batch < 1):
+    raise ConfigError(f"config.pretrain.graphs_per_batch={per_batch!r}: must "
+                      "be a positive integer; use e.g. "
+                      "--config.pretrain.graphs_per_batch=4.")
+  if config.rl.reward not in IN_STEP_REWARDS:
+    raise ConfigError(f"config.rl.reward={config.rl.reward!r}: pretraining "
+                      f"scores inside the jitted step; use one of "
+                      f"{IN_STEP_REWARDS}.")
+  width = config.pretrain.get("dispatch_width", BUFFER_WIDTH)
+  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+    raise ConfigError(f"config.pretrain.dispatch_width={width!r}: must be a "
+                      "positive integer; use e.g. "
+                      "--config.pretrain.dispatch_width=256.")
+  if int(config.policy.get("free_logits", 0)):
+    raise ConfigError(
+        f"config.policy.free_logits={config.policy.free_logits}: a "
+        "per-position logit offset is specific to one graph and does not "
+        "transfer; use --config.policy.free_logits=0 for a pretrained "
+        "policy.")
+
+
+def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
+             stop_after_step: Optional[int] = None) -> PretrainResult:
+  """Trains one policy over every graph of ``config.workload``.
+
+  Args:
+    config: a training config (``experiments/configs/quickstart.py``'s
+      fields) with ``pretrain.graphs_per_batch``; see
+      ``experiments/configs/pretrain.py``.
+    workdir: output directory: ``checkpoints/`` (resumed as a training run
+      is), ``config.json``, ``pretrain_metrics.jsonl`` (one line per chunk)
+      and, at the end, ``policy.npz``.
+    log: where lines of text go.
+    stop_after_step: stop (after checkpointing) once this step is reached,
+      without writing the policy file (simulates a preempted run).
+
+  Raises:
+    ConfigError: see :func:`validate_pretrain` and
+      :func:`gplace.rl.validation.validate_config`.
+  """
+  began, workdir = time.time(), os.path.abspath(workdir)
+  validate_pretrain(config)
+  validate_config(config, workdir)
+  checkpoint_dir = prepare_workdir(config, workdir, log)
+  topology, parallel = data.make_topology(config), num_parallel_devices(config)
+  names = data.workload_names(config)
+  setups = data.setup_graphs(config, topology, names, log=log)
+  dynamic = config.rl.reward == "simulator_dynamic"
+  members = batch_members(len(setups), int(config.pretrain.graphs_per_batch))
+  batches = [data.make_batch([setups[i] for i in m], topology,
+                             schedule="dynamic" if dynamic else "static",
+                             pad_like=setups) for m in members]
+  policy = create_policy(config, topology.n_devices)
+  if is_sequential(policy):
+    raise ConfigError(f"config.policy.name={config.policy.name!r}: "
+                      "pretraining takes a one-shot policy (e.g. 'go').")
+  targets = _warm_targets(config, setups, members, batches)
+  schedule = Schedule.from_config(config, warm_start=targets is not None)
+  optimizer = create_optimizer(config)
+  width = int(config.pretrain.get("dispatch_width", BUFFER_WIDTH))
+  fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
+                         float(config.warm_start.get("label_smoothing", 0.0)),
+                         _dispatch_reward(width) if dynamic
+                         else simulator_reward)
+  reference = [float(np.mean([min(setups[i].baseline_runtime_s.values())
+                              for i in m])) for m in members]
+  log(f"[gplace] pretraining on {len(setups)} graphs in {len(members)} "
+      f"batches of {len(members[0])}, {schedule.total_steps} steps")
+  chunk = int(config.train.chunk_steps)
+  with Checkpointer(checkpoint_dir,
+                    max_to_keep=config.train.max_to_keep) as checkpointer:
+    state = restore_or_init(config, batches[0], policy, optimizer, None,
+                            checkpointer, log)
+    blank, per_batch = state, {}
+    current = batch_at(int(state.step), chunk, len(batches))
+    step = int(state.step)
+    fresh = bool(config.rl.get("fresh_optimizer", False))
+    with open(os.path.join(workdir, METRICS_FILE), "a") as metrics_file:
+      while step < schedule.total_steps and (stop_after_step is None
+                                             or step < stop_after_step):
+        b = batch_at(step, chunk, len(batches))
+        if b != current:  # shared: params, optimizer, step, RNG
+          per_batch[current] = state
+          state = per_batch.get(b, blank).replace(
+              params=state.params, opt_state=state.opt_state,
+              step=state.step, rng=state.rng)
+          current = b
+        phase = schedule.phase(step)
+        length = min(schedule.next_chunk(step), chunk - step % chunk)
+        if fresh and step == schedule.warm_steps > 0:
+          state = state.replace(opt_state=fresh_adam_moments(state.opt_state))
+        t0 = time.time()
+        state_dev, metrics = run_chunk(
+            fns, replicate(state, parallel), jax.tree.map(jnp.asarray,
+                                                          batches[b]),
+            jnp.asarray(targets[b] if targets is not None else 0), length,
+            warm_start=phase == "warm_start")
+        metrics = jax.tree.map(np.asarray, unreplicate(metrics, parallel))
+        state = unreplicate(state_dev, parallel)
+        step += length
+        record = _chunk_record(step, phase, b, metrics, reference[b],
+                               time.time() - t0)
+        metrics_file.write(json.dumps(record) + "\n")
+        metrics_file.flush()
+        log("[gplace] " + " ".join(f"{k}={v}" for k, v in record.items()))
+        if schedule.checkpoint_due(step):
+          checkpointer.save(step, state)
+  finished = step >= schedule.total_steps
+  ratios = {}
+  path = os.path.join(workdir, POLICY_FILE)
+  if finished:
+    ratios = _greedy_ratios(config, state.params, policy, setups, topology,
+                            members, batches)
+    policy_file.save_policy(
+        path, state.params, config, topology, steps=step, trained_on=names,
+        greedy_vs_best_baseline=ratios)
+    log(f"[gplace] wrote the pretrained policy to {path}")
+  return PretrainResult(state.params, path if finished else "", step, names,
+                        ratios, time.time() - began)
+
+
+@functools.lru_cache(maxsize=4)
+def _dispatch_reward(width: int):
+  """:func:`~gplace.rl.rewards.dispatch_reward` with a candidate buffer of
+  ``width`` (one object per width, so compiled steps are reused)."""
+  return functools.partial(dispatch_reward, width=width)
+
+
+def _warm_targets(config, setups, members, batches) -> Optional[list]:
+  """Per batch, the warm start's targets ``int32 [B, N_pad]`` (each
+  graph's best baseline, or the named one); None without a warm start."""
+  if config.warm_start.baseline == "none":
+    return None
+  return [data.warm_start_targets([setups[i] for i in m],
+                                  config.warm_start.baseline,
+                                  num_simulated_nodes(batch), batch).targets
+          for m, batch in zip(members, batches)]
+
+
+def _chunk_record(step: int, phase: str, batch: int, metrics: dict,
+                  reference_s: float, seconds: float) -> dict:
+  """One line of ``pretrain_metrics.jsonl``: the chunk's last metrics; for
+  RL ``samples_vs_baselines``, the samples' mean runtime over the mean of
+  the batch's best baselines."""
+  record = {"step": step, "phase": phase, "batch": batch,
+            "seconds": round(seconds, 2)}
+  if phase == "rl":
+    record["samples_vs_baselines"] = round(
+        float(np.mean(metrics["mean_runtime_s"])) / reference_s, 4)
+    record["fail_fraction"] = round(float(np.mean(
+        metrics["fail_fraction"])), 4)
+  else:
+    record["accuracy"] = round(float(metrics["accuracy"][-1]), 4)
+  record["loss"] = round(float(np.asarray(metrics["loss"])[-1]), 5)
+  return record
+
+
+def _greedy_ratios(config, params, policy, setups, topology, members,
+                   batches) -> dict:
+  """Per training graph: its greedy placement's runtime over its best
+  baseline's (each graph scored once, in the batch it first appears)."""
+  ratios = {}
+  for m, batch in zip(members, batches):
+    own = evaluate_policy(
+        params, batch, apply_fn=policy.apply,
+        reward_fns=[data.make_scorer(setups[i].graph, None, None, topology,
+                                     config) for i in m],
+        num_nodes=[setups[i].graph.n_nodes for i in m], num_samples=1,
+        seed=int(config.seed))
+    for i, e in zip(m, own):
+      best = min(setups[i].baseline_runtime_s.values())
+      ratios.setdefault(setups[i].name, round(e.greedy_runtime_s / best, 4))
+  return ratios
+

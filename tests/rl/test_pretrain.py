@@ -1,0 +1,189 @@
+"""Tests of gplace.rl.pretrain and gplace.rl.policy_file: one policy over
+switched batches of graphs, written to a policy file that fine-tuning and
+gplace.optimize read."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.configs import pretrain as pretrain_config
+from gplace.errors import ConfigError, PolicyError
+from gplace.rl import data, policy_file, pretrain, train
+from gplace.sim import topology as topology_lib
+
+GRAPHS = "random_dag:30:1,random_dag:90:2,random_dag:40:3"
+
+
+def small_config():
+  """The pretraining config, shrunk: three small DAGs, two per batch."""
+  config = pretrain_config.get_config()
+  config.workload = GRAPHS
+  config.topology = "1cpu+2gpu"
+  config.baselines = "single_device,round_robin,m_etf"
+  config.progress_bar = False
+  config.policy.update(hidden_size=8, num_sage_layers=1,
+                       num_attention_layers=1, num_heads=2, segment_length=16,
+                       op_embedding_size=4, head_hidden_size=8)
+  config.rl.num_samples = 4
+  config.pretrain.graphs_per_batch = 2
+  config.warm_start.steps = 4
+  config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
+  return config
+
+
+def test_batches_have_one_size_and_take_turns():
+  assert pretrain.batch_members(5, 2) == [[0, 1], [2, 3], [4, 0]]
+  assert pretrain.batch_members(2, 4) == [[0, 1]]
+  assert [pretrain.batch_at(s, 10, 3) for s in (0, 9, 10, 25, 30)] == [
+      0, 0, 1, 2, 0]
+
+
+def test_batches_padded_like_the_whole_set_share_every_shape():
+  config = small_config()
+  topology = topology_lib.preset(config.topology)
+  setups = data.setup_graphs(config, topology, data.workload_names(config),
+                             log=lambda line: None)
+  batches = [data.make_batch([setups[i] for i in m], topology,
+                             schedule="dynamic", pad_like=setups)
+             for m in pretrain.batch_members(3, 2)]
+  shapes = [jax.tree.map(np.shape, b) for b in batches]
+  assert shapes[0] == shapes[1]
+  alone = data.make_batch([setups[2], setups[0]], topology,
+                          schedule="dynamic")
+  assert jax.tree.map(np.shape, alone) != shapes[0]  # no 90-node DAG
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("pretrain"))
+  lines = []
+  result = pretrain.pretrain(small_config(), workdir, log=lines.append)
+  return workdir, result, lines
+
+
+def test_pretraining_switches_batches_and_writes_a_policy_file(pretrained):
+  workdir, result, lines = pretrained
+  with open(os.path.join(workdir, pretrain.METRICS_FILE)) as f:
+    records = [json.loads(line) for line in f]
+  assert [r["step"] for r in records] == [2, 4, 6, 8]
+  assert [r["batch"] for r in records] == [0, 1, 0, 1]
+  assert [r["phase"] for r in records] == ["warm_start"] * 2 + ["rl"] * 2
+  assert all(r["samples_vs_baselines"] > 0 for r in records[2:])
+  assert result.step == 8 and result.path.endswith(pretrain.POLICY_FILE)
+  assert set(result.greedy_vs_best_baseline) == set(GRAPHS.split(","))
+  assert all(np.isfinite(r) and r > 0
+             for r in result.greedy_vs_best_baseline.values())
+  loaded = policy_file.load_policy(result.path)
+  assert loaded.n_devices == 3 and loaded.topology == "1cpu+2gpu"
+  assert loaded.meta["trained_on"] == GRAPHS.split(",")
+  assert loaded.policy["free_logits"] == 0
+  np.testing.assert_equal(jax.tree.map(np.asarray, result.params),
+                          loaded.params)
+  assert any("wrote the pretrained policy" in line for line in lines)
+
+
+def test_a_stopped_pretraining_resumes(tmp_path):
+  config = small_config()
+  first = pretrain.pretrain(config, str(tmp_path), log=lambda line: None,
+                            stop_after_step=4)
+  assert first.step == 4 and first.path == ""
+  assert not os.path.exists(tmp_path / pretrain.POLICY_FILE)
+  lines = []
+  second = pretrain.pretrain(config, str(tmp_path), log=lines.append)
+  assert any("resumed from step 4" in line for line in lines)
+  assert second.step == 8 and os.path.exists(second.path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.policy.update(free_logits=16), "free_logits=16.*does not "
+     "transfer"),
+    (lambda c: c.rl.update(reward="simulator_host"), "inside the jitted step"),
+    (lambda c: c.pretrain.update(graphs_per_batch=0), "graphs_per_batch=0"),
+    (lambda c: c.__delitem__("pretrain"),
+     "pretrain.graphs_per_batch is missing"),
+])
+def test_bad_pretraining_configs_are_refused(change, message, tmp_path):
+  config = small_config()
+  change(config)
+  with pytest.raises(ConfigError, match=message):
+    pretrain.pretrain(config, str(tmp_path))
+
+
+def test_fine_tuning_starts_from_the_policy_file(pretrained, tmp_path):
+  _, result, _ = pretrained
+  config = small_config()
+  del config["pretrain"]
+  config.workload = "random_dag:35:9"  # a graph it never saw
+  config.policy_init = result.path
+  config.warm_start.baseline = "none"
+  config.train.update(num_steps=2, chunk_steps=2, checkpoint_every=2)
+  config.print_table = False
+  lines = []
+  tuned = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  assert any(f"policy initialised from {result.path}" in line
+             for line in lines)
+  assert int(tuned.state.step) == 2
+  moved = jax.tree.map(lambda a, b: float(np.abs(np.asarray(a) - b).max()),
+                       tuned.state.params, result.params)
+  assert 0 < max(jax.tree.leaves(moved)) < 1.0  # trained from there
+
+
+def test_a_policy_file_for_other_settings_is_refused(pretrained, tmp_path):
+  _, result, _ = pretrained
+  config = small_config()
+  del config["pretrain"]
+  config.policy_init = result.path
+  config.policy.hidden_size = 16
+  with pytest.raises(ConfigError, match="policy.hidden_size: 8 .file. vs 16"):
+    train.train_and_evaluate(config, str(tmp_path / "a"))
+  config = small_config()
+  del config["pretrain"]
+  config.policy_init = result.path
+  config.topology = "1cpu+4gpu"
+  with pytest.raises(ConfigError, match="devices: 3 .file, 1cpu.2gpu. vs 5"):
+    train.train_and_evaluate(config, str(tmp_path / "b"))
+  config.policy_init = str(tmp_path / "missing.npz")
+  with pytest.raises(ConfigError, match="no policy file"):
+    train.train_and_evaluate(config, str(tmp_path / "c"))
+
+
+def test_policy_files_round_trip_and_bad_files_are_clear(pretrained,
+                                                         tmp_path):
+  _, result, _ = pretrained
+  loaded = policy_file.load_policy(result.path)
+  again = policy_file.save_policy(str(tmp_path / "copy.npz"), loaded.params,
+                                  loaded.config,
+                                  topology_lib.preset("1cpu+2gpu"), steps=8)
+  copy = policy_file.load_policy(again)
+  np.testing.assert_equal(copy.params, loaded.params)
+  assert copy.policy == loaded.policy and copy.meta["steps"] == 8
+  assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+  truncated = tmp_path / "truncated.npz"
+  with open(result.path, "rb") as f:
+    truncated.write_bytes(f.read()[:300])
+  with pytest.raises(PolicyError, match="cannot read the policy file"):
+    policy_file.load_policy(str(truncated))
+  foreign = tmp_path / "foreign.npz"
+  np.savez(foreign, w=np.ones(3))
+  with pytest.raises(PolicyError, match="not a gplace policy file"):
+    policy_file.load_policy(str(foreign))
+  shapes = jax.tree.map(np.asarray, loaded.params)
+  shapes["params"] = dict(shapes["params"], extra=np.ones(2))
+  with pytest.raises(ConfigError, match="extra: missing"):
+    policy_file.params_like(loaded, shapes)
+
+
+def test_the_shipped_policy_loads_and_transfers():
+  path = policy_file.shipped_policy_path("1cpu+4gpu")
+  assert path is not None and "1cpu+4gpu" in policy_file.shipped_topologies()
+  loaded = policy_file.load_policy(path)
+  assert loaded.n_devices == 5 and loaded.policy["free_logits"] == 0
+  assert loaded.policy["modulation"] == "film"
+  assert os.path.getsize(path) < 4 * 2**20
+  families = {name.rstrip("0123456789") for name in pretrain_config.HELD_OUT}
+  assert families == {"wavenet", "gnmt", "bert"}
+  assert not [n for n in loaded.meta["trained_on"]
+              if n.rstrip("0123456789") in families]
