@@ -61,15 +61,9 @@ class PolicyFile(NamedTuple):
   path: str
 
 
-def _flatten(tree: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
-  out = {}
-  for key, value in tree.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      out.update(_flatten(value, path + "/"))
-    else:
-      out[path] = np.asarray(value)
-  return out
+def _flatten(tree: Mapping) -> dict[str, np.ndarray]:
+  """``{"params/encoder/.../kernel": array}``: the leaves as numpy."""
+  return {k: np.asarray(v) for k, v in _flatten_leaves(tree).items()}
 
 
 def _unflatten(flat: Mapping[str, np.ndarray]) -> dict:
@@ -104,7 +98,7 @@ def save_policy(path: str, params: Any, config: Any, topology: Any,
   meta = dict(facts, format=FORMAT, policy=record["policy"],
               groups=record.get("groups", {}), topology=topology.name,
               n_devices=int(topology.n_devices), config=record)
-  arrays = _flatten(jax.tree.map(np.asarray, dict(params)))
+  arrays = _flatten(dict(params))
   if META_KEY in arrays:
     raise PolicyError(f"a parameter is named {META_KEY!r}; rename it.")
   directory = os.path.dirname(os.path.abspath(path))
