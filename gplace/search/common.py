@@ -17,13 +17,15 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from gplace.baselines.common import prepare
-from gplace.errors import GplaceError, PlacementError, SearchError
+from gplace.errors import GplaceError, GraphError, PlacementError, SearchError
 from gplace.graphs.coarsening import Coarsening, coarsen
+from gplace.graphs.constraints import (coarse_constraints, has_constraints,
+                                       repair)
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
 from gplace.sim.simulator import simulate
@@ -83,10 +85,13 @@ class Units(NamedTuple):
     n_units: number of units ``G``.
     representative: ``[G]`` int32 lowest-id node of each unit; its device is
       the unit's "current" device when a move picks a new one.
+    allowed: ``[G, D]`` bool, the devices every node of a unit allows (the
+      graph's ``allowed_devices``), or None: any device.
   """
   group_of: np.ndarray
   n_units: int
   representative: np.ndarray
+  allowed: Optional[np.ndarray] = None
 
 
 # -- validated settings ----------------------------------------------------------
@@ -151,6 +156,11 @@ def check_time_limit(time_limit_s) -> float:
 def make_units(graph: Graph, groups=None) -> Units:
   """The units a move redraws.
 
+  A graph with device constraints keeps them under every move: the nodes of
+  a co-location class (``Graph.colocation``) form one unit (with every
+  group that holds one of them), and a unit moves only to a device all its
+  nodes allow (``Units.allowed``).
+
   Args:
     graph: the graph placed (``N`` nodes).
     groups: None (every node is a unit), a coarsening rule name passed to
@@ -164,9 +174,11 @@ def make_units(graph: Graph, groups=None) -> Units:
       ``max_groups``: pass ``gplace.coarsen(graph, "size", max_groups=...)``).
   """
   n = graph.n_nodes
-  if groups is None:
+  if groups is None and not has_constraints(graph):
     nodes = np.arange(n, dtype=np.int32)
     return Units(nodes, n, nodes)
+  if groups is None:
+    groups = np.arange(n)
   if isinstance(groups, str):
     groups = coarsen(graph, groups)
   labels = groups.group_of if isinstance(groups, Coarsening) else groups
@@ -178,8 +190,38 @@ def make_units(graph: Graph, groups=None) -> Units:
         "gplace.coarsen(graph, 'colocation') or its group_of.")
   _, first, group_of = np.unique(labels, return_index=True,
                                  return_inverse=True)
-  return Units(group_of.astype(np.int32).reshape(n), int(first.size),
-               first.astype(np.int32))
+  group_of = group_of.astype(np.int32).reshape(n)
+  if not has_constraints(graph):
+    return Units(group_of, int(first.size), first.astype(np.int32))
+  return _constrained_units(graph, group_of, int(first.size))
+
+
+def _constrained_units(graph: Graph, group_of: np.ndarray,
+                       n_groups: int) -> Units:
+  """Groups merged along co-location classes, with the devices each allows.
+
+  Raises:
+    GraphError: a unit whose nodes allow no device in common.
+  """
+  _, colocation = coarse_constraints(graph, group_of, n_groups)
+  if colocation is not None:  # groups of one class become one unit
+    merged = np.where(colocation >= 0, colocation,
+                      colocation.max(initial=-1) + 1 + np.arange(n_groups))
+    _, group_of = np.unique(merged[group_of], return_inverse=True)
+    group_of = group_of.astype(np.int32).reshape(graph.n_nodes)
+  n_units = int(group_of.max(initial=-1)) + 1
+  first = np.full(n_units, graph.n_nodes, np.int64)
+  np.minimum.at(first, group_of, np.arange(graph.n_nodes))
+  allowed = None
+  if graph.allowed_devices is not None:
+    allowed = np.ones((n_units, graph.allowed_devices.shape[1]), bool)
+    np.logical_and.at(allowed, group_of, graph.allowed_devices)
+    if not allowed.any(axis=1).all():
+      raise GraphError(
+          f"graph {graph.name!r}: a search unit (a group merged with its "
+          "co-location class) allows no device in common; relax the graph's "
+          "allowed_devices or colocation, or search with other groups.")
+  return Units(group_of, n_units, first.astype(np.int32), allowed)
 
 
 # -- the starting placement ----------------------------------------------------
@@ -369,6 +411,9 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
   rng = np.random.default_rng(seed)
   placements, _ = initial_placements(graph, topology, problem.costs, init,
                                      seed)
+  if has_constraints(graph):  # moves keep the constraints; so must the start
+    placements = np.stack([repair(graph, p, problem.costs)
+                           for p in placements])
   placements = placements[:budget]
   evaluator = Evaluator(graph, topology, problem.costs, budget, batch_size,
                         time_limit_s, start_time=wall_start)

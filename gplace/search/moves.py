@@ -46,7 +46,9 @@ def redraw(rng: np.random.Generator, base: np.ndarray, units: Units,
   Each candidate draws its move size uniformly from ``1..move_size``, that
   many distinct units uniformly, and for each unit a new device uniformly
   among the ``D - 1`` devices other than the unit's current one (the device
-  of its representative node); every node of the unit goes there. With one
+  of its representative node; with ``units.allowed``, among the other
+  devices the unit allows, and it stays if there is none); every node of
+  the unit goes there. With one
   device there is nothing to move and the bases are returned unchanged.
 
   Args:
@@ -77,6 +79,12 @@ def redraw(rng: np.random.Generator, base: np.ndarray, units: Units,
   unit = picks[used]
   current = base[moved[row_of], units.representative[unit]]
   new_device = (current + shift[used]) % n_devices
+  if units.allowed is not None:  # uniformly among the unit's other devices
+    choice = np.where(units.allowed[unit], rng.random((unit.size, n_devices)),
+                      -1.0)
+    choice[np.arange(unit.size), current] = -1.0
+    new_device = np.where(choice.max(axis=1) >= 0, choice.argmax(axis=1),
+                          current)
   if units.n_units == base.shape[1] and np.array_equal(
       units.group_of, np.arange(units.n_units)):
     out[moved[row_of], unit] = new_device

@@ -66,3 +66,41 @@ def test_crossover_inherits_units_from_parents():
   for child in children:
     for g in range(groups.n_units):
       assert len(set(child[groups.group_of == g])) == 1
+
+
+def test_moves_keep_device_constraints_and_co_location_classes():
+  graph = random_dag(40, seed=7)
+  allowed = np.ones((40, 4), bool)
+  allowed[::2, 3] = False          # even nodes never on device 3
+  allowed[5] = [False, True, False, False]   # node 5 only on device 1
+  colocation = np.full(40, -1, np.int32)
+  colocation[[10, 11, 20]] = 0     # one class, moved as one unit
+  graph = graph.replace(allowed_devices=allowed, colocation=colocation)
+  units = make_units(graph)
+  assert units.n_units == 38 and units.allowed.shape == (38, 4)
+  assert len({int(units.group_of[v]) for v in (10, 11, 20)}) == 1
+  rng = np.random.default_rng(0)
+  base = np.tile(np.where(allowed[:, 0], 0, 1), (256, 1)).astype(np.int32)
+  moved = redraw(rng, base, units, 4, move_size=8)
+  assert (moved != base).any(axis=1).mean() > 0.9       # most rows move
+  assert allowed[np.arange(40), moved].all()
+  assert (moved[:, [10, 11]] == moved[:, [20, 20]]).all()
+  assert (moved[:, 5] == 1).all()                     # nowhere else to go
+  assert set(np.unique(moved[:, 1::2])) == {0, 1, 2, 3}
+
+
+def test_a_search_on_a_constrained_graph_returns_a_feasible_placement():
+  from gplace import search  # pylint: disable=import-outside-toplevel
+  from gplace.graphs import constraints  # pylint: disable=import-outside-toplevel
+  from gplace.sim.topology import preset  # pylint: disable=import-outside-toplevel
+  graph = random_dag(30, seed=3)
+  allowed = np.ones((30, 3), bool)
+  allowed[1::2, 0] = False
+  colocation = np.full(30, -1, np.int32)
+  colocation[[4, 9]] = 0
+  graph = graph.replace(allowed_devices=allowed, colocation=colocation)
+  init = np.zeros(30, np.int32)    # breaks the constraints: repaired first
+  result = search.annealing(graph, preset("1cpu+2gpu"), budget=256, seed=0,
+                            init=init, batch_size=64)
+  assert np.isfinite(result.runtime_s)
+  assert not constraints.violations(graph, result.placement[None])[0]
