@@ -169,6 +169,10 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
   validate_config(config, workdir)
   checkpoint_dir = prepare_workdir(config, workdir, log)
   topology, parallel = data.make_topology(config), num_parallel_devices(config)
+  policy = create_policy(config, topology.n_devices)
+  if is_sequential(policy):
+    raise ConfigError(f"config.policy.name={config.policy.name!r}: "
+                      "pretraining takes a one-shot policy (e.g. 'go').")
   names = data.workload_names(config)
   setups = data.setup_graphs(config, topology, names, log=log)
   dynamic = config.rl.reward == "simulator_dynamic"
@@ -176,10 +180,6 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
   batches = [data.make_batch([setups[i] for i in m], topology,
                              schedule="dynamic" if dynamic else "static",
                              pad_like=setups) for m in members]
-  policy = create_policy(config, topology.n_devices)
-  if is_sequential(policy):
-    raise ConfigError(f"config.policy.name={config.policy.name!r}: "
-                      "pretraining takes a one-shot policy (e.g. 'go').")
   targets = _warm_targets(config, setups, members, batches)
   schedule = Schedule.from_config(config, warm_start=targets is not None)
   optimizer = create_optimizer(config)
