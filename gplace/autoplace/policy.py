@@ -122,7 +122,7 @@ def zero_shot_candidates(problem: Problem,
     ConfigError: the file's parameters do not fit its own policy settings.
   """
   from gplace.rl import data, grouping  # pylint: disable=g-import-not-at-top
-  from gplace.rl.evaluation import _jitted_placements  # pylint: disable=g-import-not-at-top
+  from gplace.rl.evaluation import jitted_policy_placements  # pylint: disable=g-import-not-at-top
   name = str(loaded.policy.get("name", "go"))
   model = _policy_model(json.dumps(loaded.policy, sort_keys=True),
                         loaded.n_devices)
@@ -138,7 +138,7 @@ def zero_shot_candidates(problem: Problem,
   first = jax.tree.map(lambda x: x[0], batch.graphs)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), first)
   params = policy_file_lib.params_like(loaded, shapes)
-  own = _jitted_placements(model.apply, int(num_samples))(
+  own = jitted_policy_placements(model.apply, int(num_samples))(
       params, batch, jax.random.PRNGKey(seed))
   n = problem.graph.n_nodes
   greedy = np.asarray(own.greedy)[0, :n]

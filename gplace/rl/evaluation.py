@@ -146,7 +146,10 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_placements(apply_fn, num_samples):
+def jitted_policy_placements(apply_fn: ApplyFn, num_samples: int):
+  """:func:`policy_placements` jitted for one policy and ``K``, as
+  ``fn(params, batch, rng) -> OwnPlacements`` (cached: the same policy and
+  ``K`` reuse the compiled function)."""
   return jax.jit(functools.partial(policy_placements, apply_fn=apply_fn,
                                    num_samples=num_samples))
 
@@ -172,7 +175,7 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
     One :class:`PolicyEvaluation` per graph.
   """
   rng = jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EED)
-  own = jax.tree.map(np.asarray, _jitted_placements(
+  own = jax.tree.map(np.asarray, jitted_policy_placements(
       apply_fn, int(num_samples))(params, jax.tree.map(jnp.asarray, batch),
                                   rng))
   greedy, samples = own.greedy, own.samples

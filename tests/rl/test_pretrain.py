@@ -2,6 +2,7 @@
 switched batches of graphs, written to a policy file that fine-tuning and
 gplace.optimize read."""
 
+import importlib
 import json
 import os
 
@@ -32,6 +33,12 @@ def small_config():
   config.warm_start.steps = 4
   config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
   return config
+
+
+def family_policy(name):
+  """``config.policy`` of another family's experiment config."""
+  module = importlib.import_module(f"experiments.configs.{name}")
+  return module.get_config().policy
 
 
 def test_batches_have_one_size_and_take_turns():
@@ -104,6 +111,9 @@ def test_a_stopped_pretraining_resumes(tmp_path):
     (lambda c: c.pretrain.update(graphs_per_batch=0), "graphs_per_batch=0"),
     (lambda c: c.__delitem__("pretrain"),
      "pretrain.graphs_per_batch is missing"),
+    (lambda c: c.pretrain.update(dispatch_width=0), "dispatch_width=0"),
+    (lambda c: setattr(c, "policy", family_policy("placeto")),
+     "one-shot policy"),
 ])
 def test_bad_pretraining_configs_are_refused(change, message, tmp_path):
   config = small_config()
