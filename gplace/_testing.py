@@ -123,7 +123,8 @@ def make_graphs_tuple(graphs, n_pad: int, e_pad: int, g_pad=None,
   receivers[edge_offset:] = n_pad - 1
   return jraph.GraphsTuple(
       nodes=dict(features=feats, op_type=op_type, mask=mask,
-                 graph_index=graph_index, position=position),
+                 graph_index=graph_index, position=position,
+                 hint=np.full(n_pad, -1, np.int32)),
       edges=dict(features=np.ones((e_pad, 1), np.float32),
                  direction=direction, mask=edge_mask),
       senders=senders, receivers=receivers, n_node=n_node, n_edge=n_edge,

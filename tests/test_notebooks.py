@@ -19,7 +19,8 @@ _COLABS = sorted((pathlib.Path(__file__).parent.parent / "colabs").glob(
 def test_notebook_runs(path, tmp_path, monkeypatch):
   monkeypatch.setenv("GPLACE_NOTEBOOK_SIZE", "tiny")
   # The notebook sets its own device count; do not inherit the tests' flags.
-  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2 "
+                     "--xla_backend_optimization_level=0")
   notebook = nbformat.read(path, as_version=4)
   client = nbclient.NotebookClient(notebook, timeout=600,
                                    kernel_name="python3",

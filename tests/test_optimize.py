@@ -8,6 +8,7 @@ compiles once for the whole file.
 import dataclasses
 import json
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -276,17 +277,18 @@ def test_policy_trains_go_on_the_graph():
   assert np.isfinite(result.runtime_s)
 
 
-@pytest.fixture(scope="module")
-def small_policy(tmp_path_factory):
+def small_policy_file(directory, config_name="pretrain", **policy):
   """A small GO policy file for 1cpu+2gpu (freshly initialised; what a
-  pretraining run writes, minus the training)."""
-  from experiments.configs import pretrain as pretrain_config  # pylint: disable=import-outside-toplevel
+  pretraining run of ``experiments/configs/<config_name>.py`` writes, minus
+  the training); ``policy`` overrides ``config.policy``."""
+  import importlib  # pylint: disable=import-outside-toplevel
   from gplace.rl import data, policy_file, state  # pylint: disable=import-outside-toplevel
-  config = pretrain_config.get_config()
+  config = importlib.import_module(
+      f"experiments.configs.{config_name}").get_config()
   config.topology = "1cpu+2gpu"
   config.policy.update(hidden_size=8, num_sage_layers=1,
                        num_attention_layers=1, num_heads=2, segment_length=16,
-                       op_embedding_size=4, head_hidden_size=8)
+                       op_embedding_size=4, head_hidden_size=8, **policy)
   config.rl.num_samples = 4
   topology = gplace.topology.preset("1cpu+2gpu")
   setup = data.GraphSetup("g", random_dag(20, seed=3), None, None, {}, {},
@@ -295,8 +297,31 @@ def small_policy(tmp_path_factory):
   policy = state.create_policy(config, topology.n_devices)
   params = policy.init(jax.random.PRNGKey(0),
                        jax.tree.map(lambda x: x[0], batch.graphs))
-  path = str(tmp_path_factory.mktemp("policy") / "policy.npz")
-  return policy_file.save_policy(path, params, config, topology, steps=0)
+  return policy_file.save_policy(str(directory / "policy.npz"), params,
+                                 config, topology, steps=0)
+
+
+@pytest.fixture(scope="module")
+def small_policy(tmp_path_factory):
+  return small_policy_file(tmp_path_factory.mktemp("policy"))
+
+
+def test_a_policy_given_a_plan_starts_from_the_best_default_baseline(
+    tmp_path):
+  # hint_init 100 dwarfs the fresh head's logits: the greedy placement is
+  # the plan it was given, the fastest baseline in the default schedule.
+  path = small_policy_file(tmp_path, "pretrain_hint", hint_init=100.0)
+  graph = random_dag(30, seed=5)
+  result = gplace.optimize(graph, topology="1cpu+2gpu", method="pretrained",
+                           policy=path, progress=False)
+  from gplace.autoplace import candidates  # pylint: disable=import-outside-toplevel
+  from gplace.autoplace.inputs import Problem  # pylint: disable=import-outside-toplevel
+  plan = candidates.best_of(candidates.baseline_runs(
+      Problem(graph, result.topology)).default)
+  greedy = f"pretrained GO zero-shot (given the {plan.label} plan): greedy"
+  assert greedy in result.candidates
+  assert result.candidates[greedy] == pytest.approx(plan.runtime_s, rel=1e-6)
+  np.testing.assert_array_equal(result.placement_of(greedy), plan.placement)
 
 
 def test_pretrained_runs_the_policy_zero_shot_next_to_the_baselines(
@@ -327,8 +352,13 @@ def test_the_shipped_policy_places_zero_shot_by_default():
   result = gplace.optimize(random_dag(40, seed=2), method="pretrained",
                            progress=False)
   assert result.topology.name == "1cpu+4gpu"
-  assert "pretrained GO zero-shot: greedy" in result.candidates
-  assert np.isfinite(result.candidates["pretrained GO zero-shot: greedy"])
+  # The shipped policy is given the best default-schedule baseline's plan
+  # (experiments/configs/pretrain_hint.py), and its labels say so.
+  greedy = [k for k in result.candidates
+            if re.fullmatch(r"pretrained GO zero-shot \(given the .+ "
+                            r"\(default\) plan\): greedy", k)]
+  assert len(greedy) == 1, list(result.candidates)
+  assert np.isfinite(result.candidates[greedy[0]])
 
 
 def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy):

@@ -1,4 +1,6 @@
-"""Pretrains the GO policy gplace ships (gplace/pretrained/go_1cpu+4gpu.npz).
+"""Pretrains a plain GO policy (the base of the one gplace ships, which
+``experiments/configs/pretrain_hint.py`` makes: the same training plus the
+best classical plan as an input).
 
 One policy over eight training graphs of three zoo families (RNN language
 models, Transformer-XL, ResNet-50) and generated random DAGs, tiny train
@@ -9,7 +11,7 @@ batches of four graphs switched every chunk (gplace.rl.pretrain).
 
   python experiments/run.py --config experiments/configs/pretrain.py \
       --workdir /tmp/gplace_pretrain
-  cp /tmp/gplace_pretrain/policy.npz gplace/pretrained/go_1cpu+4gpu.npz
+  python experiments/transfer.py --policy /tmp/gplace_pretrain/policy.npz
 """
 
 from experiments.configs import quickstart

@@ -233,7 +233,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     _show_best(bar, tried)
     if loaded is not None:
       bar.stage("pretrained policy")
-      tried.extend(learned.zero_shot_candidates(problem, loaded, seed=seed))
+      tried.extend(learned.zero_shot_candidates(
+          problem, loaded, seed=seed,
+          default_baselines=None if chosen.kind == "baseline"
+          else runs.default))
       _show_best(bar, tried)
     solver_next = chosen.kind == "solver" or (
         chosen.kind == "auto" and n <= AUTO_SOLVER_MAX_NODES)

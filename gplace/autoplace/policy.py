@@ -39,6 +39,7 @@ import jax
 import numpy as np
 
 from gplace.errors import ConfigError, SearchError
+from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.candidates import Candidate, score
 from gplace.autoplace.inputs import LOCAL, Problem
 from gplace.rl import policy_file as policy_file_lib
@@ -113,10 +114,17 @@ def resolve_policy_file(policy: Any, topology) -> Optional[
 
 def zero_shot_candidates(problem: Problem,
                          loaded: policy_file_lib.PolicyFile, *, seed: int,
-                         num_samples: int = NUM_SAMPLES) -> list[Candidate]:
+                         num_samples: int = NUM_SAMPLES,
+                         default_baselines: Optional[list[Candidate]] = None
+                         ) -> list[Candidate]:
   """The pretrained policy's own placements of ``problem.graph``, no
   training: its greedy placement and the best of ``num_samples`` fresh
   samples, scored in the default schedule (with ``problem.costs``).
+
+  A policy that reads a classical plan (``policy.hint``) is given the
+  fastest of ``default_baselines`` (the baselines in the default schedule,
+  :func:`~gplace.autoplace.candidates.baseline_runs`; scored here when
+  None), as in its training, and its labels name that plan.
 
   Raises:
     ConfigError: the file's parameters do not fit its own policy settings.
@@ -131,8 +139,19 @@ def zero_shot_candidates(problem: Problem,
       problem.graph, max_groups=int(groups.get("max_groups", 0)),
       rule=str(groups.get("rule", "colocation")),
       min_nodes=int(groups.get("min_nodes", 0)))
-  setup = data.GraphSetup(problem.graph.name, problem.graph, None, None, {},
-                          {}, float("nan"), float("inf"), coarse)
+  label = f"pretrained {name.upper()} zero-shot"
+  known, known_s = {}, {}
+  if loaded.policy.get("hint"):
+    if default_baselines is None:
+      default_baselines = candidates_lib.baseline_runs(problem,
+                                                       seed=seed).default
+    plan = candidates_lib.best_of(default_baselines)
+    if plan is not None:
+      known = {plan.label: np.asarray(plan.placement, np.int32)}
+      known_s = {plan.label: plan.runtime_s}
+      label += f" (given the {plan.label} plan)"
+  setup = data.GraphSetup(problem.graph.name, problem.graph, None, None,
+                          known, known_s, float("nan"), float("inf"), coarse)
   batch = data.make_batch([setup], problem.topology, with_problems=False)
   batch = jax.tree.map(jax.numpy.asarray, batch)
   first = jax.tree.map(lambda x: x[0], batch.graphs)
@@ -145,7 +164,6 @@ def zero_shot_candidates(problem: Problem,
   samples = np.asarray(own.samples)[0, :, :n]
   runtimes = score(problem, np.concatenate([greedy[None], samples])).runtime_s
   best = int(np.argmin(runtimes[1:]))
-  label = f"pretrained {name.upper()} zero-shot"
   return [Candidate(f"{label}: greedy", greedy, None, float(runtimes[0])),
           Candidate(f"{label}: best of {num_samples} samples", samples[best],
                     None, float(runtimes[1 + best]))]
@@ -178,6 +196,8 @@ def finetune_candidates(problem: Problem,
   config.warm_start.baseline = "none"
   label = f"pretrained {str(loaded.policy.get('name', 'go')).upper()} " \
           "fine-tuned"
+  if loaded.policy.get("hint"):
+    label += " (given the best default-schedule baseline's plan)"
   return train_candidates(problem, config, topology_name, time_s=time_s,
                            seed=seed, max_steps=steps, label=label)
 

@@ -22,6 +22,11 @@ of similar size share a budget.
                                     to the padding graph (index len(graphs))
     "position":    int32   [N_pad]  node id within its graph (= topological
                                     position); 0 for padding
+    "hint":        int32   [N_pad]  a classical plan's device for the node,
+                                    -1 where there is none (always -1 here;
+                                    gplace.rl.data.make_batch fills it from
+                                    each graph's best baseline) and on
+                                    padding
   }
   edges = {
     "features":  float32 [E_pad, n_edge_features]  (see EDGE_FEATURE_NAMES)
@@ -331,6 +336,7 @@ def to_graphs_tuple(graph_or_graphs: Union[Graph, Sequence[Graph]],
   node_mask = np.zeros(n_pad, bool)
   graph_index = np.full(n_pad, len(graphs), np.int32)
   position = np.zeros(n_pad, np.int32)
+  hint = np.full(n_pad, -1, np.int32)
   edge_feats = np.zeros((e_pad, n_edge_features), np.float32)
   direction = np.zeros(e_pad, np.int32)
   edge_mask = np.zeros(e_pad, bool)
@@ -369,7 +375,8 @@ def to_graphs_tuple(graph_or_graphs: Union[Graph, Sequence[Graph]],
 
   return jraph.GraphsTuple(
       nodes={"features": features, "op_type": op_type, "mask": node_mask,
-             "graph_index": graph_index, "position": position},
+             "graph_index": graph_index, "position": position,
+             "hint": hint},
       edges={"features": edge_feats, "direction": direction,
              "mask": edge_mask},
       senders=senders, receivers=receivers, n_node=n_node, n_edge=n_edge,

@@ -47,6 +47,23 @@ def relative_position_encoding(graphs: jraph.GraphsTuple,
   return jnp.concatenate([t[:, None], jnp.sin(angles), jnp.cos(angles)], -1)
 
 
+def hint_one_hot(graphs: jraph.GraphsTuple, num_devices: int) -> jax.Array:
+  """``graphs.nodes["hint"]`` one-hot: ``f32 [N_pad, num_devices]``, a zero
+  row where the hint is -1 (none).
+
+  Raises:
+    PolicyError: the graphs carry no ``"hint"`` (a ``GraphsTuple`` built by
+      hand, not by :func:`gplace.graphs.features.to_graphs_tuple`).
+  """
+  if "hint" not in graphs.nodes:
+    raise PolicyError(
+        "This policy reads a classical plan per node (policy hint=True) but "
+        "the graphs have no nodes['hint']; build them with "
+        "gplace.graphs.features.to_graphs_tuple and gplace.rl.data.make_batch "
+        "(which fills it from each graph's best baseline).")
+  return jax.nn.one_hot(graphs.nodes["hint"], num_devices)
+
+
 class GOEncoder(nn.Module):
   """GO's graph encoder: op embedding, GraphSAGE, modulation, attention.
 
@@ -70,6 +87,10 @@ class GOEncoder(nn.Module):
     num_position_frequencies: frequencies of
       :func:`relative_position_encoding` (0: only the raw fraction).
     normalize_features: layer-normalise the projected node features.
+    hint_devices: ``D`` > 0 adds the one-hot ``graphs.nodes["hint"]`` (a
+      classical plan's device per node, all zero where it is -1) to the
+      input, so that the layers see where each node's neighbours are
+      placed by that plan; 0 (default): no hint input.
   """
 
   hidden_size: int = 64
@@ -83,6 +104,7 @@ class GOEncoder(nn.Module):
   op_embedding_size: int = 16
   num_position_frequencies: int = 8
   normalize_features: bool = True
+  hint_devices: int = 0
 
   def __post_init__(self):
     for name in ("hidden_size", "num_heads", "num_sage_layers",
@@ -109,12 +131,15 @@ class GOEncoder(nn.Module):
     """Returns node embeddings ``f32 [N_pad, hidden_size]`` (0 on padding)."""
     nodes = graphs.nodes
     op_type = jnp.clip(nodes["op_type"], 0, self.vocabulary_size - 1)
-    x = jnp.concatenate([
+    inputs = [
         nn.Embed(self.vocabulary_size, self.op_embedding_size,
                  name="op_embedding")(op_type),
         self._project_features(nodes["features"].astype(jnp.float32)),
         relative_position_encoding(graphs, self.num_position_frequencies),
-    ], -1)
+    ]
+    if self.hint_devices:
+      inputs.append(hint_one_hot(graphs, self.hint_devices))
+    x = jnp.concatenate(inputs, -1)
     x = nn.relu(nn.Dense(self.hidden_size, name="input_projection")(x))
     x = x * nodes["mask"][:, None].astype(x.dtype)
     conditioning = layers.graph_embedding(x, graphs)  # [G_pad, H]
@@ -171,6 +196,20 @@ class GOPolicy(nn.Module):
       meant to transfer to unseen graphs. 0 (default): off.
     free_logit_scale: multiplies the offsets (Adam steps each parameter by
       about the learning rate, so this is their learning rate multiplier).
+    hint: read a classical plan per node (``graphs.nodes["hint"]``, each
+      graph's best baseline, :func:`gplace.rl.data.hint_placements`): the
+      encoder sees it (``GOEncoder.hint_devices``) and the head adds a
+      learned ``hint_logit`` (initially ``hint_init``) to the hinted
+      device's logit. The policy then starts at the plan (its greedy
+      placement *is* the plan while the head's own logits are small) and
+      learns where to leave it, on any graph, seen or not. Not in GO
+      (whose baselines were weak): from the near-uniform start, pretraining
+      on two CPU cores never reached the list schedulers' plans on unseen
+      graphs (``experiments/RESULTS.md``). Its placements are the policy's
+      own, but every report says which plan it was given.
+    hint_init: the initial ``hint_logit`` (4: the plan's device has
+      probability e^4 / (e^4 + D - 1), 0.93 on five devices, before any
+      training).
   """
 
   num_devices: int
@@ -178,6 +217,8 @@ class GOPolicy(nn.Module):
   head_hidden_size: int = 64
   free_logits: int = 0
   free_logit_scale: float = 10.0
+  hint: bool = False
+  hint_init: float = 4.0
 
   @nn.compact
   def __call__(self, graphs: jraph.GraphsTuple,
@@ -189,6 +230,11 @@ class GOPolicy(nn.Module):
                          (self.free_logits, self.num_devices))
       position = jnp.clip(graphs.nodes["position"], 0, self.free_logits - 1)
       offsets = self.free_logit_scale * table[position]  # [N_pad, D]
+    if self.hint:
+      weight = self.param("hint_logit", nn.initializers.constant(
+          self.hint_init), ())
+      hinted = weight * hint_one_hot(graphs, self.num_devices)
+      offsets = hinted if offsets is None else offsets + hinted
     return layers.PlacementHead(self.num_devices, self.head_hidden_size,
                                 name="head")(states, device_mask,
                                              offsets=offsets)
@@ -214,7 +260,9 @@ def create_go_policy(num_devices: int, **hparams) -> GOPolicy:
     raise PolicyError(
         f"Unknown GO policy hyperparameters {sorted(unknown)}; the policy "
         f"takes {sorted(encoder_fields | policy_fields)}.")
-  encoder = GOEncoder(**{k: v for k, v in hparams.items()
-                         if k in encoder_fields})
+  encoder_hparams = {k: v for k, v in hparams.items() if k in encoder_fields}
+  if hparams.get("hint"):
+    encoder_hparams["hint_devices"] = num_devices
+  encoder = GOEncoder(**encoder_hparams)
   return GOPolicy(num_devices=num_devices, encoder=encoder,
                   **{k: v for k, v in hparams.items() if k in policy_fields})

@@ -346,7 +346,8 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   :class:`~gplace.rl.types.Batch` (host-side numpy).
 
   Args:
-    setups: ``B`` graphs (only ``graph`` and ``failing_runtime_s`` are read).
+    setups: ``B`` graphs (``graph`` and ``failing_runtime_s`` are read, and
+      ``baselines`` and ``baseline_runtime_s`` where a setup has them).
     topology: the devices (``D``).
     with_problems: also build the stacked simulator problems (simulated
       rewards inside the jitted step).
@@ -358,7 +359,8 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
 
   Returns:
     A batch of ``B`` graphs of one node budget ``N_pad``, all devices
-    allowed (``device_mask`` ``bool [B, D]``). If any setup has a
+    allowed (``device_mask`` ``bool [B, D]``), each graph's best baseline
+    as the ``"hint"`` node input (:func:`hint_placements`). If any setup has a
     ``coarsening``, the policy's graphs are the coarse ones (the others
     have a group per op), the problems the original ones, and the batch
     has ``group_of`` (:mod:`gplace.rl.grouping`).
@@ -385,6 +387,9 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   if grouped:
     group_of = grouping.group_index(coarsenings, [g.n_nodes for g in graphs],
                                     node_budget, budget.n_nodes)
+  graphs_tuple.nodes["hint"] = hint_placements(
+      setups, node_budget, group_of, graphs_tuple.nodes["mask"],
+      topology.n_devices)
   return Batch(
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
@@ -392,6 +397,38 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
       device_mask=_device_masks(all_policy_graphs, policy_graphs,
                                 topology.n_devices, budget.n_nodes),
       group_of=group_of)
+
+
+def hint_placements(setups: Sequence[GraphSetup], num_simulated: int,
+                    group_of: Optional[np.ndarray], node_mask: np.ndarray,
+                    n_devices: int) -> np.ndarray:
+  """The ``"hint"`` node input of a batch: each graph's best baseline
+  (:func:`warm_start_target` ``"best"``: the fastest under the training
+  reward, the default schedule for simulated rewards), with groups each
+  group's majority device.
+
+  Args:
+    setups: ``B`` graphs; one without baselines gets no hint.
+    num_simulated: ``N_sim``, the simulated node budget.
+    group_of: ``int32 [B, N_sim]`` or None (the policy places nodes).
+    node_mask: ``bool [B, N_pad]``, the policy's real nodes (or groups).
+    n_devices: ``D``.
+
+  Returns:
+    ``int32 [B, N_pad]``: a device per node (group), ``-1`` on padding and
+    for graphs without baselines.
+  """
+  has_hint = np.asarray([bool(getattr(s, "baselines", None))
+                         for s in setups])
+  placements = np.zeros((len(setups), num_simulated), np.int32)
+  for b, setup in enumerate(setups):
+    if has_hint[b]:
+      _, placement, _ = warm_start_target(setup, "best")
+      placements[b, :setup.graph.n_nodes] = placement
+  hints = np.asarray(grouping.group_placement(
+      placements, group_of, node_mask.shape[1], n_devices)
+                     if group_of is not None else placements)
+  return np.where(node_mask & has_hint[:, None], hints, -1).astype(np.int32)
 
 
 def _device_masks(all_graphs: Sequence[Graph], graphs: Sequence[Graph],

@@ -101,6 +101,7 @@ def test_single_graph_layout():
       ("nodes", "mask"): ((n,), np.bool_),
       ("nodes", "graph_index"): ((n,), np.int32),
       ("nodes", "position"): ((n,), np.int32),
+      ("nodes", "hint"): ((n,), np.int32),
       ("edges", "features"): ((e, features.n_edge_features), np.float32),
       ("edges", "direction"): ((e,), np.int32),
       ("edges", "mask"): ((e,), np.bool_),
@@ -110,7 +111,8 @@ def test_single_graph_layout():
     value = getattr(gt, part)[key]
     assert value.shape == shape and value.dtype == dtype, (part, key)
   assert set(gt.nodes) == {"features", "op_type", "mask", "graph_index",
-                           "position"}
+                           "position", "hint"}
+  assert (gt.nodes["hint"] == -1).all()  # no plan until make_batch
   assert set(gt.edges) == {"features", "direction", "mask"}
   assert set(gt.globals) == {"mask"}
   for value in (gt.senders, gt.receivers):

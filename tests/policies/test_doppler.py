@@ -262,7 +262,8 @@ def test_imitation_then_rl_improves_its_own_greedy_placement(tmp_path,
     record = json.load(f)["graphs"][0]
   assert record["schedule"] == "dynamic: order as priority"
   assert sorted(record["order"]) == list(range(len(record["placement"])))
-  assert record["runtime_s"] <= heft_s * (1 + 1e-6)  # seeded with the plan
+  # Seeded with the plan; the log prints it to 1e-4 ms (5e-8 s rounding).
+  assert record["runtime_s"] <= heft_s + 5e-8 + 1e-6 * heft_s
 
 
 def test_warm_start_targets_are_the_plan_in_its_best_order():

@@ -44,6 +44,31 @@ def test_device_mask_reaches_the_head():
   assert np.all(logits[:, 1] <= -1e8)
 
 
+def test_a_hinted_policy_starts_at_the_plan_and_reads_it():
+  policy = policies.create_policy("go", 3, hidden_size=8, num_heads=2,
+                                  segment_length=4, num_sage_layers=1,
+                                  num_attention_layers=1, head_hidden_size=8,
+                                  hint=True, hint_init=50.0)
+  assert policy.encoder.hint_devices == 3
+  graphs = make_graphs_tuple([chain(5)], n_pad=8, e_pad=8)
+  plan = np.array([2, 0, 1, 1, 2, -1, -1, -1], np.int32)
+  hinted = graphs._replace(nodes=dict(graphs.nodes, hint=plan))
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), hinted)
+  assert float(params["params"]["hint_logit"]) == 50.0
+  apply = jax.jit(policy.apply)
+  logits = apply(params, hinted)
+  np.testing.assert_array_equal(np.argmax(logits[:5], -1), plan[:5])
+  # The plan is an input too, not only the offset: without it (all -1) the
+  # logits move by more than the dropped offset.
+  plain = apply(params, graphs)
+  offset = 50.0 * jax.nn.one_hot(plan, 3)
+  assert not np.allclose(plain[:5], (logits - offset)[:5], atol=1e-4)
+  without = graphs._replace(nodes={k: v for k, v in graphs.nodes.items()
+                                   if k != "hint"})
+  with pytest.raises(PolicyError, match="nodes\\['hint'\\]"):
+    apply(params, without)
+
+
 def test_create_policy_go_splits_encoder_and_head_hyperparameters():
   policy = policies.create_policy("go", 5, hidden_size=16, num_heads=2,
                                   segment_length=8, head_hidden_size=12)

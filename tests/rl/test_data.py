@@ -84,6 +84,29 @@ def test_make_batch_pads_and_stacks():
   assert data.make_batch(setups, topology, with_problems=False).problems is None
 
 
+def test_the_hint_is_each_graphs_fastest_baseline_per_node_or_group():
+  topology = topology_lib.preset("1cpu+2gpu")
+  graph = random_dag(40, seed=4, name="c")
+  slow, fast = np.zeros(40, np.int32), np.arange(40, dtype=np.int32) % 3
+  known = _setup(graph)._replace(baselines={"slow": slow, "fast": fast},
+                                 baseline_runtime_s={"slow": 2.0,
+                                                     "fast": 1.0})
+  unknown = _setup(random_dag(30, seed=1, name="a"))
+  batch = data.make_batch([known, unknown], topology)
+  hint = batch.graphs.nodes["hint"]
+  np.testing.assert_array_equal(hint[0, :40], fast)
+  assert (hint[0, 40:] == -1).all() and (hint[1] == -1).all()
+  # Groups get their ops' majority device.
+  coarse = grouping.coarsen_for_policy(graph, max_groups=12, rule="size",
+                                       min_nodes=0)
+  grouped = data.make_batch([known._replace(coarsening=coarse)], topology)
+  votes = np.zeros((coarse.n_groups, 3))
+  np.add.at(votes, (np.asarray(coarse.group_of), fast), 1)
+  np.testing.assert_array_equal(
+      grouped.graphs.nodes["hint"][0, :coarse.n_groups], votes.argmax(1))
+  assert (grouped.graphs.nodes["hint"][0, coarse.n_groups:] == -1).all()
+
+
 def test_device_constraints_become_the_policys_per_node_mask():
   topology = topology_lib.preset("1cpu+2gpu")
   graph = random_dag(40, seed=4, name="c")
