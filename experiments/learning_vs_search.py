@@ -14,6 +14,12 @@ and seed, every arm below gets the same number of simulator evaluations
 * **policy best sample** (learned): the fastest placement the policy itself
   sampled during that run (every one of them drawn from the policy; no
   baseline seeding, no search).
+* **policy given the best plan** (learned; ``--hint``, ``0`` skips it): the
+  same pure RL on single ops (no groups) with ``policy.hint``: the policy
+  reads the best default-schedule baseline's plan as a node input and
+  starts from it (its greedy placement is that plan at step 0), then PPO
+  moves ops off it. Its greedy placement and best own sample are the
+  policy's; the plan it was given is the best baseline row below.
 * **policy-guided search** (search, not learned): the same policy warm
   started from the best baseline, with ``rl.mutate_best``: samples are the
   best placement so far with a few groups re-drawn from the policy; its best
@@ -119,9 +125,10 @@ def search_controls(graph, topology, *, budget: int, seed: int,
   return rows
 
 
-def rl_config(args, workload: str, seed: int, guided: bool):
-  """The quickstart config for one RL arm (pure RL, or policy-guided
-  search with ``guided``)."""
+def rl_config(args, workload: str, seed: int, guided: bool,
+              hinted: bool = False):
+  """The quickstart config for one RL arm (pure RL, policy-guided search
+  with ``guided``, or pure RL given the best plan with ``hinted``)."""
   config = quickstart.get_config()
   config.workload, config.workload_size = workload, args.size
   config.topology, config.seed = args.topology, seed
@@ -134,6 +141,9 @@ def rl_config(args, workload: str, seed: int, guided: bool):
   if guided:
     config.warm_start.baseline = "best"
     config.rl.mutate_best = args.mutate_best
+  if hinted:
+    config.policy.hint, config.policy.hint_init = True, args.hint
+    config.groups.max_groups = 0
   return config
 
 
@@ -184,6 +194,19 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
     if seed == 0:
       curves["policy samples: mean per step"] = (ev, mean)
       curves["policy samples: best so far"] = (ev, best)
+    if args.hint > 0:
+      with tempfile.TemporaryDirectory() as workdir:
+        result, (ev, _, best), wall = run_rl(
+            rl_config(args, workload, seed, guided=False, hinted=True),
+            workdir)
+      own = result.policy[0]
+      spent = int(ev[-1]) if len(ev) else 0
+      add("policy given the best plan: greedy", LEARNED,
+          own.greedy_runtime_s, spent + 1, wall)
+      add("policy given the best plan: best sample (during training)",
+          LEARNED, result.best_runtime_s[0], spent, wall)
+      if seed == 0:
+        curves["policy given the best plan: best so far"] = (ev, best)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
         result, (ev, _, best), wall = run_rl(
@@ -242,6 +265,9 @@ def main(argv=None) -> int:
                       help="policy samples per RL step")
   parser.add_argument("--mutate_best", type=float, default=0.01,
                       help="policy-guided search arm (0: skip it)")
+  parser.add_argument("--hint", type=float, default=0.0,
+                      help="arm of a policy given the best plan as input: "
+                      "its policy.hint_init (e.g. 5.0; 0: skip it)")
   parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
