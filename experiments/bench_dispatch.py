@@ -7,13 +7,20 @@ jitted call of ``simulate_problem`` (one shared node-id order) and of
 ``simulate_dispatch`` (``dynamic=True``, critical-path priority: each
 placement list-scheduled on its own), their ratio, and how much faster the
 dynamic schedules run than node-id order (mean over the ``K`` placements).
+``--workloads`` adds zoo train steps (tiny) with the same columns, plus the
+dispatch time with one buffer slot per node (``W = N``: what a batch whose
+64-slot buffer overflowed cost before the width ladder,
+``gplace.sim.dispatch.width_ladder``, and the ladder's widths).
 
   python experiments/bench_dispatch.py --sizes 300 1000 3000 --placements 16
+  python experiments/bench_dispatch.py --sizes --workloads transformer_xl4 \
+      resnet50 --placements 64
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -21,9 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gplace import workloads
+from gplace.graphs.capture import capture
 from gplace.graphs.graph import random_dag
 from gplace.sim import simulator
-from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
+from gplace.sim.dispatch import (BUFFER_WIDTH, dispatch_problem,
+                                 make_dispatch_problem, width_ladder)
 from gplace.sim.priority import bottom_level
 from gplace.sim.topology import preset
 
@@ -38,9 +48,15 @@ def _median_s(fn, repeats: int) -> float:
   return statistics.median(times)
 
 
-def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0) -> dict:
+def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0,
+               graph=None, full_width: bool = False) -> dict:
+  """Timings of ``K`` random placements of ``graph`` (default a
+  ``random_dag`` of ``n_nodes``); with ``full_width`` also of the
+  dispatch at ``W = N``."""
   topology = preset("1cpu+4gpu")
-  graph = random_dag(n_nodes, avg_degree=2.5, seed=seed)
+  if graph is None:
+    graph = random_dag(n_nodes, avg_degree=2.5, seed=seed)
+  n_nodes = graph.n_nodes
   rng = np.random.default_rng(seed)
   placements = jnp.asarray(
       rng.integers(0, topology.n_devices, (k, n_nodes)), jnp.int32)
@@ -55,39 +71,53 @@ def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0) -> dict:
   problem = make_dispatch_problem(graph, topology)
   priority = jnp.asarray(bottom_level(graph, topology), jnp.float32)
 
-  dispatch = jax.jit(dispatch_problem, static_argnames=("dynamic",),
+  dispatch = jax.jit(dispatch_problem, static_argnames=("dynamic", "width"),
                      compiler_options=simulator.COMPILER_OPTIONS or None)
 
-  def run_dispatch():
+  def run_dispatch(width=BUFFER_WIDTH):
     with simulator.one_kernel_loops():   # as gplace.simulate traces it
       return jax.block_until_ready(dispatch(
-          problem, placements, priority, dynamic=True).runtime_s)
+          problem, placements, priority, dynamic=True, width=width).runtime_s)
 
   scan_s = _median_s(run_scan, repeats)
   dispatch_s = _median_s(run_dispatch, repeats)
   speedup = np.asarray(run_scan()) / np.asarray(run_dispatch())
+  full_s = (_median_s(lambda: run_dispatch(n_nodes), repeats)
+            if full_width else float("nan"))
   return dict(nodes=n_nodes, k=k, scan_s=scan_s, dispatch_s=dispatch_s,
-              ratio=dispatch_s / scan_s,
+              ratio=dispatch_s / scan_s, full_s=full_s,
               dynamic_speedup=float(np.mean(speedup)))
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--sizes", type=int, nargs="+", default=[300, 1000],
+  parser.add_argument("--sizes", type=int, nargs="*", default=[300, 1000],
                       help="random_dag node counts")
+  parser.add_argument("--workloads", nargs="*", default=[],
+                      help="zoo workloads (tiny train steps) to add")
   parser.add_argument("--placements", type=int, default=16,
                       help="placements simulated per call (K)")
   parser.add_argument("--repeats", type=int, default=5,
                       help="timed calls per size (the median is reported)")
   args = parser.parse_args(argv)
-  print(f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}")
-  print("| nodes | K | scan s (id order) | dispatch s (dynamic) | dispatch / "
-        "scan | id-order runtime / dynamic runtime |")
-  print("|---:|---:|---:|---:|---:|---:|")
-  for n in args.sizes:
-    r = bench_size(n, args.placements, args.repeats)
-    print(f"| {n} | {r['k']} | {r['scan_s']:.4f} | {r['dispatch_s']:.4f} | "
-          f"{r['ratio']:.1f}x | {r['dynamic_speedup']:.2f}x |", flush=True)
+  print(f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}, "
+        f"load average {os.getloadavg()}")
+  print("| graph | nodes | K | scan s (id order) | dispatch s (dynamic) | "
+        "dispatch / scan | id-order runtime / dynamic runtime | dispatch s "
+        "at W = N | widths tried |")
+  print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+  graphs = [(f"random_dag:{n}", n, None) for n in args.sizes]
+  for name in args.workloads:
+    fn, fn_args = workloads.get(name, "tiny", "train")
+    graph = capture(fn, *fn_args)
+    graphs.append((f"{name} (tiny)", graph.n_nodes, graph))
+  for name, n, graph in graphs:
+    r = bench_size(n, args.placements, args.repeats, graph=graph,
+                   full_width=graph is not None)
+    print(f"| {name} | {r['nodes']} | {r['k']} | {r['scan_s']:.4f} | "
+          f"{r['dispatch_s']:.4f} | {r['ratio']:.1f}x | "
+          f"{r['dynamic_speedup']:.2f}x | {r['full_s']:.4f} | "
+          f"{width_ladder(BUFFER_WIDTH, r['nodes'])} |", flush=True)
 
 
 if __name__ == "__main__":

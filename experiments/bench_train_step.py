@@ -1,6 +1,8 @@
 """Times one GO training step (sample, simulate, PPO update) by graph size.
 
   python experiments/bench_train_step.py --sizes=1000,10000,80000
+  python experiments/bench_train_step.py --sizes=80000 --max_groups=256 \
+      --ppo_epochs=2        # the quickstart's group-level actions
 
 Graphs are gplace.graphs.graph.random_dag; topology 1cpu+4gpu; the state is
 made by ``gplace.rl.state.create_train_state`` and the step is the jitted
@@ -24,6 +26,7 @@ import jax
 from experiments.configs import quickstart
 from gplace.graphs import graph as graph_lib
 from gplace.rl import data
+from gplace.rl import grouping
 from gplace.rl import state as state_lib
 from gplace.rl import train
 from gplace.sim import topology
@@ -43,6 +46,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="the policy-gradient loss")
   parser.add_argument("--ppo_epochs", type=int, default=4,
                       help="PPO epochs per step")
+  parser.add_argument("--max_groups", type=int, default=0,
+                      help="> 0: the policy places at most this many op "
+                      "groups (config.groups, as the quickstart does); 0: "
+                      "op by op")
   parser.add_argument("--hidden_size", type=int, default=64,
                       help="policy width")
   parser.add_argument("--segment_length", type=int, default=128,
@@ -65,13 +72,18 @@ def main(argv=None) -> None:
   topo = topology.preset("1cpu+4gpu")
   print(f"load average {os.getloadavg()}, {os.cpu_count()} cores")
   print(f"devices: {jax.devices()}, K={args.num_samples}, loss={args.loss}, "
-        f"epochs={args.ppo_epochs}, hidden={args.hidden_size}")
+        f"epochs={args.ppo_epochs}, hidden={args.hidden_size}, "
+        f"max_groups={args.max_groups or 'off (op by op)'}")
   for size in [int(s) for s in args.sizes.split(",")]:
     t0 = time.time()
     graph = graph_lib.random_dag(size, seed=0, name=f"random_dag:{size}")
+    coarsening = grouping.coarsen_for_policy(
+        graph, max_groups=args.max_groups, rule=config.groups.rule,
+        min_nodes=config.groups.min_nodes)
     setup = data.GraphSetup(
         name=graph.name, graph=graph, fn=None, args=None, baselines={},
-        baseline_runtime_s={}, lower_bound_s=0.0, failing_runtime_s=1.0)
+        baseline_runtime_s={}, lower_bound_s=0.0, failing_runtime_s=1.0,
+        coarsening=coarsening)
     batch = data.make_batch([setup], topo)
     host_s = time.time() - t0
     policy = state_lib.create_policy(config, topo.n_devices)
@@ -93,7 +105,8 @@ def main(argv=None) -> None:
     # shared machine (XLA may use several threads, so it can exceed wall).
     cpu_s = (time.process_time() - cpu0) / args.steps
     n_pad = batch.graphs.nodes["mask"].shape[1]
-    print(f"nodes={size:>6} (N_pad={n_pad}, edges={graph.n_edges}): "
+    groups = "" if coarsening is None else f", {coarsening.n_groups} groups"
+    print(f"nodes={size:>6} (N_pad={n_pad}, edges={graph.n_edges}{groups}): "
           f"host setup {host_s:.1f}s, compile {compile_s:.1f}s, "
           f"{step_s:.3f} s/step wall ({cpu_s:.3f} CPU s/step), mean runtime "
           f"{float(metrics['mean_runtime_s'][-1]) * 1e3:.3f} ms, "

@@ -288,7 +288,9 @@ def main(argv=None) -> int:
            "Simulated ms per step; changes against the best baseline in any "
            "schedule (negative = faster). *learned*: the policy's own "
            "placements (pure RL from a near-uniform policy over op groups, "
-           "no warm start, no search); *search*: placements found by "
+           "no warm start, no search; the rows \"given the best plan\" "
+           "read the best default-schedule baseline's placement as an input "
+           "and start from it, on single ops); *search*: placements found by "
            "searching, including the policy-guided search, which is not "
            "learning. Searches start from the best cheap baseline.", ""]
   lines += HEADER

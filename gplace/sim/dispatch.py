@@ -33,7 +33,8 @@ its dispatch order (tested), and :class:`SimResult.order` returns it.
 
 Cost: ``N`` sequential steps of ``O(W + out-degree)`` work per placement:
 candidates wait in a ``W``-slot buffer (:mod:`gplace.sim.list_kernel`; a
-batch whose buffer overflows is scheduled again with ``W = N``). On CPU,
+batch whose buffer overflows is scheduled again with ``8 W`` slots, then
+``64 W``, ..., and finally ``W = N``: :func:`width_ladder`). On CPU,
 within :func:`gplace.sim.kernel.one_kernel_loops` (as ``gplace.simulate``
 calls it), each placement runs as one native kernel; elsewhere (GPU, a
 user's jit) the batch runs as one loop. See ``experiments/bench_simulator.py
@@ -59,6 +60,10 @@ from gplace.sim.topology import Topology, validate_costs
 
 #: Candidate buffer slots per placement (see :func:`dispatch_problem`).
 BUFFER_WIDTH = 64
+
+#: A batch whose buffer overflows is scheduled again with this many times
+#: the slots (then again, up to one slot per node; see :func:`width_ladder`).
+WIDTH_GROWTH = 8
 
 #: Priority for padding nodes of a budget-padded problem: below any real
 #: node's, so they never change a schedule.
@@ -212,6 +217,21 @@ def peak_by_position(problem: DispatchProblem, placement: jax.Array,
   return jnp.maximum(jnp.max(live, axis=1), 0.0)
 
 
+def width_ladder(width: int, n_nodes: int) -> tuple[int, ...]:
+  """The candidate-buffer widths :func:`dispatch_problem` tries in turn:
+  ``width``, then ``WIDTH_GROWTH`` times the last while that is below half
+  of ``n_nodes``, then ``n_nodes`` (which cannot overflow). A step costs
+  ``O(W)``, so a graph whose frontier outgrows the first buffer (the
+  optimizer-update ops of a train step) is not scheduled at ``O(N)`` per
+  step. E.g. ``width_ladder(64, 2560) == (64, 512, 2560)``."""
+  n_nodes = max(1, int(n_nodes))
+  widths = [max(1, min(int(width), n_nodes))]
+  while widths[-1] < n_nodes:
+    wider = widths[-1] * WIDTH_GROWTH
+    widths.append(wider if 2 * wider < n_nodes else n_nodes)
+  return tuple(widths)
+
+
 def dispatch_problem(problem: DispatchProblem, placements: jax.Array,
                      priority: jax.Array, *, dynamic: bool,
                      width: int = BUFFER_WIDTH) -> SimResult:
@@ -224,7 +244,8 @@ def dispatch_problem(problem: DispatchProblem, placements: jax.Array,
     dynamic: the dynamic rule; else the priority-respecting order.
     width: ``W``, candidate buffer slots per placement. If more executed
       nodes than that are ever candidates at once, the batch is scheduled
-      again with ``W = n`` (same results, slower).
+      again with a wider buffer (:func:`width_ladder`: ``8 W``, ...,
+      ``n``; same results, slower).
 
   Returns:
     :class:`SimResult` with ``start_s``, ``finish_s`` ``[K, n]`` and
@@ -259,12 +280,13 @@ def dispatch_problem(problem: DispatchProblem, placements: jax.Array,
     return (state.start, state.finish, state.order, state.position,
             state.overflow)
 
-  width = max(1, min(int(width), n))
-  start, finish, order, position, overflow = schedules(width)
-  if width < n:
-    start, finish, order, position, _ = jax.lax.cond(
-        jnp.any(overflow), lambda: schedules(n),
-        lambda: (start, finish, order, position, overflow))
+  ladder = width_ladder(width, n)
+  result = schedules(ladder[0])
+  for wider in ladder[1:]:
+    result = jax.lax.cond(jnp.any(result[-1]),
+                          lambda _, slots=wider: schedules(slots),
+                          lambda same: same, result)
+  start, finish, order, position, _ = result
   peak = jax.vmap(functools.partial(peak_by_position, problem))(
       placements, position)
   runtime = jnp.max(finish, axis=1)

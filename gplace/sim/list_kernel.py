@@ -20,7 +20,8 @@ element per lane), so that:
 
 If a placement ever has more than ``W`` buffered candidates, its ``overflow``
 flag is set and its schedule is wrong; :func:`gplace.sim.dispatch
-.dispatch_problem` then schedules the batch again with ``W = N``.
+.dispatch_problem` then schedules the batch again with a wider buffer
+(:func:`gplace.sim.dispatch.width_ladder`, at most ``W = N``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.graphs.graph import random_dag
 from gplace.sim import kernel
 from gplace.sim.dispatch import (dispatch_problem, make_dispatch_problem,
-                                 simulate_dispatch)
+                                 simulate_dispatch, width_ladder)
 from gplace.sim.priority import bottom_level, order_priority
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
@@ -212,11 +212,24 @@ def _fan(width: int) -> Graph:
   return _graph(names, kinds, edges)
 
 
-@pytest.mark.parametrize("dynamic", [True, False])
-def test_a_full_candidate_buffer_falls_back_to_the_exact_schedule(dynamic):
+def test_the_width_ladder_grows_eightfold_then_one_slot_per_node():
+  assert width_ladder(64, 2560) == (64, 512, 2560)
+  assert width_ladder(64, 40) == (40,)
+  assert width_ladder(4, 28) == (4, 28)
+  assert width_ladder(3, 28) == (3, 28)     # 24 is past half of 28
+  assert width_ladder(1, 100) == (1, 8, 100)
+  assert width_ladder(64, 4882) == (64, 512, 4882)
+  assert width_ladder(64, 10000) == (64, 512, 4096, 10000)
+
+
+@pytest.mark.parametrize("dynamic,width", [(True, 4), (False, 4),
+                                           (True, 1)])
+def test_a_full_candidate_buffer_falls_back_to_the_exact_schedule(dynamic,
+                                                                  width):
   # 12 executed roots and a frontier of 24: a 4-slot buffer overflows at
-  # once, so the batch is scheduled again with one slot per node; the
-  # results are those of an unbounded buffer and of the reference.
+  # once, so the batch is scheduled again with a wider buffer (1 slot: 8,
+  # then 28; else 28); the results are those of an unbounded buffer and of
+  # the reference.
   graph = _fan(12)
   topology = preset("1cpu+2gpu")
   problem = make_dispatch_problem(graph, topology)
@@ -224,7 +237,7 @@ def test_a_full_candidate_buffer_falls_back_to_the_exact_schedule(dynamic):
   placements = jnp.asarray(rng.integers(0, 3, (3, graph.n_nodes)))
   priority = rng.normal(size=(3, graph.n_nodes)).astype(np.float32)
   narrow = simulate_dispatch(problem, placements, priority, dynamic=dynamic,
-                             width=4)
+                             width=width)
   full = simulate_dispatch(problem, placements, priority, dynamic=dynamic,
                            width=graph.n_nodes)
   np.testing.assert_array_equal(np.asarray(narrow.order),
