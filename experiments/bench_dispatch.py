@@ -7,14 +7,17 @@ jitted call of ``simulate_problem`` (one shared node-id order) and of
 ``simulate_dispatch`` (``dynamic=True``, critical-path priority: each
 placement list-scheduled on its own), their ratio, and how much faster the
 dynamic schedules run than node-id order (mean over the ``K`` placements).
-``--workloads`` adds zoo train steps (tiny) with the same columns, plus the
-dispatch time with one buffer slot per node (``W = N``: what a batch whose
-64-slot buffer overflowed cost before the width ladder,
-``gplace.sim.dispatch.width_ladder``, and the ladder's widths).
+For every graph it also reports the most candidates any placement had at
+once (its frontier) and, when that overflows the first 64-slot buffer, the
+dispatch time with a buffer wide enough for it from the start (the narrowest
+width of ``gplace.sim.dispatch.width_ladder`` that fits: what such a graph
+cost before the rank trees of ``gplace.sim.tree_kernel``, which the default
+path now falls back to). ``--workloads`` adds zoo train steps (``--size``)
+with the same columns.
 
   python experiments/bench_dispatch.py --sizes 300 1000 3000 --placements 16
   python experiments/bench_dispatch.py --sizes --workloads transformer_xl4 \
-      resnet50 --placements 64
+      resnet50 inception_v3 --size paper --placements 16
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 
 from gplace import workloads
 from gplace.graphs.capture import capture
-from gplace.graphs.graph import random_dag
+from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim import simulator
 from gplace.sim.dispatch import (BUFFER_WIDTH, dispatch_problem,
                                  make_dispatch_problem, width_ladder)
@@ -48,11 +51,25 @@ def _median_s(fn, repeats: int) -> float:
   return statistics.median(times)
 
 
+def frontier(graph, order: np.ndarray) -> int:
+  """The most executed nodes that are candidates at once (all producers
+  dispatched, itself not yet) when ``graph`` is dispatched in ``order``
+  (``[N]``): the buffer width that order needs."""
+  position = np.empty(graph.n_nodes, np.int64)
+  position[order] = np.arange(graph.n_nodes)
+  ready = np.zeros(graph.n_nodes, np.int64)
+  np.maximum.at(ready, graph.edge_dst, position[graph.edge_src] + 1)
+  executed = graph.kind != NODE_INPUT
+  change = np.zeros(graph.n_nodes + 1, np.int64)
+  np.add.at(change, ready[executed], 1)
+  np.add.at(change, position[executed], -1)
+  return int(np.cumsum(change).max())
+
+
 def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0,
-               graph=None, full_width: bool = False) -> dict:
+               graph=None) -> dict:
   """Timings of ``K`` random placements of ``graph`` (default a
-  ``random_dag`` of ``n_nodes``); with ``full_width`` also of the
-  dispatch at ``W = N``."""
+  ``random_dag`` of ``n_nodes``)."""
   topology = preset("1cpu+4gpu")
   if graph is None:
     graph = random_dag(n_nodes, avg_degree=2.5, seed=seed)
@@ -74,19 +91,22 @@ def bench_size(n_nodes: int, k: int, repeats: int, seed: int = 0,
   dispatch = jax.jit(dispatch_problem, static_argnames=("dynamic", "width"),
                      compiler_options=simulator.COMPILER_OPTIONS or None)
 
-  def run_dispatch(width=BUFFER_WIDTH):
+  def run_dispatch(width=BUFFER_WIDTH, field="runtime_s"):
     with simulator.one_kernel_loops():   # as gplace.simulate traces it
-      return jax.block_until_ready(dispatch(
-          problem, placements, priority, dynamic=True, width=width).runtime_s)
+      return jax.block_until_ready(getattr(dispatch(
+          problem, placements, priority, dynamic=True, width=width), field))
 
   scan_s = _median_s(run_scan, repeats)
   dispatch_s = _median_s(run_dispatch, repeats)
   speedup = np.asarray(run_scan()) / np.asarray(run_dispatch())
-  full_s = (_median_s(lambda: run_dispatch(n_nodes), repeats)
-            if full_width else float("nan"))
+  orders = np.asarray(run_dispatch(field="order"))
+  widest = max(frontier(graph, row) for row in orders)
+  fits = next(w for w in width_ladder(BUFFER_WIDTH, n_nodes) if w >= widest)
+  buffer_s = (_median_s(lambda: run_dispatch(fits), repeats)
+              if fits > BUFFER_WIDTH else float("nan"))
   return dict(nodes=n_nodes, k=k, scan_s=scan_s, dispatch_s=dispatch_s,
-              ratio=dispatch_s / scan_s, full_s=full_s,
-              dynamic_speedup=float(np.mean(speedup)))
+              ratio=dispatch_s / scan_s, frontier=widest, fits=fits,
+              buffer_s=buffer_s, dynamic_speedup=float(np.mean(speedup)))
 
 
 def main(argv=None) -> None:
@@ -94,7 +114,10 @@ def main(argv=None) -> None:
   parser.add_argument("--sizes", type=int, nargs="*", default=[300, 1000],
                       help="random_dag node counts")
   parser.add_argument("--workloads", nargs="*", default=[],
-                      help="zoo workloads (tiny train steps) to add")
+                      help="zoo workloads (train steps) to add")
+  parser.add_argument("--size", default="tiny",
+                      choices=("tiny", "small", "paper"),
+                      help="size of the --workloads")
   parser.add_argument("--placements", type=int, default=16,
                       help="placements simulated per call (K)")
   parser.add_argument("--repeats", type=int, default=5,
@@ -103,21 +126,21 @@ def main(argv=None) -> None:
   print(f"backend {jax.default_backend()}, {jax.devices()[0].device_kind}, "
         f"load average {os.getloadavg()}")
   print("| graph | nodes | K | scan s (id order) | dispatch s (dynamic) | "
-        "dispatch / scan | id-order runtime / dynamic runtime | dispatch s "
-        "at W = N | widths tried |")
-  print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        "dispatch / scan | id-order runtime / dynamic runtime | frontier | "
+        "buffer that fits: width, s | buffer s / dispatch s |")
+  print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   graphs = [(f"random_dag:{n}", n, None) for n in args.sizes]
   for name in args.workloads:
-    fn, fn_args = workloads.get(name, "tiny", "train")
+    fn, fn_args = workloads.get(name, args.size, "train", abstract=True)
     graph = capture(fn, *fn_args)
-    graphs.append((f"{name} (tiny)", graph.n_nodes, graph))
+    graphs.append((f"{name} ({args.size})", graph.n_nodes, graph))
   for name, n, graph in graphs:
-    r = bench_size(n, args.placements, args.repeats, graph=graph,
-                   full_width=graph is not None)
+    r = bench_size(n, args.placements, args.repeats, graph=graph)
     print(f"| {name} | {r['nodes']} | {r['k']} | {r['scan_s']:.4f} | "
           f"{r['dispatch_s']:.4f} | {r['ratio']:.1f}x | "
-          f"{r['dynamic_speedup']:.2f}x | {r['full_s']:.4f} | "
-          f"{width_ladder(BUFFER_WIDTH, r['nodes'])} |", flush=True)
+          f"{r['dynamic_speedup']:.2f}x | {r['frontier']} | {r['fits']}, "
+          f"{r['buffer_s']:.4f} | {r['buffer_s'] / r['dispatch_s']:.1f}x |",
+          flush=True)
 
 
 if __name__ == "__main__":

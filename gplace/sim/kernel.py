@@ -50,6 +50,13 @@ def one_kernel_loops(enabled: bool = True):
     _ONE_KERNEL_SCOPE.reset(token)
 
 
+def one_kernel_active() -> bool:
+  """Whether a trace here compiles the simulator's loops as single CPU
+  kernels (within :func:`one_kernel_loops`, and where supported)."""
+  return bool(_HAS_OP_METADATA and ONE_KERNEL_LOOPS and
+              _ONE_KERNEL_SCOPE.get())
+
+
 def _as_one_kernel(fn):
   """``fn`` as a call XLA's CPU backend compiles into one native function
   (tagged ``xla_cpu_small_call`` and kept from inlining)."""

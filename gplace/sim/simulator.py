@@ -193,9 +193,10 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
 
   A shared order runs the fast scan of :mod:`gplace.sim.scan`; per-placement
   schedules run the list scheduler of :mod:`gplace.sim.dispatch` (``O(W +
-  out-degree)`` per node and placement with a ``W``-slot candidate buffer;
-  about 3-20x slower than the scan on CPU, see
-  ``experiments/bench_simulator.py``).
+  out-degree)`` per node and placement with a 64-slot candidate buffer, or
+  ``O(log N + out-degree)`` with rank trees where more candidates wait at
+  once; several times slower than the scan on CPU, see
+  ``experiments/bench_dispatch.py``).
 
   Args:
     graph: the op graph (``N`` nodes).
