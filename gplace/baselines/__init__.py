@@ -88,7 +88,7 @@ from gplace.baselines.list_scheduling import (Plan, heft, m_etf, m_topo,
 from gplace.baselines.sct import m_sct, plan_m_sct
 from gplace.baselines.simple import (expert, layer_index, metis, random,
                                      round_robin, single_device)
-from gplace.errors import BaselineError
+from gplace.errors import BaselineError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
@@ -158,6 +158,7 @@ def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
     BaselineError: unknown name.
   """
   if isinstance(name, str) and name in _PLANNERS:
+    check_seed(seed, "gplace.baselines.plan", BaselineError)
     problem = prepare(graph, topology, costs)
     result = _PLANNERS[name](problem)
     if constraints.has_constraints(graph):

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gplace.errors import PlacementError
+from gplace.errors import BaselineError, PlacementError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
 from gplace.sim.topology import Topology, check_topology, validate_costs
@@ -26,7 +26,7 @@ def placer_from_planner(planner: Callable, name: str, doc: str) -> Baseline:
 
   def placer(graph: Graph, topology: Topology, *, costs=None,
              seed: int = 0) -> np.ndarray:
-    del seed
+    check_seed(seed, f"gplace.baselines.{name}", BaselineError)
     problem = prepare(graph, topology, costs)
     return constraints.repair(graph, planner(problem).placement,
                               problem.costs)
@@ -109,6 +109,7 @@ def respecting_constraints(baseline: Baseline) -> Baseline:
   @functools.wraps(baseline)
   def placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
              **kwargs) -> np.ndarray:
+    check_seed(seed, f"gplace.baselines.{baseline.__name__}", BaselineError)
     placement = baseline(graph, topology, costs=costs, seed=seed, **kwargs)
     if not constraints.has_constraints(graph):
       return placement
@@ -167,6 +168,7 @@ def single_device_peak_bytes(graph: Graph) -> float:
   step, an output node from its position to the end, any other node from its
   position to its last consumer's.
   """
+  check_graph(graph, "gplace.baselines.single_device_peak_bytes")
   n = graph.n_nodes
   if n == 0:
     return 0.0

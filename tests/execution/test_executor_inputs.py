@@ -112,6 +112,21 @@ def test_measure_bad_input_names_the_argument(control_flow):
     gplace.measure(placed, args[0])
 
 
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(repeats=None), "repeats must be an int >= 1"),   # TypeError before
+    (dict(repeats=-1), "repeats must be an int >= 1"),     # StatisticsError
+    (dict(transfer_repeats=0.5), "transfer_repeats must be an int"),
+    (dict(calibration_placements=-1), "calibration_placements must be"),
+    (dict(calibration_rounds="7"), "calibration_rounds must be an int"),
+    (dict(seed=-3), "seed must be an integer"),
+])
+def test_profile_bad_counts_fail_before_any_work(control_flow, kwargs,
+                                                 message):
+  fn, args, _ = control_flow
+  with pytest.raises(ExecutionError, match=message):
+    gplace.profile(fn, *args, **kwargs)
+
+
 def test_measure_placements_bad_input_names_the_argument(control_flow):
   fn, args, graph = control_flow
   devices = jax.devices()[:2]

@@ -183,6 +183,11 @@ def test_placers_return_valid_placements():
     (dict(init=np.zeros((2, 29), np.int32)), "init"),
     (dict(groups=np.zeros(5, np.int32)), "groups"),
     (dict(groups="colocation", move_size=30), "move_size"),
+    (dict(seed=-1), "seed"),              # numpy's ValueError before
+    (dict(seed=0.5), "seed"),             # numpy's TypeError before
+    (dict(seed="1"), "seed"),
+    (dict(seed=np.zeros(3)), "seed"),
+    (dict(seed=2**40), "seed"),
 ])
 def test_bad_settings_raise_search_error(name, fn, kwargs, match, small):
   graph, topology = small
