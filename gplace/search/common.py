@@ -403,9 +403,9 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
   wall_start = time.perf_counter()
   problem = prepare(graph, topology, costs)
   budget = check_budget(budget)
-  # Batches are padded to batch_size; more than the budget would simulate
-  # padding only.
-  batch_size = min(budget, check_positive_int(
+  # Batches are padded to batch_size: beyond the budget (and the default)
+  # that would simulate padding only.
+  batch_size = min(max(budget, DEFAULT_BATCH_SIZE), check_positive_int(
       batch_size, "batch_size",
       "it is how many placements are simulated at once, e.g. 64."))
   time_limit_s = check_time_limit(time_limit_s)

@@ -80,6 +80,14 @@ def test_respects_budget(name, fn, budget, small):
 
 
 @pytest.mark.parametrize("name,fn", SEARCHES)
+def test_a_huge_batch_size_is_cut_to_the_budget(name, fn, small):
+  # Batches were padded to batch_size: 10**20 raised OverflowError.
+  graph, topology = small
+  result = fn(graph, topology, budget=5, batch_size=10**20)
+  assert result.evaluations == 5
+
+
+@pytest.mark.parametrize("name,fn", SEARCHES)
 def test_deterministic_for_a_seed(name, fn, small):
   graph, topology = small
   first = fn(graph, topology, seed=7, budget=200)
