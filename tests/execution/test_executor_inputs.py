@@ -215,6 +215,22 @@ def test_a_different_function_is_still_reported():
     placed(x, np.float32(2.0))
 
 
+@pytest.mark.parametrize("first_call", ["bfloat16", "bigger"])
+def test_other_shapes_or_dtypes_than_captured_are_refused(first_call):
+  # The same ops on other shapes or dtypes ran silently: a program the
+  # graph's costs (and the placement's simulated runtime) do not describe.
+  x = jnp.ones((4, 4))
+  graph = gplace.capture(scale, x, 2.0)
+  placed = gplace.place(scale, graph, alternating(graph), jax.devices()[:2])
+  other = (jnp.ones((4, 4), jnp.bfloat16) if first_call == "bfloat16"
+           else jnp.ones((8, 4)))
+  with pytest.raises(ExecutionError, match=r"node 0 \('arg0'\) is "
+                     r"(bfloat16\[4,4\]|float32\[8,4\]) here, float32\[4,4\] "
+                     r"in the graph"):
+    placed(other, 2.0)
+  _assert_equal_to_jit(placed(x, 2.0), jax.jit(scale)(x, 2.0))
+
+
 # -- side effects --------------------------------------------------------------
 
 
