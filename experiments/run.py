@@ -68,11 +68,19 @@ def unknown_override(argv: list[str]) -> str:
   return ""
 
 
+_HELP_FLAGS = ("-h", "--help", "-?", "--helpshort", "--helpfull")
+
+
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a misspelt ``--config.`` override reported
-  as one line (exit status 2) instead of ml_collections' traceback."""
+  as one line (exit status 2) instead of ml_collections' traceback, and
+  ``--help`` exiting with status 0 as the argparse scripts do (absl: 1)."""
   try:
     return app.parse_flags_with_usage(argv)  # exits on absl's own errors
+  except SystemExit as exit_:
+    if exit_.code == 1 and any(arg in _HELP_FLAGS for arg in argv[1:]):
+      sys.exit(0)
+    raise
   except (KeyError, AttributeError) as err:
     message = unknown_override(argv) or f"Bad --config override: {err!r}"
     sys.stderr.write(message + "\n")

@@ -59,6 +59,12 @@ def test_a_missing_config_file_is_one_line(tmp_path):
   assert "no_such_config.py" in lines[0]
 
 
+def test_help_exits_zero_like_the_argparse_scripts(tmp_path):
+  result = run_script("--help", workdir=tmp_path)  # absl's status was 1
+  assert result.returncode == 0
+  assert "--workdir: Output directory" in result.stdout + result.stderr
+
+
 def test_error_line_is_one_line():
   sys.path.insert(0, str(ROOT))
   try:
