@@ -14,6 +14,8 @@ import numpy as np
 from gplace.errors import BaselineError, PlacementError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
+from gplace.sim.priority import bottom_level, priority_order
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, check_topology, validate_costs
 
 Baseline = Callable[..., np.ndarray]
@@ -265,7 +267,6 @@ def default_schedule_peak_bytes(problem: PlanningProblem,
   time (one compilation per graph size bucket, whatever ``K``): call it
   only where :func:`copies_bytes` says a device could overflow.
   """
-  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
   graph, topology = problem.graph, problem.topology
   placements = np.asarray(placements, np.int32).reshape(-1, graph.n_nodes)
   peaks = []
@@ -290,7 +291,6 @@ def single_device_default_peak_bytes(problem: PlanningProblem) -> float:
   the peak is that order's (:func:`simulated_peak_bytes`); equal to
   ``gplace.simulate``'s (tested) at no simulation cost.
   """
-  from gplace.sim.priority import bottom_level, priority_order  # pylint: disable=g-import-not-at-top
   graph = problem.graph
   order = priority_order(bottom_level(graph, problem.topology, problem.costs),
                          graph)
@@ -303,8 +303,15 @@ def single_device_fits(problem: PlanningProblem) -> list[np.ndarray]:
   bool masks of the devices whose memory holds its peak in node-id order
   (:func:`single_device_peak_bytes`) and in the simulator's default
   schedule (:func:`single_device_default_peak_bytes`, another order), then
-  of those that hold it in node-id order (``schedule="static"``) only."""
-  memory = problem.topology.memory_bytes
-  in_id_order = memory >= single_device_peak_bytes(problem.graph)
-  in_both = in_id_order & (memory >= single_device_default_peak_bytes(problem))
+  of those that hold it in node-id order (``schedule="static"``) only.
+
+  The default schedule's peak is computed only where it decides something:
+  for a device whose memory holds the node-id peak but not every output at
+  once (an order-independent bound)."""
+  graph, memory = problem.graph, problem.topology.memory_bytes
+  in_id_order = memory >= single_device_peak_bytes(graph)
+  in_both = in_id_order.copy()
+  every_output = float(graph.out_bytes.astype(np.float64).sum())
+  if np.any(in_id_order & (memory < every_output)):
+    in_both &= memory >= single_device_default_peak_bytes(problem)
   return [in_both, in_id_order]
