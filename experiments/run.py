@@ -3,8 +3,9 @@
   python experiments/run.py --config experiments/configs/quickstart.py \
       --workdir /tmp/gplace_quickstart [--config.rl.num_samples=64 ...]
 
-An override that names no field of the config (``--config.rl.num_sample``)
-exits with status 2 and one line naming the closest valid fields; any other
+An override that names no field of the config (``--config.rl.num_sample``),
+or a config file that cannot be loaded, exits with status 2 and one line
+(naming the closest valid fields, or why the file failed); any other
 :class:`~gplace.errors.GplaceError` (a value the config cannot take, a
 workload that does not exist, a corrupted checkpoint) exits with status 1
 and one line ``ErrorType: message``, without absl's usage text.
@@ -67,11 +68,19 @@ def unknown_override(argv: list[str]) -> str:
   return ""
 
 
+_HELP_FLAGS = ("-h", "--help", "-?", "--helpshort", "--helpfull")
+
+
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a misspelt ``--config.`` override reported
-  as one line (exit status 2) instead of ml_collections' traceback."""
+  as one line (exit status 2) instead of ml_collections' traceback, and
+  ``--help`` exiting with status 0 as the argparse scripts do (absl: 1)."""
   try:
     return app.parse_flags_with_usage(argv)  # exits on absl's own errors
+  except SystemExit as exit_:
+    if exit_.code == 1 and any(arg in _HELP_FLAGS for arg in argv[1:]):
+      sys.exit(0)
+    raise
   except (KeyError, AttributeError) as err:
     message = unknown_override(argv) or f"Bad --config override: {err!r}"
     sys.stderr.write(message + "\n")
@@ -92,11 +101,20 @@ def main(argv: list[str]) -> None:
     sys.exit(2)
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = _CONFIG.value
   try:
-    if "pretrain" in _CONFIG.value:  # one policy over many graphs
-      pretrain.pretrain(_CONFIG.value, _WORKDIR.value)
+    pretraining = "pretrain" in config  # one policy over many graphs
+  except OSError as err:  # ml_collections could not load the file
+    reason = [line.strip() for line in str(err).splitlines() if line.strip()]
+    sys.stderr.write(f"ConfigError: --config cannot be loaded ({reason[-1]});"
+                     " pass a config file, e.g. --config "
+                     "experiments/configs/quickstart.py.\n")
+    sys.exit(2)
+  try:
+    if pretraining:
+      pretrain.pretrain(config, _WORKDIR.value)
     else:
-      train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+      train.train_and_evaluate(config, _WORKDIR.value)
   except GplaceError as err:
     # One clear line and a nonzero status: absl's UsageError would print
     # the whole usage text first and bury it.

@@ -6,6 +6,8 @@ placement of the wrong length, a config that cannot work) is a subclass of
 it, so that nobody has to read a stack trace from deep inside JAX.
 """
 
+import numbers
+
 
 class GplaceError(Exception):
   """Base class of every error gplace raises on bad input."""
@@ -73,6 +75,16 @@ class SearchError(GplaceError):
 
 class PolicyError(GplaceError):
   """An unknown policy family, or policy hyperparameters that cannot work."""
+
+
+def check_seed(seed, caller: str, error: type) -> int:
+  """``seed`` as an int in ``[0, 2**31)`` (what numpy, pymetis and CP-SAT
+  all take), else ``error`` naming ``caller``."""
+  if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)
+      or not 0 <= seed < 2**31):
+    raise error(f"{caller}: seed must be an integer in [0, 2**31), got "
+                f"{seed!r}; pass e.g. seed=0.")
+  return int(seed)
 
 
 def first_line(err: BaseException) -> str:

@@ -45,6 +45,26 @@ def test_positional_arguments_are_refused_in_one_line(tmp_path):
   assert len(lines) == 1 and "no positional arguments" in lines[0]
 
 
+def test_a_missing_config_file_is_one_line(tmp_path):
+  # It was ml_collections' two chained tracebacks.
+  result = subprocess.run(
+      [sys.executable, str(EXPERIMENTS / "run.py"), "--config",
+       str(tmp_path / "no_such_config.py"), "--workdir", str(tmp_path)],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "JAX_PLATFORMS": "cpu"}, check=False)
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(
+      "ConfigError: --config cannot be loaded ([Errno 2] No such file"), lines
+  assert "no_such_config.py" in lines[0]
+
+
+def test_help_exits_zero_like_the_argparse_scripts(tmp_path):
+  result = run_script("--help", workdir=tmp_path)  # absl's status was 1
+  assert result.returncode == 0
+  assert "--workdir: Output directory" in result.stdout + result.stderr
+
+
 def test_error_line_is_one_line():
   sys.path.insert(0, str(ROOT))
   try:

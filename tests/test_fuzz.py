@@ -377,6 +377,25 @@ def test_every_baseline_rejects_bad_arguments(graph, topology, name):
   raises(lambda: placer(graph, topology,
                         costs=np.full((graph.n_nodes, 3), np.nan)),
          TopologyError, "costs")
+  for seed in BAD_SEEDS:  # random / metis / searches raised numpy's errors
+    raises(lambda: placer(graph, topology, seed=seed), GplaceError, "seed")
+
+
+BAD_SEEDS = (-1, 0.5, float("nan"), "1", None, 2**40, np.zeros(3), True)
+
+
+def test_plan_and_run_all_reject_bad_seeds(graph, topology):
+  for seed in BAD_SEEDS:
+    raises(lambda: baselines.plan("m_etf", graph, topology, seed=seed),
+           BaselineError, "seed")
+    raises(lambda: baselines.run_all(graph, topology, seed=seed),
+           BaselineError, "seed")
+
+
+@pytest.mark.parametrize("bad_graph", [None, {}, "graph"])
+def test_baseline_helpers_need_a_graph(bad_graph):
+  raises(lambda: baselines.single_device_peak_bytes(bad_graph), GraphError,
+         "graph")
 
 
 @pytest.mark.parametrize("name", ["nope", "M_ETF", "", 3, None, ["m_etf"]])

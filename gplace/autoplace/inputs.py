@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
+from gplace import errors
 from gplace.errors import (CaptureError, GraphError, SearchError,
                            TopologyError)
 from gplace.graphs import constraints
@@ -121,11 +122,7 @@ def check_seed(seed: Any) -> int:
   Raises:
     SearchError: not an integer in that range.
   """
-  if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)
-      or not 0 <= seed < 2**31):
-    raise SearchError(f"gplace.optimize: seed must be an integer in "
-                      f"[0, 2**31), got {seed!r}; pass e.g. seed=0.")
-  return int(seed)
+  return errors.check_seed(seed, "gplace.optimize", SearchError)
 
 
 def check_max_evaluations(max_evaluations: Any) -> Optional[int]:

@@ -42,13 +42,17 @@ Shared conventions, chosen to match the simulator's cost model
   ``ordered_eft`` are memory-aware. The list schedulers estimate live bytes
   in the simulator's model as they commit nodes (see ``ListScheduler``:
   outputs live until their last consumer is placed, inputs and output nodes
-  for the whole step), then check the placement's exact simulated peak, in
-  node-id order (``gplace.simulate``'s default) and in the planned order,
+  for the whole step), then check the placement's exact simulated peak in
+  every order it may run in: ``gplace.simulate``'s default (dynamic)
+  schedule, node-id order (``schedule="static"``) and the planned order;
   and plan again with less room on a device that overflowed (see
   ``scheduler.plan_within_memory``). If no try fits, the placement puts
-  everything on the fastest device that holds the whole graph; so these
-  baselines OOM only when no device holds the single-device peak
-  (:func:`single_device_peak_bytes`) and no repaired plan fits.
+  everything on the fastest device that holds the whole graph in both the
+  default schedule and node-id order (the default schedule's peak on one
+  device is 1.3-1.5x node-id order's on random DAGs), else in node-id order
+  only. So these baselines OOM in the default schedule only when no device
+  holds the graph alone (:func:`single_device_peak_bytes` and
+  ``common.single_device_default_peak_bytes``) and no repaired plan fits.
   (:func:`resident_bytes`, every output resident forever, is the crude
   upper bound; it overestimates the paper workloads' training steps 5-11x.)
 * ``expert``, ``metis``, ``m_topo`` and ``m_sct`` use the GPUs only (every
@@ -57,11 +61,12 @@ Shared conventions, chosen to match the simulator's cost model
   earliest-finish schedulers (``m_etf``, ``heft``, ``ordered_eft``) may use
   any device, the CPU included, when it finishes an op earliest.
 * Op order: m-ETF, m-SCT and HEFT plan an order of ops as well (Baechi and
-  HEFT assume a runtime that runs ops as they become ready). The simulator by
-  default runs each device's ops in node-id order, which can cost these
-  placements much of what they planned; :func:`plan` returns the order too,
-  for ``gplace.simulate(..., order=plan.order)``. ``ordered_eft`` plans for
-  the id order itself.
+  HEFT assume a runtime that runs ops as they become ready). The simulator's
+  default schedule picks its own order (a list scheduler on critical-path
+  priorities) and ``schedule="static"`` runs node-id order; either can cost
+  these placements some of what they planned. :func:`plan` returns the
+  planned order too, for ``gplace.simulate(..., order=plan.order)``.
+  ``ordered_eft`` plans for node-id order itself.
 * Device constraints (a graph's ``allowed_devices`` and ``colocation``, see
   :mod:`gplace.graphs.constraints`): the list schedulers see a disallowed
   device as dearer than any whole schedule, so they choose it only when no
@@ -88,7 +93,7 @@ from gplace.baselines.list_scheduling import (Plan, heft, m_etf, m_topo,
 from gplace.baselines.sct import m_sct, plan_m_sct
 from gplace.baselines.simple import (expert, layer_index, metis, random,
                                      round_robin, single_device)
-from gplace.errors import BaselineError
+from gplace.errors import BaselineError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
@@ -150,14 +155,15 @@ def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
 
   List schedulers (:func:`schedulers`) order ops by their planned start,
   which is what Baechi and HEFT assume the runtime does (run ops as they
-  become ready); ``gplace.simulate`` by default runs each device's ops in
-  node-id order instead, so pass ``order=plan.order`` to simulate the plan
-  as made. Other baselines get the id order and a NaN makespan.
+  become ready); ``gplace.simulate`` by default picks its own order (its
+  dynamic schedule), so pass ``order=plan.order`` to simulate the plan as
+  made. Other baselines get the id order and a NaN makespan.
 
   Raises:
     BaselineError: unknown name.
   """
   if isinstance(name, str) and name in _PLANNERS:
+    check_seed(seed, "gplace.baselines.plan", BaselineError)
     problem = prepare(graph, topology, costs)
     result = _PLANNERS[name](problem)
     if constraints.has_constraints(graph):

@@ -11,9 +11,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gplace.errors import PlacementError
+from gplace.errors import BaselineError, PlacementError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
+from gplace.sim.priority import bottom_level, priority_order
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, check_topology, validate_costs
 
 Baseline = Callable[..., np.ndarray]
@@ -26,7 +28,7 @@ def placer_from_planner(planner: Callable, name: str, doc: str) -> Baseline:
 
   def placer(graph: Graph, topology: Topology, *, costs=None,
              seed: int = 0) -> np.ndarray:
-    del seed
+    check_seed(seed, f"gplace.baselines.{name}", BaselineError)
     problem = prepare(graph, topology, costs)
     return constraints.repair(graph, planner(problem).placement,
                               problem.costs)
@@ -109,6 +111,7 @@ def respecting_constraints(baseline: Baseline) -> Baseline:
   @functools.wraps(baseline)
   def placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
              **kwargs) -> np.ndarray:
+    check_seed(seed, f"gplace.baselines.{baseline.__name__}", BaselineError)
     placement = baseline(graph, topology, costs=costs, seed=seed, **kwargs)
     if not constraints.has_constraints(graph):
       return placement
@@ -167,6 +170,7 @@ def single_device_peak_bytes(graph: Graph) -> float:
   step, an output node from its position to the end, any other node from its
   position to its last consumer's.
   """
+  check_graph(graph, "gplace.baselines.single_device_peak_bytes")
   n = graph.n_nodes
   if n == 0:
     return 0.0
@@ -231,3 +235,83 @@ def simulated_peak_bytes(graph: Graph, placement, n_devices: int,
   np.add.at(delta, (where, first), size)
   np.add.at(delta, (where, final + 1), -size)
   return np.cumsum(delta, axis=1)[:, :n].max(axis=1)
+
+
+def copies_bytes(graph: Graph, placement, n_devices: int) -> np.ndarray:
+  """``[D]`` float64 bytes of every copy a device ever holds, all at once:
+  the peak in every order (the simulator's model; see
+  :func:`simulated_peak_bytes`) is at most this."""
+  placement = np.asarray(placement, np.int64)
+  src = graph.edge_src.astype(np.int64)
+  dst_device = placement[graph.edge_dst]
+  send = np.zeros(graph.n_nodes, np.int64)
+  np.maximum.at(send, src, graph.edge_bytes)
+  remote = dst_device != placement[src]
+  pairs = np.unique(src[remote] * n_devices + dst_device[remote])
+  total = np.bincount(placement, weights=graph.out_bytes.astype(np.float64),
+                      minlength=n_devices)
+  total += np.bincount(pairs % n_devices,
+                       weights=send[pairs // n_devices].astype(np.float64),
+                       minlength=n_devices)
+  return total[:n_devices]
+
+
+def default_schedule_peak_bytes(problem: PlanningProblem,
+                                placements) -> np.ndarray:
+  """``[K, D]`` float64 peak live bytes of ``[K, N]`` placements in the
+  order the simulator's default schedule runs them (``gplace.simulate``
+  without an order: the dynamic list scheduler, whose order depends on the
+  placement), exactly as :func:`simulated_peak_bytes`.
+
+  It runs ``gplace.simulate``'s jitted list scheduler, one placement at a
+  time (one compilation per graph size bucket, whatever ``K``): call it
+  only where :func:`copies_bytes` says a device could overflow.
+  """
+  graph, topology = problem.graph, problem.topology
+  placements = np.asarray(placements, np.int32).reshape(-1, graph.n_nodes)
+  peaks = []
+  for placement in placements:
+    order = simulate(graph, placement, topology, problem.costs,
+                     return_schedule=True).order
+    peaks.append(simulated_peak_bytes(graph, placement, topology.n_devices,
+                                      np.asarray(order)))
+  return np.stack(peaks)
+
+
+def single_device_default_peak_bytes(problem: PlanningProblem) -> float:
+  """Peak live bytes of the whole graph on one device under the simulator's
+  default schedule.
+
+  On one device the dynamic list scheduler (``gplace.sim.dispatch``) never
+  waits: every arrived op is ready when the device frees, so it runs inputs
+  first and then, among ops whose producers have run, the one of highest
+  critical-path priority (``gplace.sim.priority.bottom_level``, the same
+  for every device): the priority-respecting topological order
+  (``priority_order``). Inputs are resident all step wherever they stand, so
+  the peak is that order's (:func:`simulated_peak_bytes`); equal to
+  ``gplace.simulate``'s (tested) at no simulation cost.
+  """
+  graph = problem.graph
+  order = priority_order(bottom_level(graph, problem.topology, problem.costs),
+                         graph)
+  return float(simulated_peak_bytes(graph, np.zeros(graph.n_nodes, np.int64),
+                                    1, order)[0])
+
+
+def single_device_fits(problem: PlanningProblem) -> list[np.ndarray]:
+  """Which devices could hold the whole graph alone, best first: ``[D]``
+  bool masks of the devices whose memory holds its peak in node-id order
+  (:func:`single_device_peak_bytes`) and in the simulator's default
+  schedule (:func:`single_device_default_peak_bytes`, another order), then
+  of those that hold it in node-id order (``schedule="static"``) only.
+
+  The default schedule's peak is computed only where it decides something:
+  for a device whose memory holds the node-id peak but not every output at
+  once (an order-independent bound)."""
+  graph, memory = problem.graph, problem.topology.memory_bytes
+  in_id_order = memory >= single_device_peak_bytes(graph)
+  in_both = in_id_order.copy()
+  every_output = float(graph.out_bytes.astype(np.float64).sum())
+  if np.any(in_id_order & (memory < every_output)):
+    in_both &= memory >= single_device_default_peak_bytes(problem)
+  return [in_both, in_id_order]

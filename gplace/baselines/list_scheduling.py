@@ -254,8 +254,9 @@ ordered_eft = placer_from_planner(
     plan_ordered_eft, "ordered_eft", """Earliest finish time with nodes in id order, no insertion.
 
   Not from a paper: the list scheduler whose model matches the simulator's
-  default execution (each device runs its ops in node-id order), so what it
-  plans is what ``gplace.simulate`` measures, up to the transfer queues.
+  static schedule (``schedule="static"``: each device runs its ops in
+  node-id order), so what it plans is what ``gplace.simulate(...,
+  schedule="static")`` measures, up to the transfer queues.
   Memory-aware like m-ETF; uses every device.
 
   Returns:
@@ -318,7 +319,7 @@ def m_topo(graph: Graph, topology: Topology, *, costs=None,
   GPU has room, a node spills to the other devices (the CPU); the placement
   is then checked and repaired as the list schedulers' are
   (``scheduler.plan_within_memory``), so it fits whenever everything fits on
-  one device.
+  one device (in the default schedule and in node-id order).
 
   Returns:
     ``[N]`` int32 placement.

@@ -11,8 +11,8 @@ from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.sim.topology import Topology
 from gplace.baselines.common import (LAYER_PATTERN,
                                      PlanningProblem, inputs_with_first_consumer,
-                                     prepare, respecting_constraints,
-                                     single_device_peak_bytes)
+                                     prepare, respecting_constraints)
+from gplace.baselines.scheduler import fastest_single_device
 
 
 # Workloads an expert keeps on one GPU, matched as substrings of the
@@ -23,15 +23,14 @@ ONE_GPU_WORKLOADS = ("inception", "resnet", "wavenet", "amoeba", "vgg",
 
 
 def _best_single(problem: PlanningProblem, candidates) -> int:
-  """Fastest device among ``candidates`` whose memory holds the graph."""
+  """Fastest device among ``candidates`` whose memory holds the graph (see
+  ``scheduler.fastest_single_device``); the largest-memory one if none
+  does."""
   candidates = np.asarray(candidates)
-  peak = single_device_peak_bytes(problem.graph)
+  device = fastest_single_device(problem, [candidates])
+  if device is not None:
+    return device
   memory = problem.topology.memory_bytes[candidates]
-  total_time = problem.costs[:, candidates].sum(axis=0)
-  fits = memory >= peak
-  if fits.any():
-    time_if_fits = np.where(fits, total_time, np.inf)
-    return int(candidates[int(np.argmin(time_if_fits))])
   return int(candidates[int(np.argmax(memory))])
 
 
@@ -41,8 +40,9 @@ def single_device(graph: Graph, topology: Topology, *, costs=None,
   """Everything on the best single device.
 
   The best is the one with the least total op time among devices whose memory
-  holds the graph's peak live bytes (:func:`single_device_peak_bytes`); if
-  none does, the largest-memory one.
+  holds the graph's peak live bytes in node-id order
+  (:func:`single_device_peak_bytes`) and in the simulator's default
+  schedule; if none does, the largest-memory one.
 
   Returns:
     ``[N]`` int32 placement.

@@ -68,41 +68,44 @@ def check_fn(fn: Any, where: str,
         f"{type(fn).__name__}.")
 
 
-def check_devices(devices: Any, where: str) -> list[jax.Device]:
+def check_devices(devices: Any, where: str,
+                  error: type = ExecutionError) -> list[jax.Device]:
   """Validates a ``devices=`` argument.
 
   Args:
     devices: a non-empty sequence of distinct ``jax.Device`` s.
     where: the entry point, named in messages (``"gplace.place"``).
+    error: the :class:`~gplace.errors.GplaceError` subclass to raise.
 
   Returns:
     The devices as a list.
 
   Raises:
-    ExecutionError: a single device instead of a list, a string, something
-      not iterable, an empty list, an entry that is not a ``jax.Device`` (a
-      name such as ``'cpu:0'``, an index, None), or a device listed twice.
+    ``error`` (default ExecutionError): a single device instead of a list,
+      a string, something not iterable, an empty list, an entry that is not
+      a ``jax.Device`` (a name such as ``'cpu:0'``, an index, None), or a
+      device listed twice.
   """
   usage = ("devices must be a list of jax.Device objects, e.g. "
            "jax.devices() or jax.devices('cpu')[:2]")
   if isinstance(devices, jax.Device):
-    raise ExecutionError(f"{where}: {usage}; got one device, {devices}: pass "
-                         f"[{devices}] to place everything on it.")
+    raise error(f"{where}: {usage}; got one device, {devices}: pass "
+                f"[{devices}] to place everything on it.")
   if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
-    raise ExecutionError(f"{where}: {usage}; got {type(devices).__name__} "
-                         f"{devices!r}.")
+    raise error(f"{where}: {usage}; got {type(devices).__name__} "
+                f"{devices!r}.")
   devices = list(devices)
   if not devices:
-    raise ExecutionError(f"{where}: devices is empty; {usage} (or leave it "
-                         "None for all local devices).")
+    raise error(f"{where}: devices is empty; {usage} (or leave it "
+                "None for all local devices).")
   for i, device in enumerate(devices):
     if not isinstance(device, jax.Device):
-      raise ExecutionError(
+      raise error(
           f"{where}: devices[{i}] is {type(device).__name__} {device!r}; "
           f"{usage} (not names or indices).")
   if len(set(devices)) != len(devices):
     twice = next(d for d in devices if devices.count(d) > 1)
-    raise ExecutionError(
+    raise error(
         f"{where}: device {twice} is listed {devices.count(twice)} times in "
         "devices; placement indices must refer to distinct devices. "
         f"{MORE_DEVICES_HINT}")

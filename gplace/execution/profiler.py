@@ -66,7 +66,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.errors import ExecutionError
+from gplace.errors import ExecutionError, check_seed
 from gplace.execution import cache
 from gplace.execution import executor
 from gplace.execution import inputs
@@ -306,8 +306,22 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
     A :class:`Profile`: ``gplace.simulate(profile.graph, placements,
     profile.topology, costs=profile.costs)`` predicts what
     ``gplace.measure(gplace.place(fn, graph, placement))`` measures.
+
+  Raises:
+    ExecutionError: a count below its minimum (``repeats``,
+      ``transfer_repeats`` and ``calibration_rounds`` >= 1,
+      ``calibration_placements`` >= 0), a bad ``seed`` or bad ``devices``.
+    CaptureError: ``fn`` cannot be traced with these arguments.
   """
   start = time.perf_counter()
+  repeats = inputs.check_count(repeats, "gplace.profile: repeats", 1)
+  transfer_repeats = inputs.check_count(
+      transfer_repeats, "gplace.profile: transfer_repeats", 1)
+  calibration_placements = inputs.check_count(
+      calibration_placements, "gplace.profile: calibration_placements", 0)
+  calibration_rounds = inputs.check_count(
+      calibration_rounds, "gplace.profile: calibration_rounds", 1)
+  seed = check_seed(seed, "gplace.profile", ExecutionError)
   devices = (inputs.check_devices(devices, "gplace.profile")
              if devices is not None else executor.default_devices())
   program = trace_program(fn, *args, **kwargs)

@@ -49,6 +49,37 @@ def matches_graph(program: Program, graph: Graph) -> bool:
           and np.array_equal(program.graph.op_type, graph.op_type))
 
 
+def _node_type(graph: Graph, node: int) -> str:
+  shape = ",".join(str(d) for d in graph.out_shape[node, :graph.out_rank[node]])
+  return f"{graph.out_dtype[node]}[{shape}]"
+
+
+def check_shapes(program: Program, graph: Graph) -> None:
+  """Raises ExecutionError unless every node of ``program`` (which
+  :func:`matches_graph` ``graph``) has the output shape and dtype the graph
+  records: the same ops on other shapes are another program, whose costs
+  the graph (and any simulated runtime of the placement) does not give.
+
+  ``jax.jit`` would re-trace for the new shapes; a placement is made for the
+  captured ones.
+  """
+  traced = program.graph
+  differ = np.flatnonzero(
+      (traced.out_dtype != graph.out_dtype)
+      | (traced.out_rank != graph.out_rank)
+      | np.any(traced.out_shape != graph.out_shape, axis=1))
+  if differ.size:
+    node = int(differ[0])
+    raise ExecutionError(
+        f"These arguments give other shapes or dtypes than the graph was "
+        f"captured with: node {node} ('{graph.names[node]}') is "
+        f"{_node_type(traced, node)} here, {_node_type(graph, node)} in the "
+        f"graph ({differ.size} of {graph.n_nodes} nodes differ). The "
+        "placement and its simulated costs are for the captured shapes; "
+        "call it with arguments of those shapes and dtypes, or capture and "
+        "place again for these (gplace.capture(fn, *args)).")
+
+
 def _weak_only_convert(eqn) -> bool:
   """A ``convert_element_type`` to the dtype its operand already has: it
   changes the weak flag only, never a value."""
@@ -199,12 +230,15 @@ def resolve_program(fn: Callable, graph: Graph, args: tuple, kwargs: dict,
     name_of: flat argument index -> its name, for messages.
 
   Raises:
-    ExecutionError: ``graph`` is not ``fn`` 's with these argument shapes,
-      or it is only with other weak types that change the computation (the
-      message names the arguments and how to capture consistently).
+    ExecutionError: ``graph`` is not ``fn`` 's with these argument shapes
+      and dtypes (other ops, or the same ops on other shapes:
+      :func:`check_shapes`), or it is only with other weak types that
+      change the computation (the message names the arguments and how to
+      capture consistently).
   """
   program = trace(fn, args, kwargs)
   if matches_graph(program, graph):
+    check_shapes(program, graph)
     return program
   leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
   avals = [leaf_aval(leaf) for leaf in leaves]
@@ -221,6 +255,7 @@ def resolve_program(fn: Callable, graph: Graph, args: tuple, kwargs: dict,
     if not matches_graph(candidate, graph):
       continue
     if same_computation(candidate, program):
+      check_shapes(candidate, graph)
       return candidate
     raise weak_type_error([name_of(i) for i in flips],
                           [candidate.in_avals[i] for i in flips],

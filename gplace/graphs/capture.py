@@ -338,7 +338,7 @@ def trace_program(fn: Callable, *args, name: str | None = None,
       out_shapes=builder.shapes, out_dtype=builder.dtypes,
       out_bytes=builder.out_bytes, flops=builder.flops,
       bytes_accessed=builder.accessed, edges=builder.edges(),
-      name=name or getattr(fn, "__name__", "graph"))
+      name=name if name is not None else getattr(fn, "__name__", "graph"))
   # The walk visits nodes in a topological order, so Graph.build keeps ids.
   assert list(graph.names) == builder.names, "capture renumbered nodes"
   return Program(graph=graph, nodes=tuple(builder.records), in_tree=in_tree,

@@ -61,12 +61,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numbers
+
 import numpy as np
 
-from gplace.errors import CoarseningError, PlacementError
+from gplace.errors import CoarseningError, PlacementError, check_type
 from gplace.graphs.constraints import coarse_constraints
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
-                          _stable_topological_order, merge_edges)
+                          _stable_topological_order, check_graph,
+                          merge_edges)
 
 RULES = ("colocation", "hsdag", "size")
 
@@ -113,8 +116,13 @@ def expand(coarsening: Coarsening, placement):
     ``[N]`` or ``[K, N]``: each node gets its group's device.
 
   Raises:
+    CoarseningError: ``coarsening`` is not a :class:`Coarsening`.
     PlacementError: if the last axis is not of length ``G``.
   """
+  check_type(coarsening, Coarsening, "coarsening", "gplace.expand",
+             CoarseningError, "make one with gplace.coarsen(graph)")
+  if not hasattr(placement, "shape"):  # a list: numpy, so it can be indexed
+    placement = np.asarray(placement)
   shape = np.shape(placement)
   if not shape or shape[-1] != coarsening.n_groups:
     raise PlacementError(
@@ -141,14 +149,16 @@ def coarsen(graph: Graph, rule: str = "colocation", *,
     original edge.
 
   Raises:
+    GraphError: ``graph`` is not a :class:`~gplace.Graph`.
     CoarseningError: on an unknown rule or a bad ``max_groups``.
   """
-  if rule not in RULES:
+  check_graph(graph, "gplace.coarsen")
+  if not isinstance(rule, str) or rule not in RULES:
     raise CoarseningError(
         f"Unknown coarsening rule {rule!r}; choose one of {RULES}.")
   if max_groups is not None:
-    if isinstance(max_groups, bool) or int(max_groups) != max_groups or (
-        max_groups < 1):
+    if isinstance(max_groups, bool) or not isinstance(
+        max_groups, numbers.Integral) or max_groups < 1:
       raise CoarseningError(
           f"max_groups must be a positive integer, got {max_groups!r}.")
     max_groups = int(max_groups)

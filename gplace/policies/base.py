@@ -68,12 +68,13 @@ name, the number of devices and the family's hyperparameters (the keys of
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jraph
 
-from gplace.errors import PolicyError
+from gplace.errors import PolicyError, first_line
 
 
 class Policy(Protocol):
@@ -158,9 +159,20 @@ def create_policy(name: str, num_devices: int, **hparams) -> Policy:
       family's defaults.
 
   Raises:
-    PolicyError: an unknown family, or hyperparameters it does not accept.
+    PolicyError: an unknown family, a device count that is not a positive
+      integer, or hyperparameters it does not accept.
   """
-  if name not in _FACTORIES:
+  if not isinstance(name, str) or name not in _FACTORIES:
     raise PolicyError(f"Unknown policy {name!r}; choose from "
                       f"{', '.join(policy_names())}.")
-  return _FACTORIES[name](num_devices, **hparams)
+  if (isinstance(num_devices, bool) or not isinstance(
+      num_devices, numbers.Integral) or num_devices < 1):
+    raise PolicyError(f"num_devices must be a positive integer (the "
+                      f"topology's device count), got {num_devices!r}.")
+  try:
+    return _FACTORIES[name](int(num_devices), **hparams)
+  except (TypeError, ValueError, ZeroDivisionError) as err:
+    # A hyperparameter of the wrong type fails in a comparison or in flax.
+    raise PolicyError(f"The {name!r} policy rejects these hyperparameters "
+                      f"({first_line(err)}); compare them with "
+                      "experiments/configs/quickstart.py.") from err

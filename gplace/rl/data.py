@@ -95,6 +95,14 @@ class WarmStart(NamedTuple):
   target_runtime_s: Optional[np.ndarray] = None
 
 
+def selected_baselines(config) -> Optional[list[str]]:
+  """The names in ``config.baselines`` (comma-separated, blanks skipped);
+  None for ``"all"``."""
+  if config.baselines == "all":
+    return None
+  return [b.strip() for b in str(config.baselines).split(",") if b.strip()]
+
+
 def workload_names(config) -> list[str]:
   """The graphs of the batch: ``config.workload`` split at commas."""
   return [w.strip() for w in str(config.workload).split(",") if w.strip()]
@@ -178,10 +186,8 @@ def setup_graphs(config, topology, names: Sequence[str],
     scorer = make_scorer(graph, fn, args, topology, config,
                          devices=placement_devices()
                          if config.topology == "local" else None)
-    only = None if config.baselines == "all" else [
-        b.strip() for b in config.baselines.split(",")]
     placements = baselines.run_all(graph, topology, seed=config.seed,
-                                   only=only)
+                                   only=selected_baselines(config))
     names_b = list(placements)
     runtimes = scorer(np.stack([placements[b] for b in names_b]))
     single = scorer(np.tile(np.arange(topology.n_devices)[:, None],

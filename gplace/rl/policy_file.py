@@ -123,6 +123,9 @@ def load_policy(path: str) -> PolicyFile:
     PolicyError: a missing, truncated or foreign file, or one of another
       format version (the message names the file and the problem).
   """
+  if not isinstance(path, (str, os.PathLike)):
+    raise PolicyError(f"load_policy needs the path of a policy file (a str "
+                      f"or os.PathLike), got {type(path).__name__}.")
   path = os.fspath(path)
   if not os.path.isfile(path):
     raise PolicyError(f"no policy file at {path!r}; pass the .npz that "

@@ -55,7 +55,7 @@ class FloatRange(NamedTuple):
 
 
 INT_FIELDS = {
-    "seed": IntRange(0, 2**32, 0),
+    "seed": IntRange(0, 2**31, 0),    # what the baselines (numpy, pymetis) take
     "rl.ppo_epochs": IntRange(1, None, 2),
     "warm_start.steps": IntRange(0, None, 50),
     "train.num_steps": IntRange(0, None, 100),
@@ -245,18 +245,16 @@ def validate_workloads(config) -> None:
     raise ConfigError(f"Unknown config.workload_step "
                       f"{config.workload_step!r}; choose from "
                       f"{', '.join(workloads.STEPS)}.")
-  for name in selected_baselines(config) or ():
+  selected = data.selected_baselines(config)
+  if selected == []:
+    raise ConfigError(f"config.baselines={config.baselines!r} names no "
+                      "baseline; use 'all' or names from "
+                      f"{', '.join(baselines.names())}.")
+  for name in selected or ():
     if name not in baselines.names():
       raise ConfigError(f"Unknown baseline {name!r} in config.baselines; "
                         f"use 'all' or names from "
                         f"{', '.join(baselines.names())}.")
-
-
-def selected_baselines(config) -> Optional[list[str]]:
-  """The names of ``config.baselines``; None for ``"all"``."""
-  if config.baselines == "all":
-    return None
-  return [b.strip() for b in str(config.baselines).split(",") if b.strip()]
 
 
 def validate_topology(config) -> None:
@@ -424,7 +422,7 @@ def validate_warm_start(config) -> None:
   if warm not in baselines.names():
     raise ConfigError(f"config.warm_start.baseline={warm!r}: use 'best', "
                       f"'none' or one of {', '.join(baselines.names())}.")
-  only = selected_baselines(config)
+  only = data.selected_baselines(config)
   if only is not None and warm not in only:
     raise ConfigError(f"config.warm_start.baseline={warm!r} is not among "
                       f"config.baselines={config.baselines!r}; add it there "

@@ -22,7 +22,8 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import numpy as np
 
 from gplace.baselines.common import prepare
-from gplace.errors import GplaceError, GraphError, PlacementError, SearchError
+from gplace.errors import (GplaceError, GraphError, PlacementError,
+                           SearchError, check_seed)
 from gplace.graphs.coarsening import Coarsening, coarsen
 from gplace.graphs.constraints import (coarse_constraints, has_constraints,
                                        repair)
@@ -396,19 +397,21 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
 
   Raises:
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
-    SearchError: a bad budget, batch size, time limit, ``groups``,
+    SearchError: a bad budget, batch size, seed, time limit, ``groups``,
       ``move_size`` or ``init``.
   """
   wall_start = time.perf_counter()
   problem = prepare(graph, topology, costs)
   budget = check_budget(budget)
-  batch_size = check_positive_int(
+  # Batches are padded to batch_size: beyond the budget (and the default)
+  # that would simulate padding only.
+  batch_size = min(max(budget, DEFAULT_BATCH_SIZE), check_positive_int(
       batch_size, "batch_size",
-      "it is how many placements are simulated at once, e.g. 64.")
+      "it is how many placements are simulated at once, e.g. 64."))
   time_limit_s = check_time_limit(time_limit_s)
   units = make_units(graph, groups)
   move_size = check_move_size(move_size, units)
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(check_seed(seed, "gplace.search", SearchError))
   placements, _ = initial_placements(graph, topology, problem.costs, init,
                                      seed)
   if has_constraints(graph):  # moves keep the constraints; so must the start

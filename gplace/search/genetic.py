@@ -54,7 +54,7 @@ def check_settings(population, elite, tournament, crossover_kind,
     raise SearchError(
         f"tournament must be an integer in 1..{population} (members per "
         f"tournament; 1 picks parents uniformly), got {tournament!r}.")
-  if crossover_kind not in CROSSOVERS:
+  if not isinstance(crossover_kind, str) or crossover_kind not in CROSSOVERS:
     raise SearchError(f"Unknown crossover {crossover_kind!r}; choose one of "
                       f"{CROSSOVERS}.")
   mutation_rate = check_fraction(mutation_rate, "mutation_rate")

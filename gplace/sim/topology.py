@@ -355,11 +355,16 @@ def local(devices: Sequence | None = None) -> Topology:
   group because they run on the same cores. GPU capacity comes from
   ``memory_stats()`` where the runtime reports it. Use
   ``gplace.profile`` to replace these guesses with measurements.
+
+  Raises:
+    TopologyError: ``devices`` is not a non-empty list of distinct
+      ``jax.Device`` s.
   """
   import jax  # pylint: disable=g-import-not-at-top
-  devices = list(devices) if devices is not None else list(jax.devices())
-  if not devices:
-    raise TopologyError("No JAX devices were given.")
+  from gplace.execution import inputs  # pylint: disable=g-import-not-at-top
+  devices = (inputs.check_devices(devices, "gplace.topology.local",
+                                  TopologyError)
+             if devices is not None else list(jax.devices()))
   cores = os.cpu_count() or 1
   try:
     host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

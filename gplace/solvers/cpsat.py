@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from ortools.sat.python import cp_model
 
-from gplace.errors import SearchError, TopologyError
+from gplace.errors import SearchError, TopologyError, check_seed
 from gplace.graphs.coarsening import coarsen, expand
 from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
@@ -89,7 +89,11 @@ class SolverResult(NamedTuple):
   coarsened: bool = False
 
 
-def _check_arguments(graph, topology, time_limit_s, num_workers):
+def _check_arguments(graph, topology, time_limit_s, num_workers, *,
+                     seed=0, max_nodes=0, **flags):
+  """Validates the arguments every solver entry point shares; returns the
+  time limit as a float. ``flags`` are bool switches (``memory``,
+  ``links``, ``log``) by name."""
   if not isinstance(graph, Graph):
     raise SearchError(f"graph must be a gplace.Graph, got "
                       f"{type(graph).__name__}.")
@@ -105,10 +109,20 @@ def _check_arguments(graph, topology, time_limit_s, num_workers):
         f"time_limit_s must be a positive, finite number of seconds, got "
         f"{time_limit_s!r}; pass e.g. time_limit_s=60.0.")
   if isinstance(num_workers, bool) or not isinstance(
-      num_workers, (int, np.integer)) or num_workers < 1:
+      num_workers, (int, np.integer)) or not 1 <= num_workers < 2**31:
     raise SearchError(
         f"num_workers must be an integer >= 1 (CP-SAT search threads), got "
         f"{num_workers!r}; pass e.g. num_workers=2.")
+  check_seed(seed, "gplace.solvers", SearchError)
+  if isinstance(max_nodes, bool) or not isinstance(
+      max_nodes, (int, np.integer)) or max_nodes < 0:
+    raise SearchError(
+        f"max_nodes must be an integer >= 0 (larger graphs are solved "
+        f"coarsened), got {max_nodes!r}; pass e.g. "
+        f"max_nodes={MAX_EXACT_NODES}.")
+  for name, value in flags.items():
+    if not isinstance(value, (bool, np.bool_)):
+      raise SearchError(f"{name} must be True or False, got {value!r}.")
   return limit
 
 
@@ -365,12 +379,15 @@ def solve(graph: Graph, topology: Topology, costs=None, *,
     model is solved again without them (``oom`` is then True).
 
   Raises:
-    SearchError: ``time_limit_s <= 0`` or ``num_workers < 1``.
+    SearchError: ``time_limit_s <= 0``, ``num_workers < 1``, a bad
+      ``seed`` or ``max_nodes``, or a switch that is not a bool.
     PlacementError: a bad ``hint``.
     TopologyError: a bad topology or cost table.
   """
   began = time.perf_counter()
-  limit = _check_arguments(graph, topology, time_limit_s, num_workers)
+  limit = _check_arguments(graph, topology, time_limit_s, num_workers,
+                           seed=seed, max_nodes=max_nodes, memory=memory,
+                           links=links, log=log)
   costs = _costs(graph, topology, costs)
   n = graph.n_nodes
   if hint is not None:
@@ -459,10 +476,12 @@ def solver_lower_bound(graph: Graph, topology: Topology, costs=None, *,
   Graphs above ``max_nodes`` nodes get ``gplace.lower_bound`` alone.
 
   Raises:
-    SearchError: ``time_limit_s <= 0`` or ``num_workers < 1``.
+    SearchError: ``time_limit_s <= 0``, ``num_workers < 1``, a bad
+      ``seed`` or ``max_nodes``, or ``links`` not a bool.
     TopologyError: a bad topology or cost table.
   """
-  limit = _check_arguments(graph, topology, time_limit_s, num_workers)
+  limit = _check_arguments(graph, topology, time_limit_s, num_workers,
+                           seed=seed, max_nodes=max_nodes, links=links)
   costs = _costs(graph, topology, costs)
   bound = lower_bound(graph, topology, costs)
   if graph.n_nodes == 0 or graph.n_nodes > max_nodes:

@@ -35,7 +35,7 @@ def exact(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     SearchError, TopologyError: as :func:`~gplace.solvers.cpsat.solve`.
   """
   from gplace import baselines  # pylint: disable=g-import-not-at-top
-  _check_arguments(graph, topology, time_limit_s, num_workers)
+  _check_arguments(graph, topology, time_limit_s, num_workers, seed=seed)
   if graph.n_nodes == 0:
     raise PlacementError(
         f"graph {graph.name!r} has no nodes; there is nothing to place (as "

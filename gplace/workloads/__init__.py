@@ -57,10 +57,10 @@ def names() -> tuple[str, ...]:
 
 def spec(name: str, size: str = "tiny") -> WorkloadSpec:
   """The :class:`WorkloadSpec` of a workload (model, batch shapes, loss)."""
-  if name not in _REGISTRY:
+  if not isinstance(name, str) or name not in _REGISTRY:
     raise WorkloadError(
         f"Unknown workload {name!r}; choose one of: {', '.join(names())}.")
-  if size not in SIZES:
+  if not isinstance(size, str) or size not in SIZES:
     raise WorkloadError(
         f"Unknown size {size!r} for workload {name!r}; choose one of: "
         f"{', '.join(SIZES)}.")
@@ -88,7 +88,7 @@ def get(name: str, size: str = "tiny", step: str = "train", *,
     WorkloadError: for an unknown name, size or step.
   """
   workload = spec(name, size)
-  if step not in STEPS:
+  if not isinstance(step, str) or step not in STEPS:
     raise WorkloadError(
         f"Unknown step {step!r} for workload {name!r}; choose one of: "
         f"{', '.join(STEPS)}.")

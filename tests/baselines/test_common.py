@@ -3,6 +3,7 @@
 import numpy as np
 
 from gplace import baselines
+from gplace.baselines import common
 from gplace import simulate
 from gplace.graphs.graph import random_dag
 from gplace.sim.topology import preset
@@ -19,6 +20,24 @@ def test_single_device_peak_matches_simulator():
     np.testing.assert_allclose(float(np.asarray(result.peak_bytes)[1]),
                                baselines.single_device_peak_bytes(graph),
                                rtol=1e-6)
+
+
+def test_single_device_default_peak_is_the_default_schedules():
+  # The default (dynamic) schedule runs one device's ops in another order
+  # than node ids, with another peak; the baselines count it without
+  # simulating (common.single_device_default_peak_bytes).
+  topology = preset("1cpu+2gpu")
+  graph = random_dag(SIM_NODES, seed=2, n_inputs=16)
+  expect = common.single_device_default_peak_bytes(
+      common.prepare(graph, topology, None))
+  assert expect > 1.1 * baselines.single_device_peak_bytes(graph)
+  placements = np.repeat(np.arange(3, dtype=np.int32)[:, None],
+                         graph.n_nodes, axis=1)
+  peaks = np.asarray(simulate(graph, placements, topology).peak_bytes)
+  np.testing.assert_allclose(np.diag(peaks), expect, rtol=1e-6)
+  # copies_bytes bounds the peak in every order.
+  for placement, peak in zip(placements, peaks):
+    assert np.all(peak <= common.copies_bytes(graph, placement, 3))
 
 
 def test_simulated_peak_bytes_is_the_simulators_count():

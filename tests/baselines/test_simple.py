@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from gplace import baselines
+from gplace.baselines import common
 from gplace.graphs.graph import random_dag
 from gplace.sim.topology import preset
 
@@ -15,14 +16,30 @@ def test_single_device_picks_fastest_device_that_fits():
   peak = baselines.single_device_peak_bytes(graph)
   # The peak of live bytes, not the sum of all outputs, must fit.
   assert peak < 0.5 * graph.out_bytes.sum()
+  # The default (dynamic) schedule runs ops in another order than node ids,
+  # with a higher peak here (1.47x).
   topology = make_topology([
       cpu(memory=10 * peak),                        # fits, slow
       gpu(0, memory=0.9 * peak, flops=100e12),      # fastest, too small
-      gpu(1, memory=1.1 * peak, flops=3e12),        # fits, fast
+      gpu(1, memory=1.6 * peak, flops=3e12),        # fits, fast
       gpu(2, memory=2 * peak, flops=1e12),          # fits, slower
   ])
   placement = baselines.single_device(graph, topology)
   assert np.all(placement == 2)
+  # Holding the node-id order's peak only is not enough when another device
+  # holds the graph in both schedules (1.1x: an OOM in the default one).
+  tight = make_topology([cpu(memory=10 * peak),
+                         gpu(0, memory=1.1 * peak, flops=100e12),
+                         gpu(1, memory=2 * peak, flops=1e12)])
+  placement = baselines.single_device(graph, tight)
+  assert np.all(placement == 2)
+  default_peak = common.single_device_default_peak_bytes(
+      common.prepare(graph, tight, None))  # = simulate's (test_common)
+  assert 1.1 * peak < default_peak <= 2 * peak
+  # ... but better than nothing.
+  only_id_order = make_topology([gpu(0, memory=0.9 * peak),
+                                 gpu(1, memory=1.1 * peak, flops=1e12)])
+  assert np.all(baselines.single_device(graph, only_id_order) == 1)
   # Measured costs override the roofline.
   costs = np.ones((graph.n_nodes, 4))
   costs[:, 3] = 0.1

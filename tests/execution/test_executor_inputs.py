@@ -112,6 +112,21 @@ def test_measure_bad_input_names_the_argument(control_flow):
     gplace.measure(placed, args[0])
 
 
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(repeats=None), "repeats must be an int >= 1"),   # TypeError before
+    (dict(repeats=-1), "repeats must be an int >= 1"),     # StatisticsError
+    (dict(transfer_repeats=0.5), "transfer_repeats must be an int"),
+    (dict(calibration_placements=-1), "calibration_placements must be"),
+    (dict(calibration_rounds="7"), "calibration_rounds must be an int"),
+    (dict(seed=-3), "seed must be an integer"),
+])
+def test_profile_bad_counts_fail_before_any_work(control_flow, kwargs,
+                                                 message):
+  fn, args, _ = control_flow
+  with pytest.raises(ExecutionError, match=message):
+    gplace.profile(fn, *args, **kwargs)
+
+
 def test_measure_placements_bad_input_names_the_argument(control_flow):
   fn, args, graph = control_flow
   devices = jax.devices()[:2]
@@ -198,6 +213,22 @@ def test_a_different_function_is_still_reported():
                         alternating(graph), jax.devices()[:2])
   with pytest.raises(GplaceError, match="different function/arguments"):
     placed(x, np.float32(2.0))
+
+
+@pytest.mark.parametrize("first_call", ["bfloat16", "bigger"])
+def test_other_shapes_or_dtypes_than_captured_are_refused(first_call):
+  # The same ops on other shapes or dtypes ran silently: a program the
+  # graph's costs (and the placement's simulated runtime) do not describe.
+  x = jnp.ones((4, 4))
+  graph = gplace.capture(scale, x, 2.0)
+  placed = gplace.place(scale, graph, alternating(graph), jax.devices()[:2])
+  other = (jnp.ones((4, 4), jnp.bfloat16) if first_call == "bfloat16"
+           else jnp.ones((8, 4)))
+  with pytest.raises(ExecutionError, match=r"node 0 \('arg0'\) is "
+                     r"(bfloat16\[4,4\]|float32\[8,4\]) here, float32\[4,4\] "
+                     r"in the graph"):
+    placed(other, 2.0)
+  _assert_equal_to_jit(placed(x, 2.0), jax.jit(scale)(x, 2.0))
 
 
 # -- side effects --------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import gplace
 from gplace import _testing
 from gplace.graphs.capture import evaluate, trace_program
-from gplace.errors import CaptureError, GplaceError
+from gplace.errors import CaptureError, GplaceError, GraphError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 
 
@@ -127,6 +127,13 @@ def test_mismatched_arguments_raise_capture_error():
     gplace.capture(lambda a: a, "not an array")
   with pytest.raises(CaptureError, match="function"):
     gplace.capture(42, jnp.ones(3))
+
+
+@pytest.mark.parametrize("name", [np.array(["a", "b"]), 0])
+def test_a_bad_graph_name_is_a_graph_error(name):
+  # An array raised numpy's ValueError; 0 became the function's name.
+  with pytest.raises(GraphError, match="name must be a str"):
+    gplace.capture(jnp.sin, jnp.ones(3), name=name)
 
 
 def test_unknown_primitive_is_captured_with_a_warning():

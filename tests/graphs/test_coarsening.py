@@ -11,7 +11,7 @@ import pytest
 
 import gplace
 from gplace.graphs.coarsening import Coarsening, CoarseningError, coarsen, expand
-from gplace.errors import PlacementError
+from gplace.errors import GraphError, PlacementError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
 
 _SETTINGS = hypothesis.settings(
@@ -213,10 +213,25 @@ def test_package_exports():
     (dict(rule="size"), "max_groups"),
     (dict(rule="size", max_groups=0), "positive"),
     (dict(rule="hsdag", max_groups=2.5), "positive"),
+    (dict(rule="size", max_groups="4"), "positive"),     # ValueError before
+    (dict(rule="size", max_groups=float("nan")), "positive"),
+    (dict(rule="colocation", max_groups=[4]), "positive"),
+    (dict(rule=np.array(["size"])), "colocation"),
 ])
 def test_bad_arguments(kwargs, match):
   with pytest.raises(CoarseningError, match=match):
     coarsen(random_dag(10), **kwargs)
+
+
+def test_coarsen_and_expand_name_a_wrong_argument_type():
+  with pytest.raises(GraphError, match="gplace.coarsen needs graph"):
+    coarsen(None)                                 # AttributeError before
+  with pytest.raises(CoarseningError, match="gplace.coarsen"):
+    expand("not a coarsening", np.zeros(3, np.int32))
+  c = coarsen(random_dag(10), "size", max_groups=3)
+  with pytest.raises(PlacementError, match="length 3"):
+    expand(c, [0, 1])
+  assert expand(c, [0, 1, 2]).shape == (10,)      # a list: TypeError before
 
 
 def test_large_graph_is_fast_enough_to_run():

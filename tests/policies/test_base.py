@@ -18,6 +18,21 @@ def test_go_is_registered():
 def test_unknown_family_is_a_policy_error():
   with pytest.raises(PolicyError, match="Unknown policy 'placeto_v9'"):
     policies.create_policy("placeto_v9", 3)
+  with pytest.raises(PolicyError, match=r"Unknown policy \['go'\]"):
+    policies.create_policy(["go"], 3)       # TypeError before
+
+
+@pytest.mark.parametrize("num_devices", [0, -1, "3", 2.5, None, True])
+def test_a_bad_device_count_is_a_policy_error(num_devices):
+  # Accepted before; the policy failed when first applied.
+  with pytest.raises(PolicyError, match="num_devices must be a positive"):
+    policies.create_policy("go", num_devices)
+
+
+def test_a_hyperparameter_of_the_wrong_type_is_a_policy_error():
+  with pytest.raises(PolicyError, match="'go' policy rejects these "
+                     "hyperparameters.*TypeError"):
+    policies.create_policy("go", 3, hidden_size="64")  # TypeError before
 
 
 def test_a_registered_family_is_built_by_name(monkeypatch):

@@ -186,6 +186,12 @@ def test_policy_files_round_trip_and_bad_files_are_clear(pretrained,
     policy_file.params_like(loaded, shapes)
 
 
+@pytest.mark.parametrize("path", [None, 3])
+def test_load_policy_needs_a_path(path):
+  with pytest.raises(PolicyError, match="needs the path of a policy file"):
+    policy_file.load_policy(path)                   # TypeError before
+
+
 def test_the_shipped_policy_loads_and_transfers():
   path = policy_file.shipped_policy_path("1cpu+4gpu")
   assert path is not None and "1cpu+4gpu" in policy_file.shipped_topologies()

@@ -7,6 +7,7 @@ import pytest
 
 from experiments.configs import quickstart
 from gplace.errors import ConfigError
+from gplace.rl import data
 from gplace.rl import validation
 
 
@@ -176,6 +177,9 @@ def test_bool_fields_and_missing_fields(tmp_path):
 @pytest.mark.parametrize("field,value,message", [
     ("workload", "random_dag:1", "at least 2 nodes"),
     ("baselines", "m_etf,no_such", "Unknown baseline 'no_such'"),
+    # Passed, then the run failed on baseline '' after writing config.json.
+    ("baselines", "", "names no baseline"),
+    ("baselines", " , ", "names no baseline"),
     ("warm_start.baseline", "heft", "not among config.baselines"),
 ])
 def test_workload_and_baseline_names(tmp_path, field, value, message):
@@ -184,6 +188,14 @@ def test_workload_and_baseline_names(tmp_path, field, value, message):
   _set(config, field, value)
   with pytest.raises(ConfigError, match=message):
     validation.validate_config(config, str(tmp_path))
+
+
+def test_selected_baselines_skip_blanks():
+  config = tiny_config()
+  config.baselines = "m_etf, ,heft,"
+  assert data.selected_baselines(config) == ["m_etf", "heft"]
+  config.baselines = "all"
+  assert data.selected_baselines(config) is None
 
 
 def test_graph_cache_must_hold_the_graphs_or_be_writable(tmp_path):

@@ -45,6 +45,7 @@ def test_tournament_select_prefers_the_fast():
     (dict(tournament=0), "tournament"),
     (dict(tournament=65), "tournament"),
     (dict(crossover_kind="onepoint"), "crossover"),
+    (dict(crossover_kind=np.array(["uniform", "segment"])), "crossover"),
     (dict(mutation_rate=1.5), "mutation_rate"),
 ])
 def test_genetic_rejects_bad_settings(kwargs, match, small):

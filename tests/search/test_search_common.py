@@ -80,6 +80,14 @@ def test_respects_budget(name, fn, budget, small):
 
 
 @pytest.mark.parametrize("name,fn", SEARCHES)
+def test_a_huge_batch_size_is_cut_to_the_budget(name, fn, small):
+  # Batches were padded to batch_size: 10**20 raised OverflowError.
+  graph, topology = small
+  result = fn(graph, topology, budget=5, batch_size=10**20)
+  assert result.evaluations == 5
+
+
+@pytest.mark.parametrize("name,fn", SEARCHES)
 def test_deterministic_for_a_seed(name, fn, small):
   graph, topology = small
   first = fn(graph, topology, seed=7, budget=200)
@@ -183,6 +191,11 @@ def test_placers_return_valid_placements():
     (dict(init=np.zeros((2, 29), np.int32)), "init"),
     (dict(groups=np.zeros(5, np.int32)), "groups"),
     (dict(groups="colocation", move_size=30), "move_size"),
+    (dict(seed=-1), "seed"),              # numpy's ValueError before
+    (dict(seed=0.5), "seed"),             # numpy's TypeError before
+    (dict(seed="1"), "seed"),
+    (dict(seed=np.zeros(3)), "seed"),
+    (dict(seed=2**40), "seed"),
 ])
 def test_bad_settings_raise_search_error(name, fn, kwargs, match, small):
   graph, topology = small

@@ -146,8 +146,17 @@ def test_local_describes_the_cpu_devices():
   assert topology.n_compute_groups == 1
   assert np.all(topology.memory_bytes > 0)
   assert local().n_devices == len(jax.devices())
-  with pytest.raises(TopologyError, match="No JAX devices"):
-    local([])
+  # Names, None, a single device or a device twice: an AttributeError or
+  # TypeError, or silently accepted, before.
+  for devices, message in [([], "devices is empty"),
+                           (["cpu:0"], r"devices\[0\] is str 'cpu:0'"),
+                           ([None], "devices must be a list"),
+                           ("cpu", "devices must be a list"),
+                           (3, "devices must be a list"),
+                           (devices[0], "got one device"),
+                           ([devices[0], devices[0]], "listed 2 times")]:
+    with pytest.raises(TopologyError, match=message):
+      local(devices)
 
 
 def test_module_exports():

@@ -435,6 +435,14 @@ def test_empty_graph():
     (dict(num_workers=0), SearchError, "num_workers"),
     (dict(num_workers=1.5), SearchError, "num_workers"),
     (dict(num_workers=True), SearchError, "num_workers"),
+    (dict(num_workers=2**40), SearchError, "num_workers"),  # pybind before
+    (dict(seed=None), SearchError, "seed"),                 # TypeError before
+    (dict(seed="abc"), SearchError, "seed"),
+    (dict(seed=2**40), SearchError, "seed"),
+    (dict(max_nodes=None), SearchError, "max_nodes"),
+    (dict(max_nodes="big"), SearchError, "max_nodes"),
+    (dict(memory=np.zeros(3)), SearchError, "memory"),
+    (dict(links="yes"), SearchError, "links"),
     (dict(hint=np.zeros(5, np.int32)), PlacementError, "length 5"),
     (dict(hint=np.zeros((2, 8), np.int32)), PlacementError, "shape"),
     (dict(hint=np.full(8, 3)), PlacementError, "device"),
@@ -459,6 +467,8 @@ def test_bad_graph_or_topology_raise_in_every_entry_point():
       fn(graph, topology, time_limit_s=0)
     with pytest.raises(SearchError, match="num_workers"):
       fn(graph, topology, time_limit_s=5.0, num_workers=0)
+    with pytest.raises(SearchError, match="seed"):
+      fn(graph, topology, time_limit_s=5.0, seed=float("nan"))
 
 
 def test_exports():

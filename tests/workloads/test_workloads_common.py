@@ -29,7 +29,9 @@ def test_names_cover_the_papers():
 
 
 @pytest.mark.parametrize("bad", [
-    dict(name="alexnet"), dict(size="huge"), dict(step="eval")])
+    dict(name="alexnet"), dict(size="huge"), dict(step="eval"),
+    dict(name=["rnnlm2"]), dict(size=["tiny"]),  # TypeError before
+    dict(step=None)])
 def test_unknown_request_lists_choices(bad):
   request = {**dict(name="rnnlm2", size="tiny", step="train"), **bad}
   with pytest.raises(WorkloadError) as err:
