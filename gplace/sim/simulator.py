@@ -76,6 +76,9 @@ in ``random_dag``), otherwise within ~1e-7 relative per step.
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -269,6 +272,20 @@ def bucket(size: int, smallest: int = 16) -> int:
   return -(-size // step) * step
 
 
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+    else (os.cpu_count() or 1)
+_POOL = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+  """Threads that run parts of a batch of list schedules concurrently."""
+  global _POOL
+  if _POOL is None:
+    _POOL = concurrent.futures.ThreadPoolExecutor(
+        _CORES, thread_name_prefix="gplace-simulate")
+  return _POOL
+
+
 def _simulate_schedules(graph: Graph, topology: Topology, costs,
                         placements: np.ndarray, priority: np.ndarray, *,
                         dynamic: bool) -> SimResult:
@@ -290,9 +307,25 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   priority = np.broadcast_to(priority, (k, n))
   prio[:k, :n] = priority
   prio[k:, :n] = priority[0]
-  with one_kernel_loops():
-    result = _dispatch_jit(problem, jnp.asarray(padded), jnp.asarray(prio),
-                           dynamic=dynamic)
+
+  def run(rows: slice) -> SimResult:
+    with one_kernel_loops():         # (a context variable: set per thread)
+      return _dispatch_jit(problem, jnp.asarray(padded[rows]),
+                           jnp.asarray(prio[rows]), dynamic=dynamic)
+
+  # Placements are scheduled one by one on CPU: parts of the batch run on
+  # the machine's cores from threads of their own (XLA runs a program's
+  # loops on one core).
+  parts = min(_CORES, k_pad)
+  parts = 1 << (parts.bit_length() - 1)          # k_pad / parts: a power of 2
+  if parts == 1:
+    result = run(slice(None))
+  else:
+    size = k_pad // parts
+    pieces = list(_pool().map(run, [slice(i * size, (i + 1) * size)
+                                    for i in range(parts)]))
+    result = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs),
+                                    *pieces)
   order = np.asarray(result.order)[:k]
   order = order[order < n].reshape(k, n)
   return SimResult(runtime_s=result.runtime_s[:k],
