@@ -14,6 +14,11 @@ and seed, every arm below gets the same number of simulator evaluations
 * **policy best sample** (learned): the fastest placement the policy itself
   sampled during that run (every one of them drawn from the policy; no
   baseline seeding, no search).
+* **policy with priority levels** (learned; ``--levels P``): the same pure
+  RL with ``policy.priority_levels = P``: each group also takes a priority
+  level, and its placement runs in the dynamic schedule ranked by level,
+  then by the critical path (joint placement + scheduling, as GO's
+  multi-task setting).
 * **policy given the best plan** (learned; ``--hint``, ``0`` skips it): the
   same pure RL on single ops (no groups) with ``policy.hint``: the policy
   reads the best default-schedule baseline's plan as a node input and
@@ -126,9 +131,10 @@ def search_controls(graph, topology, *, budget: int, seed: int,
 
 
 def rl_config(args, workload: str, seed: int, guided: bool,
-              hinted: bool = False):
+              hinted: bool = False, levels: int = 0):
   """The quickstart config for one RL arm (pure RL, policy-guided search
-  with ``guided``, or pure RL given the best plan with ``hinted``)."""
+  with ``guided``, pure RL given the best plan with ``hinted``, or pure RL
+  that also chooses ``levels`` priority levels)."""
   config = quickstart.get_config()
   config.workload, config.workload_size = workload, args.size
   config.topology, config.seed = args.topology, seed
@@ -144,6 +150,7 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   if hinted:
     config.policy.hint, config.policy.hint_init = True, args.hint
     config.groups.max_groups = 0
+  config.policy.priority_levels = levels
   return config
 
 
@@ -181,19 +188,26 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
 
   init, _ = search.initial_placements(graph, topology)
   for seed in range(args.seeds):
-    with tempfile.TemporaryDirectory() as workdir:
-      result, (ev, mean, best), wall = run_rl(
-          rl_config(args, workload, seed, guided=False), workdir)
-    own = result.policy[0]
-    spent = int(ev[-1]) if len(ev) else 0
-    add("policy greedy", LEARNED, own.greedy_runtime_s, spent + 1, wall)
-    add("policy best sample (during training)", LEARNED,
-        result.best_runtime_s[0], spent, wall)
-    add(f"policy sampled, mean of {own.num_samples} after training", LEARNED,
-        own.sampled_mean_s, spent + own.num_samples, wall)
-    if seed == 0:
-      curves["policy samples: mean per step"] = (ev, mean)
-      curves["policy samples: best so far"] = (ev, best)
+    arms = [("", 0)] if not args.no_pure else []
+    if args.levels:
+      arms.append((f"with {args.levels} priority levels: ", args.levels))
+    for prefix, levels in arms:
+      with tempfile.TemporaryDirectory() as workdir:
+        result, (ev, mean, best), wall = run_rl(
+            rl_config(args, workload, seed, guided=False, levels=levels),
+            workdir)
+      own = result.policy[0]
+      spent = int(ev[-1]) if len(ev) else 0
+      add(f"policy {prefix}greedy", LEARNED, own.greedy_runtime_s,
+          spent + 1, wall)
+      add(f"policy {prefix}best sample (during training)", LEARNED,
+          result.best_runtime_s[0], spent, wall)
+      add(f"policy {prefix}sampled, mean of {own.num_samples} after "
+          "training", LEARNED, own.sampled_mean_s, spent + own.num_samples,
+          wall)
+      if seed == 0:
+        curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
+        curves[f"policy {prefix}samples: best so far"] = (ev, best)
     if args.hint > 0:
       with tempfile.TemporaryDirectory() as workdir:
         result, (ev, _, best), wall = run_rl(
@@ -215,9 +229,10 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
           result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
       if seed == 0:
         curves["policy-guided search: best so far"] = (ev, best)
-    for name, runtime, evaluations, wall, history in search_controls(
+    for name, runtime, evaluations, wall, history in ([] if args.no_search
+                                                      else search_controls(
         graph, topology, budget=args.evaluations, seed=seed,
-        batch_size=args.samples, init=init):
+        batch_size=args.samples, init=init)):
       add(name, SEARCH, runtime, evaluations, wall)
       if seed == 0:
         curves[name] = history
@@ -268,6 +283,15 @@ def main(argv=None) -> int:
   parser.add_argument("--hint", type=float, default=0.0,
                       help="arm of a policy given the best plan as input: "
                       "its policy.hint_init (e.g. 5.0; 0: skip it)")
+  parser.add_argument("--levels", type=int, default=0,
+                      help="arm of the policy with priority levels (joint "
+                      "placement + scheduling, policy.priority_levels; 0: "
+                      "skip it)")
+  parser.add_argument("--no_pure", action="store_true",
+                      help="skip the pure RL arm (e.g. to run --levels "
+                      "alone)")
+  parser.add_argument("--no_search", action="store_true",
+                      help="skip the search controls")
   parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")

@@ -197,6 +197,14 @@ def test_place_runs_the_result_like_jit(program, from_function, devices):
   placed = gplace.place(fn, from_function.graph, from_function.placement,
                         devices, schedule=from_function.schedule())
   np.testing.assert_allclose(placed(*args), expected, rtol=1e-5, atol=1e-5)
+  # And gplace.place(fn, result): the result's placement in its schedule.
+  placed = gplace.place(fn, from_function, devices=devices)
+  np.testing.assert_array_equal(placed.placement, from_function.placement)
+  np.testing.assert_allclose(placed(*args), expected, rtol=1e-5, atol=1e-5)
+  with pytest.raises(errors.PlacementError, match="drop placement="):
+    gplace.place(fn, from_function, from_function.placement, devices)
+  with pytest.raises(errors.PlacementError, match="needs a placement"):
+    gplace.place(fn, from_function.graph)
 
 
 def _malformed_json(tmp_path):
@@ -231,10 +239,6 @@ def test_bad_inputs_raise_gplace_errors(make_input, error, message, tmp_path):
     (dict(budget_s=float("nan")), errors.SearchError, "budget_s"),
     (dict(seed=1.5), errors.SearchError, "seed must be an integer"),
     (dict(seed=-1), errors.SearchError, "seed must be an integer in"),
-    (dict(method="policy", costs=np.ones((12, 5))), errors.SearchError,
-     "method='policy'.*roofline"),
-    (dict(method="finetune", costs=np.ones((12, 5))), errors.SearchError,
-     "method='finetune'.*roofline"),
     (dict(method="pretrained", topology="1cpu+2gpu"), errors.SearchError,
      "needs a pretrained policy for '1cpu\\+2gpu'.*policy="),
     (dict(method="pretrained", policy=5), errors.SearchError,
@@ -246,9 +250,6 @@ def test_bad_inputs_raise_gplace_errors(make_input, error, message, tmp_path):
     (dict(max_evaluations=0), errors.SearchError, "max_evaluations"),
     (dict(progress="yes"), errors.SearchError, "progress must be True"),
     (dict(costs=np.ones((3, 3))), errors.TopologyError, "costs has shape"),
-    (dict(method="policy", topology=gplace.topology.preset("1cpu+2gpu")
-          .replace(name="mine")), errors.SearchError,
-     "method='policy'.*preset topology"),
 ])
 def test_bad_settings_raise_gplace_errors(kwargs, error, message):
   with pytest.raises(error, match=message):
@@ -268,12 +269,24 @@ def test_a_function_that_does_not_trace_raises_the_capture_error(program):
 
 @pytest.mark.skipif(not os.environ.get("GPLACE_SLOW_TESTS"),
                     reason="trains GO for a minute; GPLACE_SLOW_TESTS=1")
-def test_policy_trains_go_on_the_graph():
+def test_policy_trains_go_on_the_graph_its_topology_and_costs():
+  # A custom topology and a measured cost table: the training loop scores
+  # with exactly them (the candidates' runtimes are the simulator's with
+  # these costs).
   graph = random_dag(40, seed=1)
-  result = gplace.optimize(graph, topology="1cpu+2gpu", method="policy",
-                           budget_s=30.0, progress=False)
-  assert any(label.startswith("GO trained on this graph")
-             for label in result.candidates)
+  topology = gplace.topology.preset("1cpu+2gpu").replace(name="mine")
+  costs = np.random.default_rng(1).uniform(1e-4, 1e-3,
+                                           (graph.n_nodes, 3))
+  result = gplace.optimize(graph, topology=topology, costs=costs,
+                           method="policy", budget_s=30.0, progress=False)
+  trained = [label for label in result.candidates
+             if label.startswith("GO trained on this graph")]
+  assert trained
+  for label in trained:
+    again = gplace.simulate(graph, result.placement_of(label), topology,
+                            costs=costs)
+    np.testing.assert_allclose(float(again.runtime_s),
+                               result.candidates[label], rtol=1e-6)
   assert np.isfinite(result.runtime_s)
 
 

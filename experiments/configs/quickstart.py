@@ -26,7 +26,10 @@ def get_config():
   config.workload = "rnnlm2"
   config.workload_size = "tiny"    # tiny | small | paper
   config.workload_step = "train"   # train | infer
-  config.topology = "1cpu+4gpu"    # a gplace.sim.topology preset, or "local"
+  # A gplace.sim.topology preset, "local" (this machine's devices) or
+  # "file": the devices the workload's graph file describes (its measured
+  # costs, if any, are used with any topology of as many devices).
+  config.topology = "1cpu+4gpu"
   config.baselines = "all"         # or a comma-separated list of names
   # Directory of captured graphs <name>_<size>_<step>.npz (as written by
   # experiments/baselines.py), read instead of capturing with simulated

@@ -50,7 +50,6 @@ MIN_SEARCH_S = 0.5
 # seconds of the budget are left for it (compiling the training step alone
 # takes 20-40 s on two CPU cores); the search then leaves it this much.
 AUTO_FINETUNE_S = 90.0
-TRAINING_KINDS = ("finetune", "policy")
 
 
 def _check_flag(value: Any, name: str) -> bool:
@@ -85,8 +84,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     for part of the budget; on graphs of at most
     :data:`AUTO_SOLVER_MAX_NODES` nodes with at least :data:`MIN_SOLVER_S`
     seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
-    seconds to spare on a preset or ``"local"`` topology with roofline
-    costs, the pretrained policy fine-tuned on the graph.
+    seconds to spare, the pretrained policy fine-tuned on the graph.
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
@@ -102,9 +100,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`SOLVER_MAX_NODES` nodes; its proven bound tightens
     ``lower_bound_s``.
   * ``"policy"``: the baselines, then GO trained by RL on this graph for
-    the rest of the budget (``experiments/configs/quickstart.py``; preset or
-    ``"local"`` topologies and roofline costs only; needs a gplace checkout
-    with the dev extras).
+    the rest of the budget (``experiments/configs/quickstart.py``; needs a
+    gplace checkout with the dev extras).
+
+  The training methods (``"finetune"``, ``"policy"``) train on exactly the
+  problem placed here: any topology (a preset, ``"local"``, a custom
+  :class:`~gplace.Topology`) and measured costs (``costs=``, a graph
+  file's, ``profile=True``) included.
 
   Args:
     fn_or_graph: a jittable function (with ``*args``, its example
@@ -153,8 +155,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     TopologyError: an unknown topology, or a bad cost table.
     SearchError: an unknown method, a budget that is not a positive number
       of seconds, ``method="solver"`` on a graph above
-      :data:`SOLVER_MAX_NODES` nodes, ``method="policy"`` or
-      ``"finetune"`` on a custom topology or measured costs,
+      :data:`SOLVER_MAX_NODES` nodes,
       ``"pretrained"`` or ``"finetune"`` without a policy for the
       topology's device count, or a ``policy`` that is not a path.
     PolicyError: a ``policy`` file that cannot be read.
@@ -170,12 +171,6 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   progress = _check_flag(progress, "progress")
   topology_spec = check_topology_spec(topology)
   profile = _check_flag(profile, "profile")
-  if chosen.kind in TRAINING_KINDS and (profile or costs is not None):
-    raise SearchError(
-        f"gplace.optimize: method={chosen.kind!r} trains with the "
-        "topology's roofline costs; it cannot use measured costs (costs= or "
-        "profile=True). Use method='pretrained', 'search' or 'auto' with "
-        "them.")
   if profile:
     if topology_spec not in (None, LOCAL) or costs is not None:
       raise TopologyError(
@@ -198,9 +193,6 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         "then place the groups), or use method='search' or 'auto'.")
   named = topology_spec if topology_spec is not None else (
       DEFAULT_PRESET if source.topology is None else problem.topology)
-  policy_topology = None
-  if chosen.kind in TRAINING_KINDS:
-    policy_topology = learned.check_policy_problem(named, problem.costs)
   loaded = None
   if chosen.kind in ("auto", "pretrained", "finetune"):
     loaded = learned.resolve_policy_file(policy, problem.topology)
@@ -217,10 +209,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         f"and 'finetune', not {method!r}; drop it or change the method.")
   finetune_next = chosen.kind == "finetune" or (
       chosen.kind == "auto" and loaded is not None
-      and budget_s >= 2 * AUTO_FINETUNE_S
-      and _trainable(named, problem.costs))
-  if chosen.kind == "auto" and finetune_next:
-    policy_topology = named
+      and budget_s >= 2 * AUTO_FINETUNE_S)
 
   deadline = began + budget_s
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
@@ -267,27 +256,17 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     if finetune_next:
       bar.stage("fine-tuning")
       tried.extend(learned.finetune_candidates(
-          problem, loaded, policy_topology, time_s=max(left, 1.0),
-          seed=seed))
+          problem, loaded, time_s=max(left, 1.0), seed=seed))
       _show_best(bar, tried)
     if chosen.kind == "policy":
       bar.stage("policy")
-      found = learned.policy_candidates(problem, policy_topology,
-                                        time_s=max(left, 1.0), seed=seed)
+      found = learned.policy_candidates(problem, time_s=max(left, 1.0),
+                                        seed=seed)
       tried.extend(found or [Candidate(
           "GO trained on this graph: no placement fitted in memory",
           np.zeros(n, np.int32), None, math.inf)])
       _show_best(bar, tried)
   return _result(problem, tried, bound_s, began)
-
-
-def _trainable(topology_spec: Any, costs: Any) -> bool:
-  """Whether the training loop can run on this topology and costs."""
-  try:
-    learned.check_policy_problem(topology_spec, costs)
-  except SearchError:
-    return False
-  return True
 
 
 def _show_best(bar: Progress, tried: list) -> None:

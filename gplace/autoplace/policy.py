@@ -41,9 +41,9 @@ import numpy as np
 from gplace.errors import ConfigError, SearchError
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.candidates import Candidate, score
-from gplace.autoplace.inputs import LOCAL, Problem
+from gplace.autoplace.inputs import Problem
+from gplace.graphs import interchange
 from gplace.rl import policy_file as policy_file_lib
-from gplace.sim.topology import preset_names
 
 # Steps per jitted chunk: how often the budget is checked.
 CHUNK_STEPS = 10
@@ -53,31 +53,6 @@ MAX_STEPS = 1_000_000
 FINETUNE_STEPS = 50
 # Fresh samples of a policy scored next to its greedy placement.
 NUM_SAMPLES = 16
-
-
-def check_policy_problem(topology_spec, problem_costs) -> str:
-  """The ``config.topology`` string for a training run.
-
-  Raises:
-    SearchError: a custom :class:`~gplace.Topology` or a measured cost
-      table, which the training configs cannot carry.
-  """
-  if not isinstance(topology_spec, str) or (
-      topology_spec != LOCAL and topology_spec not in preset_names()):
-    raise SearchError(
-        "gplace.optimize: training a policy (method='policy' or "
-        "'finetune') uses experiments/run.py's loop, which takes a preset "
-        f"topology or 'local', not a custom Topology; pass topology= one of "
-        f"{preset_names()} or 'local', or use method='pretrained', 'search' "
-        "or 'auto' on this topology.")
-  if problem_costs is not None:
-    raise SearchError(
-        "gplace.optimize: training a policy (method='policy' or "
-        "'finetune') scores placements with the topology's roofline costs; "
-        "it cannot use a measured cost table (costs=, profile=True, or "
-        "costs in the graph file). Use method='pretrained', 'search' or "
-        "'auto' with measured costs.")
-  return topology_spec
 
 
 def resolve_policy_file(policy: Any, topology) -> Optional[
@@ -181,7 +156,7 @@ def _policy_model(policy_json: str, n_devices: int):
 
 def finetune_candidates(problem: Problem,
                         loaded: policy_file_lib.PolicyFile,
-                        topology_name: str, *, time_s: float, seed: int,
+                        *, time_s: float, seed: int,
                         steps: int = FINETUNE_STEPS) -> list[Candidate]:
   """The pretrained policy fine-tuned on ``problem.graph`` for at most
   ``steps`` RL steps (fewer if ``time_s`` runs out): its greedy placement
@@ -198,11 +173,11 @@ def finetune_candidates(problem: Problem,
           "fine-tuned"
   if loaded.policy.get("hint"):
     label += " (given the best default-schedule baseline's plan)"
-  return train_candidates(problem, config, topology_name, time_s=time_s,
+  return train_candidates(problem, config, time_s=time_s,
                            seed=seed, max_steps=steps, label=label)
 
 
-def policy_candidates(problem: Problem, topology_name: str, *, time_s: float,
+def policy_candidates(problem: Problem, *, time_s: float,
                       seed: int) -> list[Candidate]:
   """GO trained by RL on ``problem.graph`` from scratch (the quickstart
   config) for about ``time_s`` seconds (at least one chunk of
@@ -212,8 +187,7 @@ def policy_candidates(problem: Problem, topology_name: str, *, time_s: float,
   Raises:
     ConfigError: the quickstart config cannot be imported.
   """
-  return train_candidates(problem, _quickstart_config(), topology_name,
-                           time_s=time_s, seed=seed, max_steps=MAX_STEPS,
+  return train_candidates(problem, _quickstart_config(), time_s=time_s, seed=seed, max_steps=MAX_STEPS,
                            label="GO trained on this graph")
 
 
@@ -232,11 +206,11 @@ def config_from_record(record: dict):
   return ml_collections.ConfigDict(record)
 
 
-def train_candidates(problem: Problem, config, topology_name: str, *,
-                      time_s: float, seed: int, max_steps: int,
-                      label: str) -> list[Candidate]:
+def train_candidates(problem: Problem, config, *,
+                     time_s: float, seed: int, max_steps: int,
+                     label: str) -> list[Candidate]:
   """Runs the training loop with ``config`` on ``problem.graph`` (saved to
-  a temporary graph file) until ``max_steps`` RL steps or ``time_s``
+  a temporary graph file with its topology and costs) until ``max_steps`` RL steps or ``time_s``
   seconds, whichever ends first (checked between chunks), then scores, in
   the default schedule, the policy's greedy placement and the best
   placement it sampled, labelled ``"<label> (<steps> steps): greedy"`` and
@@ -251,10 +225,14 @@ def train_candidates(problem: Problem, config, topology_name: str, *,
     return time.perf_counter() > deadline
 
   with tempfile.TemporaryDirectory(prefix="gplace_optimize_") as tmp:
-    graph_path = os.path.join(tmp, "graph.npz")
-    problem.graph.save(graph_path)
+    # The graph with its devices and costs: the loop trains on exactly the
+    # problem placed here (a preset, the local devices or a custom
+    # topology; roofline or measured costs).
+    graph_path = os.path.join(tmp, "graph.json")
+    interchange.save(graph_path, problem.graph, topology=problem.topology,
+                     costs=problem.costs)
     config.workload = graph_path
-    config.topology = topology_name
+    config.topology = "file"
     config.seed = seed
     config.pmap = False
     config.progress_bar = config.print_table = False

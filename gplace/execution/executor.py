@@ -76,7 +76,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from gplace.errors import ExecutionError
+from gplace.errors import ExecutionError, PlacementError
 from gplace.execution import cache
 from gplace.execution import effects
 from gplace.execution import inputs
@@ -287,7 +287,7 @@ class PlacedFunction:
             f"mode={self.mode!r}, devices={len(self.devices)}{built})")
 
 
-def place(fn: Callable, graph: Graph, placement, devices=None,
+def place(fn: Callable, graph: Graph, placement=None, devices=None,
           mode: str = "cluster", *, schedule=None,
           topology: Topology | None = None,
           example_args: tuple | None = None,
@@ -295,9 +295,15 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
   """Pins each op of ``fn`` to the device that ``placement`` gives it, and
   runs each device's ops in the order ``schedule`` gives them.
 
+  ``gplace.place(fn, result)`` runs the winner of ``result =
+  gplace.optimize(fn, ...)`` in the schedule it was simulated in (its
+  :meth:`~gplace.PlacementResult.place`).
+
   Args:
     fn: the jittable function ``graph`` was captured from.
-    graph: its op graph (``gplace.capture(fn, *args)``).
+    graph: its op graph (``gplace.capture(fn, *args)``), or a
+      :class:`~gplace.PlacementResult` (then no ``placement`` or
+      ``schedule``).
     placement: ``[N]`` device index per node of ``graph``; input nodes say
       where parameters live, output nodes where results land.
     devices: ``jax.Device`` s that indices refer to (default: all local
@@ -335,6 +341,20 @@ def place(fn: Callable, graph: Graph, placement, devices=None,
       they change the computation; see
       :mod:`gplace.execution.weak_types`).
   """
+  from gplace.autoplace.result import PlacementResult  # pylint: disable=g-import-not-at-top
+  if isinstance(graph, PlacementResult):
+    if placement is not None or schedule is not None:
+      raise PlacementError(
+          "gplace.place(fn, result) runs the optimize result's own placement "
+          "and schedule; drop placement= and schedule= (or pass result.graph "
+          "with a placement of your own).")
+    return graph.place(fn, devices, mode=mode, topology=topology,
+                       example_args=example_args,
+                       example_kwargs=example_kwargs)
+  if placement is None:
+    raise PlacementError(
+        "gplace.place needs a placement: gplace.place(fn, graph, placement), "
+        "or gplace.place(fn, result) with the result of gplace.optimize.")
   inputs.check_fn(fn, "gplace.place")
   mode = inputs.check_mode(mode)
   devices = (inputs.check_devices(devices, "gplace.place")

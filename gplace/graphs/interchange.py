@@ -15,7 +15,8 @@ networkx convention: node keys are the ids (any hashable); node attributes
 ``name``, ``kind``, ``op_type``, ``out_bytes`` (required), ``out_shape``,
 ``out_dtype``, ``flops``, ``bytes_accessed``, ``cost_s``,
 ``resident_bytes``, ``allowed_devices``, ``colocation``; edge attribute
-``bytes`` (default: the source's ``out_bytes``); graph attributes ``name``,
+``bytes`` (default: the source's ``out_bytes``), or ``transfer_s`` given
+a ``topology``; graph attributes ``name``,
 and ``n_devices`` or ``device_names`` where constraints or costs need
 devices.
 """
@@ -126,7 +127,8 @@ def _checked_costs(graph: Graph, topology, costs) -> Optional[np.ndarray]:
 
 def from_networkx(nx_graph: Any, *, name: str | None = None,
                   device_names: Sequence[str] | None = None,
-                  n_devices: int | None = None) -> GraphFile:
+                  n_devices: int | None = None,
+                  topology=None) -> GraphFile:
   """A gplace graph from a ``networkx.DiGraph`` (see the module docstring).
 
   Args:
@@ -137,9 +139,12 @@ def from_networkx(nx_graph: Any, *, name: str | None = None,
       (default: the graph attribute ``device_names``).
     n_devices: ``D`` for index-based constraints (default: the graph
       attribute ``n_devices``, else the ``cost_s`` lists' length).
+    topology: the devices (a :class:`~gplace.Topology`), if known: their
+      names serve as ``device_names``, and edges may give ``transfer_s``
+      instead of ``bytes`` (see :mod:`gplace.graphs.json_format`).
 
   Returns:
-    A :class:`GraphFile` with no topology; ``costs`` ``[N, D]`` when the
+    A :class:`GraphFile` (with ``topology``); ``costs`` ``[N, D]`` when the
     nodes carry ``cost_s``.
 
   Raises:
@@ -151,6 +156,11 @@ def from_networkx(nx_graph: Any, *, name: str | None = None,
         f"from_networkx needs a networkx.DiGraph, got "
         f"{type(nx_graph).__name__}; convert it with nx.DiGraph(g).")
   attrs = nx_graph.graph
+  if topology is not None:
+    from gplace.sim.topology import check_topology  # pylint: disable=g-import-not-at-top
+    check_topology(topology, "from_networkx")
+    if device_names is None:
+      device_names = list(topology.device_names)
   name = name if name is not None else attrs.get("name", "graph") or "graph"
   if not isinstance(name, str):
     raise GraphError(f"networkx graph: name is {name!r}; give a string.")
@@ -172,8 +182,9 @@ def from_networkx(nx_graph: Any, *, name: str | None = None,
   graph, costs = graph_from_records(
       list(nx_graph.nodes(data=True)), list(nx_graph.edges(data=True)),
       name=name, where="networkx graph", device_names=device_names,
-      n_devices=None if n_devices is None else int(n_devices))
-  return GraphFile(graph, None, costs)
+      n_devices=None if n_devices is None else int(n_devices),
+      topology=topology)
+  return GraphFile(graph, topology, costs)
 
 
 def to_networkx(graph: Graph, *, costs=None,

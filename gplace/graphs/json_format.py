@@ -40,7 +40,8 @@ The format (``version`` 1)::
       ...],
     "edges": [
       {"src": "conv1", "dst": "relu1", "bytes": 401408},  # bytes default:
-      ...]                                                # src's out_bytes
+      {"src": "relu1", "dst": "pool1", "transfer_s": 3e-5},  # src's out_bytes
+      ...]
   }
 
 Semantics:
@@ -69,6 +70,14 @@ Semantics:
   (every pair of devices) or a ``[D][D]`` matrix from row to column device,
   its diagonal ignored (``null`` allowed there). Required with more than
   one device.
+* Edges: ``bytes`` is what a transfer of the edge's tensor sends (default:
+  the source's ``out_bytes``); a node's output is sent once per device,
+  the largest of its edges' bytes. ``transfer_s`` instead gives the
+  measured seconds of that transfer between two devices; it needs the
+  ``topology`` and becomes the bytes that take that long on its links
+  (latency plus bytes over bandwidth, averaged over the device pairs:
+  exact where all links are alike; it also counts as those bytes in
+  memory). Give one of the two.
 * Node order does not matter: edges must form a DAG, and nodes are
   renumbered into a topological order (kept where the file has one).
 
@@ -257,15 +266,16 @@ def graph_from_json(data: Any, where: str, default_name: str = "graph"):
     if not isinstance(edge, dict) or not {"src", "dst"} <= set(edge):
       raise GraphError(f"{where}: edges[{j}] must be an object with 'src' "
                        "and 'dst' node ids (and optional 'bytes').")
-    unknown = sorted(set(edge) - {"src", "dst", "bytes"})
+    unknown = sorted(set(edge) - {"src", "dst", "bytes", "transfer_s"})
     if unknown:
       raise GraphError(f"{where}: edges[{j}] has unknown fields {unknown}; "
-                       "edge fields are src, dst, bytes.")
+                       "edge fields are src, dst, bytes, transfer_s.")
     edges.append((edge["src"], edge["dst"],
-                  {k: v for k, v in edge.items() if k == "bytes"}))
+                   {k: v for k, v in edge.items()
+                    if k in ("bytes", "transfer_s")}))
   graph, costs = graph_from_records(nodes, edges, name=name, where=where,
                                     device_names=device_names,
-                                    n_devices=n_devices)
+                                    n_devices=n_devices, topology=topology)
   return graph, topology, costs
 
 

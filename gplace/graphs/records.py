@@ -141,11 +141,27 @@ def device_count(nodes: Sequence[tuple[Hashable, dict]],
   return None
 
 
+def transfer_bytes(transfer_s: float, topology) -> int:
+  """The bytes whose transfer takes ``transfer_s`` seconds on ``topology``'s
+  links on average (latency plus bytes over bandwidth, averaged over the
+  ordered pairs of distinct devices, as the critical-path priority does):
+  exact where all links are alike. 0 if it is below the mean latency, or
+  with one device (nothing is ever sent)."""
+  d = topology.n_devices
+  if d < 2:
+    return 0
+  off = ~np.eye(d, dtype=bool)
+  latency = float(topology.link_latency[off].mean())
+  inverse_bandwidth = float((1.0 / topology.link_bandwidth[off]).mean())
+  return int(round(max(transfer_s - latency, 0.0) / inverse_bandwidth))
+
+
 def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
                        edges: Sequence[tuple[Hashable, Hashable, dict]], *,
                        name: str, where: str,
                        device_names: Sequence[str] | None = None,
-                       n_devices: int | None = None
+                       n_devices: int | None = None,
+                       topology=None
                        ) -> tuple[Graph, Optional[np.ndarray]]:
   """Builds a graph (and its cost table, if the nodes carry ``cost_s``).
 
@@ -157,6 +173,9 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
       ``"networkx graph"``); fields are named as ``nodes[i].field``.
     device_names: the topology's device names, when there is one.
     n_devices: ``D`` when known (a topology, or the file says).
+    topology: the devices, when known: edges may then give ``transfer_s``
+      (seconds to send the tensor between two devices) instead of
+      ``bytes`` (see :func:`transfer_bytes`).
 
   Returns:
     ``(graph, costs)``: ``costs`` is ``[N, D]`` float64 seconds or None.
@@ -280,8 +299,20 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
       ends.append(position)
     if not isinstance(attrs, dict):
       raise GraphError(f"{at} is not an object of edge fields.")
-    nbytes = number(attrs.get("bytes"), f"{at}.bytes", integer=True,
-                    default=rows[ends[0]]["out_bytes"])
+    if attrs.get("transfer_s") is not None:
+      if attrs.get("bytes") is not None:
+        raise GraphError(f"{at} gives both bytes and transfer_s; give one "
+                         "(the simulator sends bytes over the links).")
+      if topology is None:
+        raise GraphError(
+            f"{at}.transfer_s needs the devices and links to turn seconds "
+            "into bytes: add a topology (the file's 'topology', or "
+            "from_networkx(..., topology=)), or give bytes.")
+      nbytes = transfer_bytes(number(attrs["transfer_s"], f"{at}.transfer_s"),
+                              topology)
+    else:
+      nbytes = number(attrs.get("bytes"), f"{at}.bytes", integer=True,
+                      default=rows[ends[0]]["out_bytes"])
     if ends[0] == ends[1]:
       raise GraphError(f"{at} goes from node {src!r} to itself; an op graph "
                        "has no self-loops.")

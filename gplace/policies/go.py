@@ -210,6 +210,18 @@ class GOPolicy(nn.Module):
     hint_init: the initial ``hint_logit`` (4: the plan's device has
       probability e^4 / (e^4 + D - 1), 0.93 on five devices, before any
       training).
+    priority_levels: ``P`` >= 2 adds a scheduling head (GO's joint
+      placement + scheduling, as its multi-task setting): each node (group)
+      also takes a priority level ``0 .. P-1``, and the loop runs the
+      placement in the dynamic schedule ranked by level first, then by the
+      critical path (:func:`gplace.rl.grouping.level_priority`); with every
+      level 0 that is the default schedule. The logits are then joint,
+      ``[N_pad, D * P]`` (action ``device * P + level``), the sum of the
+      device logits and the level head's, so device and level are drawn
+      independently. 0 (default): placement only.
+    priority_init: the level head's initial logit for level 0 over the
+      others (3: level 0 has probability e^3 / (e^3 + P - 1) before any
+      training, so the policy starts near the default schedule).
   """
 
   num_devices: int
@@ -219,6 +231,15 @@ class GOPolicy(nn.Module):
   free_logit_scale: float = 10.0
   hint: bool = False
   hint_init: float = 4.0
+  priority_levels: int = 0
+  priority_init: float = 3.0
+
+  def __post_init__(self):
+    if self.priority_levels == 1 or self.priority_levels < 0:
+      raise PolicyError(
+          f"priority_levels={self.priority_levels}: give 0 (no scheduling "
+          "head) or at least 2 levels.")
+    super().__post_init__()
 
   @nn.compact
   def __call__(self, graphs: jraph.GraphsTuple,
@@ -235,9 +256,18 @@ class GOPolicy(nn.Module):
           self.hint_init), ())
       hinted = weight * hint_one_hot(graphs, self.num_devices)
       offsets = hinted if offsets is None else offsets + hinted
-    return layers.PlacementHead(self.num_devices, self.head_hidden_size,
-                                name="head")(states, device_mask,
-                                             offsets=offsets)
+    logits = layers.PlacementHead(self.num_devices, self.head_hidden_size,
+                                  name="head")(states, device_mask,
+                                               offsets=offsets)
+    if not self.priority_levels:
+      return logits
+    bias = jnp.zeros((self.priority_levels,)).at[0].set(self.priority_init)
+    levels = layers.PlacementHead(self.priority_levels, self.head_hidden_size,
+                                  name="priority_head")(
+                                      states, offsets=jnp.broadcast_to(
+                                          bias, states.shape[:1] + bias.shape))
+    joint = logits[:, :, None] + levels[:, None, :]     # [N_pad, D, P]
+    return joint.reshape(joint.shape[0], -1)
 
 
 def _field_names(module_class) -> set[str]:

@@ -21,9 +21,10 @@ import numpy as np
 
 from gplace import baselines
 from gplace import workloads
-from gplace.errors import BudgetError, PlacementError
+from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
+from gplace.graphs import json_format
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.rl import grouping
@@ -55,6 +56,8 @@ class GraphSetup(NamedTuple):
     coarsening: the groups the policy places
       (:func:`gplace.rl.grouping.coarsen_for_policy`), or None: it places
       ops.
+    costs: ``[N, D]`` float64 measured seconds per node and device (a graph
+      file's ``cost_s``), or None: the topology's roofline.
   """
 
   name: str
@@ -66,6 +69,7 @@ class GraphSetup(NamedTuple):
   lower_bound_s: float
   failing_runtime_s: float
   coarsening: Any = None
+  costs: Optional[np.ndarray] = None
 
 
 class WarmStart(NamedTuple):
@@ -121,16 +125,56 @@ def placement_devices() -> list:
   return executor.default_devices()
 
 
+#: ``config.topology`` value that takes the devices from the workload's
+#: graph file (:mod:`gplace.graphs.json_format`'s ``topology``).
+FILE_TOPOLOGY = "file"
+
+
 def make_topology(config) -> topology_lib.Topology:
-  """``config.topology``: a preset name, or ``"local"`` for this machine's
-  devices."""
+  """``config.topology``: a preset name, ``"local"`` for this machine's
+  devices, or ``"file"`` for the topology the workloads' graph files give
+  (every one the same).
+
+  Raises:
+    WorkloadError: ``"file"`` with a workload that is not a graph file with
+      a topology, or files whose topologies differ.
+  """
   if config.topology == "local":
     return topology_lib.local(placement_devices())
-  return topology_lib.preset(config.topology)
+  if config.topology != FILE_TOPOLOGY:
+    return topology_lib.preset(config.topology)
+  found = []
+  for name in workload_names(config):
+    loaded = (resolve.load_reference(name) if resolve.is_reference(name)
+              else None)
+    if loaded is None or loaded.topology is None:
+      raise WorkloadError(
+          f"config.topology='file' takes the devices from the workload's "
+          f"graph file, but {name!r} is not a graph file with a 'topology' "
+          "(see gplace.graphs.json_format); name a preset or 'local' "
+          "instead.")
+    found.append(loaded.topology)
+  as_dict = json_format.topology_to_dict
+  if any(as_dict(t) != as_dict(found[0]) for t in found[1:]):
+    raise WorkloadError(
+        "config.topology='file', but the workloads' graph files describe "
+        "different topologies; train graphs of one topology together.")
+  return found[0]
 
 
-def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
-  """``(graph, fn, args)`` of a workload name, ``random_dag:N[:seed]``, a
+class Workload(NamedTuple):
+  """A loaded workload: its graph, the runnable function and arguments (or
+  None), and a graph file's own topology and measured ``[N, D]`` costs (or
+  None)."""
+  graph: Graph
+  fn: Any = None
+  args: Any = None
+  topology: Any = None
+  costs: Optional[np.ndarray] = None
+
+
+def load_graph(name: str, config) -> Workload:
+  """The :class:`Workload` of a workload name, ``random_dag:N[:seed]``, a
   graph file (``.npz`` / ``.json``) or ``module:function``
   (:mod:`gplace.workloads.resolve`; ``fn`` and ``args`` are None unless it
   gives a function to capture).
@@ -143,10 +187,11 @@ def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
   match = RANDOM_DAG.match(name)
   if match:
     seed = int(match.group(2) or config.seed)
-    return random_dag(int(match.group(1)), seed=seed, name=name), None, None
+    return Workload(random_dag(int(match.group(1)), seed=seed, name=name))
   if resolve.is_reference(name):       # a graph file or module:function
     found = resolve.load_reference(name)
-    return found.graph, found.fn, found.args
+    return Workload(found.graph, found.fn, found.args, found.topology,
+                    found.costs)
   abstract = config.rl.reward != "executor"
   cache_dir = str(config.get("graph_cache", "") or "")
   cache_path = (os.path.join(cache_dir, f"{name}_{config.workload_size}_"
@@ -155,24 +200,48 @@ def load_graph(name: str, config) -> tuple[Graph, Any, Any]:
   if cache_path and os.path.exists(cache_path):
     # Simulated rewards need only the graph (as experiments/baselines.py
     # caches it), not the runnable function.
-    return Graph.load(cache_path).replace(name=name), None, None
+    return Workload(Graph.load(cache_path).replace(name=name))
   fn, args = workloads.get(name, config.workload_size, config.workload_step,
                            abstract=abstract, seed=config.seed)
   graph = capture(fn, *args).replace(name=name)
   if cache_path:
     os.makedirs(cache_dir, exist_ok=True)
     graph.save(cache_path)
-  return graph, fn, args
+  return Workload(graph, fn, args)
+
+
+def workload_costs(name: str, workload: Workload, topology, config,
+                   log: Callable[[str], None]) -> Optional[np.ndarray]:
+  """The measured costs a graph file gives, if they fit ``topology``; says
+  so when the file's own topology is not the one used.
+
+  Raises:
+    WorkloadError: the file's costs have another device count than
+      ``topology``.
+  """
+  if workload.topology is not None and config.topology != FILE_TOPOLOGY:
+    log(f"[gplace] {name}: the file's own topology "
+        f"({workload.topology.name!r}) is not used; config.topology="
+        f"{config.topology!r} is (--config.topology=file uses the file's).")
+  costs = workload.costs
+  if costs is not None and costs.shape[1] != topology.n_devices:
+    raise WorkloadError(
+        f"{name}: the file's measured costs are for {costs.shape[1]} "
+        f"devices, but the topology has {topology.n_devices}; use the "
+        "file's topology (--config.topology=file) or a file for these "
+        "devices.")
+  return costs
 
 
 def make_scorer(graph: Graph, fn, args, topology, config,
-                devices: Optional[Sequence] = None) -> Scorer:
+                devices: Optional[Sequence] = None, costs=None) -> Scorer:
   """The host :class:`~gplace.rl.rewards.Scorer` ``config.rl.reward`` and
-  ``config.executor`` ask for."""
+  ``config.executor`` ask for (simulated with ``costs``, ``[N, D]``
+  measured seconds, if given)."""
   return Scorer(graph, topology, fn=fn, args=args,
                 executor=config.rl.reward == "executor", devices=devices,
                 repeats=config.executor.repeats,
-                warmup=config.executor.warmup)
+                warmup=config.executor.warmup, costs=costs)
 
 
 def setup_graphs(config, topology, names: Sequence[str],
@@ -182,11 +251,14 @@ def setup_graphs(config, topology, names: Sequence[str],
   max_groups, rule, min_nodes = group_settings(config)
   for name in names:
     t0 = time.time()
-    graph, fn, args = load_graph(name, config)
+    workload = load_graph(name, config)
+    graph, fn, args = workload.graph, workload.fn, workload.args
+    costs = workload_costs(name, workload, topology, config, log)
     scorer = make_scorer(graph, fn, args, topology, config,
                          devices=placement_devices()
-                         if config.topology == "local" else None)
-    placements = baselines.run_all(graph, topology, seed=config.seed,
+                         if config.topology == "local" else None,
+                         costs=costs)
+    placements = baselines.run_all(graph, topology, costs, seed=config.seed,
                                    only=selected_baselines(config))
     names_b = list(placements)
     runtimes = scorer(np.stack([placements[b] for b in names_b]))
@@ -198,7 +270,7 @@ def setup_graphs(config, topology, names: Sequence[str],
         ok.max() if ok.size else np.nan)
     if not np.isfinite(reference):
       runtime_any, _ = simulate_host(graph, np.zeros((1, graph.n_nodes)),
-                                     topology)
+                                     topology, costs=costs)
       reference = float(runtime_any[0])
     out.append(GraphSetup(
         name=name, graph=graph, fn=fn, args=args,
@@ -206,11 +278,12 @@ def setup_graphs(config, topology, names: Sequence[str],
         baseline_runtime_s=dict(zip(names_b, map(float, runtimes))),
         # A simulated bound says nothing about measured runtimes.
         lower_bound_s=(float("nan") if scorer.executor
-                       else bounds.lower_bound(graph, topology)),
+                       else bounds.lower_bound(graph, topology, costs)),
         failing_runtime_s=float(config.rl.oom_penalty_factor * reference),
         coarsening=grouping.coarsen_for_policy(graph, max_groups=max_groups,
                                                rule=rule,
-                                               min_nodes=min_nodes)))
+                                               min_nodes=min_nodes),
+        costs=costs))
     grouped = out[-1].coarsening is not None
     log(f"[gplace] {name}: {graph.n_nodes} nodes, {graph.n_edges} edges, "
         f"baselines scored in {time.time() - t0:.1f}s" + (
@@ -383,12 +456,14 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   node_budget = (_joint_budget(all_graphs).n_nodes if grouped
                  else budget.n_nodes)
   problems = None
+  costs = [getattr(s, "costs", None) for s in setups]
   if with_problems:
     problems = (stacked_dispatch_problems(
         graphs, topology, node_budget,
-        n_edges=max(max(g.n_edges for g in all_graphs), 1))
+        n_edges=max(max(g.n_edges for g in all_graphs), 1), costs=costs)
                 if schedule == "dynamic"
-                else stacked_problems(graphs, topology, node_budget))
+                else stacked_problems(graphs, topology, node_budget,
+                                      costs=costs))
   group_of = None
   if grouped:
     group_of = grouping.group_index(coarsenings, [g.n_nodes for g in graphs],
@@ -396,13 +471,16 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   graphs_tuple.nodes["hint"] = hint_placements(
       setups, node_budget, group_of, graphs_tuple.nodes["mask"],
       topology.n_devices)
+  critical_path = np.zeros((len(setups), node_budget), np.float32)
+  for b, (g, c) in enumerate(zip(graphs, costs)):
+    critical_path[b, :g.n_nodes] = bottom_level(g, topology, c)
   return Batch(
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
                                    np.float32),
       device_mask=_device_masks(all_policy_graphs, policy_graphs,
                                 topology.n_devices, budget.n_nodes),
-      group_of=group_of)
+      group_of=group_of, critical_path=critical_path)
 
 
 def hint_placements(setups: Sequence[GraphSetup], num_simulated: int,
@@ -467,18 +545,22 @@ def _joint_budget(graphs: Sequence[Graph]) -> features_lib.Budget:
                              max(b.n_graphs for b in budgets))
 
 
-def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):
-  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``.
+def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
+                     costs: Optional[Sequence] = None):
+  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``
+  (``costs``: per graph ``[N, D]`` measured seconds or None).
 
   Raises:
     BudgetError: the graphs need more simulator steps than 8x the node
       budget.
   """
   n_steps = n_nodes
+  costs = costs if costs is not None else [None] * len(graphs)
   for _ in range(4):
     try:
-      problems = [simulator.make_problem(g, topology, n_nodes=n_nodes,
-                                         n_steps=n_steps) for g in graphs]
+      problems = [simulator.make_problem(g, topology, costs=c,
+                                         n_nodes=n_nodes, n_steps=n_steps)
+                  for g, c in zip(graphs, costs)]
       break
     except (PlacementError, BudgetError):
       # High-degree nodes take several simulator steps: a larger budget.
@@ -491,20 +573,23 @@ def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int):
 
 
 def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
-                              n_nodes: int, n_edges: Optional[int] = None
+                              n_nodes: int, n_edges: Optional[int] = None,
+                              costs: Optional[Sequence] = None
                               ) -> ScheduledProblem:
   """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
   one budget for all graphs, with their critical-path priorities, stacked
   ``[B, ...]``; padding nodes get the lowest priority. ``n_edges``: the edge
-  budget (default: the largest graph's)."""
+  budget (default: the largest graph's); ``costs``: per graph ``[N, D]``
+  measured seconds or None."""
   if n_edges is None:
     n_edges = max(max(g.n_edges for g in graphs), 1)
+  costs = costs if costs is not None else [None] * len(graphs)
   problems, priorities = [], []
-  for g in graphs:
-    problems.append(make_dispatch_problem(g, topology, n_nodes=n_nodes,
-                                          n_edges=n_edges))
+  for g, c in zip(graphs, costs):
+    problems.append(make_dispatch_problem(g, topology, costs=c,
+                                          n_nodes=n_nodes, n_edges=n_edges))
     priority = np.full(n_nodes, PAD_PRIORITY, np.float32)
-    priority[:g.n_nodes] = bottom_level(g, topology)
+    priority[:g.n_nodes] = bottom_level(g, topology, c)
     priorities.append(priority)
   stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)
   return ScheduledProblem(stacked, np.stack(priorities))
@@ -515,4 +600,5 @@ def host_reward_fns(setups: Sequence[GraphSetup], topology,
   """One measured (or simulated) reward function per graph, for
   :func:`gplace.rl.rewards.host_scored_rollout`."""
   return [make_scorer(s.graph, s.fn, s.args, topology, config,
-                      devices=placement_devices()) for s in setups]
+                      devices=placement_devices(), costs=s.costs)
+          for s in setups]

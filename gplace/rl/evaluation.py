@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gplace.rl.grouping import expand_to_nodes, order_priority
+from gplace.rl.grouping import expand_to_nodes
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.types import ApplyFn, Batch, RewardFn
 
@@ -114,10 +114,10 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
 
   Returns:
     :class:`OwnPlacements`: ``greedy int32 [B, N_pad]``, ``samples int32
-    [B, K, N_pad]``, one device per node of the original graphs; for an
-    ordering policy also their schedules (``greedy_priority [B, N_pad]``,
-    ``sample_priority [B, K, N_pad]``, see
-    :func:`gplace.rl.grouping.order_priority`).
+    [B, K, N_pad]``, one device per node of the original graphs; for a
+    policy that schedules too also their schedules (``greedy_priority [B,
+    N_pad]``, ``sample_priority [B, K, N_pad]``: the dynamic schedule's
+    priority, :attr:`~gplace.rl.policy_fns.PolicyFns.schedule`).
   """
   fns = policy_fns(apply_fn)  # the plain policy, never the exploration mix
   num_graphs = batch.graphs.nodes["mask"].shape[0]
@@ -129,7 +129,7 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
 
   samples, sample_actions = jax.vmap(draw)(batch.graphs, batch.device_mask,
                                            keys)
-  if fns.order is None:
+  if fns.schedule is None:
     greedy = jax.vmap(lambda g, m: fns.greedy(params, g, m))(
         batch.graphs, batch.device_mask)  # [B, G_pad]
     return OwnPlacements(expand_to_nodes(greedy, batch.group_of),
@@ -140,8 +140,8 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
   return OwnPlacements(
       expand_to_nodes(greedy, batch.group_of),
       expand_to_nodes(samples, batch.group_of),
-      order_priority(fns.order(greedy_actions), batch.group_of),
-      order_priority(fns.order(sample_actions), batch.group_of))
+      fns.schedule(greedy_actions, batch.group_of, batch.critical_path),
+      fns.schedule(sample_actions, batch.group_of, batch.critical_path))
 
 
 

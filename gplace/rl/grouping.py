@@ -106,6 +106,34 @@ def order_priority(order: jax.Array,
   return -rank.astype(jnp.float32)
 
 
+def level_priority(levels: jax.Array, group_of: Optional[jax.Array],
+                   critical_path: jax.Array) -> jax.Array:
+  """A policy's priority levels -> a node priority: the level first, then
+  the critical path.
+
+  The loop scores a placement whose policy also chose priority levels
+  (:class:`gplace.policies.GOPolicy` ``priority_levels``) in
+  ``gplace.simulate``'s dynamic schedule with this priority: a free device
+  runs, among its ops whose inputs have arrived, one of the highest level,
+  and among those the one on the longest path to the end, as the default
+  schedule does. Every level 0 gives the default schedule exactly.
+
+  Args:
+    levels: ``int [B, ..., G_pad]``, a level per node (or group).
+    group_of: ``int32 [B, N_sim]`` (groups), or None: per node.
+    critical_path: ``f32 [B, N_sim]``, the default priority (non-negative).
+
+  Returns:
+    ``f32 [B, ..., N_sim]``: ``critical_path + level * (2 max + 1)``, so a
+    level outranks any difference of critical path.
+  """
+  node_levels = expand_to_nodes(levels, group_of).astype(jnp.float32)
+  path = critical_path.reshape(critical_path.shape[:1] + (1,) * (
+      node_levels.ndim - 2) + critical_path.shape[1:])
+  scale = 2.0 * jnp.max(path, axis=-1, keepdims=True) + 1.0
+  return path + node_levels * scale
+
+
 # -- host side -----------------------------------------------------------------
 
 

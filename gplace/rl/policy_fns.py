@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from gplace.policies.base import ActionScores, is_sequential
 from gplace.rl.distributions import (exploration_logits, node_entropy,
                                      node_log_probs, sample_with_keys)
+from gplace.rl.grouping import level_priority, order_priority
 
 
 class PolicyFns(NamedTuple):
@@ -54,9 +55,15 @@ class PolicyFns(NamedTuple):
     plan_actions: ordering policies only: the policy's
       ``plan_actions(placement, order, senders, receivers, num_padded)``
       (teacher actions of a plan, for the warm start), or None.
-    greedy_decode: sequential policies only: ``(params, graphs,
-      device_mask) -> (placement int32 [N], actions int32 [A])``, one greedy
-      decoding (``greedy`` is its placement).
+    greedy_decode: ``(params, graphs, device_mask) -> (placement int32
+      [N], actions int32 [A])``, one greedy decoding (``greedy`` is its
+      placement); None where the actions are the placements.
+    schedule: policies that choose the schedule too: ``(actions [B, ...,
+      A], group_of [B, N_sim] or None, critical_path f32 [B, N_sim]) -> f32
+      [B, ..., N_sim]``, each placement's priority in the dynamic schedule
+      (an ordering policy's :func:`gplace.rl.grouping.order_priority`,
+      priority levels' :func:`gplace.rl.grouping.level_priority`); None:
+      they are scored in the default schedule.
   """
 
   sample: Callable
@@ -68,9 +75,15 @@ class PolicyFns(NamedTuple):
   order: Any = None
   plan_actions: Any = None
   greedy_decode: Any = None
+  schedule: Any = None
 
 
-def _one_shot(apply_fn: Callable, explore_epsilon: float) -> PolicyFns:
+def _one_shot(apply_fn: Callable, explore_epsilon: float,
+              levels: int = 0) -> PolicyFns:
+  """``levels`` > 0: the policy's logits are joint over ``device * levels +
+  level`` (:class:`gplace.policies.GOPolicy` ``priority_levels``)."""
+  if levels:
+    return _one_shot_with_levels(apply_fn, explore_epsilon, levels)
 
   def logits(params, graphs, device_mask):
     return exploration_logits(apply_fn(params, graphs, device_mask),
@@ -99,6 +112,53 @@ def _one_shot(apply_fn: Callable, explore_epsilon: float) -> PolicyFns:
                    placement_actions=True)
 
 
+def _one_shot_with_levels(apply_fn: Callable, explore_epsilon: float,
+                          levels: int) -> PolicyFns:
+  """A one-shot policy whose every node (group) takes a device and a
+  priority level: action ``device * levels + level`` from joint logits
+  ``[N, D * levels]``. The placement is ``action // levels``; the loop runs
+  it in the schedule of :func:`gplace.rl.grouping.level_priority`."""
+
+  def joint_mask(device_mask):
+    return jnp.repeat(device_mask, levels, axis=-1)
+
+  def logits(params, graphs, device_mask):
+    return exploration_logits(apply_fn(params, graphs, device_mask),
+                              explore_epsilon, joint_mask(device_mask))
+
+  def sample(params, graphs, device_mask, keys):
+    actions = sample_with_keys(logits(params, graphs, device_mask), keys)
+    return actions // levels, actions
+
+  def score(params, graphs, device_mask, actions):
+    out = logits(params, graphs, device_mask)
+    node_mask = graphs.nodes["mask"]
+    entropy = jnp.where(node_mask, node_entropy(out), 0.0)
+    return ActionScores(node_log_probs(out, actions, node_mask),
+                        jnp.broadcast_to(entropy, actions.shape), node_mask)
+
+  def greedy_decode(params, graphs, device_mask):
+    # The policy's own argmax (never the exploration mixture).
+    out = apply_fn(params, graphs, device_mask)
+    actions = jnp.argmax(out, -1).astype(jnp.int32)
+    return actions // levels, actions
+
+  def greedy(params, graphs, device_mask):
+    return greedy_decode(params, graphs, device_mask)[0]
+
+  def device_logits(params, graphs, device_mask):
+    # The placement's marginal (the warm start fits devices only).
+    out = apply_fn(params, graphs, device_mask)
+    return jax.nn.logsumexp(out.reshape(out.shape[:-1] + (-1, levels)), -1)
+
+  def schedule(actions, group_of, critical_path):
+    return level_priority(actions % levels, group_of, critical_path)
+
+  return PolicyFns(sample, score, greedy, device_logits, sequential=False,
+                   placement_actions=False, greedy_decode=greedy_decode,
+                   schedule=schedule)
+
+
 def _sequential(module) -> PolicyFns:
 
   def sample(params, graphs, device_mask, keys):
@@ -119,12 +179,17 @@ def _sequential(module) -> PolicyFns:
 
   cls = type(module)
   orders = bool(getattr(cls, "orders", False))
+
+  def schedule(actions, group_of, critical_path):
+    del critical_path
+    return order_priority(cls.order_of(actions), group_of)
+
   return PolicyFns(
       sample, score, greedy, None, sequential=True,
       placement_actions=bool(getattr(cls, "placement_actions", False)),
       order=cls.order_of if orders else None,
       plan_actions=getattr(cls, "plan_actions", None) if orders else None,
-      greedy_decode=greedy_decode)
+      greedy_decode=greedy_decode, schedule=schedule if orders else None)
 
 
 @functools.lru_cache(maxsize=32)
@@ -148,4 +213,5 @@ def policy_fns(policy: Any, explore_epsilon: float = 0.0) -> PolicyFns:
     return _sequential(module)
   apply_fn = getattr(module, "apply", policy) if hasattr(
       module, "init") else policy
-  return _one_shot(apply_fn, float(explore_epsilon))
+  return _one_shot(apply_fn, float(explore_epsilon),
+                   int(getattr(module, "priority_levels", 0) or 0))

@@ -290,7 +290,8 @@ def _greedy_ratios(config, params, policy, setups, topology, members,
     own = evaluate_policy(
         params, batch, apply_fn=policy.apply,
         reward_fns=[data.make_scorer(setups[i].graph, None, None, topology,
-                                     config) for i in m],
+                                     config, costs=setups[i].costs)
+                    for i in m],
         num_nodes=[setups[i].graph.n_nodes for i in m], num_samples=1,
         seed=int(config.seed))
     for i, e in zip(m, own):

@@ -94,16 +94,17 @@ def dispatch_reward(problem: ScheduledProblem, placements: jax.Array,
 
 
 def simulate_host(graph: Graph, placements: np.ndarray, topology: Topology,
-                  priority: Optional[np.ndarray] = None
+                  priority: Optional[np.ndarray] = None, costs=None
                   ) -> tuple[np.ndarray, np.ndarray]:
   """Simulates ``placements int [K, N]`` of ``graph`` on the host in
   ``gplace.simulate``'s default (dynamic) schedule, ranking arrived ops by
-  ``priority [K, N]`` if given (else by the critical path):
+  ``priority [K, N]`` if given (else by the critical path), with ``costs``
+  (``[N, D]`` measured seconds) if given:
   ``(runtime_s float64 [K], out_of_memory bool [K])``."""
   if priority is not None:
     priority = np.asarray(priority, np.float32)
   result = simulator.simulate(graph, np.asarray(placements, np.int32),
-                              topology, priority=priority)
+                              topology, costs, priority=priority)
   return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
 
 
@@ -119,12 +120,15 @@ class Scorer:
       instead of simulating.
     devices: the local devices a placement indexes (measured scores).
     repeats, warmup: timed and untimed runs per measured placement.
+    costs: ``[N, D]`` measured seconds per node and device for simulated
+      scores (default: the topology's roofline).
   """
 
   def __init__(self, graph: Graph, topology: Topology, *, fn=None, args=None,
                executor: bool = False, devices: Optional[Sequence] = None,
-               repeats: int = 5, warmup: int = 1):
+               repeats: int = 5, warmup: int = 1, costs=None):
     self.graph, self.fn, self.args = graph, fn, args
+    self.costs = costs
     self.topology = topology
     self.executor = executor
     self.devices = devices
@@ -153,7 +157,7 @@ class Scorer:
           self.fn, self.graph, placements, self.args, devices=self.devices,
           repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
     runtime, oom = simulate_host(self.graph, placements, self.topology,
-                                 priority)
+                                 priority, self.costs)
     return np.where(oom, np.inf, runtime)
 
 

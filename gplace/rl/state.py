@@ -26,6 +26,7 @@ import optax
 
 from gplace import policies
 from gplace.rl.grouping import num_simulated_nodes
+from gplace.rl.policy_fns import policy_fns
 from gplace.rl.types import Batch
 
 
@@ -182,8 +183,7 @@ def create_train_state(config, batch: Batch, policy: policies.Policy,
   first_graph = jax.tree.map(lambda x: x[0], batch.graphs)
   params = _jitted_init(policy)(init_rng, first_graph)
   return init_train_state(state_rng, params, optimizer, batch,
-                          ordered=bool(getattr(type(policy), "orders",
-                                               False)))
+                          ordered=policy_fns(policy).schedule is not None)
 
 
 @functools.lru_cache(maxsize=8)

@@ -416,8 +416,8 @@ def train_and_evaluate(config, workdir: str, *,
     own = evaluate_policy(
         loop.state.params, batch, apply_fn=policy.apply,
         reward_fns=(host_rewards.reward_fns if host_rewards is not None else
-                    [data.make_scorer(s.graph, s.fn, s.args, topology, config)
-                     for s in setups]),
+                    [data.make_scorer(s.graph, s.fn, s.args, topology, config,
+                                      costs=s.costs) for s in setups]),
         num_nodes=[s.graph.n_nodes for s in setups],
         num_samples=int(config.train.get("eval_samples", 64)),
         seed=int(config.seed))

@@ -33,7 +33,8 @@ SimulateFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 # reward_fn(placements int32 [K, N_graph], numpy, priority=None) -> runtime_s
 # float64 [K]; host-side, a failed run reports inf or NaN (e.g.
 # gplace.rl.rewards.Scorer). Called with ``priority`` (f32 [K, N_graph], the
-# dynamic schedule's priority of each placement) only for ordering policies.
+# dynamic schedule's priority of each placement) only for policies that
+# schedule (ordering policies, priority levels).
 RewardFn = Callable[[np.ndarray], np.ndarray]
 
 
@@ -52,6 +53,10 @@ class Batch(NamedTuple):
       = padded groups) and node ``n`` of graph ``b``'s ``problems`` runs on
       the device of group ``group_of[b, n]``; None (default): the policy
       places the nodes of ``problems`` one by one.
+    critical_path: ``f32 [B, N_sim]``, each simulated node's critical-path
+      priority (:func:`gplace.sim.priority.bottom_level`, 0 on padding):
+      the default schedule's, which a policy's priority levels refine
+      (:func:`gplace.rl.grouping.level_priority`); None if not built.
   """
 
   graphs: jraph.GraphsTuple
@@ -59,6 +64,7 @@ class Batch(NamedTuple):
   failing_runtime_s: jax.Array
   device_mask: jax.Array
   group_of: Any = None
+  critical_path: Any = None
 
 
 class Rollout(NamedTuple):
@@ -71,11 +77,15 @@ class Rollout(NamedTuple):
       actions are the placements (``A = N``).
     runtime_s: ``f32 [B, K_local]`` (filled after scoring).
     failed: ``bool [B, K_local]``.
-    actions: ``int32 [B, K_local, A]``, a sequential policy's actions
-      (:mod:`gplace.rl.policy_fns`); None: the actions are ``placements``.
-    priority: ``f32 [B, K_local, N]``, an ordering policy's schedule of
-      each placement (:func:`gplace.rl.grouping.order_priority`, the
-      dynamic schedule's priority); None: the default, critical-path one.
+    actions: ``int32 [B, K_local, A]``, the actions where they are not
+      the placements (sequential policies, a one-shot policy with priority
+      levels; :mod:`gplace.rl.policy_fns`); None: the actions are
+      ``placements``.
+    priority: ``f32 [B, K_local, N]``, a policy's own schedule of each
+      placement (the dynamic schedule's priority: an ordering policy's
+      :func:`gplace.rl.grouping.order_priority`, or priority levels'
+      :func:`gplace.rl.grouping.level_priority`); None: the default,
+      critical-path one.
   """
 
   placements: jax.Array

@@ -30,8 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from gplace.rl.grouping import (expand_to_nodes, group_placement,
-                                 order_priority)
+from gplace.rl.grouping import expand_to_nodes, group_placement
 from gplace.rl.losses import (ppo_objective, reinforce_objective,
                               sequential_supervised_loss, supervised_loss)
 from gplace.rl.policy_fns import PolicyFns, policy_fns
@@ -101,11 +100,12 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
                       num_devices))
   zeros = jnp.zeros(placements.shape[:2], jnp.float32)
   priority = None
-  if fns.order is not None:  # an ordering policy: its own schedule
-    priority = order_priority(fns.order(actions), batch.group_of)
+  if fns.schedule is not None:  # a policy that schedules: its own schedule
+    priority = fns.schedule(actions, batch.group_of, batch.critical_path)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
                     zeros.astype(bool),
-                    actions=actions if fns.sequential else None,
+                    actions=None if fns.placement_actions and not
+                    fns.sequential else actions,
                     priority=priority)
   return state.replace(rng=rng), rollout
 

@@ -258,12 +258,14 @@ def validate_workloads(config) -> None:
 
 
 def validate_topology(config) -> None:
-  """``config.topology``: a preset name or ``"local"``."""
-  if (config.topology != "local"
+  """``config.topology``: a preset name, ``"local"`` or ``"file"`` (the
+  workloads' graph files give it)."""
+  if (config.topology not in ("local", "file")
       and config.topology not in topology_lib.preset_names()):
     raise ConfigError(
         f"Unknown topology {config.topology!r}; choose from "
-        f"{', '.join(topology_lib.preset_names())} or 'local'.")
+        f"{', '.join(topology_lib.preset_names())}, 'local' or 'file' (the "
+        "workload's graph file gives the devices).")
 
 
 def _divisors_near(number: int, near: int) -> str:
@@ -308,6 +310,7 @@ def validate_policy(config) -> None:
                       f"hyperparameters ({first_line(err)}); compare them "
                       "with experiments/configs/quickstart.py.") from err
   _validate_sequential(config, name, policy)
+  _validate_levels(config, name, policy)
   validate_policy_init(config, num_devices)
 
 
@@ -333,6 +336,28 @@ def validate_policy_init(config, num_devices: int) -> None:
         f"(--config.policy.<field>=..., they are {loaded.policy}) and a "
         f"topology of {loaded.n_devices} devices (it was trained on "
         f"{loaded.topology!r}), or drop policy_init to start fresh.")
+
+
+def _validate_levels(config, name: str, policy) -> None:
+  """A one-shot policy with priority levels (``policy.priority_levels``)
+  chooses the schedule too: it needs a reward that runs a placement's own
+  priority, and its actions are not placements (no search around the
+  best)."""
+  if not int(getattr(policy, "priority_levels", 0) or 0):
+    return
+  if config.rl.reward not in ("simulator_dynamic", "simulator_host"):
+    raise ConfigError(
+        f"config.rl.reward={config.rl.reward!r}: the {name!r} policy with "
+        "priority_levels chooses the schedule too, and that reward cannot "
+        "run a placement in its own schedule (node-id order, or the "
+        "executor's own dispatch). Use --config.rl.reward=simulator_host or "
+        "simulator_dynamic, or --config.policy.priority_levels=0.")
+  if float(config.rl.get("mutate_best", 0.0)):
+    raise ConfigError(
+        f"config.rl.mutate_best needs actions that are placements; the "
+        f"{name!r} policy with priority_levels also takes a level per "
+        "node. Set --config.rl.mutate_best=0 or "
+        "--config.policy.priority_levels=0.")
 
 
 def _validate_sequential(config, name: str, policy) -> None:

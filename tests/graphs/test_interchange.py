@@ -178,6 +178,39 @@ def test_graph_load_and_to_networkx_stay_compatible(tmp_path, plain):
       == plain.edge_bytes[0]
 
 
+def test_edges_may_give_their_transfer_time(tmp_path):
+  # 2e-5 s latency + 4096 bytes at 1e10 B/s: the edge's transfer of 4096
+  # bytes, given as seconds instead.
+  document = small_document()
+  seconds = 2e-5 + 4096 / 1e10
+  document["edges"][1] = {"src": "matmul", "dst": "log",
+                          "transfer_s": seconds}
+  timed = interchange.load(write(tmp_path, document))
+  plain = interchange.load(write(tmp_path, small_document(), "plain.json"))
+  np.testing.assert_array_equal(timed.graph.edge_bytes,
+                                plain.graph.edge_bytes)
+  placement = [1, 1, 1, 0, 0]           # log on the CPU: matmul's output sent
+  ran = [gplace.simulate(f.graph, placement, f.topology, costs=f.costs,
+                         return_schedule=True) for f in (timed, plain)]
+  assert float(ran[0].runtime_s) == float(ran[1].runtime_s)
+  # log starts when the transfer ends: matmul's finish plus those seconds.
+  matmul, log = 2, 3
+  np.testing.assert_allclose(float(ran[0].start_s[log]),
+                             float(ran[0].finish_s[matmul]) + seconds,
+                             rtol=1e-6)
+  # The same through networkx, given the topology.
+  g = interchange.to_networkx(plain.graph, costs=plain.costs,
+                              device_names=plain.topology.device_names)
+  edge = (matmul, log)
+  del g.edges[edge]["bytes"]
+  g.edges[edge]["transfer_s"] = seconds
+  converted = interchange.from_networkx(g, topology=plain.topology)
+  np.testing.assert_array_equal(converted.graph.edge_bytes,
+                                plain.graph.edge_bytes)
+  with pytest.raises(GraphError, match="transfer_s needs the devices"):
+    interchange.from_networkx(g)
+
+
 # -- malformed files -----------------------------------------------------------
 
 
@@ -219,6 +252,11 @@ MALFORMED = [
     (_set(("edges", 0, "dst"), "nowhere"), ["edges[0].dst", "no node id"]),
     (_set(("edges", 0, "bytes"), -1), ["edges[0].bytes"]),
     (_set(("edges", 0, "weight"), 1), ["edges[0]", "unknown fields"]),
+    (_set(("edges", 1, "transfer_s"), 1e-4),
+     ["edges[1]", "both bytes and transfer_s"]),
+    (_set(("edges", 0, "transfer_s"), -1.0),
+     ["edges[0].transfer_s", "non-negative"]),
+    (_set(("edges", 0, "transfer_s"), "fast"), ["edges[0].transfer_s"]),
     (_set(("edges", 2), {"src": "log", "dst": "matmul"}), ["cycle"]),
     (_set(("edges", 2), {"src": "log", "dst": "log"}), ["itself"]),
     (_set(("edges",), {}), ["'edges' must be a list"]),

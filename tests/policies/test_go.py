@@ -107,3 +107,29 @@ def test_encoder_sizes_must_be_positive():
     policies.create_policy("go", 3, num_heads=0)
   with pytest.raises(PolicyError, match="hidden_size=0"):
     policies.create_policy("go", 3, hidden_size=0)
+
+
+def test_priority_levels_give_joint_logits_of_independent_heads():
+  policy = policies.create_policy("go", 3, hidden_size=8, num_heads=2,
+                                  segment_length=4, num_sage_layers=1,
+                                  num_attention_layers=1, head_hidden_size=8,
+                                  priority_levels=2, priority_init=3.0)
+  graphs = make_graphs_tuple([chain(5)], n_pad=8, e_pad=8)
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), graphs)
+  assert set(params["params"]) == {"encoder", "head", "priority_head"}
+  mask = jnp.array([True, False, True])
+  joint = jax.jit(policy.apply)(params, graphs, mask)
+  assert joint.shape == (8, 6)
+  log_p = jax.nn.log_softmax(joint).reshape(8, 3, 2)
+  # A product of a device and a level distribution: log p(d, l) = log
+  # p(d) + log p(l).
+  device = jax.scipy.special.logsumexp(log_p, -1)
+  level = jax.scipy.special.logsumexp(log_p, -2)
+  np.testing.assert_allclose(log_p, device[:, :, None] + level[:, None, :],
+                             atol=1e-5)
+  assert np.all(np.exp(device[:, 1]) < 1e-6)        # the masked device
+  # Level 0 starts at e^3 / (e^3 + 1) before training.
+  np.testing.assert_allclose(np.exp(level[:, 0]), np.exp(3) / (np.exp(3) + 1),
+                             atol=0.02)
+  with pytest.raises(PolicyError, match="priority_levels=1"):
+    policies.create_policy("go", 3, priority_levels=1)

@@ -43,12 +43,13 @@ def test_workload_names_and_random_dags():
 def test_load_graph_random_dag_names_and_seeds():
   config = small_config()
   config.seed = 3
-  graph, fn, args = data.load_graph("random_dag:30:1", config)
+  graph, fn, args, topology, costs = data.load_graph("random_dag:30:1", config)
   assert graph.n_nodes == 30 and graph.name == "random_dag:30:1"
   assert fn is None and args is None
+  assert topology is None and costs is None
   assert str(graph.names[3]) == "random_dag:30:1/n3"
   # Without a seed in the name the config's seed is used.
-  seeded, _, _ = data.load_graph("random_dag:30", config)
+  seeded = data.load_graph("random_dag:30", config).graph
   same = random_dag(30, seed=3, name="random_dag:30")
   np.testing.assert_array_equal(seeded.edge_src, same.edge_src)
   np.testing.assert_array_equal(seeded.flops, same.flops)
@@ -148,7 +149,7 @@ def test_device_constraints_become_the_policys_per_node_mask():
 def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
   calls = []
 
-  def make_problem(graph, topology, n_nodes, n_steps):
+  def make_problem(graph, topology, n_nodes, n_steps, costs=None):
     calls.append(n_steps)
     raise PlacementError("needs more steps")
 

@@ -80,3 +80,22 @@ def test_without_groups_nothing_changes():
   placements = np.arange(6).reshape(1, 2, 3)
   assert grouping.expand_to_nodes(placements, None) is placements
   assert grouping.group_placement(placements, None, 3, 3) is placements
+
+
+def test_level_priority_ranks_by_level_then_critical_path():
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  path = jnp.array([[5.0, 3.0, 9.0, 1.0]])
+  # All level 0: the critical path itself (the default schedule).
+  np.testing.assert_array_equal(
+      grouping.level_priority(jnp.zeros((1, 4), jnp.int32), None, path),
+      path)
+  # Node 3 raised: above every other node whatever their paths; the rest
+  # keep their order.
+  ranked = np.asarray(grouping.level_priority(jnp.array([[0, 0, 0, 1]]),
+                                              None, path))[0]
+  assert list(np.argsort(-ranked)) == [3, 2, 0, 1]
+  # Per group, with a sample axis: group 1 (nodes 1 and 2) raised.
+  group_of = jnp.array([[0, 1, 1, 0]])
+  ranked = np.asarray(grouping.level_priority(jnp.array([[[0, 1]]]),
+                                              group_of, path))[0, 0]
+  assert list(np.argsort(-ranked)) == [2, 1, 0, 3]

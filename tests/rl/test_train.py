@@ -161,7 +161,7 @@ def test_replicate_round_trip():
 # The order a training run reads gplace.rl in; a module may import only
 # modules after it (``update`` names the state's types in annotations only).
 LAYERS = ("pretrain", "train", "validation", "resume", "data", "state",
-          "evaluation", "update", "grouping", "policy_fns", "losses",
+          "evaluation", "update", "policy_fns", "grouping", "losses",
           "distributions", "rewards", "types", "policy_file", "checkpoint",
           "reports")
 

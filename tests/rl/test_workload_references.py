@@ -2,12 +2,15 @@
 ``module:function`` (gplace.workloads.resolve), checked at validation and
 loaded by gplace.rl.data."""
 
+import jax
+import numpy as np
 import pytest
 
+import gplace
 from gplace.errors import ConfigError, GraphError, WorkloadError
 from gplace.graphs import interchange
 from gplace.graphs.graph import random_dag
-from gplace.rl import data, validation
+from gplace.rl import data, rewards, validation
 from test_validation import tiny_config
 
 
@@ -19,9 +22,10 @@ def test_a_saved_graph_is_a_workload(tmp_path, suffix):
   config = tiny_config()
   config.workload = path
   validation.validate_workloads(config)
-  loaded, fn, args = data.load_graph(path, config)
-  assert loaded.n_nodes == graph.n_nodes and loaded.n_edges == graph.n_edges
-  assert fn is None and args is None
+  loaded = data.load_graph(path, config)
+  assert (loaded.graph.n_nodes == graph.n_nodes
+          and loaded.graph.n_edges == graph.n_edges)
+  assert loaded.fn is None and loaded.args is None
 
 
 def test_a_module_function_is_a_workload(tmp_path, monkeypatch):
@@ -35,7 +39,7 @@ def test_a_module_function_is_a_workload(tmp_path, monkeypatch):
   config = tiny_config()
   config.workload = "my_models:program"
   validation.validate_workloads(config)
-  graph, fn, args = data.load_graph(config.workload, config)
+  graph, fn, args, _, _ = data.load_graph(config.workload, config)
   assert graph.n_nodes > 2 and callable(fn) and len(args) == 1
   with pytest.raises(WorkloadError, match="needs_an_argument"):
     data.load_graph("my_models:needs_an_argument", config)
@@ -56,3 +60,58 @@ def test_a_saved_graph_cannot_be_measured(tmp_path):
   config.rl.reward = "executor"
   with pytest.raises(ConfigError, match="cannot be run"):
     validation.validate_workloads(config)
+
+
+def test_a_graph_file_s_topology_and_costs_are_trained_on(tmp_path):
+  # config.topology="file": the file's devices; its measured costs score
+  # the baselines, the bound, the host rewards and the in-step problems.
+  graph = random_dag(25, seed=3)
+  topology = gplace.topology.preset("1cpu+2gpu").replace(name="cluster")
+  costs = np.random.default_rng(0).uniform(1e-4, 2e-3, (graph.n_nodes, 3))
+  path = str(tmp_path / "measured.json")
+  interchange.save(path, graph, topology=topology, costs=costs)
+  config = tiny_config()
+  config.workload, config.topology = path, "file"
+  config.baselines = "single_device,heft"
+  validation.validate_topology(config)
+  made = data.make_topology(config)
+  assert made.name == "cluster" and made.n_devices == 3
+  setup, = data.setup_graphs(config, made, [path], log=lambda line: None)
+  np.testing.assert_allclose(setup.costs, costs)
+  heft = setup.baselines["heft"]
+  expected = gplace.simulate(graph, heft, topology, costs=costs)
+  assert setup.baseline_runtime_s["heft"] == float(expected.runtime_s)
+  assert setup.lower_bound_s == gplace.lower_bound(graph, topology, costs)
+  roofline = gplace.simulate(graph, heft, topology)
+  assert float(roofline.runtime_s) != float(expected.runtime_s)
+  batch = data.make_batch([setup], made, schedule="dynamic")
+  problem = jax.tree.map(lambda x: x[0], batch.problems)
+  placements = np.zeros((2, problem.priority.shape[-1]), np.int32)
+  placements[:, :graph.n_nodes] = heft
+  runtime, _ = jax.jit(rewards.dispatch_reward)(problem, placements)
+  np.testing.assert_allclose(np.asarray(runtime), float(expected.runtime_s),
+                             rtol=1e-6)
+
+
+def test_file_topology_needs_a_graph_file_with_one(tmp_path):
+  config = tiny_config()
+  config.topology = "file"
+  with pytest.raises(WorkloadError, match="not a graph file with a"):
+    data.make_topology(config)
+  path = str(tmp_path / "bare.json")
+  interchange.save(path, random_dag(10, seed=1))
+  config.workload = path
+  with pytest.raises(WorkloadError, match="not a graph file with a"):
+    data.make_topology(config)
+
+
+def test_file_costs_for_other_devices_are_refused(tmp_path):
+  graph = random_dag(10, seed=1)
+  path = str(tmp_path / "two.json")
+  interchange.save(path, graph, costs=np.full((graph.n_nodes, 2), 1e-3))
+  config = tiny_config()
+  config.workload = path
+  config.topology = "1cpu+4gpu"
+  with pytest.raises(WorkloadError, match="costs are for 2 devices"):
+    data.setup_graphs(config, data.make_topology(config), [path],
+                      log=lambda line: None)
