@@ -188,14 +188,16 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
 
   init, _ = search.initial_placements(graph, topology)
   for seed in range(args.seeds):
-    arms = [("", 0)] if not args.no_pure else []
+    rl_arms = [("", {})] if not args.no_pure else []
     if args.levels:
-      arms.append((f"with {args.levels} priority levels: ", args.levels))
-    for prefix, levels in arms:
+      rl_arms.append((f"with {args.levels} priority levels: ",
+                   {"levels": args.levels}))
+    if args.hint > 0:
+      rl_arms.append(("given the best plan: ", {"hinted": True}))
+    for prefix, arm in rl_arms:
       with tempfile.TemporaryDirectory() as workdir:
         result, (ev, mean, best), wall = run_rl(
-            rl_config(args, workload, seed, guided=False, levels=levels),
-            workdir)
+            rl_config(args, workload, seed, guided=False, **arm), workdir)
       own = result.policy[0]
       spent = int(ev[-1]) if len(ev) else 0
       add(f"policy {prefix}greedy", LEARNED, own.greedy_runtime_s,
@@ -208,19 +210,6 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       if seed == 0:
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
-    if args.hint > 0:
-      with tempfile.TemporaryDirectory() as workdir:
-        result, (ev, _, best), wall = run_rl(
-            rl_config(args, workload, seed, guided=False, hinted=True),
-            workdir)
-      own = result.policy[0]
-      spent = int(ev[-1]) if len(ev) else 0
-      add("policy given the best plan: greedy", LEARNED,
-          own.greedy_runtime_s, spent + 1, wall)
-      add("policy given the best plan: best sample (during training)",
-          LEARNED, result.best_runtime_s[0], spent, wall)
-      if seed == 0:
-        curves["policy given the best plan: best so far"] = (ev, best)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
         result, (ev, _, best), wall = run_rl(

@@ -80,55 +80,24 @@ class PolicyFns(NamedTuple):
 
 def _one_shot(apply_fn: Callable, explore_epsilon: float,
               levels: int = 0) -> PolicyFns:
-  """``levels`` > 0: the policy's logits are joint over ``device * levels +
-  level`` (:class:`gplace.policies.GOPolicy` ``priority_levels``)."""
-  if levels:
-    return _one_shot_with_levels(apply_fn, explore_epsilon, levels)
+  """A one-shot policy: logits ``[N, D]``, one device per node (group).
+
+  ``levels`` >= 2 (:class:`gplace.policies.GOPolicy` ``priority_levels``):
+  every node also takes a priority level, the logits are joint ``[N, D *
+  levels]`` (action ``device * levels + level``), the placement is ``action
+  // levels`` and the loop runs it in the schedule of
+  :func:`gplace.rl.grouping.level_priority`.
+  """
+  per_device = max(levels, 1)
 
   def logits(params, graphs, device_mask):
-    return exploration_logits(apply_fn(params, graphs, device_mask),
-                              explore_epsilon, device_mask)
-
-  def sample(params, graphs, device_mask, keys):
-    placements = sample_with_keys(logits(params, graphs, device_mask), keys)
-    return placements, placements
-
-  def score(params, graphs, device_mask, actions):
-    out = logits(params, graphs, device_mask)
-    node_mask = graphs.nodes["mask"]
-    entropy = jnp.where(node_mask, node_entropy(out), 0.0)
-    return ActionScores(node_log_probs(out, actions, node_mask),
-                        jnp.broadcast_to(entropy, actions.shape), node_mask)
-
-  def greedy(params, graphs, device_mask):
-    # The policy's own argmax (never the exploration mixture).
-    out = apply_fn(params, graphs, device_mask)
-    return jnp.argmax(out, -1).astype(jnp.int32)
-
-  def raw_logits(params, graphs, device_mask):
-    return apply_fn(params, graphs, device_mask)
-
-  return PolicyFns(sample, score, greedy, raw_logits, sequential=False,
-                   placement_actions=True)
-
-
-def _one_shot_with_levels(apply_fn: Callable, explore_epsilon: float,
-                          levels: int) -> PolicyFns:
-  """A one-shot policy whose every node (group) takes a device and a
-  priority level: action ``device * levels + level`` from joint logits
-  ``[N, D * levels]``. The placement is ``action // levels``; the loop runs
-  it in the schedule of :func:`gplace.rl.grouping.level_priority`."""
-
-  def joint_mask(device_mask):
-    return jnp.repeat(device_mask, levels, axis=-1)
-
-  def logits(params, graphs, device_mask):
-    return exploration_logits(apply_fn(params, graphs, device_mask),
-                              explore_epsilon, joint_mask(device_mask))
+    return exploration_logits(
+        apply_fn(params, graphs, device_mask), explore_epsilon,
+        jnp.repeat(device_mask, per_device, axis=-1))
 
   def sample(params, graphs, device_mask, keys):
     actions = sample_with_keys(logits(params, graphs, device_mask), keys)
-    return actions // levels, actions
+    return actions // per_device, actions
 
   def score(params, graphs, device_mask, actions):
     out = logits(params, graphs, device_mask)
@@ -139,21 +108,26 @@ def _one_shot_with_levels(apply_fn: Callable, explore_epsilon: float,
 
   def greedy_decode(params, graphs, device_mask):
     # The policy's own argmax (never the exploration mixture).
-    out = apply_fn(params, graphs, device_mask)
-    actions = jnp.argmax(out, -1).astype(jnp.int32)
-    return actions // levels, actions
+    actions = jnp.argmax(apply_fn(params, graphs, device_mask),
+                         -1).astype(jnp.int32)
+    return actions // per_device, actions
 
   def greedy(params, graphs, device_mask):
     return greedy_decode(params, graphs, device_mask)[0]
 
   def device_logits(params, graphs, device_mask):
-    # The placement's marginal (the warm start fits devices only).
+    # The placement's marginal (a warm start fits devices only).
     out = apply_fn(params, graphs, device_mask)
+    if per_device == 1:
+      return out
     return jax.nn.logsumexp(out.reshape(out.shape[:-1] + (-1, levels)), -1)
 
   def schedule(actions, group_of, critical_path):
     return level_priority(actions % levels, group_of, critical_path)
 
+  if per_device == 1:
+    return PolicyFns(sample, score, greedy, device_logits, sequential=False,
+                     placement_actions=True)
   return PolicyFns(sample, score, greedy, device_logits, sequential=False,
                    placement_actions=False, greedy_decode=greedy_decode,
                    schedule=schedule)
