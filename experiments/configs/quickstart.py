@@ -50,7 +50,13 @@ def get_config():
       # trained on one graph: lets RL place look-alike nodes apart (see
       # gplace.policies.GOPolicy.free_logits); 0 for policies meant to
       # transfer to unseen graphs.
-      free_logits=256))
+      free_logits=256,
+      # >= 2: the policy also picks a priority level per group and its
+      # placement runs in the default schedule ranked by level, then by the
+      # critical path (GO's joint placement + scheduling); 0: placement
+      # only. Off by default: at equal evaluations it did not beat the
+      # critical-path schedule (experiments/RESULTS.md, "priority levels").
+      priority_levels=0))
   # A trained policy file (.npz, gplace.rl.policy_file) to start from instead
   # of a fresh initialisation: fine-tuning a pretrained policy
   # (experiments/configs/pretrain.py). Its policy settings (above) and

@@ -18,6 +18,7 @@ renamed over the target).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -27,7 +28,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 import jax
 import numpy as np
 
-from gplace.errors import ConfigError, PolicyError, first_line
+from gplace import policies
+from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
 
 FORMAT = "gplace-policy/1"
 META_KEY = "__meta__"
@@ -176,17 +178,41 @@ def shipped_topologies() -> list[str]:
                 if name.startswith(SHIPPED_PREFIX) and name.endswith(".npz"))
 
 
+def _policy_defaults(name: Any, n_devices: int) -> dict:
+  """The default of every hyperparameter of policy family ``name`` (its
+  module's and sub-modules' dataclass fields), or {} if it cannot be built:
+  a setting a file predates reads as its default."""
+  try:
+    policy = policies.create_policy(name, n_devices)
+  except (GplaceError, TypeError):
+    return {}
+  defaults = {}
+  for module in [policy] + [getattr(policy, f.name) for f in
+                            dataclasses.fields(policy)
+                            if dataclasses.is_dataclass(
+                                getattr(policy, f.name, None))]:
+    for field in dataclasses.fields(module):
+      if field.name not in ("parent", "name"):
+        defaults.setdefault(field.name, getattr(module, field.name))
+  return defaults
+
+
 def policy_differences(policy_file: PolicyFile, config: Any,
                        n_devices: int) -> list[str]:
   """What keeps ``policy_file`` from initialising ``config``'s policy on
   ``n_devices`` devices: ``"policy.hidden_size: 64 (file) vs 32"`` lines
-  (empty if none)."""
+  (empty if none). A setting only one side names compares as the policy's
+  default (a file written before a switch existed matches a config that
+  leaves it off)."""
   record = (json.loads(config.to_json_best_effort())
             if hasattr(config, "to_json_best_effort") else dict(config))
   diffs = []
   wanted = dict(record.get("policy", {}))
+  defaults = _policy_defaults(wanted.get("name", policy_file.policy.get(
+      "name")), n_devices)
   for key in sorted(set(policy_file.policy) | set(wanted)):
-    a, b = policy_file.policy.get(key, "(unset)"), wanted.get(key, "(unset)")
+    unset = defaults.get(key, "(unset)")
+    a, b = policy_file.policy.get(key, unset), wanted.get(key, unset)
     if a != b:
       diffs.append(f"policy.{key}: {a!r} (file) vs {b!r}")
   if policy_file.n_devices != n_devices:

@@ -203,3 +203,20 @@ def test_the_shipped_policy_loads_and_transfers():
   assert families == {"wavenet", "gnmt", "bert"}
   assert not [n for n in loaded.meta["trained_on"]
               if n.rstrip("0123456789") in families]
+
+
+def test_a_setting_the_file_predates_compares_as_its_default():
+  # The shipped file was written before GOPolicy.priority_levels existed: a
+  # config that leaves it off (0) fine-tunes it; one that turns it on is
+  # refused with the field named.
+  loaded = policy_file.load_policy(policy_file.shipped_policy_path(
+      "1cpu+4gpu"))
+  assert "priority_levels" not in loaded.policy
+  config = {"policy": dict(loaded.policy, priority_levels=0)}
+  assert policy_file.policy_differences(loaded, config, 5) == []
+  config["policy"]["priority_levels"] = 2
+  assert policy_file.policy_differences(loaded, config, 5) == [
+      "policy.priority_levels: 0 (file) vs 2"]
+  config["policy"] = dict(loaded.policy, hint_init=4.0)
+  assert policy_file.policy_differences(loaded, config, 5) == [
+      "policy.hint_init: 5.0 (file) vs 4.0"]
