@@ -173,8 +173,8 @@ def finetune_candidates(problem: Problem,
           "fine-tuned"
   if loaded.policy.get("hint"):
     label += " (given the best default-schedule baseline's plan)"
-  return train_candidates(problem, config, time_s=time_s,
-                           seed=seed, max_steps=steps, label=label)
+  return train_candidates(problem, config, time_s=time_s, seed=seed,
+                          max_steps=steps, label=label)
 
 
 def policy_candidates(problem: Problem, *, time_s: float,
@@ -187,8 +187,9 @@ def policy_candidates(problem: Problem, *, time_s: float,
   Raises:
     ConfigError: the quickstart config cannot be imported.
   """
-  return train_candidates(problem, _quickstart_config(), time_s=time_s, seed=seed, max_steps=MAX_STEPS,
-                           label="GO trained on this graph")
+  return train_candidates(problem, _quickstart_config(), time_s=time_s,
+                          seed=seed, max_steps=MAX_STEPS,
+                          label="GO trained on this graph")
 
 
 def config_from_record(record: dict):
@@ -210,10 +211,10 @@ def train_candidates(problem: Problem, config, *,
                      time_s: float, seed: int, max_steps: int,
                      label: str) -> list[Candidate]:
   """Runs the training loop with ``config`` on ``problem.graph`` (saved to
-  a temporary graph file with its topology and costs) until ``max_steps`` RL steps or ``time_s``
-  seconds, whichever ends first (checked between chunks), then scores, in
-  the default schedule, the policy's greedy placement and the best
-  placement it sampled, labelled ``"<label> (<steps> steps): greedy"`` and
+  a temporary graph file with its topology and costs) until ``max_steps``
+  RL steps or ``time_s`` seconds, whichever ends first (checked between
+  chunks), then scores, in the default schedule, the policy's greedy
+  placement and the best placement it sampled, labelled ``"<label> (<steps> steps): greedy"`` and
   ``"...: best sampled"``."""
   from gplace.rl import train  # pylint: disable=g-import-not-at-top
   deadline = time.perf_counter() + time_s

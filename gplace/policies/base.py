@@ -48,9 +48,10 @@ device per group). They have two entry points::
   topological order; DOPPLER's op selection). The loop then scores each
   placement with that order as the dynamic schedule's priority (a free
   device runs its arrived op scheduled first, see
-  :func:`gplace.rl.grouping.order_priority`) instead of the critical path. Such a policy may define
-  ``plan_actions(placement, order, senders, receivers, num_padded)``, the
-  teacher actions of a baseline's plan, for the warm start.
+  :func:`gplace.rl.grouping.order_priority`) instead of the critical
+  path. Such a policy may define ``plan_actions(placement, order,
+  senders, receivers, num_padded)``, the teacher actions of a baseline's
+  plan, for the warm start.
 
 Scoring the sampled actions again must reproduce the sampler's
 log-probabilities (tests check it per policy). :mod:`gplace.rl` turns either

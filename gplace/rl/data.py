@@ -457,10 +457,12 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
                  else budget.n_nodes)
   problems = None
   costs = [getattr(s, "costs", None) for s in setups]
+  critical_path = critical_paths(graphs, topology, node_budget, costs)
   if with_problems:
     problems = (stacked_dispatch_problems(
         graphs, topology, node_budget,
-        n_edges=max(max(g.n_edges for g in all_graphs), 1), costs=costs)
+        n_edges=max(max(g.n_edges for g in all_graphs), 1), costs=costs,
+        critical_path=critical_path)
                 if schedule == "dynamic"
                 else stacked_problems(graphs, topology, node_budget,
                                       costs=costs))
@@ -471,9 +473,6 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
   graphs_tuple.nodes["hint"] = hint_placements(
       setups, node_budget, group_of, graphs_tuple.nodes["mask"],
       topology.n_devices)
-  critical_path = np.zeros((len(setups), node_budget), np.float32)
-  for b, (g, c) in enumerate(zip(graphs, costs)):
-    critical_path[b, :g.n_nodes] = bottom_level(g, topology, c)
   return Batch(
       graphs=graphs_tuple, problems=problems,
       failing_runtime_s=np.asarray([s.failing_runtime_s for s in setups],
@@ -572,27 +571,43 @@ def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
   return jax.tree.map(lambda *xs: np.stack(xs), *problems)
 
 
+def critical_paths(graphs: Sequence[Graph], topology, n_nodes: int,
+                   costs: Optional[Sequence] = None) -> np.ndarray:
+  """Each graph's critical-path priority
+  (:func:`gplace.sim.priority.bottom_level`, with its ``[N, D]`` measured
+  ``costs`` if given), padded with 0 to ``n_nodes``: ``float32 [B,
+  n_nodes]``."""
+  costs = costs if costs is not None else [None] * len(graphs)
+  out = np.zeros((len(graphs), n_nodes), np.float32)
+  for b, (g, c) in enumerate(zip(graphs, costs)):
+    out[b, :g.n_nodes] = bottom_level(g, topology, c)
+  return out
+
+
 def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
                               n_nodes: int, n_edges: Optional[int] = None,
-                              costs: Optional[Sequence] = None
+                              costs: Optional[Sequence] = None,
+                              critical_path: Optional[np.ndarray] = None
                               ) -> ScheduledProblem:
   """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
   one budget for all graphs, with their critical-path priorities, stacked
   ``[B, ...]``; padding nodes get the lowest priority. ``n_edges``: the edge
   budget (default: the largest graph's); ``costs``: per graph ``[N, D]``
-  measured seconds or None."""
+  measured seconds or None; ``critical_path``: :func:`critical_paths` of
+  the same arguments, if already computed."""
   if n_edges is None:
     n_edges = max(max(g.n_edges for g in graphs), 1)
   costs = costs if costs is not None else [None] * len(graphs)
-  problems, priorities = [], []
-  for g, c in zip(graphs, costs):
-    problems.append(make_dispatch_problem(g, topology, costs=c,
-                                          n_nodes=n_nodes, n_edges=n_edges))
-    priority = np.full(n_nodes, PAD_PRIORITY, np.float32)
-    priority[:g.n_nodes] = bottom_level(g, topology, c)
-    priorities.append(priority)
+  if critical_path is None:
+    critical_path = critical_paths(graphs, topology, n_nodes, costs)
+  problems = [make_dispatch_problem(g, topology, costs=c, n_nodes=n_nodes,
+                                    n_edges=n_edges)
+              for g, c in zip(graphs, costs)]
+  is_node = np.arange(n_nodes)[None, :] < np.array(
+      [g.n_nodes for g in graphs])[:, None]
   stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)
-  return ScheduledProblem(stacked, np.stack(priorities))
+  return ScheduledProblem(stacked, np.where(is_node, critical_path,
+                                            PAD_PRIORITY).astype(np.float32))
 
 
 def host_reward_fns(setups: Sequence[GraphSetup], topology,

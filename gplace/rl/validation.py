@@ -29,6 +29,7 @@ from gplace.graphs import coarsening
 from gplace.graphs import interchange
 from gplace.rl import data
 from gplace.rl import policy_file
+from gplace.rl.policy_fns import policy_fns
 from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib
 
@@ -309,8 +310,7 @@ def validate_policy(config) -> None:
     raise ConfigError(f"config.policy: the {name!r} policy rejects these "
                       f"hyperparameters ({first_line(err)}); compare them "
                       "with experiments/configs/quickstart.py.") from err
-  _validate_sequential(config, name, policy)
-  _validate_levels(config, name, policy)
+  _validate_actions(config, name, policy)
   validate_policy_init(config, num_devices)
 
 
@@ -338,54 +338,36 @@ def validate_policy_init(config, num_devices: int) -> None:
         f"{loaded.topology!r}), or drop policy_init to start fresh.")
 
 
-def _validate_levels(config, name: str, policy) -> None:
-  """A one-shot policy with priority levels (``policy.priority_levels``)
-  chooses the schedule too: it needs a reward that runs a placement's own
-  priority, and its actions are not placements (no search around the
-  best)."""
-  if not int(getattr(policy, "priority_levels", 0) or 0):
-    return
-  if config.rl.reward not in ("simulator_dynamic", "simulator_host"):
-    raise ConfigError(
-        f"config.rl.reward={config.rl.reward!r}: the {name!r} policy with "
-        "priority_levels chooses the schedule too, and that reward cannot "
-        "run a placement in its own schedule (node-id order, or the "
-        "executor's own dispatch). Use --config.rl.reward=simulator_host or "
-        "simulator_dynamic, or --config.policy.priority_levels=0.")
-  if float(config.rl.get("mutate_best", 0.0)):
-    raise ConfigError(
-        f"config.rl.mutate_best needs actions that are placements; the "
-        f"{name!r} policy with priority_levels also takes a level per "
-        "node. Set --config.rl.mutate_best=0 or "
-        "--config.policy.priority_levels=0.")
-
-
-def _validate_sequential(config, name: str, policy) -> None:
-  """What a sequential policy (:func:`gplace.policies.is_sequential`)
-  cannot do: the exploration mixture (one-shot only); unless its actions
-  are placements, a search around the best, and a warm start unless it can
-  turn a plan into actions (``plan_actions``); and an ordering policy needs
-  a reward that runs its order."""
-  if not policies.is_sequential(policy):
-    return
-  if float(config.rl.get("explore_epsilon", 0.0)):
+def _validate_actions(config, name: str, policy) -> None:
+  """What a policy's actions (:func:`gplace.rl.policy_fns.policy_fns`) rule
+  out: the exploration mixture for a sequential policy (one-shot only); for
+  a policy that chooses the schedule too (an order, or priority levels), a
+  reward that cannot run a placement in its own schedule; and unless its
+  actions are placements, a search around the best, and a sequential
+  policy's warm start unless it can turn a plan into actions
+  (``plan_actions``)."""
+  fns = policy_fns(policy)
+  if fns.sequential and float(config.rl.get("explore_epsilon", 0.0)):
     raise ConfigError(
         f"config.rl.explore_epsilon applies to one-shot policies; the "
         f"{name!r} policy decodes step by step. Set "
         "--config.rl.explore_epsilon=0 (rl.entropy_weight keeps it "
         "exploring).")
-  if getattr(type(policy), "orders", False) and config.rl.reward not in (
+  levels = int(getattr(policy, "priority_levels", 0) or 0)
+  if fns.schedule is not None and config.rl.reward not in (
       "simulator_dynamic", "simulator_host"):
     raise ConfigError(
         f"config.rl.reward={config.rl.reward!r}: the {name!r} policy "
         "chooses the schedule too, and that reward cannot run a placement "
-        "in a policy's own order (node-id order, or the executor's own "
-        "dispatch). Use --config.rl.reward=simulator_dynamic (in the "
-        "jitted step) or simulator_host.")
-  if getattr(type(policy), "placement_actions", False):
+        "in a policy's own order or priority levels (node-id order, or the "
+        "executor's own dispatch). Use --config.rl.reward=simulator_dynamic "
+        "(in the jitted step) or simulator_host" + (
+            ", or --config.policy.priority_levels=0." if levels else "."))
+  if fns.placement_actions:
     return
   can_imitate = callable(getattr(type(policy), "plan_actions", None))
-  if config.warm_start.baseline != "none" and not can_imitate:
+  if (fns.sequential and config.warm_start.baseline != "none"
+      and not can_imitate):
     raise ConfigError(
         f"config.warm_start.baseline={config.warm_start.baseline!r}: the "
         f"{name!r} policy's actions are not placements (it also chooses "
@@ -394,7 +376,11 @@ def _validate_sequential(config, name: str, policy) -> None:
   if float(config.rl.get("mutate_best", 0.0)):
     raise ConfigError(
         f"config.rl.mutate_best needs actions that are placements; the "
-        f"{name!r} policy's are not. Set --config.rl.mutate_best=0.")
+        f"{name!r} policy's are not" + (
+            f" (it also takes one of {levels} priority levels per node)"
+            if levels else "") + ". Set --config.rl.mutate_best=0" + (
+                " or --config.policy.priority_levels=0." if levels else
+                "."))
 
 
 def validate_rl(config) -> None:

@@ -316,7 +316,7 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   # Placements are scheduled one by one on CPU: parts of the batch run on
   # the machine's cores from threads of their own (XLA runs a program's
   # loops on one core).
-  parts = min(_CORES, k_pad)
+  parts = min(_CORES, k_pad) if jax.default_backend() == "cpu" else 1
   parts = 1 << (parts.bit_length() - 1)          # k_pad / parts: a power of 2
   if parts == 1:
     result = run(slice(None))

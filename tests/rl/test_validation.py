@@ -65,6 +65,24 @@ def test_bad_config_values_fail_at_start(tmp_path, field, value, message):
     validation.validate_config(config, str(tmp_path))
 
 
+@pytest.mark.parametrize("reward,mutate_best,message", [
+    ("simulator", 0.0, r"own order or priority levels .* or "
+     r"--config.policy.priority_levels=0"),
+    ("executor", 0.0, "simulator_dynamic"),
+    ("simulator_dynamic", 0.01, r"one of 2 priority levels per node.*"
+     r"mutate_best=0 or --config.policy.priority_levels=0"),
+])
+def test_priority_levels_need_a_reward_that_runs_them_and_no_search(
+    reward, mutate_best, message):
+  config = tiny_config()
+  config.policy.priority_levels = 2
+  config.rl.update(reward=reward, mutate_best=mutate_best)
+  with pytest.raises(ConfigError, match=message):
+    validation.validate_policy(config)
+  config.rl.update(reward="simulator_dynamic", mutate_best=0.0)
+  validation.validate_policy(config)                  # and this one passes
+
+
 def test_unknown_policy_hyperparameter_is_a_config_error(tmp_path):
   config = tiny_config()
   config.policy.num_layers = 3
