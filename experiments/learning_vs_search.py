@@ -54,7 +54,8 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import gplace
-from gplace import baselines, plotting, search
+from gplace import plotting, search
+from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError, first_line
 from gplace.rl import reports
 from gplace.rl import train
@@ -66,25 +67,6 @@ from experiments.search_controls import SUITE, load_graph
 
 SEARCH_ARMS = ("local_search", "annealing", "genetic")
 LEARNED, SEARCH, BASELINE, BOUND = "learned", "search", "baseline", "bound"
-
-
-def baseline_rows(graph, topology, seed: int = 0) -> list[tuple]:
-  """``(name, runtime_s)`` of every baseline in its best schedule: the
-  default, or a list scheduler's own planned op order (inf: OOM)."""
-  placements = baselines.run_all(graph, topology, seed=seed)
-  names = list(placements)
-  result = gplace.simulate(graph, np.stack([placements[n] for n in names]),
-                           topology)
-  runtime = np.where(np.asarray(result.oom), np.inf,
-                     np.asarray(result.runtime_s, np.float64))
-  best = {n: (float(r), "default") for n, r in zip(names, runtime)}
-  for name in baselines.schedulers():
-    plan = baselines.plan(name, graph, topology, seed=seed)
-    own = gplace.simulate(graph, plan.placement, topology, order=plan.order)
-    if not bool(own.oom) and float(own.runtime_s) < best[name][0]:
-      best[name] = (float(own.runtime_s), "own plan")
-  return sorted(((f"{n} ({s})", r) for n, (r, s) in best.items()),
-                key=lambda row: row[1])
 
 
 def random_search(graph, topology, *, budget: int, seed: int,

@@ -196,12 +196,15 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
 
 
 def policy_verdict(greedy_runtime_s: float,
-                   baseline_runtime_s: Mapping[str, float]) -> str:
-  """One line: the policy's own greedy placement against the best baseline,
-  e.g. ``"the policy itself (greedy, no search) is 12.3% faster than the
-  best baseline, m_etf"``."""
-  name = min(baseline_runtime_s, key=baseline_runtime_s.get)
-  best = baseline_runtime_s[name]
+                   classical_runtime_s: Mapping[str, float]) -> str:
+  """One line: the policy's own greedy placement against the best classical
+  plan, ``classical_runtime_s`` (``{label: runtime_s}``: every baseline and
+  each list scheduler in its own planned order,
+  :func:`gplace.rl.data.classical_runtimes`), e.g. ``"the policy itself
+  (greedy, no search) is 12.3% faster than the best classical plan, heft
+  (own plan)"``."""
+  name = min(classical_runtime_s, key=classical_runtime_s.get)
+  best = classical_runtime_s[name]
   if not np.isfinite(greedy_runtime_s):
     return "the policy itself (greedy, no search) runs out of memory / fails"
   if not np.isfinite(best):
@@ -209,4 +212,4 @@ def policy_verdict(greedy_runtime_s: float,
   change = (greedy_runtime_s / best - 1.0) * 100
   word = "slower" if change > 0 else "faster"
   return (f"the policy itself (greedy, no search) is {abs(change):.1f}% "
-          f"{word} than the best baseline, {name}")
+          f"{word} than the best classical plan, {name}")

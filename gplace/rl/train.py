@@ -507,7 +507,8 @@ def _final_result(config, workdir, setups, topology, loop: LoopResult,
         log=log if config.print_table else None, step=loop.step,
         policy_rows=[e.rows() for e in own],
         policy_records=[e.record() for e in own],
-        verdicts=[policy_verdict(e.greedy_runtime_s, s.baseline_runtime_s)
+        verdicts=[policy_verdict(e.greedy_runtime_s,
+                                 reports.classical_runtimes(s))
                   for e, s in zip(own, setups)],
         best_found_name=best_found_name(config))
   return TrainResult(state, best_placements, best_runtime, tables,

@@ -5,11 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import gplace
 from experiments.configs import quickstart
+from gplace import baselines
 from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs.graph import random_dag
 from gplace import policies
-from gplace.rl import data, grouping
+from gplace.rl import data, grouping, reports
 from gplace.rl.evaluation import policy_placements
 from gplace.sim import bounds
 from gplace.sim import topology as topology_lib
@@ -177,6 +179,34 @@ def test_setup_graphs_scores_baselines_and_picks_the_penalty():
   np.testing.assert_allclose(setup.failing_runtime_s,
                              config.rl.oom_penalty_factor * single.min())
   assert "random_dag:30:1: 30 nodes" in lines[0]
+  # Neither baseline plans an order: no own-plan rows.
+  assert setup.planned_runtime_s == {}
+
+
+def test_setup_graphs_scores_list_schedulers_in_their_own_planned_order():
+  config = small_config()
+  config.baselines = "heft,m_etf,metis"
+  topology = data.make_topology(config)
+  (setup,) = data.setup_graphs(config, topology, ["random_dag:40:2"],
+                               log=lambda _: None)
+  assert set(setup.planned_runtime_s) == {"heft", "m_etf"}
+  for name in ("heft", "m_etf", "metis"):
+    np.testing.assert_array_equal(
+        setup.baselines[name],
+        baselines.get(name)(setup.graph, topology, seed=config.seed))
+  for name, runtime in setup.planned_runtime_s.items():
+    plan = baselines.plan(name, setup.graph, topology)
+    own = gplace.simulate(setup.graph, plan.placement, topology,
+                          order=plan.order)
+    np.testing.assert_allclose(runtime, float(own.runtime_s), rtol=1e-6)
+    # The default schedule's row is kept apart from the own plan's.
+    default = gplace.simulate(setup.graph, plan.placement, topology)
+    np.testing.assert_allclose(setup.baseline_runtime_s[name],
+                               float(default.runtime_s), rtol=1e-6)
+  rows = reports.classical_runtimes(setup)
+  assert rows["heft (own plan)"] == setup.planned_runtime_s["heft"]
+  label, best = reports.best_classical(setup)
+  assert best == min(rows.values()) and rows[label] == best
 
 
 def test_warm_start_targets_pick_the_best_baseline_and_pad():

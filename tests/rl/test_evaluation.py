@@ -72,9 +72,9 @@ def test_samples_are_fresh_draws_from_the_policy():
   assert len({s.tobytes() for s in samples}) == 64
 
 
-def test_verdict_says_faster_or_slower_than_the_best_baseline():
+def test_verdict_says_faster_or_slower_than_the_best_classical_plan():
   baselines = {"a": 2.0, "b": 1.0}
   assert policy_verdict(0.9, baselines).endswith(
-      "10.0% faster than the best baseline, b")
+      "10.0% faster than the best classical plan, b")
   assert "20.0% slower" in policy_verdict(1.2, baselines)
   assert "out of memory" in policy_verdict(float("inf"), baselines)

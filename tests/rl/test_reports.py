@@ -43,6 +43,28 @@ def test_format_table_rows_and_gaps():
   assert "n/a" in no_bound and "lower bound" not in no_bound
 
 
+class PlannedSummary(NamedTuple):
+  name: str
+  graph: object
+  baseline_runtime_s: dict
+  lower_bound_s: float
+  planned_runtime_s: dict
+
+
+def test_tables_list_list_schedulers_in_their_own_plan_and_pick_the_best():
+  summary = PlannedSummary("g", random_dag(4, seed=0, name="g"),
+                           {"heft": 2e-3, "metis": 1.9e-3}, 1e-3,
+                           {"heft": 1.8e-3})
+  assert reports.best_classical(summary) == ("heft (own plan)", 1.8e-3)
+  assert reports.best_classical(_summary()) == ("fast", 2e-3)
+  rows = [line.split() for line in
+          reports.format_table(summary, 1.5e-3).splitlines()[2:-2]]
+  assert [r[0] for r in rows] == ["gplace", "heft", "metis", "heft", "lower"]
+  assert rows[1][:3] == ["heft", "(own", "plan)"]
+  (table,) = reports.result_tables([summary], [1.5e-3])
+  assert table["heft (own plan)"] == 1.8e-3 and table["heft"] == 2e-3
+
+
 def test_chunk_records_number_steps_and_interpolate_time():
   metrics = {"loss": np.array([1.0, 2.0]),
              "best_runtime_s": np.array([[1.0, 2.0], [0.5, 2.0]])}
