@@ -123,6 +123,8 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   config.graph_cache = args.graph_cache or ""
   config.progress_bar = config.print_table = False
   config.rl.num_samples = args.samples
+  if getattr(args, "max_groups", None) is not None:
+    config.groups.max_groups = args.max_groups
   steps = max(1, args.evaluations // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),
                       checkpoint_every=steps, resume=False)
@@ -258,6 +260,9 @@ def main(argv=None) -> int:
                       help="arm of the policy with priority levels (joint "
                       "placement + scheduling, policy.priority_levels; 0: "
                       "skip it)")
+  parser.add_argument("--max_groups", type=int, default=None,
+                      help="config.groups.max_groups of the grouped arms "
+                      "(default: the quickstart's)")
   parser.add_argument("--no_pure", action="store_true",
                       help="skip the pure RL arm (e.g. to run --levels "
                       "alone)")

@@ -68,9 +68,11 @@ def get_config():
   # max_groups=0 places ops one by one.
   config.groups = ml_collections.ConfigDict(dict(
       max_groups=256, rule="colocation", min_nodes=256))
-  # learning_rate is RL's; the warm start has its own.
+  # learning_rate is RL's; the warm start has its own. decay: "none" (a
+  # constant rate) or "cosine" (RL's rate falls along a half cosine to
+  # final_fraction of it over the run's RL updates).
   config.optimizer = ml_collections.ConfigDict(dict(
-      learning_rate=3e-3, grad_clip=1.0))
+      learning_rate=3e-3, grad_clip=1.0, decay="none", final_fraction=0.1))
   config.rl = ml_collections.ConfigDict(dict(
       # simulator_host: gplace.simulate on the host under its default
       # schedule, as the baselines and the final table are scored;

@@ -35,6 +35,8 @@ from gplace.sim import topology as topology_lib
 
 LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
+# RL learning-rate schedules (state.create_optimizer).
+DECAYS = ("none", "cosine")
 REWARDS = ("simulator", "simulator_dynamic", "simulator_host", "executor")
 
 
@@ -73,6 +75,7 @@ _INF = math.inf
 FLOAT_FIELDS = {
     "optimizer.learning_rate": FloatRange(0.0, _INF, False, False, 3e-4),
     "optimizer.grad_clip": FloatRange(0.0, _INF, False, False, 1.0),
+    "optimizer.final_fraction": FloatRange(0.0, 1.0, True, True, 0.1),
     "warm_start.learning_rate": FloatRange(0.0, _INF, False, False, 1e-2),
     "warm_start.label_smoothing": FloatRange(0.0, 1.0, True, False, 0.0),
     "rl.ppo_clip": FloatRange(0.0, 1.0, False, False, 0.2),
@@ -86,6 +89,7 @@ BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
                "rl.fresh_optimizer", "train.resume")
 # Fields older configs may lack (their readers have defaults).
 OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
+                   "optimizer.final_fraction",
                    "warm_start.label_smoothing", "train.resume",
                    "train.eval_samples", "groups.max_groups",
                    "groups.min_nodes",
@@ -408,6 +412,10 @@ def validate_rl(config) -> None:
   if rl.get("advantage", "ema") not in ADVANTAGES:
     raise ConfigError(f"config.rl.advantage must be one of {ADVANTAGES}, got "
                       f"{rl.advantage!r}.")
+  decay = lookup(config, "optimizer.decay", "none")
+  if decay not in DECAYS:
+    raise ConfigError(f"config.optimizer.decay must be one of {DECAYS}, got "
+                      f"{decay!r}; e.g. --config.optimizer.decay=cosine.")
   rule = lookup(config, "groups.rule", "colocation")
   if rule not in coarsening.RULES:
     raise ConfigError(f"config.groups.rule must be one of {coarsening.RULES}"

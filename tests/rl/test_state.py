@@ -95,6 +95,44 @@ def test_optimizer_switches_from_warm_start_to_rl_rate():
   np.testing.assert_allclose(sizes, [1.0, 1.0, 1e-3, 1e-3], rtol=1e-3)
 
 
+def test_cosine_decay_falls_over_the_rl_updates_after_the_warm_start():
+  config = quickstart.get_config()
+  config.warm_start.update(baseline="best", steps=2, learning_rate=1.0)
+  config.optimizer.update(learning_rate=1e-3, grad_clip=100.0,
+                          decay="cosine", final_fraction=0.1)
+  config.train.num_steps, config.rl.ppo_epochs = 3, 2  # 6 RL updates
+  optimizer = state_lib.create_optimizer(config)
+  params = jnp.zeros(())
+  opt_state = optimizer.init(params)
+  sizes = []
+  for _ in range(10):
+    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
+    sizes.append(abs(float(updates)))
+  cosine = [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / 6)))
+            for t in range(6)]
+  np.testing.assert_allclose(sizes, [1.0, 1.0] + cosine + [1e-4, 1e-4],
+                             rtol=1e-3)
+  # REINFORCE makes one update per step: the decay spans num_steps.
+  config.rl.loss = "reinforce"
+  config.warm_start.baseline = "none"
+  optimizer = state_lib.create_optimizer(config)
+  opt_state = optimizer.init(params)
+  sizes = []
+  for _ in range(4):
+    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
+    sizes.append(abs(float(updates)))
+  np.testing.assert_allclose(
+      sizes, [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / 3)))
+              for t in range(3)] + [1e-4], rtol=1e-3)
+  # Without decay the rate stays.
+  config.optimizer.decay = "none"
+  optimizer = state_lib.create_optimizer(config)
+  opt_state = optimizer.init(params)
+  for _ in range(5):
+    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
+  np.testing.assert_allclose(abs(float(updates)), 1e-3, rtol=1e-3)
+
+
 def test_create_train_state_is_seeded_by_the_config():
   batch = _testing.toy_batch(num_graphs=1, n_pad=12)
   config = small_config()

@@ -49,6 +49,9 @@ def test_a_good_config_passes(tmp_path):
     ("optimizer.learning_rate", 0.0, "learning_rate=0.0: must be a finite"),
     ("warm_start.baseline", "oracle", "warm_start.baseline"),
     ("rl.advantage", "gae", "config.rl.advantage"),
+    ("optimizer.decay", "linear", r"config.optimizer.decay must be one of "
+     r"\('none', 'cosine'\)"),
+    ("optimizer.final_fraction", 1.5, "final_fraction=1.5"),
     ("groups.rule", "metis", "config.groups.rule"),
     ("groups.max_groups", -1, "groups.max_groups=-1: must be a non-negative"),
     ("train.eval_samples", 0, "eval_samples=0: must be a positive integer"),
