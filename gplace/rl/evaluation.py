@@ -200,7 +200,7 @@ def policy_verdict(greedy_runtime_s: float,
   """One line: the policy's own greedy placement against the best classical
   plan, ``classical_runtime_s`` (``{label: runtime_s}``: every baseline and
   each list scheduler in its own planned order,
-  :func:`gplace.rl.data.classical_runtimes`), e.g. ``"the policy itself
+  :func:`gplace.rl.reports.classical_runtimes`), e.g. ``"the policy itself
   (greedy, no search) is 12.3% faster than the best classical plan, heft
   (own plan)"``."""
   name = min(classical_runtime_s, key=classical_runtime_s.get)

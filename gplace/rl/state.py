@@ -147,9 +147,11 @@ def create_optimizer(config) -> optax.GradientTransformation:
   decays RL's rate along a half cosine to ``final_fraction`` of it over the
   run's RL updates (``train.num_steps`` times ``rl.ppo_epochs`` for PPO),
   so that a converged policy stops taking full-size Adam steps on
-  normalised advantages that are mostly noise (which, on paper-size
-  WaveNet, threw a converged policy onto a worse placement it never left).
-  A run resumed with another ``train.num_steps`` decays over the new count.
+  normalised advantages that are mostly noise. It is off by default: on
+  paper-size WaveNet it avoided a late collapse of the constant rate but
+  plateaued earlier (experiments/RESULTS.md, "More groups, more
+  evaluations, and a late collapse"). A run resumed with another
+  ``train.num_steps`` decays over the new count.
 
   The same settings return the same object, so jitted functions that close
   over it are reused (a run resumed in the same process does not compile
@@ -170,13 +172,18 @@ def create_optimizer(config) -> optax.GradientTransformation:
 @functools.lru_cache(maxsize=8)
 def _optimizer(rl_rate, warm_rate, warm_steps, grad_clip, decay_updates=0,
                final_fraction=0.0):
-  rl_schedule = (optax.cosine_decay_schedule(rl_rate, decay_updates,
-                                             alpha=final_fraction)
-                 if decay_updates else optax.constant_schedule(rl_rate))
-  # Supervised steps make one update each, so the boundary is exact.
-  schedule = (optax.join_schedules(
-      [optax.constant_schedule(warm_rate), rl_schedule], [warm_steps])
-              if warm_steps else rl_schedule)
+  # Without a decay the schedules (and so the optimizer state, which
+  # checkpoints hold) are as they were before decays existed.
+  if decay_updates:
+    rl_schedule = optax.cosine_decay_schedule(rl_rate, decay_updates,
+                                              alpha=final_fraction)
+    # Supervised steps make one update each, so the boundary is exact.
+    schedule = (optax.join_schedules(
+        [optax.constant_schedule(warm_rate), rl_schedule], [warm_steps])
+                if warm_steps else rl_schedule)
+  else:
+    schedule = optax.piecewise_constant_schedule(
+        warm_rate, {warm_steps: rl_rate / warm_rate}) if warm_steps else rl_rate
   return optax.chain(optax.clip_by_global_norm(grad_clip),
                      optax.adam(schedule))
 
