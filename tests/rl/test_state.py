@@ -84,15 +84,22 @@ def test_optimizer_switches_from_warm_start_to_rl_rate():
   config = quickstart.get_config()
   config.warm_start.update(baseline="best", steps=2, learning_rate=1.0)
   config.optimizer.update(learning_rate=1e-3, grad_clip=100.0)
+  # Adam's first steps move by about the learning rate.
+  np.testing.assert_allclose(_step_sizes(config, 4), [1.0, 1.0, 1e-3, 1e-3],
+                             rtol=1e-3)
+
+
+def _step_sizes(config, num_updates: int) -> list[float]:
+  """How far the config's optimizer moves a scalar on ``num_updates``
+  gradients of 1 (Adam: about the learning rate of each update)."""
   optimizer = state_lib.create_optimizer(config)
   params = jnp.zeros(())
   opt_state = optimizer.init(params)
   sizes = []
-  for _ in range(4):
+  for _ in range(num_updates):
     updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
     sizes.append(abs(float(updates)))
-  # Adam's first steps move by about the learning rate.
-  np.testing.assert_allclose(sizes, [1.0, 1.0, 1e-3, 1e-3], rtol=1e-3)
+  return sizes
 
 
 def test_cosine_decay_falls_over_the_rl_updates_after_the_warm_start():
@@ -101,36 +108,20 @@ def test_cosine_decay_falls_over_the_rl_updates_after_the_warm_start():
   config.optimizer.update(learning_rate=1e-3, grad_clip=100.0,
                           decay="cosine", final_fraction=0.1)
   config.train.num_steps, config.rl.ppo_epochs = 3, 2  # 6 RL updates
-  optimizer = state_lib.create_optimizer(config)
-  params = jnp.zeros(())
-  opt_state = optimizer.init(params)
-  sizes = []
-  for _ in range(10):
-    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
-    sizes.append(abs(float(updates)))
   cosine = [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / 6)))
             for t in range(6)]
-  np.testing.assert_allclose(sizes, [1.0, 1.0] + cosine + [1e-4, 1e-4],
-                             rtol=1e-3)
+  np.testing.assert_allclose(_step_sizes(config, 10),
+                             [1.0, 1.0] + cosine + [1e-4, 1e-4], rtol=1e-3)
   # REINFORCE makes one update per step: the decay spans num_steps.
   config.rl.loss = "reinforce"
   config.warm_start.baseline = "none"
-  optimizer = state_lib.create_optimizer(config)
-  opt_state = optimizer.init(params)
-  sizes = []
-  for _ in range(4):
-    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
-    sizes.append(abs(float(updates)))
   np.testing.assert_allclose(
-      sizes, [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / 3)))
-              for t in range(3)] + [1e-4], rtol=1e-3)
+      _step_sizes(config, 4),
+      [1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * t / 3)))
+       for t in range(3)] + [1e-4], rtol=1e-3)
   # Without decay the rate stays.
   config.optimizer.decay = "none"
-  optimizer = state_lib.create_optimizer(config)
-  opt_state = optimizer.init(params)
-  for _ in range(5):
-    updates, opt_state = optimizer.update(jnp.ones(()), opt_state, params)
-  np.testing.assert_allclose(abs(float(updates)), 1e-3, rtol=1e-3)
+  np.testing.assert_allclose(_step_sizes(config, 5), [1e-3] * 5, rtol=1e-3)
 
 
 def test_create_train_state_is_seeded_by_the_config():
