@@ -123,7 +123,7 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   config.graph_cache = args.graph_cache or ""
   config.progress_bar = config.print_table = False
   config.rl.num_samples = args.samples
-  if getattr(args, "max_groups", None) is not None:
+  if args.max_groups is not None:
     config.groups.max_groups = args.max_groups
   steps = max(1, args.evaluations // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),

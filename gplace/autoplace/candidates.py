@@ -141,14 +141,17 @@ def baseline_runs(problem: Problem, *, seed: int = 0,
   """
   from gplace import baselines  # pylint: disable=g-import-not-at-top
   graph, topology, costs = problem.graph, problem.topology, problem.costs
-  placed = {}
+  # One planning run per baseline: its placement and, for a list
+  # scheduler, the op order it planned.
+  placed, orders = {}, {}
   for name in (names if names is not None else baselines.names()):
     try:
-      placed[name] = np.asarray(
-          baselines.get(name)(graph, topology, costs=costs, seed=seed),
-          np.int32)
+      plan = baselines.plan(name, graph, topology, costs=costs, seed=seed)
     except GplaceError:
       continue  # a baseline that cannot place this graph is no candidate.
+    placed[name] = np.asarray(plan.placement, np.int32)
+    if name in baselines.schedulers():
+      orders[name] = np.asarray(plan.order, np.int32)
   if not placed:
     return BaselineRuns([], [])
   runtime = score(problem, np.stack(list(placed.values()))).runtime_s
@@ -156,18 +159,11 @@ def baseline_runs(problem: Problem, *, seed: int = 0,
                        float(r))
              for (name, placement), r in zip(placed.items(), runtime)]
   best = dict(zip(placed, default))
-  for name in baselines.schedulers():
-    if name not in placed:
-      continue
-    try:
-      plan = baselines.plan(name, graph, topology, costs=costs, seed=seed)
-    except GplaceError:
-      continue
-    order = np.asarray(plan.order, np.int32)
-    own = float(score(problem, plan.placement[None], order).runtime_s[0])
+  for name, order in orders.items():
+    own = float(score(problem, placed[name][None], order).runtime_s[0])
     if own < best[name].runtime_s:
-      best[name] = Candidate(f"{name} ({OWN_PLAN})",
-                             np.asarray(plan.placement, np.int32), order, own)
+      best[name] = Candidate(f"{name} ({OWN_PLAN})", placed[name], order,
+                             own)
   return BaselineRuns(default,
                       sorted(best.values(), key=lambda c: c.runtime_s))
 

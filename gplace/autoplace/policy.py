@@ -214,8 +214,8 @@ def train_candidates(problem: Problem, config, *,
   a temporary graph file with its topology and costs) until ``max_steps``
   RL steps or ``time_s`` seconds, whichever ends first (checked between
   chunks), then scores, in the default schedule, the policy's greedy
-  placement and the best placement it sampled, labelled ``"<label> (<steps> steps): greedy"`` and
-  ``"...: best sampled"``."""
+  placement and the best placement it sampled, labelled ``"<label>
+  (<steps> steps): greedy"`` and ``"...: best sampled"``."""
   from gplace.rl import train  # pylint: disable=g-import-not-at-top
   deadline = time.perf_counter() + time_s
   steps = [0]

@@ -166,7 +166,7 @@ def create_optimizer(config) -> optax.GradientTransformation:
   return _optimizer(float(config.optimizer.learning_rate),
                     float(config.warm_start.learning_rate), warm_steps,
                     float(config.optimizer.grad_clip), decay_updates,
-                    float(config.optimizer.get("final_fraction", 0.0)))
+                    float(config.optimizer.get("final_fraction", 0.1)))
 
 
 @functools.lru_cache(maxsize=8)
