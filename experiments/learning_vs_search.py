@@ -125,6 +125,8 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   config.rl.num_samples = args.samples
   if args.max_groups is not None:
     config.groups.max_groups = args.max_groups
+  if args.entropy_floor is not None:
+    config.rl.entropy_floor = args.entropy_floor
   steps = max(1, args.evaluations // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),
                       checkpoint_every=steps, resume=False)
@@ -263,6 +265,9 @@ def main(argv=None) -> int:
   parser.add_argument("--max_groups", type=int, default=None,
                       help="config.groups.max_groups of the grouped arms "
                       "(default: the quickstart's)")
+  parser.add_argument("--entropy_floor", type=float, default=None,
+                      help="config.rl.entropy_floor of the RL arms (nats "
+                      "per group; default: the quickstart's)")
   parser.add_argument("--no_pure", action="store_true",
                       help="skip the pure RL arm (e.g. to run --levels "
                       "alone)")

@@ -84,6 +84,11 @@ def get_config():
       # The simulator is fast: many samples per step, few steps.
       num_samples=64, loss="ppo", ppo_epochs=2, ppo_clip=0.2,
       entropy_weight=1e-2, baseline_decay=0.9, normalize_rewards=True,
+      # > 0 (nats): each group whose entropy falls under the floor is
+      # penalised by entropy_floor_weight x the shortfall, so no decision
+      # becomes certain (gplace.rl.losses.entropy_terms). Off: at 0.2 on
+      # paper wavenet2 it kept the samples too noisy (RESULTS.md).
+      entropy_floor=0.0, entropy_floor_weight=1.0,
       # "batch": advantages relative to this step's samples (mean / std);
       # "ema": to a moving average of past rewards (lags, one sign for all).
       advantage="batch",

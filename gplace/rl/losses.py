@@ -28,12 +28,51 @@ def masked_node_mean(values: jax.Array, node_mask: jax.Array) -> jax.Array:
   return jnp.sum(values * weight, -1) / jnp.maximum(weight.sum(), 1.0)
 
 
+def entropy_terms(entropies: jax.Array, mask: jax.Array, entropy_weight: float,
+                  entropy_floor: float = 0.0, floor_weight: float = 1.0):
+  """The entropy part of a loss: ``-w * H + floor_weight * F``, one graph.
+
+  ``H`` is the mean per-action entropy; ``F`` the mean over actions of
+  ``max(0, entropy_floor - H_a)``, a penalty only on the actions whose
+  entropy fell under the floor. The bonus ``w * H`` is spread over all
+  actions, so a policy can keep a healthy mean entropy while the few
+  decisions that set the runtime (the groups of the bottleneck device) are
+  certain: every sample then agrees on them, the samples' runtimes tie and
+  the advantages carry no signal about them (the late collapse in
+  ``experiments/RESULTS.md``). The floor keeps every decision sampled off
+  its argmax now and then, so the samples keep comparing alternatives for
+  each of them. ``entropy_floor = 0`` (default): no penalty.
+
+  Args:
+    entropies: ``f32 [K, A]`` or ``[A]``.
+    mask: ``bool [A]``.
+    entropy_weight: ``w``.
+    entropy_floor: nats per action.
+    floor_weight: weight of the penalty.
+
+  Returns:
+    ``(loss term [], metrics)`` with ``entropy`` and, with a floor,
+    ``under_floor`` (the fraction of actions under it).
+  """
+  ent = jnp.mean(masked_node_mean(entropies, mask))
+  term = -entropy_weight * ent
+  metrics = {"entropy": ent}
+  if entropy_floor > 0:
+    short = jnp.maximum(entropy_floor - entropies, 0.0)
+    term = term + floor_weight * jnp.mean(masked_node_mean(short, mask))
+    metrics["under_floor"] = jnp.mean(masked_node_mean(
+        (entropies < entropy_floor).astype(jnp.float32), mask))
+  return term, metrics
+
+
 def reinforce_objective(log_probs: jax.Array, entropies: jax.Array,
                         advantages: jax.Array, mask: jax.Array,
-                        entropy_weight: float):
+                        entropy_weight: float, entropy_floor: float = 0.0,
+                        floor_weight: float = 1.0):
   """REINFORCE with a baseline from per-action terms, for one graph.
 
-  ``-mean_k A_k * mean_a log p(a_ka) - entropy_weight * H``.
+  ``-mean_k A_k * mean_a log p(a_ka) - entropy_weight * H`` (plus the floor
+  penalty of :func:`entropy_terms`).
 
   Args:
     log_probs: ``f32 [K, A]`` of the current parameters.
@@ -41,20 +80,22 @@ def reinforce_objective(log_probs: jax.Array, entropies: jax.Array,
     advantages: ``f32 [K]`` (treated as constants).
     mask: ``bool [A]``, real actions.
     entropy_weight: weight of the entropy bonus.
+    entropy_floor, floor_weight: see :func:`entropy_terms`.
 
   Returns:
     ``(loss [], metrics dict)``.
   """
   advantages = jax.lax.stop_gradient(advantages)
   policy_loss = -jnp.mean(advantages * masked_node_mean(log_probs, mask))
-  ent = jnp.mean(masked_node_mean(entropies, mask))
-  loss = policy_loss - entropy_weight * ent
-  return loss, {"policy_loss": policy_loss, "entropy": ent}
+  term, metrics = entropy_terms(entropies, mask, entropy_weight,
+                                entropy_floor, floor_weight)
+  return policy_loss + term, dict(metrics, policy_loss=policy_loss)
 
 
 def ppo_objective(log_probs: jax.Array, old_log_probs: jax.Array,
                   entropies: jax.Array, advantages: jax.Array,
-                  mask: jax.Array, clip: float, entropy_weight: float):
+                  mask: jax.Array, clip: float, entropy_weight: float,
+                  entropy_floor: float = 0.0, floor_weight: float = 1.0):
   """PPO's clipped surrogate with per-action ratios, for one graph.
 
   ``-mean_k mean_a min(r_ka A_k, clip(r_ka, 1 -+ eps) A_k) - w H`` with
@@ -68,6 +109,7 @@ def ppo_objective(log_probs: jax.Array, old_log_probs: jax.Array,
     mask: ``bool [A]``.
     clip: ``eps``.
     entropy_weight: weight of the entropy bonus.
+    entropy_floor, floor_weight: see :func:`entropy_terms`.
 
   Returns:
     ``(loss [], metrics dict)`` with the clipped fraction.
@@ -79,10 +121,10 @@ def ppo_objective(log_probs: jax.Array, old_log_probs: jax.Array,
   policy_loss = -jnp.mean(masked_node_mean(surrogate, mask))
   clipped = masked_node_mean(
       (jnp.abs(ratio - 1.0) > clip).astype(jnp.float32), mask).mean()
-  ent = jnp.mean(masked_node_mean(entropies, mask))
-  loss = policy_loss - entropy_weight * ent
-  return loss, {"policy_loss": policy_loss, "entropy": ent,
-                "clipped_fraction": clipped}
+  term, metrics = entropy_terms(entropies, mask, entropy_weight,
+                                entropy_floor, floor_weight)
+  return policy_loss + term, dict(metrics, policy_loss=policy_loss,
+                                  clipped_fraction=clipped)
 
 
 def reinforce_loss(logits: jax.Array, placements: jax.Array,

@@ -43,6 +43,11 @@ class RLHyperparams(NamedTuple):
     ppo_epochs: gradient steps on the same samples (PPO; REINFORCE uses 1).
     ppo_clip: ratio clip ``epsilon``.
     entropy_weight: weight of the mean per-node entropy bonus.
+    entropy_floor: nats; each node (group) whose entropy is under it is
+      penalised by ``entropy_floor_weight`` times the shortfall
+      (:func:`gplace.rl.losses.entropy_terms`): no decision becomes certain,
+      so samples keep trying each one. 0 (default): off.
+    entropy_floor_weight: weight of that penalty.
     baseline_decay: EMA decay of the reward baseline.
     normalize_rewards: divide advantages by the EMA reward std.
     explore_epsilon: ``eps``, per-node uniform exploration: the policy that
@@ -70,6 +75,8 @@ class RLHyperparams(NamedTuple):
   ppo_epochs: int = 4
   ppo_clip: float = 0.2
   entropy_weight: float = 0.01
+  entropy_floor: float = 0.0
+  entropy_floor_weight: float = 1.0
   baseline_decay: float = 0.9
   normalize_rewards: bool = True
   explore_epsilon: float = 0.0
@@ -195,6 +202,8 @@ def create_hparams(config) -> RLHyperparams:
       num_samples=r.num_samples, advantage=str(r.get("advantage", "ema")),
       loss=r.loss, ppo_epochs=r.ppo_epochs,
       ppo_clip=r.ppo_clip, entropy_weight=r.entropy_weight,
+      entropy_floor=float(r.get("entropy_floor", 0.0)),
+      entropy_floor_weight=float(r.get("entropy_floor_weight", 1.0)),
       baseline_decay=r.baseline_decay, normalize_rewards=r.normalize_rewards,
       explore_epsilon=float(r.get("explore_epsilon", 0.0)),
       mutate_best=float(r.get("mutate_best", 0.0)))

@@ -160,13 +160,13 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
         batch.graphs, batch.device_mask, actions)
     if hparams.loss == "ppo":
       per_graph = functools.partial(ppo_objective, clip=hparams.ppo_clip,
-                                    entropy_weight=hparams.entropy_weight)
+                                    **_entropy_args(hparams))
       losses, metrics = jax.vmap(per_graph)(
           scores.log_probs, rollout.node_log_probs, scores.entropy,
           advantages, scores.mask)
     else:
       per_graph = functools.partial(reinforce_objective,
-                                    entropy_weight=hparams.entropy_weight)
+                                    **_entropy_args(hparams))
       losses, metrics = jax.vmap(per_graph)(scores.log_probs, scores.entropy,
                                             advantages, scores.mask)
     return losses.mean(), jax.tree.map(jnp.mean, metrics)
@@ -207,6 +207,12 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
       mean_reward=batch_mean.mean(),
       best_runtime_s=new_state.best_runtime_s)
   return new_state, metrics
+
+
+def _entropy_args(hparams: RLHyperparams) -> dict:
+  return dict(entropy_weight=hparams.entropy_weight,
+              entropy_floor=hparams.entropy_floor,
+              floor_weight=hparams.entropy_floor_weight)
 
 
 def _best_of(rollout: Rollout, runtime, axis_name):

@@ -80,6 +80,8 @@ FLOAT_FIELDS = {
     "warm_start.label_smoothing": FloatRange(0.0, 1.0, True, False, 0.0),
     "rl.ppo_clip": FloatRange(0.0, 1.0, False, False, 0.2),
     "rl.entropy_weight": FloatRange(0.0, _INF, True, False, 1e-2),
+    "rl.entropy_floor": FloatRange(0.0, _INF, True, False, 0.1),
+    "rl.entropy_floor_weight": FloatRange(0.0, _INF, True, False, 1.0),
     "rl.baseline_decay": FloatRange(0.0, 1.0, True, False, 0.9),
     "rl.oom_penalty_factor": FloatRange(1.0, _INF, True, False, 10.0),
     "rl.explore_epsilon": FloatRange(0.0, 1.0, True, False, 0.01),
@@ -89,6 +91,7 @@ BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
                "rl.fresh_optimizer", "train.resume")
 # Fields older configs may lack (their readers have defaults).
 OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
+                   "rl.entropy_floor", "rl.entropy_floor_weight",
                    "optimizer.final_fraction",
                    "warm_start.label_smoothing", "train.resume",
                    "train.eval_samples", "groups.max_groups",

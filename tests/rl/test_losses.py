@@ -65,3 +65,39 @@ def test_masked_node_mean_ignores_padding():
   values = jnp.array([[1.0, 3.0, 100.0]])
   np.testing.assert_allclose(
       losses.masked_node_mean(values, jnp.array([True, True, False])), [2.0])
+
+
+def test_entropy_floor_lifts_only_the_certain_nodes():
+  # Node 0 is certain, node 1 near uniform, node 2 is padding.
+  logits = jnp.array([[8.0, 0.0, 0.0], [0.1, 0.0, 0.0], [9.0, 0.0, 0.0]])
+  mask = jnp.array([True, True, False])
+  entropies = distributions.node_entropy(logits)
+
+  def floor_loss(l, floor):
+    return losses.entropy_terms(distributions.node_entropy(l), mask, 0.0,
+                                entropy_floor=floor)
+
+  grads = jax.grad(lambda l: floor_loss(l, 0.5)[0])(logits)
+  # Only the certain node is under the floor: only its logits move, and a
+  # step against the gradient raises its entropy.
+  np.testing.assert_array_equal(grads[1:], 0.0)
+  assert jnp.abs(grads[0]).sum() > 0
+  lifted = distributions.node_entropy(logits - 1.0 * grads)
+  assert lifted[0] > entropies[0]
+  _, metrics = floor_loss(logits, 0.5)
+  np.testing.assert_allclose(metrics["under_floor"], 0.5)  # 1 of 2 real
+  # The penalty is the mean shortfall over real nodes; no floor, no term.
+  np.testing.assert_allclose(
+      floor_loss(logits, 0.5)[0], (0.5 - entropies[0]) / 2, rtol=1e-6)
+  term, metrics = floor_loss(logits, 0.0)
+  assert float(term) == 0.0 and "under_floor" not in metrics
+  # Through both objectives, the floor adds exactly its term.
+  placements = jnp.zeros((2, 3), jnp.int32)
+  old = distributions.node_log_probs(logits, placements, mask)
+  for objective in (
+      lambda f: losses.ppo_objective(old, old, entropies[None], jnp.ones(2),
+                                     mask, 0.2, 0.0, entropy_floor=f),
+      lambda f: losses.reinforce_objective(old, entropies, jnp.ones(2), mask,
+                                           0.0, entropy_floor=f)):
+    np.testing.assert_allclose(objective(0.5)[0] - objective(0.0)[0],
+                               floor_loss(logits, 0.5)[0], rtol=1e-5)

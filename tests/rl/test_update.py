@@ -86,6 +86,33 @@ def test_reinforce_improves_tiny_problem(num_graphs):
   assert np.all(state.best_runtime_s <= runtime.min() + 1e-6)
 
 
+def test_an_entropy_floor_keeps_every_decision_open_while_learning():
+  batch = toy_batch()
+  policy = TabularPolicy()
+  optimizer = optax.adam(1e-1)
+  state = toy_train_state(policy, batch, optimizer)
+  final = {}
+  for floor in (0.0, 0.3):
+    hparams = RLHyperparams(num_samples=16, loss="reinforce",
+                            entropy_weight=0.0, entropy_floor=floor)
+    step = functools.partial(update.rl_step, apply_fn=policy.apply,
+                             optimizer=optimizer, hparams=hparams,
+                             simulate_fn=toy_simulate)
+    end, metrics = jax.jit(functools.partial(update.scan_chunk, step,
+                                             num_steps=60))(state, batch)
+    runtime = np.asarray(metrics["mean_runtime_s"])
+    assert runtime[-10:].mean() < 0.9 * runtime[:5].mean(), (floor, runtime)
+    graph = jax.tree.map(lambda x: x[0], batch.graphs)
+    entropies = distributions.node_entropy(
+        policy.apply(end.params, graph, batch.device_mask[0]))
+    final[floor] = np.asarray(entropies)[np.asarray(graph.nodes["mask"])]
+    assert ("under_floor" in metrics) == (floor > 0)
+  # Without the floor some decisions become certain; with it none falls
+  # far under the floor.
+  assert final[0.0].min() < 0.1, final[0.0]
+  assert final[0.3].min() > 0.2, final[0.3]
+
+
 def test_supervised_warm_start_fits_target():
   batch = toy_batch()
   policy = TabularPolicy()
