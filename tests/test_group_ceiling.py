@@ -16,11 +16,16 @@ from gplace.sim.topology import preset
 
 
 def test_group_majority_moves_each_group_to_its_most_common_device():
-  group_of = np.array([0, 0, 0, 1, 1, 2])
-  placement = np.array([1, 1, 2, 3, 0, 4])
-  np.testing.assert_array_equal(
-      group_ceiling.group_majority(placement, group_of, 5),
-      [1, 1, 1, 0, 0, 4])  # ties: the lowest device
+  graph = random_dag(40, seed=1)
+  groups = coarsen_for_policy(graph, max_groups=6, rule="colocation",
+                              min_nodes=0)
+  group_of = np.asarray(groups.group_of)
+  placement = np.random.default_rng(0).integers(0, 5, graph.n_nodes)
+  moved = group_ceiling.group_majority(placement, groups, 5)
+  for g in range(groups.n_groups):
+    votes = np.bincount(placement[group_of == g], minlength=5)
+    # One device per group: the most common one, the lowest on ties.
+    assert set(moved[group_of == g]) == {int(np.argmax(votes))}
 
 
 def test_rows_project_plans_and_searches_never_lose(tmp_path, monkeypatch):
@@ -45,8 +50,8 @@ def test_rows_project_plans_and_searches_never_lose(tmp_path, monkeypatch):
   groups = coarsen_for_policy(graph, max_groups=8, rule="colocation",
                               min_nodes=0)
   projected = group_ceiling.group_majority(
-      baselines.plan("heft", graph, topology).placement,
-      np.asarray(groups.group_of), topology.n_devices)
+      baselines.plan("heft", graph, topology).placement, groups,
+      topology.n_devices)
   np.testing.assert_allclose(
       ms["heft: groups at its majority device"],
       float(gplace.simulate(graph, projected[None], topology).runtime_s[0])
