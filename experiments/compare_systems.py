@@ -29,7 +29,8 @@ gives:
 Next to them, the equal-budget search controls of
 ``experiments/learning_vs_search.py`` (local search, annealing and genetic
 search from the best cheap baseline, and uniform random placements; seed 0):
-their numbers are search, never learning.
+their numbers are search, never learning. ``--no_controls`` leaves them out
+(a second run that adds systems to a graph's table).
 
 ColocRL's lesson is checked on every graph: a system "finds at least the
 single device" when its best sampled placement is no slower than the
@@ -152,8 +153,10 @@ def graph_rows(args, workload: str, topology_name: str) -> list[str]:
         f"{_change(best, bound)} | {mean('to_evals'):.0f} | "
         f"{mean('to_wall'):.1f} | {mean('wall'):.1f} | "
         f"{runs[0]['params']:,} | {'yes' if single_ok else 'NO'} |")
-  for name, runtime, evaluations, wall, _ in search_controls(
-      graph, topology, budget=args.evaluations, seed=0, batch_size=64):
+  controls = (search_controls(graph, topology, budget=args.evaluations,
+                              seed=0, batch_size=64)
+              if args.controls else [])
+  for name, runtime, evaluations, wall, _ in controls:
     rows.append(f"{prefix} search control: {name} | | | {runtime * 1e3:.4f} "
                 f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
                 f"| {evaluations} | | {wall:.1f} | | |")
@@ -192,6 +195,9 @@ def main(argv=None) -> int:
   parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
+  parser.add_argument("--no_controls", dest="controls", action="store_false",
+                      help="leave out the search controls (e.g. when a "
+                      "second run adds systems to a graph's table)")
   parser.add_argument("--out", default=None, help="also write the table here")
   args = parser.parse_args(argv)
   args.systems = [s for s in args.systems.split(",") if s]
