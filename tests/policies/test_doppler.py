@@ -307,3 +307,37 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   assert all(position[u] < position[v]
              for u, v in zip(coarse.edge_src, coarse.edge_dst))
   assert np.isfinite(warm.target_runtime_s[0])
+
+
+def test_padding_changes_no_greedy_decision_and_one_compile_per_budget():
+  policy = policies.create_policy("doppler", 3, hidden_size=8,
+                                  message_passing_steps=1)
+  traces = []
+
+  @jax.jit
+  def greedy(params, graphs, device_mask):
+    traces.append(1)
+    keys = jax.random.split(jax.random.PRNGKey(0), 1)
+    return policy.apply(params, graphs, device_mask, keys, True,
+                        method="sample_with_scores")
+
+  small = diamond_and_chain()
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), small)
+  placements, actions, scores = greedy(params, small, jnp.asarray(ALL))
+  large = diamond_and_chain(features.Budget(16, 24, 3))
+  placements_large, actions_large, scores_large = greedy(
+      params, large, jnp.ones((16, 3), bool))
+  # The same placement of the 7 real nodes, chosen in the same order
+  # (orders list real nodes first), with the same log-probabilities.
+  np.testing.assert_array_equal(placements[:, :7], placements_large[:, :7])
+  np.testing.assert_array_equal(actions[:, :7], actions_large[:, :7])
+  np.testing.assert_array_equal(actions[:, 9:16], actions_large[:, 16:23])
+  np.testing.assert_allclose(scores.log_probs[:, :7],
+                             scores_large.log_probs[:, :7], atol=1e-5)
+  assert not np.any(np.asarray(scores_large.mask)[7:16])
+  assert np.all(np.asarray(scores_large.log_probs)[:, 7:16] == 0)
+  # Other graphs (other costs) with the same budget: no new compile.
+  before = len(traces)
+  for seed in (3, 4):
+    greedy(params, diamond_and_chain(seed=seed), jnp.asarray(ALL))
+  assert len(traces) == before

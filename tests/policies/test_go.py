@@ -133,3 +133,27 @@ def test_priority_levels_give_joint_logits_of_independent_heads():
                              atol=0.02)
   with pytest.raises(PolicyError, match="priority_levels=1"):
     policies.create_policy("go", 3, priority_levels=1)
+
+
+def test_one_compile_per_budget():
+  policy = policies.create_policy("go", 3, hidden_size=8, num_heads=2,
+                                  segment_length=4, num_sage_layers=1,
+                                  num_attention_layers=1, head_hidden_size=8)
+  traces = []
+
+  @jax.jit
+  def apply(params, graphs):
+    traces.append(1)
+    return policy.apply(params, graphs)
+
+  graphs = make_graphs_tuple([DIAMOND, chain(3)], n_pad=9, e_pad=16)
+  params = jax.jit(policy.init)(jax.random.PRNGKey(0), graphs)
+  logits = apply(params, graphs)
+  # Other graphs of the same budget (nodes, edges, graphs): no new trace.
+  for other in ([chain(2), chain(5)], [chain(4), chain(3)], [DIAMOND, DIAMOND]):
+    other_logits = apply(params, make_graphs_tuple(other, n_pad=9, e_pad=16))
+    assert other_logits.shape == logits.shape
+  assert len(traces) == 1
+  # A larger budget compiles once more.
+  apply(params, make_graphs_tuple([DIAMOND], n_pad=12, e_pad=16))
+  assert len(traces) == 2
