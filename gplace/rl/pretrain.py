@@ -58,6 +58,7 @@ from gplace.rl import policy_file
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import num_simulated_nodes
+from gplace.rl.reports import best_classical
 from gplace.rl.rewards import dispatch_reward, simulator_reward
 from gplace.sim.dispatch import BUFFER_WIDTH
 from gplace.rl.state import (create_hparams, create_optimizer, create_policy,
@@ -83,8 +84,8 @@ class PretrainResult(NamedTuple):
     step: the last step.
     graphs: the training graphs' names.
     greedy_vs_best_baseline: per training graph, the policy's own greedy
-      placement's runtime over the graph's best baseline's (1.0 = as fast;
-      empty for a run stopped early).
+      placement's runtime over the graph's best classical plan's, in any
+      schedule (1.0 = as fast; empty for a run stopped early).
     wall_s: seconds, set-up included.
   """
 
@@ -188,8 +189,8 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
                          float(config.warm_start.get("label_smoothing", 0.0)),
                          _dispatch_reward(width) if dynamic
                          else simulator_reward)
-  reference = [float(np.mean([min(setups[i].baseline_runtime_s.values())
-                              for i in m])) for m in members]
+  reference = [float(np.mean([best_classical(setups[i])[1] for i in m]))
+               for m in members]
   log(f"[gplace] pretraining on {len(setups)} graphs in {len(members)} "
       f"batches of {len(members[0])}, {schedule.total_steps} steps")
   chunk = int(config.train.chunk_steps)
@@ -267,7 +268,7 @@ def _chunk_record(step: int, phase: str, batch: int, metrics: dict,
                   reference_s: float, seconds: float) -> dict:
   """One line of ``pretrain_metrics.jsonl``: the chunk's last metrics; for
   RL ``samples_vs_baselines``, the samples' mean runtime over the mean of
-  the batch's best baselines."""
+  the batch's best classical plans (in any schedule)."""
   record = {"step": step, "phase": phase, "batch": batch,
             "seconds": round(seconds, 2)}
   if phase == "rl":
@@ -284,7 +285,8 @@ def _chunk_record(step: int, phase: str, batch: int, metrics: dict,
 def _greedy_ratios(config, params, policy, setups, topology, members,
                    batches) -> dict:
   """Per training graph: its greedy placement's runtime over its best
-  baseline's (each graph scored once, in the batch it first appears)."""
+  classical plan's in any schedule (:func:`gplace.rl.reports.best_classical`;
+  each graph scored once, in the batch it first appears)."""
   ratios = {}
   for m, batch in zip(members, batches):
     own = evaluate_policy(
@@ -295,7 +297,7 @@ def _greedy_ratios(config, params, policy, setups, topology, members,
         num_nodes=[setups[i].graph.n_nodes for i in m], num_samples=1,
         seed=int(config.seed))
     for i, e in zip(m, own):
-      best = min(setups[i].baseline_runtime_s.values())
+      best = best_classical(setups[i])[1]
       ratios.setdefault(setups[i].name, round(e.greedy_runtime_s / best, 4))
   return ratios
 
