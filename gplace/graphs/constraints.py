@@ -140,8 +140,10 @@ def violations(graph, placements: np.ndarray) -> np.ndarray:
     ``[K]`` bool: some node on a device it does not allow, or a
     co-location class split over several devices.
   """
+  bad = np.zeros(np.shape(placements)[0], bool)
+  if graph.allowed_devices is None and graph.colocation is None:
+    return bad
   placements = np.asarray(placements, np.int64)
-  bad = np.zeros(placements.shape[0], bool)
   if graph.allowed_devices is not None:
     nodes = np.arange(graph.n_nodes)
     bad |= ~graph.allowed_devices[nodes[None, :], placements].all(axis=1)

@@ -86,6 +86,7 @@ import numpy as np
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
+from gplace.sim.cache import cached_problem
 from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
                                  make_dispatch_problem)
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
@@ -240,7 +241,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   if priority is not None and priority.ndim == 1 and schedule == "static":
     order, priority = priority_order(priority, graph), None
   if priority is None:
-    problem = make_problem(graph, topology, costs=costs, order=order)
+    problem = cached_problem(make_problem, graph, topology, costs=costs,
+                             order=order)
     with one_kernel_loops():
       result = _simulate_jit(problem, jnp.asarray(array),
                              return_schedule=return_schedule)
@@ -297,9 +299,9 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   returned order, so results equal the unpadded problem's (tested)."""
   k, n = placements.shape
   n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
-  problem = make_dispatch_problem(graph, topology, costs=costs,
-                                  n_nodes=n_pad,
-                                  n_edges=bucket(graph.n_edges))
+  problem = cached_problem(make_dispatch_problem, graph, topology,
+                           costs=costs, n_nodes=n_pad,
+                           n_edges=bucket(graph.n_edges))
   padded = np.zeros((k_pad, n_pad), np.int32)
   padded[:k, :n] = placements
   padded[k:, :n] = placements[0]

@@ -1,0 +1,98 @@
+"""gplace.sim.cache: gplace.simulate builds each problem once per graph."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import gplace
+from gplace.graphs.graph import random_dag
+from gplace.sim import cache, simulator
+from gplace.sim.topology import preset
+
+
+@pytest.fixture()
+def builds(monkeypatch):
+  """Counts the problems gplace.simulate builds, by builder name."""
+  cache.clear()
+  counts = {"make_problem": 0, "make_dispatch_problem": 0}
+  for name in counts:
+    real = getattr(simulator, name)
+
+    def counted(*args, _real=real, _name=name, **kwargs):
+      counts[_name] += 1
+      return _real(*args, **kwargs)
+
+    monkeypatch.setattr(simulator, name, counted)
+  yield counts
+  cache.clear()
+
+
+def test_repeated_calls_build_once_and_agree(builds):
+  graph, topology = random_dag(60, seed=2), preset("1cpu+4gpu")
+  placements = np.random.default_rng(0).integers(0, 5, (8, 60))
+  for schedule, builder in (("static", "make_problem"),
+                            ("dynamic", "make_dispatch_problem")):
+    first = gplace.simulate(graph, placements, topology, schedule=schedule)
+    again = gplace.simulate(graph, placements[::-1], topology,
+                            schedule=schedule)
+    assert builds[builder] == 1
+    np.testing.assert_array_equal(again.runtime_s, first.runtime_s[::-1])
+    cache.clear()
+    fresh = gplace.simulate(graph, placements, topology, schedule=schedule)
+    assert builds[builder] == 2
+    np.testing.assert_array_equal(fresh.runtime_s, first.runtime_s)
+    np.testing.assert_array_equal(fresh.peak_bytes, first.peak_bytes)
+
+
+def test_costs_order_topology_and_graph_are_part_of_the_key(builds):
+  graph, topology = random_dag(40, seed=3), preset("1cpu+4gpu")
+  placements = np.random.default_rng(1).integers(0, 5, (4, 40))
+  costs = np.asarray(topology.op_costs(graph), np.float64)
+
+  def run(**kwargs):
+    return gplace.simulate(graph, placements, kwargs.pop("topology", topology),
+                           schedule="static", **kwargs).runtime_s
+
+  base = run(costs=costs)
+  np.testing.assert_array_equal(run(costs=costs.copy()), base)  # same content
+  assert builds["make_problem"] == 1
+  slower = run(costs=costs * 2)                 # other content: rebuilt
+  assert builds["make_problem"] == 2 and np.all(slower > base)
+  run(costs=costs, order=np.arange(40))
+  assert builds["make_problem"] == 3            # an order: another problem
+  run(costs=costs, topology=preset("1cpu+4gpu"))  # another topology object
+  assert builds["make_problem"] == 4
+  copy = graph.replace()                        # equal graph, other object
+  gplace.simulate(copy, placements, topology, schedule="static", costs=costs)
+  assert builds["make_problem"] == 5
+
+
+def test_at_most_per_graph_problems_and_none_after_the_graph_goes(builds):
+  topology = preset("1cpu+4gpu")
+  graph = random_dag(30, seed=4)
+  placement = np.zeros(30, np.int32)
+  costs = np.asarray(topology.op_costs(graph), np.float64)
+  for scale in range(cache.PER_GRAPH + 2):
+    gplace.simulate(graph, placement, topology, costs=costs * (scale + 1),
+                    schedule="static")
+  assert len(cache._problems[id(graph)][1]) == cache.PER_GRAPH  # pylint: disable=protected-access
+  # The oldest went first: scale 0 is built again, the newest is not.
+  gplace.simulate(graph, placement, topology, costs=costs * (
+      cache.PER_GRAPH + 2), schedule="static")
+  assert builds["make_problem"] == cache.PER_GRAPH + 2
+  gplace.simulate(graph, placement, topology, costs=costs, schedule="static")
+  assert builds["make_problem"] == cache.PER_GRAPH + 3
+  graph_id = id(graph)
+  del graph
+  gc.collect()
+  assert graph_id not in cache._problems  # pylint: disable=protected-access
+
+
+def test_digest_tells_content_dtype_and_shape_apart():
+  a = np.arange(6, dtype=np.int32)
+  assert cache.digest(a) == cache.digest(a.copy())
+  assert cache.digest(a) != cache.digest(a.astype(np.int64))
+  assert cache.digest(a) != cache.digest(a.reshape(2, 3))
+  assert cache.digest(a[::2]) == cache.digest(np.array([0, 2, 4], np.int32))
+  assert cache.digest(None) is None
