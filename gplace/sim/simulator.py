@@ -175,8 +175,10 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
              return_schedule: bool = False) -> SimResult:
   """Simulated runtime and memory of placements of ``graph`` on ``topology``.
 
-  Validates everything on the host, builds the problem and runs a cached
-  jitted simulation. Inside a jitted training step, call
+  Validates everything on the host, builds the problem (once per graph
+  object, topology object and content of ``costs`` and ``order``: repeated
+  calls reuse it, see :mod:`gplace.sim.cache`) and runs a cached jitted
+  simulation. Inside a jitted training step, call
   :func:`simulate_problem` (shared order) or
   :func:`gplace.sim.dispatch.simulate_dispatch` directly.
 
