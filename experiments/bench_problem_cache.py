@@ -53,7 +53,8 @@ def time_case(graph, placements, topology, schedule: str,
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--repeats", type=int, default=5,
+                      help="timed calls per mode and case (medians)")
   parser.add_argument("--workloads", default="rnnlm2,resnet50,gnmt4",
                       help="paper-size train steps, dynamic schedule")
   parser.add_argument("--graph_cache", default=None,
