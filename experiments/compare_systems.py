@@ -122,8 +122,11 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
               warm=config.warm_start.baseline != "none")
 
 
-def graph_rows(args, workload: str, topology_name: str) -> list[str]:
-  """Markdown rows of one workload on one topology (means over seeds)."""
+def graph_rows(args, workload: str, topology_name: str,
+               emit=lambda row: None) -> list[str]:
+  """Markdown rows of one workload on one topology (means over seeds);
+  ``emit(row)`` is called with each row as soon as it is known (a long run
+  shows, and keeps in its log, every finished system)."""
   graph = load_graph(workload, args.size, "train", args.graph_cache)
   topology = preset(topology_name)
   base = baseline_rows(graph, topology)
@@ -132,12 +135,17 @@ def graph_rows(args, workload: str, topology_name: str) -> list[str]:
   single_s = dict(base)["single_device (default)"]
   prefix = f"| {workload} | {graph.n_nodes} | {topology_name} |"
   rows = []
+
+  def add(row: str) -> None:
+    rows.append(row)
+    emit(row)
+
   for system in args.systems:
     try:
       runs = [run_system(system, args, workload, topology_name, seed)
               for seed in range(args.seeds)]
     except GplaceError as err:
-      rows.append(f"{prefix} {system} | cannot run: {first_line(err)} "
+      add(f"{prefix} {system} | cannot run: {first_line(err)} "
                   "| | | | | | | | | |")
       continue
     mean = lambda key: float(np.mean([r[key] for r in runs]))
@@ -146,7 +154,7 @@ def graph_rows(args, workload: str, topology_name: str) -> list[str]:
     label = system + (" (warm start: best includes its teacher)"
                       if runs[0]["warm"] else "")
     single_ok = all(r["best"] <= single_s * (1 + 1e-6) for r in runs)
-    rows.append(
+    add(
         f"{prefix} {label} | {greedy * 1e3:.4f} ({_change(greedy, best_s)}) "
         f"| {sampled * 1e3:.4f} ({_change(sampled, best_s)}) "
         f"| {best * 1e3:.4f} ({_change(best, best_s)}) | "
@@ -157,10 +165,10 @@ def graph_rows(args, workload: str, topology_name: str) -> list[str]:
                               seed=0, batch_size=64)
               if args.controls else [])
   for name, runtime, evaluations, wall, _ in controls:
-    rows.append(f"{prefix} search control: {name} | | | {runtime * 1e3:.4f} "
+    add(f"{prefix} search control: {name} | | | {runtime * 1e3:.4f} "
                 f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
                 f"| {evaluations} | | {wall:.1f} | | |")
-  rows.append(f"{prefix} best classical: {best_name} | "
+  add(f"{prefix} best classical: {best_name} | "
               f"{best_s * 1e3:.4f} | | | {_change(best_s, bound)} | 1 | | | | "
               f"single device {single_s * 1e3:.4f} |")
   return rows
@@ -217,11 +225,12 @@ def main(argv=None) -> int:
   for topology in [t for t in args.topologies.split(",") if t]:
     for workload in [w for w in args.workloads.split(",") if w]:
       try:
-        rows = graph_rows(args, workload, topology)
+        rows = graph_rows(args, workload, topology,
+                          emit=lambda row: print(row, flush=True))
       except GplaceError as err:
         rows = [f"| {workload} | – | {topology} | skipped: "
                 f"{first_line(err)} |"]
-      print("\n".join(rows), flush=True)
+        print(rows[0], flush=True)
       lines += rows
   if args.out:
     write_markdown(args.out, lines)

@@ -16,9 +16,14 @@ def _table(tmp_path, *flags):
           if line.startswith("| rnnlm2 |")]
 
 
-def test_a_system_row_without_controls(tmp_path):
+def test_a_system_row_without_controls(tmp_path, capsys):
   rows = _table(tmp_path, "--systems", "hsdag", "--evaluations", "64",
                 "--no_controls")
+  # Every row is printed once, as it comes (the log keeps finished systems).
+  printed = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("| rnnlm2 |")]
+  assert [[c.strip() for c in line.strip("|").split("|")]
+          for line in printed] == rows
   names = [row[3] for row in rows]
   assert names[0] == "hsdag"
   assert names[-1].startswith("best classical: ")
