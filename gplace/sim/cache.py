@@ -35,7 +35,9 @@ PER_GRAPH = 4
 # Graphs compare by value and are not hashable, so they are tracked by
 # identity; the reference's callback drops the entry when the graph goes.
 _problems: dict[int, tuple[weakref.ref, collections.OrderedDict]] = {}
-_lock = threading.Lock()
+# Reentrant: a garbage collection inside a locked block can collect a graph
+# and run its callback (_forget) in the same thread.
+_lock = threading.RLock()
 
 
 def _forget(ref: weakref.ref, graph_id: int) -> None:
