@@ -46,6 +46,6 @@ def get_config():
   # fewer samples per step than the one-shot quickstart.
   config.rl.update(loss="reinforce", num_samples=32, entropy_weight=1e-2,
                    reward="simulator_host", explore_epsilon=0.0,
-                   mutate_best=0.0)
+                   mutate_best=0.0, entropy_floor=0.0)  # as measured
   config.train.update(num_steps=200, chunk_steps=25, eval_samples=32)
   return config

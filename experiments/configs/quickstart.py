@@ -86,11 +86,13 @@ def get_config():
       entropy_weight=1e-2, baseline_decay=0.9, normalize_rewards=True,
       # > 0 (nats): each group whose entropy falls under the floor is
       # penalised by entropy_floor_weight x the shortfall, so no decision
-      # becomes certain (gplace.rl.losses.entropy_terms). 0.05 is for long
-      # runs: on paper wavenet2 it kept 800 steps from collapsing; at 200
-      # steps it changed nothing measurable, so it is off here
-      # (experiments/RESULTS.md, "An entropy floor").
-      entropy_floor=0.0, entropy_floor_weight=1.0,
+      # becomes certain (gplace.rl.losses.entropy_terms). Without it, pure
+      # RL collapsed in one step onto a placement whose deciding groups were
+      # certain (paper resnet50 on 1cpu+2gpu at 200 steps, wavenet2 on
+      # 1cpu+4gpu at 245); with 0.05 neither did, and elsewhere it changed
+      # nothing one seed can show (experiments/RESULTS.md, "An entropy
+      # floor" and "The entropy floor on by default"). 0 turns it off.
+      entropy_floor=0.05, entropy_floor_weight=1.0,
       # "batch": advantages relative to this step's samples (mean / std);
       # "ema": to a moving average of past rewards (lags, one sign for all).
       advantage="batch",
