@@ -146,7 +146,7 @@ def graph_rows(args, workload: str, topology_name: str,
               for seed in range(args.seeds)]
     except GplaceError as err:
       add(f"{prefix} {system} | cannot run: {first_line(err)} "
-                  "| | | | | | | | | |")
+          "| | | | | | | | | |")
       continue
     mean = lambda key: float(np.mean([r[key] for r in runs]))
     greedy, best, sampled = mean("greedy"), mean("best"), mean("sampled")
@@ -166,11 +166,11 @@ def graph_rows(args, workload: str, topology_name: str,
               if args.controls else [])
   for name, runtime, evaluations, wall, _ in controls:
     add(f"{prefix} search control: {name} | | | {runtime * 1e3:.4f} "
-                f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
-                f"| {evaluations} | | {wall:.1f} | | |")
+        f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
+        f"| {evaluations} | | {wall:.1f} | | |")
   add(f"{prefix} best classical: {best_name} | "
-              f"{best_s * 1e3:.4f} | | | {_change(best_s, bound)} | 1 | | | | "
-              f"single device {single_s * 1e3:.4f} |")
+      f"{best_s * 1e3:.4f} | | | {_change(best_s, bound)} | 1 | | | | "
+      f"single device {single_s * 1e3:.4f} |")
   return rows
 
 
