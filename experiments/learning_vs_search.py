@@ -14,6 +14,13 @@ and seed, every arm below gets the same number of simulator evaluations
 * **policy best sample** (learned): the fastest placement the policy itself
   sampled during that run (every one of them drawn from the policy; no
   baseline seeding, no search).
+* **policy refined per op** (learned; ``--refine_evaluations R``): the
+  pure-RL arm spends ``R`` of its evaluations after training on
+  :mod:`gplace.rl.refine`: a per-op policy started at its greedy placement,
+  trained on single-op moves of its own greedy placement (per-move credit);
+  its greedy placement and best own sample. Its control (search): a local
+  search over single ops from the same greedy placement with ``R``
+  evaluations.
 * **policy with priority levels** (learned; ``--levels P``): the same pure
   RL with ``policy.priority_levels = P``: each group also takes a priority
   level, and its placement runs in the dynamic schedule ranked by level,
@@ -56,12 +63,11 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import gplace
 from gplace import plotting, search
 from gplace.autoplace.candidates import baseline_rows
-from gplace.errors import GplaceError, first_line
 from gplace.rl import reports
 from gplace.rl import train
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
-from experiments.markdown import write_markdown
+from experiments.markdown import table_per_workload
 from experiments.search_controls import SUITE, load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -127,7 +133,8 @@ def rl_config(args, workload: str, seed: int, guided: bool,
     config.groups.max_groups = args.max_groups
   if args.entropy_floor is not None:
     config.rl.entropy_floor = args.entropy_floor
-  steps = max(1, args.evaluations // args.samples)
+  config.refine.evaluations = args.refine_evaluations
+  steps = max(1, (args.evaluations - args.refine_evaluations) // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),
                       checkpoint_every=steps, resume=False)
   if guided:
@@ -196,6 +203,21 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       if seed == 0:
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
+      if result.refined:
+        refined = result.refined[0]
+        total = spent + refined.evaluations
+        add(f"policy {prefix}refined per op: greedy", LEARNED,
+            refined.greedy_runtime_s, total, wall)
+        add(f"policy {prefix}refined per op: best sample", LEARNED,
+            refined.best_sample_runtime_s, total, wall)
+        # The second stage's control: plain local search over single ops
+        # from the same greedy placement with the same evaluations.
+        res = search.local_search(graph, topology, seed=seed,
+                                  budget=args.refine_evaluations,
+                                  init=own.greedy_placement,
+                                  batch_size=args.samples)
+        add(f"policy {prefix}greedy, then local search over ops", SEARCH,
+            res.runtime_s, spent + res.evaluations, wall + res.wall_s)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
         result, (ev, _, best), wall = run_rl(
@@ -262,6 +284,13 @@ def main(argv=None) -> int:
                       help="arm of the policy with priority levels (joint "
                       "placement + scheduling, policy.priority_levels; 0: "
                       "skip it)")
+  parser.add_argument("--refine_evaluations", type=int, default=0,
+                      help="of --evaluations, this many go to the per-op "
+                      "refinement of the RL arms' greedy placements "
+                      "(config.refine.evaluations; gplace.rl.refine), the "
+                      "rest to RL; a local search over ops from the same "
+                      "greedy placement with as many is its control (0: no "
+                      "refinement)")
   parser.add_argument("--max_groups", type=int, default=None,
                       help="config.groups.max_groups of the grouped arms "
                       "(default: the quickstart's)")
@@ -281,8 +310,11 @@ def main(argv=None) -> int:
                       help="where the PNGs go (default: next to --out, or "
                       "the working directory)")
   args = parser.parse_args(argv)
-  if args.evaluations < args.samples:
-    parser.error("--evaluations must be at least --samples")
+  if args.evaluations - args.refine_evaluations < args.samples:
+    parser.error("--evaluations minus --refine_evaluations must be at least "
+                 "--samples")
+  if 0 < args.refine_evaluations < 3 or args.refine_evaluations < 0:
+    parser.error("--refine_evaluations must be 0 or at least 3")
   topology = preset(args.topology)
   plots_dir = args.plots_dir or (os.path.dirname(os.path.abspath(args.out))
                                  if args.out else os.getcwd())
@@ -295,20 +327,19 @@ def main(argv=None) -> int:
            "placements (pure RL from a near-uniform policy over op groups, "
            "no warm start, no search; the rows \"given the best plan\" "
            "read the best default-schedule baseline's placement as an input "
-           "and start from it, on single ops); *search*: placements found by "
-           "searching, including the policy-guided search, which is not "
-           "learning. Searches start from the best cheap baseline.", ""]
+           "and start from it, on single ops; the rows \"refined per op\" "
+           "are a per-op policy trained from the policy's greedy placement "
+           "on single-op moves, gplace.rl.refine); *search*: placements "
+           "found by searching, including the policy-guided search, which is "
+           "not learning. Searches start from the best cheap baseline, "
+           "except \"then local search over ops\", which starts from the "
+           "policy's greedy placement.", ""]
   lines += HEADER
   print("\n".join(lines), flush=True)
-  for workload in [w for w in args.workloads.split(",") if w]:
-    try:
-      rows, _ = workload_rows(args, workload, topology, plots_dir)
-    except GplaceError as err:
-      rows = [f"| {workload} | – | skipped: {first_line(err)} |"]
-    print("\n".join(rows), flush=True)
-    lines += rows
-  if args.out:
-    write_markdown(args.out, lines)
+  table_per_workload(
+      args.workloads,
+      lambda w: workload_rows(args, w, topology, plots_dir)[0], lines,
+      args.out)
   return 0
 
 

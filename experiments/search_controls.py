@@ -30,12 +30,11 @@ import numpy as np
 
 import gplace
 from gplace import baselines, search
-from gplace.errors import GplaceError, first_line
 
 if __package__ in (None, ""):    # run as a script: the repository on the path
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
-from experiments.markdown import write_markdown  # pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments.markdown import table_per_workload  # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.graphs.graph import Graph
 from gplace.sim.topology import preset
 
@@ -172,29 +171,25 @@ def main(argv=None) -> int:
            "schedule (negative = faster). Searches start from the best cheap "
            "baseline (`gplace.search.INIT_BASELINES`).", ""] + HEADER
   print("\n".join(lines), flush=True)
-  for workload in [w for w in args.workloads.split(",") if w]:
-    try:
-      start = time.perf_counter()
-      graph = load_graph(workload, args.size, args.step, args.graph_cache)
-      print(f"<!-- {workload}: {graph.n_nodes} nodes, graph in "
-            f"{time.perf_counter() - start:.1f} s -->", file=sys.stderr,
-            flush=True)
-      default, best_any = best_baselines(graph, topology)
-      start = time.perf_counter()
-      init, _ = search.initial_placements(graph, topology)
-      print(f"<!-- {workload}: starting baselines in "
-            f"{time.perf_counter() - start:.1f} s (not in wall s) -->",
-            file=sys.stderr, flush=True)
-      results = run_searches(graph, topology, searches, budgets, args.seeds,
-                             groups=groups, batch_size=args.batch_size,
-                             init=init)
-      rows = format_rows(workload, graph, default, best_any, results)
-    except GplaceError as err:
-      rows = [f"| {workload} | – | skipped: {first_line(err)} |"]
-    print("\n".join(rows), flush=True)
-    lines += rows
-  if args.out:
-    write_markdown(args.out, lines)
+
+  def rows_of(workload):
+    start = time.perf_counter()
+    graph = load_graph(workload, args.size, args.step, args.graph_cache)
+    print(f"<!-- {workload}: {graph.n_nodes} nodes, graph in "
+          f"{time.perf_counter() - start:.1f} s -->", file=sys.stderr,
+          flush=True)
+    default, best_any = best_baselines(graph, topology)
+    start = time.perf_counter()
+    init, _ = search.initial_placements(graph, topology)
+    print(f"<!-- {workload}: starting baselines in "
+          f"{time.perf_counter() - start:.1f} s (not in wall s) -->",
+          file=sys.stderr, flush=True)
+    results = run_searches(graph, topology, searches, budgets, args.seeds,
+                           groups=groups, batch_size=args.batch_size,
+                           init=init)
+    return format_rows(workload, graph, default, best_any, results)
+
+  table_per_workload(args.workloads, rows_of, lines, args.out)
   return 0
 
 

@@ -107,6 +107,21 @@ def get_config():
       # the policy (see gplace.rl.state.RLHyperparams); the table then
       # labels the best row "includes search". 0: the policy's own samples.
       mutate_best=0.0))
+  # A second stage after RL (gplace.rl.refine): a per-op policy starts at
+  # the trained policy's greedy placement (expanded to ops) and learns which
+  # single ops to move. Each sample is its own greedy placement with 1 to
+  # max_moves ops moved (1: each move gets its own credit), rewarded by the
+  # runtime change against that greedy placement (per-move credit), so it
+  # can split the groups the first stage places. evaluations: its reward
+  # budget (0: no second stage; the run then spends train.num_steps x
+  # rl.num_samples + this many). learning_rate: the logit step of each
+  # step's best move (4 with init_logit 5: that op flips); init_logit: the
+  # starting device's logit. Off by default: at equal evaluations a local
+  # search over ops from the same placement did as well or better
+  # (experiments/RESULTS.md, "Per-op refinement").
+  config.refine = ml_collections.ConfigDict(dict(
+      evaluations=0, num_samples=64, max_moves=1, learning_rate=4.0,
+      init_logit=5.0))
   # Supervised fit to a baseline before RL ("best", "none" or a name).
   # label_smoothing > 0 leaves the policy entropy to explore with (untuned:
   # 0.05 let PPO drift towards uniform on paper-size rnnlm2).
@@ -115,8 +130,9 @@ def get_config():
       steps=50, baseline="none", learning_rate=1e-2, label_smoothing=0.0))
   # A workdir with checkpoints resumes its run if its config.json matches
   # this config (num_steps, chunk_steps, checkpoint_every, max_to_keep,
-  # resume, progress_bar, print_table and graph_cache may differ; see
-  # gplace.rl.resume.FREE_ON_RESUME) and is refused otherwise;
+  # resume, progress_bar, print_table, graph_cache and the refine section
+  # may differ; see gplace.rl.resume.FREE_ON_RESUME) and is refused
+  # otherwise;
   # resume=False deletes its checkpoints and starts over. results.json and
   # learning_curve.png are rewritten at every checkpoint.
   # At the end, the policy's own placements are scored apart from the best

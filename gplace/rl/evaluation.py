@@ -196,20 +196,21 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
 
 
 def policy_verdict(greedy_runtime_s: float,
-                   classical_runtime_s: Mapping[str, float]) -> str:
+                   classical_runtime_s: Mapping[str, float],
+                   who: str = "the policy itself (greedy, no search)") -> str:
   """One line: the policy's own greedy placement against the best classical
   plan, ``classical_runtime_s`` (``{label: runtime_s}``: every baseline and
   each list scheduler in its own planned order,
   :func:`gplace.rl.reports.classical_runtimes`), e.g. ``"the policy itself
   (greedy, no search) is 12.3% faster than the best classical plan, heft
-  (own plan)"``."""
+  (own plan)"``; ``who`` names the placement."""
   name = min(classical_runtime_s, key=classical_runtime_s.get)
   best = classical_runtime_s[name]
   if not np.isfinite(greedy_runtime_s):
-    return "the policy itself (greedy, no search) runs out of memory / fails"
+    return f"{who} runs out of memory / fails"
   if not np.isfinite(best):
-    return "the policy itself (greedy, no search) runs; no baseline does"
+    return f"{who} runs; no baseline does"
   change = (greedy_runtime_s / best - 1.0) * 100
   word = "slower" if change > 0 else "faster"
-  return (f"the policy itself (greedy, no search) is {abs(change):.1f}% "
-          f"{word} than the best classical plan, {name}")
+  return (f"{who} is {abs(change):.1f}% {word} than the best classical "
+          f"plan, {name}")

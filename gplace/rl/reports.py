@@ -453,17 +453,18 @@ def format_table(setup: GraphSummary, learned_runtime_s: float,
   rows += sorted(classical_runtimes(setup).items(), key=lambda kv: kv[1])
   if np.isfinite(bound):
     rows.append(("lower bound", bound))
+  width = max([24] + [len(name) + 1 for name, _ in rows])
   lines = [f"{setup.name} ({setup.graph.n_nodes} nodes)",
-           f"  {'placement':<24}{'runtime (ms)':>14}{'gap to bound':>14}"]
+           f"  {'placement':<{width}}{'runtime (ms)':>14}{'gap to bound':>14}"]
   for name, runtime in rows:
     if np.isfinite(runtime):
       if bound > 0:  # False for NaN (measured runtimes: no bound)
         gap = f"{(runtime / bound - 1.0) * 100:>13.1f}%"
       else:
         gap = f"{'n/a':>14}"
-      lines.append(f"  {name:<24}{runtime * 1e3:>14.4f}{gap}")
+      lines.append(f"  {name:<{width}}{runtime * 1e3:>14.4f}{gap}")
     else:
-      lines.append(f"  {name:<24}{'OOM/failed':>14}{'':>14}")
+      lines.append(f"  {name:<{width}}{'OOM/failed':>14}{'':>14}")
   lines.append(f"  ({BEST_FOUND_NOTE})")
   if np.isfinite(bound):
     lines.append(f"  ({BOUND_NOTE})")

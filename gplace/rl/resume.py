@@ -23,7 +23,13 @@ FREE_ON_RESUME = ("train.num_steps", "train.chunk_steps",
                   "train.checkpoint_every", "train.max_to_keep",
                   "train.resume", "train.eval_samples", "progress_bar",
                   "print_table",
-                  "graph_cache")
+                  "graph_cache",
+                  # The per-op refinement runs after training, from the
+                  # policy's greedy placement: a finished run can be
+                  # refined again with other settings.
+                  "refine.evaluations", "refine.num_samples",
+                  "refine.max_moves", "refine.learning_rate",
+                  "refine.init_logit")
 
 
 def config_record(config) -> dict:

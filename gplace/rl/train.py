@@ -24,7 +24,10 @@ Where this sits: ``experiments/run.py`` parses flags and calls
    chunk schedule depends only on the step.
 5. The final report: the policy's own greedy placement and fresh samples,
    scored without search or best-ever bookkeeping
-   (:mod:`gplace.rl.evaluation`), then (:mod:`gplace.rl.reports`) learning
+   (:mod:`gplace.rl.evaluation`); with ``config.refine.evaluations`` that
+   greedy placement refined op by op by a second, per-op policy trained on
+   single-op moves (:mod:`gplace.rl.refine`), reported in rows of its own;
+   then (:mod:`gplace.rl.reports`) learning
    curve, results, the table of those rows and the best placement found vs
    every baseline and the lower bound, and one line per output file saying
    where it went.
@@ -50,6 +53,7 @@ from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
 from gplace.rl.policy_fns import policy_fns
+from gplace.rl.refine import RefineResult, refine_placement
 from gplace.rl.rewards import (dispatch_reward, host_scored_rollout,
                                simulator_reward)
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
@@ -87,6 +91,7 @@ class TrainResult(NamedTuple):
   table: list
   steps_per_second: float
   policy: list = []
+  refined: list = []
 
 
 # -- jitted chunks ------------------------------------------------------------
@@ -411,21 +416,48 @@ def train_and_evaluate(config, workdir: str, *,
                       fresh_optimizer=bool(config.rl.get("fresh_optimizer",
                                                          False)))
   finished = loop.step >= schedule.total_steps or stop_after_step is None
-  own = None
+  own, refined = None, []
   if finished:
+    reward_fns = (host_rewards.reward_fns if host_rewards is not None else
+                  [data.make_scorer(s.graph, s.fn, s.args, topology, config,
+                                    costs=s.costs) for s in setups])
     own = evaluate_policy(
         loop.state.params, batch, apply_fn=policy.apply,
-        reward_fns=(host_rewards.reward_fns if host_rewards is not None else
-                    [data.make_scorer(s.graph, s.fn, s.args, topology, config,
-                                      costs=s.costs) for s in setups]),
-        num_nodes=[s.graph.n_nodes for s in setups],
+        reward_fns=reward_fns, num_nodes=[s.graph.n_nodes for s in setups],
         num_samples=int(config.train.get("eval_samples", 64)),
         seed=int(config.seed))
+    refined = refine_own_placements(config, own, reward_fns, setups,
+                                    topology.n_devices, log)
   result = _final_result(config, workdir, setups, topology, loop, outputs,
-                         finished, own, log)
+                         finished, own, log, refined)
   for line in reports.output_lines(workdir):
     log(line)
   return result
+
+
+def refine_own_placements(config, own, reward_fns, setups, num_devices: int,
+                          log) -> list[RefineResult]:
+  """The second stage (``config.refine``, :mod:`gplace.rl.refine`): per
+  graph, a per-op policy trained from the policy's greedy placement; empty
+  with ``config.refine.evaluations = 0`` (or no such section)."""
+  settings = config.get("refine")
+  if settings is None or int(settings.evaluations) <= 0:
+    return []
+  out = []
+  for evaluation, reward_fn, setup in zip(own, reward_fns, setups):
+    result = refine_placement(
+        reward_fn, evaluation.greedy_placement, num_devices,
+        evaluations=int(settings.evaluations),
+        num_samples=int(settings.num_samples),
+        max_moves=int(settings.max_moves),
+        learning_rate=float(settings.learning_rate),
+        init_logit=float(settings.init_logit),
+        allowed=setup.graph.allowed_devices, seed=int(config.seed))
+    log(f"refined {setup.name} per op: greedy {evaluation.greedy_runtime_s:.6g}"
+        f" -> {result.greedy_runtime_s:.6g} s ({result.moved_ops} ops moved,"
+        f" {result.evaluations} evaluations, {result.wall_s:.0f} s)")
+    out.append(result)
+  return out
 
 
 def best_found_name(config) -> str:
@@ -491,10 +523,11 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
 
 
 def _final_result(config, workdir, setups, topology, loop: LoopResult,
-                  outputs, finished, own, log) -> TrainResult:
+                  outputs, finished, own, log, refined=()) -> TrainResult:
   """Writes the end-of-run files and collects the :class:`TrainResult`;
   ``own``: the policy's own placements (:func:`evaluate_policy`) of a
-  finished run, else None."""
+  finished run, else None; ``refined``: their per-op refinements (one per
+  graph, or empty)."""
   state = loop.state
   outputs.ensure_best_placement(state)
   best_runtime = [float(x) for x in np.asarray(state.best_runtime_s)]
@@ -502,14 +535,27 @@ def _final_result(config, workdir, setups, topology, loop: LoopResult,
                      for b, s in enumerate(setups)]
   tables = []
   if finished:
+    refined = list(refined) or [None] * len(own)
     tables = reports.write_final_report(
         workdir, setups, best_runtime, data.workload_names(config), topology,
         log=log if config.print_table else None, step=loop.step,
-        policy_rows=[e.rows() for e in own],
-        policy_records=[e.record() for e in own],
-        verdicts=[policy_verdict(e.greedy_runtime_s,
-                                 reports.classical_runtimes(s))
-                  for e, s in zip(own, setups)],
+        policy_rows=[e.rows() + (r.rows() if r else [])
+                     for e, r in zip(own, refined)],
+        policy_records=[dict(e.record(), **(r.record() if r else {}))
+                        for e, r in zip(own, refined)],
+        verdicts=[_verdict(e, r, s) for e, r, s in zip(own, refined, setups)],
         best_found_name=best_found_name(config))
   return TrainResult(state, best_placements, best_runtime, tables,
-                     loop.steps_per_second, own or [])
+                     loop.steps_per_second, own or [],
+                     [r for r in refined or () if r is not None])
+
+
+def _verdict(own, refined, setup) -> str:
+  """The run's one-line verdict: the refined greedy placement if there is
+  one, else the policy's."""
+  if refined is None:
+    return policy_verdict(own.greedy_runtime_s,
+                          reports.classical_runtimes(setup))
+  return policy_verdict(refined.greedy_runtime_s,
+                        reports.classical_runtimes(setup),
+                        who="the policy refined per op (greedy, no search)")

@@ -70,6 +70,9 @@ INT_FIELDS = {
     "executor.warmup": IntRange(0, None, 1),
     "groups.max_groups": IntRange(0, None, 256),
     "groups.min_nodes": IntRange(0, None, 256),
+    "refine.evaluations": IntRange(0, None, 3200),
+    "refine.num_samples": IntRange(1, None, 64),
+    "refine.max_moves": IntRange(1, None, 1),
 }
 _INF = math.inf
 FLOAT_FIELDS = {
@@ -86,6 +89,8 @@ FLOAT_FIELDS = {
     "rl.oom_penalty_factor": FloatRange(1.0, _INF, True, False, 10.0),
     "rl.explore_epsilon": FloatRange(0.0, 1.0, True, False, 0.01),
     "rl.mutate_best": FloatRange(0.0, 1.0, True, True, 0.01),
+    "refine.learning_rate": FloatRange(0.0, _INF, False, False, 4.0),
+    "refine.init_logit": FloatRange(0.0, _INF, True, False, 5.0),
 }
 BOOL_FIELDS = ("pmap", "progress_bar", "print_table", "rl.normalize_rewards",
                "rl.fresh_optimizer", "train.resume")
@@ -96,7 +101,10 @@ OPTIONAL_FIELDS = ("rl.explore_epsilon", "rl.mutate_best",
                    "warm_start.label_smoothing", "train.resume",
                    "train.eval_samples", "groups.max_groups",
                    "groups.min_nodes",
-                   "executor.repeats", "executor.warmup")
+                   "executor.repeats", "executor.warmup",
+                   "refine.evaluations", "refine.num_samples",
+                   "refine.max_moves", "refine.learning_rate",
+                   "refine.init_logit")
 # Valid ranges of the policy's integer hyperparameters (the GO family's
 # names); any other integer hyperparameter must be non-negative, any float
 # finite.
@@ -433,6 +441,12 @@ def validate_rl(config) -> None:
         f"config.rl.num_samples={k!r} must be a positive multiple of the "
         f"{n_dev} local devices the update is split over; use e.g. "
         f"--config.rl.num_samples={good} or --config.pmap=False.")
+  refine = lookup(config, "refine.evaluations", 0)
+  if 0 < refine < 3:
+    raise ConfigError(
+        f"config.refine.evaluations={refine} is too few for the per-op "
+        "refinement (the start, a sample and the final greedy placement); "
+        "use 0 (no refinement) or e.g. --config.refine.evaluations=3200.")
 
 
 def validate_warm_start(config) -> None:
@@ -527,7 +541,11 @@ def check_override(config, path: str) -> None:
                         f"{'.'.join(walked)}=... instead.")
     if key not in node:
       keys = sorted(node.keys())
-      close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+      tail = keys_in_path[depth + 1:]
+      # Only candidates under which the rest of the path exists.
+      close = [c for c in difflib.get_close_matches(key, keys, n=3,
+                                                    cutoff=0.5)
+               if lookup(node[c], ".".join(tail)) is not _MISSING or not tail]
       prefix = "--config." + "".join(k + "." for k in walked)
       rest = "".join("." + k for k in keys_in_path[depth + 1:])
       hint = (f"did you mean {' or '.join(prefix + c + rest for c in close)}?"

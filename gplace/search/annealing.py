@@ -100,7 +100,7 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     groups: move nodes (None) or whole groups: a coarsening rule, a
       :class:`~gplace.Coarsening` or ``[N]`` group labels.
     move_size: at most this many units redrawn per candidate, in ``1..G``;
-      default ``min(16, G)``.
+      default 1 (:data:`gplace.search.common.DEFAULT_MOVE_SIZE`).
     t0: starting temperature, on the relative runtime change (``> 0``).
     decay: temperature factor per batch, in ``(0, 1]``; default: cool to
       ``t0 * 1e-3`` by the end of the budget.

@@ -102,7 +102,7 @@ def genetic(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     crossover_kind: ``"uniform"`` or ``"segment"``.
     mutation_rate: probability that a child is mutated, in ``[0, 1]``.
     move_size: at most this many units redrawn per mutation, in ``1..G``;
-      default ``min(16, G)``.
+      default 1 (:data:`gplace.search.common.DEFAULT_MOVE_SIZE`).
     batch_size: placements simulated at once; default ``population``.
     time_limit_s: optional wall-clock limit in seconds.
 

@@ -52,7 +52,8 @@ def local_search(graph: Graph, topology: Topology, *, costs=None,
       (``"colocation"``, ``"hsdag"``), a :class:`~gplace.Coarsening` or
       ``[N]`` group labels.
     move_size: at most this many units redrawn per candidate, in ``1..G``
-      (``G`` units); default ``min(16, G)``.
+      (``G`` units); default 1
+      (:data:`gplace.search.common.DEFAULT_MOVE_SIZE`).
     batch_size: candidates simulated per step (``K``).
     time_limit_s: optional wall-clock limit in seconds.
 

@@ -161,9 +161,9 @@ def test_replicate_round_trip():
 # The order a training run reads gplace.rl in; a module may import only
 # modules after it (``update`` names the state's types in annotations only).
 LAYERS = ("pretrain", "train", "validation", "resume", "data", "state",
-          "evaluation", "update", "policy_fns", "grouping", "losses",
-          "distributions", "rewards", "types", "policy_file", "checkpoint",
-          "reports")
+          "evaluation", "refine", "update", "policy_fns", "grouping",
+          "losses", "distributions", "rewards", "types", "policy_file",
+          "checkpoint", "reports")
 
 
 def _rl_imports(module):
@@ -314,13 +314,21 @@ def test_a_run_where_everything_ooms_writes_strict_json(monkeypatch,
           and not w.filename.endswith(os.path.join("rl", "data.py"))] == []
 
 
-def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
+def host_reward_config(num_steps: int):
+  """Pure RL on one random DAG, scored on the host in the default
+  schedule."""
   config = tiny_config()
   config.workload = "random_dag:40:1"
   config.rl.reward = "simulator_host"
   config.rl.mutate_best = 0.0
   config.warm_start.baseline = "none"
-  config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
+  config.train.update(num_steps=num_steps, chunk_steps=2,
+                      checkpoint_every=num_steps)
+  return config
+
+
+def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
+  config = host_reward_config(4)
   lines = []
   result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
   records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
@@ -333,6 +341,28 @@ def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
   assert result.best_runtime_s[0] == pytest.approx(best, rel=1e-5)
   assert records[-1]["best_runtime_s"][0] == pytest.approx(best, rel=1e-5)
   assert any("policy greedy" in line for line in lines)
+
+
+def test_the_per_op_refinement_is_reported_next_to_the_policy(tmp_path):
+  config = host_reward_config(2)
+  config.refine.update(evaluations=40, num_samples=8)
+  lines = []
+  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  (refined,), (own,) = result.refined, result.policy
+  # It starts at the policy's greedy placement and spends its budget.
+  assert refined.start_runtime_s == pytest.approx(own.greedy_runtime_s)
+  assert refined.evaluations <= 40
+  graph = random_dag(40, seed=1, name="random_dag:40:1")
+  topology = topology_lib.preset("1cpu+2gpu")
+  assert refined.greedy_runtime_s == pytest.approx(float(simulate(
+      graph, refined.greedy_placement, topology).runtime_s), rel=1e-6)
+  table = json.load(open(tmp_path / "results.json"))["tables"][0]
+  assert table["refined_greedy"] == pytest.approx(refined.greedy_runtime_s)
+  assert table["refined_best_sample"] == pytest.approx(
+      refined.best_sample_runtime_s)
+  printed = "\n".join(lines)
+  assert "\n  policy refined per op: greedy " in printed
+  assert "\n  the policy refined per op (greedy, no search) is " in printed
 
 
 def test_in_step_rewards_can_use_the_default_schedule(tmp_path):

@@ -56,6 +56,10 @@ def test_a_good_config_passes(tmp_path):
     ("groups.max_groups", -1, "groups.max_groups=-1: must be a non-negative"),
     ("train.eval_samples", 0, "eval_samples=0: must be a positive integer"),
     ("policy.free_logits", -2, "free_logits=-2: must be a non-negative"),
+    ("refine.evaluations", 2, "config.refine.evaluations=2 is too few"),
+    ("refine.learning_rate", 0.0, "refine.learning_rate=0.0: must be a "
+     "finite"),
+    ("refine.max_moves", 0, "max_moves=0: must be a positive integer"),
 ])
 def test_bad_config_values_fail_at_start(tmp_path, field, value, message):
   config = tiny_config()

@@ -1,0 +1,142 @@
+"""The per-op refinement (gplace.rl.refine): its policy learns single-op moves
+from per-move credit, spends exactly its budget, keeps to allowed devices,
+and refuses bad arguments with a ConfigError that names them."""
+
+import numpy as np
+import pytest
+
+from gplace.errors import ConfigError
+from gplace.rl import refine
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import preset
+from tests.rl.test_learning import heavy_chain, two_heavy_chains
+
+
+class CountingReward:
+  """A simulator reward that records every placement it scores."""
+
+  def __init__(self, graph, topology, allowed=None):
+    self.graph, self.topology, self.allowed = graph, topology, allowed
+    self.scored = 0
+
+  def __call__(self, placements):
+    placements = np.asarray(placements)
+    assert placements.ndim == 2 and placements.shape[1] == self.graph.n_nodes
+    if self.allowed is not None:  # every proposal keeps to allowed devices
+      rows = np.arange(self.graph.n_nodes)
+      assert self.allowed[rows, placements].all()
+    self.scored += placements.shape[0]
+    result = simulate(self.graph, placements, self.topology)
+    return np.where(np.asarray(result.oom), np.inf,
+                    np.asarray(result.runtime_s, np.float64))
+
+
+def test_learns_the_known_optimum_of_a_chain_from_the_cpu():
+  # Every op on the CPU is the worst start: each op is 10x+ faster on a GPU
+  # and the chain's tensors are tiny, so the optimum runs it on one GPU. With
+  # the second GPU not allowed that optimum is unique (two GPUs would leave
+  # a split chain whose boundary no single move improves).
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  allowed = np.ones((graph.n_nodes, topology.n_devices), bool)
+  allowed[:, 2] = False
+  best = float(simulate(graph, np.ones(graph.n_nodes, int),
+                        topology).runtime_s)
+  reward = CountingReward(graph, topology, allowed)
+  result = refine.refine_placement(reward, np.zeros(graph.n_nodes, int),
+                                   topology.n_devices, evaluations=1200,
+                                   num_samples=16, allowed=allowed, seed=0)
+  assert result.start_runtime_s > 3 * best
+  assert result.greedy_runtime_s == pytest.approx(best, rel=1e-6)
+  np.testing.assert_array_equal(result.greedy_placement[1:-1], 1)
+  assert result.moved_ops >= 12
+
+
+def test_spends_its_budget_exactly_and_reports_it():
+  graph, topology = two_heavy_chains(6), preset("1cpu+2gpu")
+  reward = CountingReward(graph, topology)
+  result = refine.refine_placement(reward, np.zeros(graph.n_nodes, int),
+                                   topology.n_devices, evaluations=203,
+                                   num_samples=16, seed=1)
+  assert reward.scored == result.evaluations
+  assert result.evaluations in (202, 203)  # the last greedy may not change
+  assert result.curve[0][-1] <= result.evaluations
+
+
+def test_a_start_at_the_optimum_stays_there():
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  start = np.ones(graph.n_nodes, int)
+  result = refine.refine_placement(CountingReward(graph, topology), start,
+                                   topology.n_devices, evaluations=400,
+                                   num_samples=16)
+  assert result.greedy_runtime_s <= result.start_runtime_s * (1 + 1e-6)
+  # Every sample moves an op, so none is faster than the optimum.
+  assert result.best_sample_runtime_s >= result.start_runtime_s * (1 - 1e-6)
+
+
+def test_keeps_every_op_on_its_allowed_devices():
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  allowed = np.ones((graph.n_nodes, topology.n_devices), bool)
+  allowed[3:6, 1:] = False  # three ops may only run on the CPU
+  reward = CountingReward(graph, topology, allowed)
+  result = refine.refine_placement(reward, np.zeros(graph.n_nodes, int),
+                                   topology.n_devices, evaluations=600,
+                                   num_samples=16, allowed=allowed)
+  assert (result.greedy_placement[3:6] == 0).all()
+  assert result.greedy_runtime_s < result.start_runtime_s / 2
+
+
+def test_failed_samples_count_as_the_worst_change():
+  graph, topology = heavy_chain(8), preset("1cpu+2gpu")
+  inner = CountingReward(graph, topology)
+
+  def reward(placements):  # GPU 2 "runs out of memory"
+    runtime = inner(placements)
+    return np.where((np.asarray(placements) == 2).any(1), np.inf, runtime)
+
+  result = refine.refine_placement(reward, np.zeros(graph.n_nodes, int),
+                                   topology.n_devices, evaluations=600,
+                                   num_samples=16)
+  assert np.isfinite(result.greedy_runtime_s)
+  assert 2 not in result.greedy_placement
+  assert (result.greedy_placement[1:-1] == 1).all()
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    (dict(evaluations=2), "evaluations"),
+    (dict(num_samples=0), "num_samples"),
+    (dict(max_moves=0), "max_moves"),
+    (dict(learning_rate=0.0), "learning_rate"),
+    (dict(learning_rate=float("nan")), "learning_rate"),
+    (dict(init_logit=-1.0), "init_logit"),
+    (dict(placement=np.zeros((2, 14), int)), r"int \[N\]"),
+    (dict(placement=np.full(14, 3)), "topology has 3"),
+    (dict(placement=np.zeros(14)), "integer"),
+    (dict(allowed=np.ones((14, 2), bool)), "allowed"),
+    (dict(allowed=np.zeros((14, 3), bool)), "does not allow"),
+])
+def test_bad_arguments_raise_a_config_error_naming_them(kwargs, named):
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  args = dict(placement=np.zeros(graph.n_nodes, int), evaluations=100)
+  args.update(kwargs)
+  placement = args.pop("placement")
+  with pytest.raises(ConfigError, match=named):
+    refine.refine_placement(CountingReward(graph, topology), placement,
+                            topology.n_devices, **args)
+
+
+def test_proposals_move_one_to_max_moves_ops_off_the_greedy_device():
+  import jax  # pylint: disable=g-import-not-at-top
+  logits = np.zeros((50, 4), np.float32)
+  logits[np.arange(50), np.arange(50) % 4] = 5.0
+  allowed = np.ones((50, 4), bool)
+  allowed[:10] = [True, False, False, False]  # immovable ops
+  greedy, placements, moved = jax.tree.map(np.asarray, refine.propose_moves(
+      logits, allowed, jax.random.PRNGKey(0), num_samples=200, max_moves=3))
+  np.testing.assert_array_equal(greedy[10:], np.arange(10, 50) % 4)
+  counts = moved.sum(1)
+  assert counts.min() == 1 and counts.max() == 3
+  assert not moved[:, :10].any()
+  np.testing.assert_array_equal(placements[~moved],
+                                np.broadcast_to(greedy, moved.shape)[~moved])
+  assert (placements[moved] != np.broadcast_to(greedy, moved.shape)[moved]
+          ).all()

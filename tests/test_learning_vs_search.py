@@ -1,0 +1,38 @@
+"""experiments/learning_vs_search.py with the per-op refinement: the RL arm
+splits its evaluations between RL and refinement, and the refinement's
+local-search control gets as many."""
+
+import pytest
+
+from experiments import learning_vs_search
+
+
+def test_refined_rows_and_their_control_at_equal_evaluations(tmp_path, capsys):
+  out = tmp_path / "lvs.md"
+  assert learning_vs_search.main([
+      "--size", "tiny", "--workloads", "rnnlm2", "--evaluations", "256",
+      "--refine_evaluations", "64", "--samples", "64", "--mutate_best", "0",
+      "--no_search", "--out", str(out)]) == 0
+  rows = {line.split(" | ")[2]: line.split(" | ")
+          for line in out.read_text().splitlines()
+          if line.startswith("| rnnlm2 |")}
+  # RL spends 3 x 64, the refinement 64: 256 in all, as its control.
+  assert rows["policy greedy"][6] == "193"
+  assert int(rows["policy refined per op: greedy"][6]) in (255, 256)
+  assert rows["policy refined per op: greedy"][3] == "learned"
+  control = rows["policy greedy, then local search over ops"]
+  assert control[3] == "search" and control[6] == "256"
+  assert "policy refined per op: best sample" in rows
+  capsys.readouterr()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--evaluations", "100", "--refine_evaluations", "64"],
+     "minus --refine_evaluations must be at least --samples"),
+    (["--refine_evaluations", "2"], "0 or at least 3"),
+])
+def test_bad_refinement_budgets_are_refused(flags, message, capsys):
+  with pytest.raises(SystemExit) as info:
+    learning_vs_search.main(["--samples", "64", *flags])
+  assert info.value.code == 2
+  assert message in capsys.readouterr().err
