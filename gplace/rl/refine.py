@@ -86,6 +86,7 @@ REFINED_BEST_ROW = "policy refined per op: best sample"
 REFINED_GREEDY_KEY = "refined_greedy"
 REFINED_BEST_KEY = "refined_best_sample"
 
+
 class RefineResult(NamedTuple):
   """What :func:`refine_placement` returns (runtimes in seconds; inf: the
   placement fails, e.g. runs out of memory).
@@ -248,7 +249,11 @@ def relative_change(base_s: float, runtime_s) -> np.ndarray:
 
 
 def scaled_advantages(change: np.ndarray, scale: float) -> np.ndarray:
-  """``change / scale`` clipped to ``[-1, 1]`` (``scale > 0``)."""
+  """``change / scale`` clipped to ``[-1, 1]`` (``scale > 0``); with an
+  infinite scale (the base failed), 1 for the runs that did not fail and 0
+  for the rest."""
+  if not np.isfinite(scale):
+    return np.where(np.isposinf(change), 1.0, 0.0)
   with np.errstate(invalid="ignore"):
     return np.nan_to_num(np.clip(change / scale, -1.0, 1.0))
 

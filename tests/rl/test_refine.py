@@ -118,6 +118,22 @@ def test_failed_samples_count_as_the_worst_change():
   assert (result.greedy_placement[1:-1] == 1).all()
 
 
+def test_a_start_that_fails_is_left_for_one_that_runs():
+  graph, topology = heavy_chain(8), preset("1cpu+2gpu")
+  inner = CountingReward(graph, topology)
+
+  def reward(placements):  # op 5 "runs out of memory" on GPU 2
+    runtime = inner(placements)
+    return np.where(np.asarray(placements)[:, 5] == 2, np.inf, runtime)
+
+  result = refine.refine_placement(reward, np.full(graph.n_nodes, 2),
+                                   topology.n_devices, evaluations=200,
+                                   num_samples=16)
+  assert not np.isfinite(result.start_runtime_s)
+  assert np.isfinite(result.greedy_runtime_s)
+  assert result.greedy_placement[5] != 2
+
+
 @pytest.mark.parametrize("kwargs, named", [
     (dict(evaluations=2), "evaluations"),
     (dict(num_samples=0), "num_samples"),
