@@ -168,7 +168,7 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
   """Markdown rows of one workload (all seeds) and the PNG of seed 0."""
   graph = load_graph(workload, args.size, "train", args.graph_cache)
   base = baseline_rows(graph, topology)
-  best_name, best_s = base[0]
+  _, best_s = base[0]
   bound = float(gplace.lower_bound(graph, topology))
   arms = {}  # name -> (kind, [runtime_s per seed], evaluations, wall_s)
   curves = {}
@@ -256,7 +256,7 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
   rows.append(f"| {workload} | {graph.n_nodes} | lower bound | {BOUND} | "
               f"{bound * 1e3:.4f} | {100 * (bound / best_s - 1):+.1f}% | – "
               f"| – |")
-  return rows, best_name
+  return rows
 
 
 HEADER = ["| workload | nodes | arm | kind | runtime ms (mean over seeds) | "
@@ -338,7 +338,7 @@ def main(argv=None) -> int:
   print("\n".join(lines), flush=True)
   table_per_workload(
       args.workloads,
-      lambda w: workload_rows(args, w, topology, plots_dir)[0], lines,
+      lambda w: workload_rows(args, w, topology, plots_dir), lines,
       args.out)
   return 0
 

@@ -35,11 +35,11 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import gplace
 from gplace import search
 from gplace.autoplace.candidates import baseline_rows
 from gplace.rl import train
 from gplace.rl.refine import refine_placement
+from gplace.rl.rewards import Scorer
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
 from experiments.markdown import table_per_workload
@@ -68,22 +68,11 @@ def policy_greedy(args, workload: str):
       config.rl.num_samples)
 
 
-def simulator_reward(graph, topology):
-  """``int [K, N] -> runtime_s [K]`` in the default schedule (inf: OOM)."""
-
-  def reward(placements):
-    result = gplace.simulate(graph, np.asarray(placements), topology)
-    return np.where(np.asarray(result.oom), np.inf,
-                    np.asarray(result.runtime_s, np.float64))
-
-  return reward
-
-
 def workload_rows(args, workload: str, topology) -> list[str]:
   graph = load_graph(workload, args.size, "train", args.graph_cache)
   best_name, best_s = baseline_rows(graph, topology)[0]
   start, start_s, rl_evaluations = policy_greedy(args, workload)
-  reward = simulator_reward(graph, topology)
+  reward = Scorer(graph, topology)  # default schedule, inf for OOM
   arms = {}  # name -> (kind, runtimes, evaluations, walls)
 
   def add(name, kind, runtime_s, evaluations, wall_s):

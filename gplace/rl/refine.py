@@ -142,7 +142,8 @@ def propose_moves(logits: jax.Array, allowed: jax.Array, key: jax.Array, *,
       ops have a second allowed device).
 
   Returns:
-    ``(greedy int32 [N], placements int32 [K, N], moved bool [K, N])``.
+    ``(placements int32 [K, N], moved bool [K, N])``; the rows not moved
+    are the greedy placement (the argmax of the allowed logits).
   """
   num_nodes, num_devices = logits.shape
   masked = jnp.where(allowed, logits, -jnp.inf)
@@ -163,7 +164,7 @@ def propose_moves(logits: jax.Array, allowed: jax.Array, key: jax.Array, *,
       device_key, jnp.where(elsewhere, logits, -jnp.inf),
       shape=(num_samples, num_nodes)).astype(jnp.int32)
   placements = jnp.where(moved, new_device, greedy[None])
-  return greedy, placements, moved
+  return placements, moved
 
 
 @jax.jit
@@ -339,7 +340,7 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
   curve = ([], [], [])
   while spent < evaluations:
     key, step_key = jax.random.split(key)
-    _, placements, moved = propose_moves(
+    placements, moved = propose_moves(
         logits, allowed_j, step_key, num_samples=int(num_samples),
         max_moves=int(max_moves))
     k = min(int(num_samples), evaluations - spent)

@@ -163,9 +163,9 @@ def test_proposals_move_one_to_max_moves_ops_off_the_greedy_device():
   logits[np.arange(50), np.arange(50) % 4] = 5.0
   allowed = np.ones((50, 4), bool)
   allowed[:10] = [True, False, False, False]  # immovable ops
-  greedy, placements, moved = jax.tree.map(np.asarray, refine.propose_moves(
+  placements, moved = jax.tree.map(np.asarray, refine.propose_moves(
       logits, allowed, jax.random.PRNGKey(0), num_samples=200, max_moves=3))
-  np.testing.assert_array_equal(greedy[10:], np.arange(10, 50) % 4)
+  greedy = np.where(np.arange(50) < 10, 0, np.arange(50) % 4)
   counts = moved.sum(1)
   assert counts.min() == 1 and counts.max() == 3
   assert not moved[:, :10].any()
