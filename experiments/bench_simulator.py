@@ -12,7 +12,9 @@ node-id order (the scan), ``dynamic`` per-placement list scheduling
 reference's same rule. The jitted call runs on one core; the column
 ``gplace.simulate`` is what a caller of ``gplace.simulate`` gets (host-side
 checks and priorities included; per-placement schedules run in parts on all
-cores).
+cores, through the compiled host list scheduler of ``gplace.sim.native``,
+and, alternated with it in the same run, through the jitted one with
+``GPLACE_NATIVE=0``; their results are checked to be identical).
 
   python experiments/bench_simulator.py --sizes 1000 10000 80000 \
       --placements 256 --repeats 5 --schedules static dynamic \
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 
@@ -34,7 +37,7 @@ from gplace.graphs.graph import random_dag
 from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
 from gplace.sim.priority import bottom_level
 from gplace.sim.reference import simulate_reference
-from gplace.sim import simulator
+from gplace.sim import native, simulator
 from gplace.sim.simulator import make_problem, simulate_problem
 from gplace.sim.topology import preset
 
@@ -84,14 +87,33 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
   evaluations = n_nodes * n_placements
 
   # What a caller gets: gplace.simulate (validation, priorities, padding;
-  # per-placement schedules in parts on the cores).
-  simulate_walls = []
-  for _ in range(repeats + 1):
-    _, wall_s, _ = _timed(lambda: [np.asarray(simulator.simulate(
+  # per-placement schedules in parts on the cores), for per-placement
+  # schedules through each of its two list schedulers: the compiled host
+  # one (gplace.sim.native, the default) and the jitted one
+  # (GPLACE_NATIVE=0), alternated call by call; results must be identical.
+  def simulate_all():
+    return np.concatenate([np.asarray(simulator.simulate(
         graph, placements[i:i + chunk], topology,
         schedule=schedule).runtime_s) for i in range(0, n_placements, chunk)])
-    simulate_walls.append(wall_s)
-  simulate_wall = float(np.median(simulate_walls[1:]))
+
+  paths = ("native", "jitted") if dynamic and native.available() else (
+      "jitted",)
+  walls = {path: [] for path in paths}
+  results = {}
+  previous = os.environ.get("GPLACE_NATIVE")
+  for _ in range(repeats + 1):
+    for path in paths:
+      os.environ["GPLACE_NATIVE"] = "1" if path == "native" else "0"
+      results[path], wall_s, _ = _timed(simulate_all)
+      walls[path].append(wall_s)
+  if previous is None:
+    os.environ.pop("GPLACE_NATIVE")
+  else:
+    os.environ["GPLACE_NATIVE"] = previous
+  if len(paths) == 2:
+    np.testing.assert_array_equal(results["native"], results["jitted"])
+  simulate_wall = float(np.median(walls[paths[0]][1:]))
+  jitted_simulate_wall = float(np.median(walls["jitted"][1:]))
 
   # The reference is slow: fewer placements on big graphs.
   ref_k = max(1, min(reference_placements, 40000 // n_nodes))
@@ -111,7 +133,9 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
       compile_s=max(first_s - wall, 0.0), median_wall_s=wall,
       median_cpu_s=cpu, rate_wall=evaluations / wall,
       rate_cpu=evaluations / cpu, simulate_wall_s=simulate_wall,
-      rate_simulate=evaluations / simulate_wall, reference_placements=ref_k,
+      rate_simulate=evaluations / simulate_wall, simulate_path=paths[0],
+      rate_simulate_jitted=evaluations / jitted_simulate_wall,
+      reference_placements=ref_k,
       reference_wall_s=ref_wall, reference_cpu_s=ref_cpu,
       reference_rate=ref_rate, speedup_wall=evaluations / wall / ref_rate,
       max_rel_err_vs_reference=max_rel_err)
@@ -136,7 +160,8 @@ def _print_row(r: dict) -> None:
         f"{r['compile_s']:.2f}s median {r['median_wall_s'] * 1e3:.1f} ms "
         f"wall / {r['median_cpu_s'] * 1e3:.1f} ms cpu -> "
         f"{r['rate_wall']:.3g}/s wall, {r['rate_cpu']:.3g}/s cpu; "
-        f"gplace.simulate {r['rate_simulate']:.3g}/s; "
+        f"gplace.simulate ({r['simulate_path']}) {r['rate_simulate']:.3g}/s"
+        f" (jitted: {r['rate_simulate_jitted']:.3g}/s); "
         f"reference {r['reference_rate']:.3g}/s; "
         f"speedup {r['speedup_wall']:.0f}x; "
         f"max rel err {r['max_rel_err_vs_reference']:.1e}", flush=True)
@@ -175,16 +200,19 @@ def main():
 
   header = ("| schedule | nodes | edges | K | compile s | median ms (wall) | "
             "median ms (cpu) | node-placements/s (wall) | (cpu) | "
-            "gplace.simulate /s (wall) | reference /s | speedup |")
+            "gplace.simulate /s (wall) | its path | same, jitted path | "
+            "reference /s | speedup (gplace.simulate) |")
   print()
   print(header)
-  print("|---" * 12 + "|")
+  print("|---" * 14 + "|")
   for r in rows:
     print(f"| {r['schedule']} | {r['n_nodes']} | {r['n_edges']} | {r['placements']} | "
           f"{r['compile_s']:.2f} | {r['median_wall_s'] * 1e3:.1f} | "
           f"{r['median_cpu_s'] * 1e3:.1f} | {r['rate_wall']:.3g} | "
           f"{r['rate_cpu']:.3g} | {r['rate_simulate']:.3g} | "
-          f"{r['reference_rate']:.3g} | {r['speedup_wall']:.0f}x |")
+          f"{r['simulate_path']} | {r['rate_simulate_jitted']:.3g} | "
+          f"{r['reference_rate']:.3g} | "
+          f"{r['rate_simulate'] / r['reference_rate']:.0f}x |")
   if args.json:
     meta = dict(jax=jax.__version__, backend=jax.default_backend(),
                 path=describe_path(),

@@ -4,7 +4,9 @@ Where it sits: :func:`gplace.simulate` runs a *shared* order (one order for
 all ``K`` placements) through the fast scan of :mod:`gplace.sim.scan`. A
 schedule that differs per placement, the default one included, goes through
 :func:`simulate_dispatch` instead, a list scheduler that dispatches one node
-per step and gives each of the ``K`` placements its own order:
+per step and gives each of the ``K`` placements its own order (on the host,
+``gplace.simulate`` runs its compiled twin, :mod:`gplace.sim.native`, with
+bit-identical schedules; this one runs inside jitted code, on any backend):
 
 * ``dynamic=True``, the rule of an asynchronous runtime with a good
   dispatcher: whenever a compute group is free it runs, among its ops whose

@@ -89,6 +89,7 @@ from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim.cache import cached_problem
 from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
                                  make_dispatch_problem)
+from gplace.sim import native
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, flag_constraint_violations,
@@ -198,11 +199,13 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     and what a runtime that dispatches in program order does).
 
   A shared order runs the fast scan of :mod:`gplace.sim.scan`; per-placement
-  schedules run the list scheduler of :mod:`gplace.sim.dispatch` (``O(W +
-  out-degree)`` per node and placement with a 64-slot candidate buffer, or
-  ``O(log N + out-degree)`` with rank trees where more candidates wait at
-  once; several times slower than the scan on CPU, see
-  ``experiments/bench_dispatch.py``).
+  schedules run the list scheduler of :mod:`gplace.sim.dispatch`, here as
+  compiled host code (:mod:`gplace.sim.native`, bit-identical schedules,
+  parts of the batch on all cores; ``GPLACE_NATIVE=0`` runs the jitted
+  one instead: ``O(W + out-degree)`` per node and placement with a 64-slot
+  candidate buffer, or ``O(log N + out-degree)`` with rank trees where more
+  candidates wait at once). Either is several times slower than the scan
+  on CPU; see ``experiments/bench_simulator.py``.
 
   Args:
     graph: the op graph (``N`` nodes).
@@ -299,6 +302,9 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   similar sizes reuse one compilation. Padding nodes run nowhere, have no
   edges or bytes and the lowest priority; they are removed from the
   returned order, so results equal the unpadded problem's (tested)."""
+  if native.available() and graph.n_nodes <= native.MAX_NODES:
+    return _native_schedules(graph, topology, costs, placements, priority,
+                             dynamic=dynamic)
   k, n = placements.shape
   n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
   problem = cached_problem(make_dispatch_problem, graph, topology,
@@ -336,6 +342,33 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
                    peak_bytes=result.peak_bytes[:k], oom=result.oom[:k],
                    start_s=result.start_s[:k, :n],
                    finish_s=result.finish_s[:k, :n], order=order)
+
+
+def _native_schedules(graph: Graph, topology: Topology, costs,
+                      placements: np.ndarray, priority: np.ndarray, *,
+                      dynamic: bool) -> SimResult:
+  """:func:`_simulate_schedules` through the compiled host scheduler of
+  :mod:`gplace.sim.native` (same schedules, bit for bit), parts of the
+  batch on the machine's cores."""
+  k, n = placements.shape
+  problem = cached_problem(native.make_native_problem, graph, topology,
+                           costs=costs)
+  rows = np.ascontiguousarray(placements, np.int32)
+  ranks = native.priority_ranks(priority)
+  out = native.empty_schedules(k, problem)
+  parts = max(min(_CORES, k), 1)
+  bounds = np.linspace(0, k, parts + 1).astype(int)
+  slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+  schedule = lambda part: native.schedule_batch(problem, rows, ranks,
+                                                dynamic, out, part)
+  if parts == 1:
+    schedule(slices[0])
+  else:
+    list(_pool().map(schedule, slices))
+  memory = np.asarray(topology.memory_bytes, np.float32)
+  return SimResult(runtime_s=out.finish.max(axis=1), peak_bytes=out.peak,
+                   oom=(out.peak > memory[None, :]).any(axis=1),
+                   start_s=out.start, finish_s=out.finish, order=out.order)
 
 
 def _check_schedule(graph, topology, costs, n_samples, order, priority,

@@ -25,6 +25,13 @@ from sim_cases import (RTOL, SETTINGS, assert_close_to_reference,
                        is_topological, random_topology)
 
 
+@pytest.fixture(autouse=True)
+def _jitted_scheduler(monkeypatch):
+  """gplace.simulate through the jitted list scheduler (the compiled host
+  one, gplace.sim.native, has its own tests against it)."""
+  monkeypatch.setenv("GPLACE_NATIVE", "0")
+
+
 @settings(SETTINGS, max_examples=9)
 @given(n_nodes=st.integers(2, 40), n_devices=st.integers(1, 5),
        seed=st.integers(0, 10_000), dynamic=st.booleans())

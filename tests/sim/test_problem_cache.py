@@ -7,7 +7,7 @@ import pytest
 
 import gplace
 from gplace.graphs.graph import random_dag
-from gplace.sim import cache, simulator
+from gplace.sim import cache, native, simulator
 from gplace.sim.topology import preset
 
 
@@ -15,15 +15,17 @@ from gplace.sim.topology import preset
 def builds(monkeypatch):
   """Counts the problems gplace.simulate builds, by builder name."""
   cache.clear()
-  counts = {"make_problem": 0, "make_dispatch_problem": 0}
+  counts = {"make_problem": 0, "make_dispatch_problem": 0,
+            "make_native_problem": 0}
   for name in counts:
-    real = getattr(simulator, name)
+    module = native if name == "make_native_problem" else simulator
+    real = getattr(module, name)
 
     def counted(*args, _real=real, _name=name, **kwargs):
       counts[_name] += 1
       return _real(*args, **kwargs)
 
-    monkeypatch.setattr(simulator, name, counted)
+    monkeypatch.setattr(module, name, counted)
   yield counts
   cache.clear()
 
@@ -31,8 +33,10 @@ def builds(monkeypatch):
 def test_repeated_calls_build_once_and_agree(builds):
   graph, topology = random_dag(60, seed=2), preset("1cpu+4gpu")
   placements = np.random.default_rng(0).integers(0, 5, (8, 60))
+  dynamic_builder = ("make_native_problem" if native.available()
+                     else "make_dispatch_problem")
   for schedule, builder in (("static", "make_problem"),
-                            ("dynamic", "make_dispatch_problem")):
+                            ("dynamic", dynamic_builder)):
     first = gplace.simulate(graph, placements, topology, schedule=schedule)
     again = gplace.simulate(graph, placements[::-1], topology,
                             schedule=schedule)

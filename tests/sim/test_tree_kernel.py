@@ -8,6 +8,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from gplace import workloads
@@ -21,6 +22,14 @@ from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
 from gplace.sim.tree_kernel import ranks, tree_size
 from sim_cases import SETTINGS, assert_close_to_reference, random_topology
+
+
+@pytest.fixture(autouse=True)
+def _jitted_scheduler(monkeypatch):
+  """gplace.simulate through the jitted list scheduler (the compiled host
+  one, gplace.sim.native, has its own tests against it)."""
+  monkeypatch.setenv("GPLACE_NATIVE", "0")
+
 
 # One padded budget and one topology size per rule: hypothesis examples
 # reuse two compiled programs of each path.

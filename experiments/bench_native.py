@@ -1,0 +1,99 @@
+"""Benchmark: gplace.simulate's default (dynamic) schedule on the zoo's train
+steps, through the compiled host list scheduler (gplace.sim.native) and
+through the jitted one (GPLACE_NATIVE=0).
+
+This is the RL loop's host reward (``rl.reward="simulator_host"``): ``K``
+samples of one graph per step. For each workload it times ``gplace.simulate``
+on ``K`` random placements, the two paths alternated call by call in one
+process (medians over repeats, after one untimed call each), checks that
+their results are identical, and prints their ratio and the load average.
+
+  python experiments/bench_native.py --size paper --placements 64 \
+      --workloads rnnlm2 wavenet2 resnet50 inception_v3 gnmt4 \
+      --graph_cache experiments/cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from experiments.search_controls import load_graph
+from gplace.sim import native, simulator
+from gplace.sim.topology import preset
+
+
+def time_paths(graph, topology, placements, repeats: int) -> dict:
+  """Median seconds of ``gplace.simulate`` per path (alternated)."""
+  previous = os.environ.get("GPLACE_NATIVE")
+  times = {"native": [], "jitted": []}
+  results = {}
+  try:
+    for i in range(repeats + 1):
+      for path in times:
+        os.environ["GPLACE_NATIVE"] = "1" if path == "native" else "0"
+        start = time.perf_counter()
+        result = simulator.simulate(graph, placements, topology)
+        runtime = np.asarray(result.runtime_s)
+        if i:
+          times[path].append(time.perf_counter() - start)
+        results[path] = (runtime, np.asarray(result.peak_bytes))
+  finally:
+    if previous is None:
+      os.environ.pop("GPLACE_NATIVE", None)
+    else:
+      os.environ["GPLACE_NATIVE"] = previous
+  np.testing.assert_array_equal(results["native"][0], results["jitted"][0])
+  np.testing.assert_allclose(results["native"][1], results["jitted"][1],
+                             rtol=1e-6)
+  return {path: statistics.median(ts) for path, ts in times.items()}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--workloads", nargs="+",
+                      default=["rnnlm2", "wavenet2", "resnet50"],
+                      help="zoo workloads (train steps)")
+  parser.add_argument("--size", default="tiny",
+                      help="workload size: tiny, small or paper")
+  parser.add_argument("--topology", default="1cpu+4gpu",
+                      help="topology preset")
+  parser.add_argument("--placements", type=int, default=64,
+                      help="random placements per call (K)")
+  parser.add_argument("--repeats", type=int, default=3,
+                      help="timed calls per path (the median is reported)")
+  parser.add_argument("--graph_cache", default="",
+                      help="directory of captured graphs (reused)")
+  args = parser.parse_args()
+  if not native.available():
+    raise SystemExit("gplace.sim.native is unavailable (numba missing or "
+                     "GPLACE_NATIVE=0); nothing to compare.")
+  topology = preset(args.topology)
+  rng = np.random.default_rng(0)
+  print("| workload | nodes | K | native s | jitted s | jitted / native | "
+        "native node-placements/s | load average |")
+  print("|---|---:|---:|---:|---:|---:|---:|---|")
+  for name in args.workloads:
+    graph = load_graph(name, args.size, "train", args.graph_cache)
+    placements = rng.integers(0, topology.n_devices,
+                              (args.placements, graph.n_nodes))
+    medians = time_paths(graph, topology, placements, args.repeats)
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"| {name} ({args.size}) | {graph.n_nodes} | {args.placements} | "
+          f"{medians['native']:.4f} | {medians['jitted']:.4f} | "
+          f"{medians['jitted'] / medians['native']:.1f}x | "
+          f"{graph.n_nodes * args.placements / medians['native']:.3g} | "
+          f"{load} |", flush=True)
+
+
+if __name__ == "__main__":
+  main()
