@@ -8,10 +8,11 @@ rnnlm2, transformer_xl4, wavenet2; ``--workloads`` picks others) it captures
 the graph (cached in ``experiments/cache/<name>_<size>_<step>.npz``, since
 paper-size captures take a while), runs every baseline of
 ``gplace.baselines`` and simulates every placement under every schedule
-(dynamic list scheduling, node-id order, and a list
-scheduler's own plan). It prints markdown tables: each method in its best
-schedule, then one table per schedule (simulated seconds per step, gap to
-``gplace.lower_bound`` in %, OOM), the list schedulers' dynamic-vs-own ratio,
+(the simulator's default, dynamic list scheduling, the planned schedule,
+node-id order, and a list scheduler's own plan). It prints markdown tables:
+each method in its best schedule, then one table per schedule (simulated
+seconds per step, gap to ``gplace.lower_bound`` in %, OOM), the list
+schedulers' default-vs-own and dynamic-vs-own ratios,
 and how long each baseline took to plan. Workloads not (yet) in ``gplace.workloads``
 are listed as skipped.
 """
@@ -48,16 +49,19 @@ def load_graph(name: str, size: str, step: str, cache_dir: str,
   return graph
 
 
-SCHEDULES = ("dynamic", "id", "own")
+SCHEDULES = ("default", "dynamic", "planned", "id", "own")
 
 
 def evaluate(graph, topology, names, seed=0):
   """Plans, times and simulates each baseline on one graph, in every schedule.
 
-  Schedules: ``dynamic`` (``gplace.simulate(..., schedule="dynamic")``:
-  list scheduling on critical-path priorities), ``id`` (each device runs its
-  ops in node-id order, the simulator's default) and, for list schedulers, ``own`` (the op order
-  the scheduler planned, ``order=plan.order``).
+  Schedules: ``default`` (``gplace.simulate``'s default, ``"best"``: the
+  faster of the next two), ``dynamic`` (``schedule="dynamic"``: list
+  scheduling on critical-path priorities, as an asynchronous runtime),
+  ``planned`` (``schedule="planned"``: HEFT's insertion rule on the
+  placement), ``id`` (each device runs its ops in node-id order) and, for
+  list schedulers, ``own`` (the op order the scheduler planned,
+  ``order=plan.order``).
 
   Returns:
     dict with ``runtime_s`` and ``oom``: ``{schedule: [K]}`` (NaN where a
@@ -86,8 +90,9 @@ def evaluate(graph, topology, names, seed=0):
     if schedule == "id":
       result = gplace.simulate(graph, placements, topology, order=by_id)
     else:
-      result = gplace.simulate(graph, placements, topology,
-                               schedule="dynamic")
+      result = gplace.simulate(
+          graph, placements, topology,
+          schedule=None if schedule == "default" else schedule)
     runtime[schedule] = np.asarray(result.runtime_s, np.float64)
     oom[schedule] = np.asarray(result.oom, bool)
   return dict(runtime_s=runtime, oom=oom,
@@ -142,15 +147,21 @@ def format_tables(rows, names, topology_name, size) -> str:
   lines = [f"### {topology_name}, size={size}, train step", "",
            "Each method in its best schedule (simulated seconds per step; in "
            "brackets the gap to the lower bound; after it the schedule that "
-           "gave it: `dynamic` = the simulator's dynamic list scheduling, "
+           "gave it: `default` = the simulator's default (the faster of "
+           "`dynamic`, its dynamic list scheduling, and `planned`, HEFT's "
+           "insertion rule on the placement), "
            "`id` = node-id order per device, `own` = the list scheduler's "
            "own planned order); bold: best overall. OOM placements are "
            "excluded.", ""]
   lines += _table(rows, names, best_cell)
   titles = {
+      "default": "The simulator's default schedule (`schedule=\"best\"`: "
+                 "per placement the faster of dynamic and planned):",
+      "planned": "Planned schedule (`schedule=\"planned\"`: HEFT's "
+                 "insertion rule on the placement, critical-path order):",
       "dynamic": "Dynamic list scheduling (`schedule=\"dynamic\"`, "
                  "critical-path priority):",
-      "id": "Node-id order on every device (the simulator's default):",
+      "id": "Node-id order on every device:",
       "own": "List schedulers in their own planned op order "
              "(`order=plan.order`):"}
   for schedule in SCHEDULES:
@@ -160,9 +171,9 @@ def format_tables(rows, names, topology_name, size) -> str:
                    res["oom"][schedule][k], ok[k] == np.nanmin(ok))
     lines += ["", titles[schedule], ""] + _table(rows, names, cell)
   schedulers = [n for n in names if n in baselines.schedulers()]
-  if schedulers:
-    lines += ["", "List schedulers: dynamic schedule vs own plan "
-              "(dynamic / own - 1):", "",
+  for schedule in ("default", "dynamic") if schedulers else ():
+    lines += ["", f"List schedulers: {schedule} schedule vs own plan "
+              f"({schedule} / own - 1):", "",
               "| workload | " + " | ".join(schedulers) + " |",
               "|---|" + "---:|" * len(schedulers)]
     for workload, graph, res in rows:
@@ -171,7 +182,7 @@ def format_tables(rows, names, topology_name, size) -> str:
       cells = []
       for name in schedulers:
         k = names.index(name)
-        ratio = res["runtime_s"]["dynamic"][k] / res["runtime_s"]["own"][k]
+        ratio = res["runtime_s"][schedule][k] / res["runtime_s"]["own"][k]
         cells.append(f"{100 * (ratio - 1):+.1f}%")
       lines.append(f"| {workload} | " + " | ".join(cells) + " |")
   lines += ["", "Seconds to plan (host, this machine):", "",

@@ -1,9 +1,10 @@
-"""Benchmark: gplace.simulate's default (dynamic) schedule on the zoo's train
+"""Benchmark: gplace.simulate's dynamic schedule on the zoo's train
 steps, through the compiled host list scheduler (gplace.sim.native) and
 through the jitted one (GPLACE_NATIVE=0).
 
-This is the RL loop's host reward (``rl.reward="simulator_host"``): ``K``
-samples of one graph per step. For each workload it times ``gplace.simulate``
+The dynamic half of the RL loop's host reward (``rl.reward=
+"simulator_host"``, the default schedule ``"best"``; the planned half is
+timed by ``bench_schedules.py``): ``K`` samples of one graph per step. For each workload it times ``gplace.simulate``
 on ``K`` random placements, the two paths alternated call by call in one
 process (medians over repeats, after one untimed call each), checks that
 their results are identical, and prints their ratio and the load average.
@@ -42,7 +43,8 @@ def time_paths(graph, topology, placements, repeats: int) -> dict:
       for path in times:
         os.environ["GPLACE_NATIVE"] = "1" if path == "native" else "0"
         start = time.perf_counter()
-        result = simulator.simulate(graph, placements, topology)
+        result = simulator.simulate(graph, placements, topology,
+                                    schedule="dynamic")
         runtime = np.asarray(result.runtime_s)
         if i:
           times[path].append(time.perf_counter() - start)

@@ -215,7 +215,7 @@ def main(argv=None) -> int:
   lines = [f"### Systems compared: size={args.size}, train step, "
            f"{args.evaluations} simulator evaluations per system, "
            f"{args.seeds} seed(s)", "",
-           "Simulated ms per step under the default (dynamic) schedule; "
+           "Simulated ms per step under the default schedule; "
            "changes against the best classical baseline in its best "
            "schedule (negative = faster). Every system's numbers are its "
            "policy's own placements: the greedy one after training, and the "

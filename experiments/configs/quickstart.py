@@ -76,8 +76,9 @@ def get_config():
   config.rl = ml_collections.ConfigDict(dict(
       # simulator_host: gplace.simulate on the host under its default
       # schedule, as the baselines and the final table are scored;
-      # simulator_dynamic: the same default schedule, scored inside the
-      # jitted step (gplace.rl.rewards.dispatch_reward; no host round trip);
+      # simulator_dynamic: the dynamic schedule (the default's other half
+      # is the planned one, host-only), scored inside the jitted step
+      # (gplace.rl.rewards.dispatch_reward; no host round trip);
       # simulator: scored inside the jitted step in static node-id order (so
       # it optimises another schedule than the table's); executor: measured.
       reward="simulator_host",

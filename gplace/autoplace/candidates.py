@@ -44,7 +44,7 @@ class Candidate(NamedTuple):
     placement: ``[N]`` int32 device per node.
     order: ``[N]`` int32 topological op order it was scored in
       (``gplace.simulate(..., order=order)``), or None: the simulator's
-      default (dynamic) schedule.
+      default schedule (``"best"``).
     runtime_s: simulated seconds, ``inf`` when it runs out of memory or
       breaks the graph's device constraints.
   """

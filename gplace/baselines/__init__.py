@@ -43,7 +43,7 @@ Shared conventions, chosen to match the simulator's cost model
   in the simulator's model as they commit nodes (see ``ListScheduler``:
   outputs live until their last consumer is placed, inputs and output nodes
   for the whole step), then check the placement's exact simulated peak in
-  every order it may run in: ``gplace.simulate``'s default (dynamic)
+  every order it may run in: ``gplace.simulate``'s dynamic
   schedule, node-id order (``schedule="static"``) and the planned order;
   and plan again with less room on a device that overflowed (see
   ``scheduler.plan_within_memory``). If no try fits, the placement puts

@@ -173,7 +173,8 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
 
 
 def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
-                  max_gaps: int | None = None) -> Plan:
+                  max_gaps: int | None = None,
+                  placement: np.ndarray | None = None) -> Plan:
   """Insertion-based HEFT over ``devices`` in decreasing ``rank`` order.
 
   Each node goes to the device (with room, when any has) where it finishes
@@ -182,9 +183,19 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
   (default HEFT_MAX_GAPS) gaps are tried per device before appending after
   its last op; ``max_gaps=0`` appends always (no insertion). Memory is
   tracked in rank order, the order nodes are committed.
+
+  With ``placement`` (``[N]`` device per node) every node goes where it
+  says (inputs too, from the start) and only the schedule is planned: the
+  plain-Python reference of the simulator's ``schedule="planned"``
+  (:mod:`gplace.sim.planned`). Given HEFT's own placement it plans HEFT's
+  own schedule again, since every step then sees the same state.
   """
   max_gaps = HEFT_MAX_GAPS if max_gaps is None else max_gaps
   state = ListScheduler(problem, devices)
+  if placement is not None:
+    placement = np.asarray(placement).tolist()
+    for i in np.flatnonzero(state.is_input).tolist():
+      state.device[i] = placement[i]
   n = state.n
   devices = state.devices
   cost, group = state.cost, state.group
@@ -217,7 +228,10 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
     ready, need, resident = state.data_ready(i)
     row = cost[i]
     best = None
-    candidates = [d for d in devices if state.fits(d, need, resident)]
+    if placement is not None:
+      candidates = [placement[i]]
+    else:
+      candidates = [d for d in devices if state.fits(d, need, resident)]
     if not candidates:  # the plan overflows; plan_within_memory repairs it
       candidates = [state.most_room()]
     for d in candidates:

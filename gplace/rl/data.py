@@ -369,20 +369,18 @@ def best_schedule(setup: GraphSetup, name: str, placement: np.ndarray,
                   topology) -> tuple[np.ndarray, float]:
   """``(order int [N], runtime_s)``: the faster of two schedules for a
   baseline's placement, both run as a static order: the baseline's own
-  plan (list schedulers, :func:`gplace.baselines.plan`) and the dispatch
-  order of ``gplace.simulate``'s default, dynamic schedule."""
+  plan (list schedulers, :func:`gplace.baselines.plan`) and the order of
+  ``gplace.simulate``'s default schedule (the faster of the dynamic and
+  planned ones)."""
   graph = setup.graph
-  dynamic = simulator.simulate(graph, placement, topology,
+  default = simulator.simulate(graph, placement, topology,
                                return_schedule=True)
-  candidates = [np.asarray(dynamic.order).reshape(-1, graph.n_nodes)[0]]
+  candidates = [np.asarray(default.order).reshape(-1, graph.n_nodes)[0]]
   if name in baselines.schedulers():
     candidates.append(np.asarray(baselines.plan(name, graph, topology).order))
   scored = []
   for order in candidates:
-    priority = np.empty(graph.n_nodes, np.float32)
-    priority[order] = -np.arange(graph.n_nodes, dtype=np.float32)
-    result = simulator.simulate(graph, placement, topology,
-                                priority=priority)
+    result = simulator.simulate(graph, placement, topology, order=order)
     runtime = float(np.asarray(result.runtime_s).reshape(-1)[0])
     oom = bool(np.asarray(result.oom).reshape(-1)[0])
     scored.append((np.inf if oom else runtime, order))

@@ -76,7 +76,7 @@ class ScheduledProblem(NamedTuple):
 def dispatch_reward(problem: ScheduledProblem, placements: jax.Array,
                     priority=None, *, width: int = BUFFER_WIDTH):
   """A :data:`~gplace.rl.types.SimulateFn` under ``gplace.simulate``'s
-  default, dynamic schedule (:func:`gplace.sim.dispatch.dispatch_problem`,
+  dynamic schedule (:func:`gplace.sim.dispatch.dispatch_problem`,
   each placement list-scheduled on the critical path): ``placements int32
   [K, N]`` -> ``(runtime_s [K], out_of_memory [K])``. With ``priority f32
   [K, N]`` (an ordering policy's schedule), the same dynamic rule ranks
@@ -97,8 +97,9 @@ def simulate_host(graph: Graph, placements: np.ndarray, topology: Topology,
                   priority: Optional[np.ndarray] = None, costs=None
                   ) -> tuple[np.ndarray, np.ndarray]:
   """Simulates ``placements int [K, N]`` of ``graph`` on the host in
-  ``gplace.simulate``'s default (dynamic) schedule, ranking arrived ops by
-  ``priority [K, N]`` if given (else by the critical path), with ``costs``
+  ``gplace.simulate``'s default schedule (``"best"``: per placement the
+  faster of the dynamic and planned schedules), steered by
+  ``priority [K, N]`` if given (else the critical path), with ``costs``
   (``[N, D]`` measured seconds) if given:
   ``(runtime_s float64 [K], out_of_memory bool [K])``."""
   if priority is not None:

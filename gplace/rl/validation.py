@@ -284,12 +284,16 @@ def validate_topology(config) -> None:
         "workload's graph file gives the devices).")
 
 
-def _divisors_near(number: int, near: int) -> str:
-  """The divisors of ``number`` closest to ``near`` (``"2 or 4"``)."""
-  divisors = [d for d in range(1, number + 1) if number % d == 0]
-  below = [d for d in divisors if d < near]
-  above = [d for d in divisors if d > near]
-  return " or ".join(str(d) for d in below[-1:] + above[:1])
+def _divisors_near(number: int, near: int, reach: int = 10_000) -> str:
+  """The divisors of ``number`` closest to ``near`` (``"2 or 4"``), looking
+  at most ``reach`` values each way (1 divides everything; the numbers may
+  be huge, so never loop up to ``number``)."""
+  below = next((d for d in range(min(near - 1, number),
+                                 max(near - 1 - reach, 0), -1)
+                if number % d == 0), 1)
+  above = next((d for d in range(near + 1, min(number, near + reach) + 1)
+                if number % d == 0), None)
+  return " or ".join(str(d) for d in (below, above) if d is not None)
 
 
 def validate_policy(config) -> None:

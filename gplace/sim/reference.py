@@ -29,7 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.priority import bottom_level
+from gplace.sim.planned import MAX_GAPS
+from gplace.sim.priority import bottom_level, order_priority, priority_order
 from gplace.sim.problem import check_order, send_bytes, transfer_seconds
 from gplace.sim.topology import Topology, validate_costs
 
@@ -53,18 +54,49 @@ class ReferenceResult(NamedTuple):
   order: np.ndarray | None = None
 
 
+def planned_reference(graph: Graph, placement, topology: Topology,
+                      costs=None, *, priority=None) -> np.ndarray:
+  """The planned schedule of one ``[N]`` placement (``schedule="planned"``,
+  :mod:`gplace.sim.planned`) by the plain-Python list scheduler of the
+  baselines: HEFT's insertion rule with every node's device fixed, in the
+  priority-respecting order of ``priority`` (default: the critical path).
+  Returns the ``[N]`` order."""
+  from gplace.baselines import common, list_scheduling  # pylint: disable=g-import-not-at-top
+  if priority is None:
+    rank = bottom_level(graph, topology, costs)
+  else:
+    rank = order_priority(priority_order(priority, graph))
+  return list_scheduling.heft_schedule(
+      common.prepare(graph, topology, costs),
+      np.arange(topology.n_devices), rank, max_gaps=MAX_GAPS,
+      placement=np.asarray(placement).reshape(-1)).order
+
+
 def simulate_reference(graph: Graph, placement, topology: Topology,
                        costs=None, order=None, *, priority=None,
                        schedule: str | None = None) -> ReferenceResult:
   """Simulates one ``[N]`` placement with the event-driven reference.
 
   The schedule as for :func:`gplace.simulate`: ``order`` (``[N]``) if given;
-  else ``schedule`` (default ``"dynamic"``), steered by ``priority`` (then
-  :func:`dispatch_reference` decides the order); ``schedule="static"``
+  else ``schedule`` (default ``"best"``), steered by ``priority`` (then
+  :func:`dispatch_reference` decides the dynamic order, and
+  :func:`planned_reference` the planned one); ``schedule="static"``
   without a priority runs node-id order.
   """
   if schedule is None:
-    schedule = "static" if order is not None else "dynamic"
+    schedule = "static" if order is not None else "best"
+  if schedule in ("planned", "best"):
+    assert order is None
+    plan = simulate_reference(graph, placement, topology, costs,
+                              order=planned_reference(
+                                  graph, placement, topology, costs,
+                                  priority=priority))
+    if schedule == "planned":
+      return plan
+    dynamic = simulate_reference(graph, placement, topology, costs,
+                                 priority=priority, schedule="dynamic")
+    better = (plan.oom, plan.runtime_s) < (dynamic.oom, dynamic.runtime_s)
+    return plan if better else dynamic
   if priority is not None or schedule == "dynamic":
     assert order is None
     if priority is None:

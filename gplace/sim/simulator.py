@@ -89,7 +89,7 @@ from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim.cache import cached_problem
 from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
                                  make_dispatch_problem)
-from gplace.sim import native
+from gplace.sim import native, planned
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, flag_constraint_violations,
@@ -168,7 +168,13 @@ def _check_arguments(graph, placements, topology, costs, order, priority,
                         f"{type(return_schedule).__name__}.")
 
 
-SCHEDULES = ("static", "dynamic")
+SCHEDULES = ("static", "dynamic", "planned", "best")
+
+#: What ``schedule=None`` runs when no order is given.
+DEFAULT_SCHEDULE = "best"
+
+# The schedules that pick each placement's order themselves.
+_PER_PLACEMENT = ("dynamic", "planned", "best")
 
 
 def simulate(graph: Graph, placements, topology: Topology, costs=None,
@@ -186,12 +192,20 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   The schedule (in which order each compute group runs its nodes):
 
   * default (``schedule=None``): ``order`` if one is given, else
-    ``"dynamic"``.
+    ``"best"``.
   * ``schedule="dynamic"``: list scheduling as an asynchronous runtime does
     it: a free compute group runs its arrived op of highest ``priority``
     (default: the critical path, :func:`gplace.sim.priority.bottom_level`),
     or, if none has arrived, the first to arrive. Each placement gets its
     own schedule. See :mod:`gplace.sim.dispatch`.
+  * ``schedule="planned"``: an ahead-of-time plan: ops in decreasing
+    ``priority`` (default: the critical path), each booked into the first
+    idle gap of its device that holds it (HEFT's scheduling phase on the
+    given placement; it may keep a device idle for a critical op). See
+    :mod:`gplace.sim.planned`.
+  * ``schedule="best"``: both, and per placement the faster (one that fits
+    in memory first; ties: dynamic). What gplace reports a placement's
+    runtime as, and what its executor runs.
   * ``schedule="static"``: the priority order ``order`` (``[N]``, shared by
     all placements, or ``[K, N]``, one per placement); else the
     priority-respecting topological order of ``priority`` (``[N]`` or
@@ -214,7 +228,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     costs: optional ``[N, D]`` measured seconds per node and device.
     order: optional ``[N]`` or ``[K, N]`` topological priority order.
     priority: optional ``[N]`` or ``[K, N]`` float priorities.
-    schedule: ``None`` (default), ``"static"`` or ``"dynamic"``.
+    schedule: ``None`` (default), ``"static"``, ``"dynamic"``,
+      ``"planned"`` or ``"best"``.
     return_schedule: also return per-node ``start_s`` / ``finish_s`` and
       the dispatch ``order`` (pass it back as ``order=`` to reproduce the
       result, or to ``gplace.place(..., schedule=)`` to execute it).
@@ -228,7 +243,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
       (``simulate`` called inside ``jax.jit``; the message says what to
       call there instead).
     ScheduleError: a bad ``order``, ``priority`` or ``schedule``, or both
-      an order and a priority (or an order with ``schedule="dynamic"``).
+      an order and a priority (or an order with a schedule that picks its
+      own: ``"dynamic"``, ``"planned"``, ``"best"``).
     TopologyError: bad topology or cost table.
   """
   _check_arguments(graph, placements, topology, costs, order, priority,
@@ -237,7 +253,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
   if schedule is None:
-    schedule = "static" if order is not None else "dynamic"
+    schedule = "static" if order is not None else DEFAULT_SCHEDULE
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
                                     order, priority, schedule)
   if order is not None and order.ndim == 2:
@@ -245,7 +261,12 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     order = None
   if priority is not None and priority.ndim == 1 and schedule == "static":
     order, priority = priority_order(priority, graph), None
-  if priority is None:
+  if schedule in _PER_PLACEMENT:
+    result = _per_placement(graph, topology, costs, array, priority,
+                            schedule)
+    if not return_schedule:
+      result = result._replace(start_s=None, finish_s=None, order=None)
+  elif priority is None:
     problem = cached_problem(make_problem, graph, topology, costs=costs,
                              order=order)
     with one_kernel_loops():
@@ -257,7 +278,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
           np.asarray(ran, np.int32), (array.shape[0], graph.n_nodes)).copy())
   else:
     result = _simulate_schedules(graph, topology, costs, array, priority,
-                                 dynamic=schedule == "dynamic")
+                                 dynamic=False)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
@@ -291,6 +312,19 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     _POOL = concurrent.futures.ThreadPoolExecutor(
         _CORES, thread_name_prefix="gplace-simulate")
   return _POOL
+
+
+def _run_parts(work, k: int) -> None:
+  """Calls ``work(rows)`` on contiguous slices covering ``0..k``, one per
+  core, from the threads of :func:`_pool` (the compiled host kernels run
+  without the GIL)."""
+  parts = max(min(_CORES, k), 1)
+  bounds = np.linspace(0, k, parts + 1).astype(int)
+  slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+  if parts == 1:
+    work(slices[0])
+  else:
+    list(_pool().map(work, slices))
 
 
 def _simulate_schedules(graph: Graph, topology: Topology, costs,
@@ -356,15 +390,8 @@ def _native_schedules(graph: Graph, topology: Topology, costs,
   rows = np.ascontiguousarray(placements, np.int32)
   ranks = native.priority_ranks(priority)
   out = native.empty_schedules(k, problem)
-  parts = max(min(_CORES, k), 1)
-  bounds = np.linspace(0, k, parts + 1).astype(int)
-  slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
-  schedule = lambda part: native.schedule_batch(problem, rows, ranks,
-                                                dynamic, out, part)
-  if parts == 1:
-    schedule(slices[0])
-  else:
-    list(_pool().map(schedule, slices))
+  _run_parts(lambda part: native.schedule_batch(problem, rows, ranks,
+                                                dynamic, out, part), k)
   memory = np.asarray(topology.memory_bytes, np.float32)
   return SimResult(runtime_s=out.finish.max(axis=1), peak_bytes=out.peak,
                    oom=(out.peak > memory[None, :]).any(axis=1),
@@ -381,10 +408,10 @@ def _check_schedule(graph, topology, costs, n_samples, order, priority,
   if order is not None and priority is not None:
     raise ScheduleError("Pass an order or a priority, not both: an order "
                         "already fixes every priority.")
-  if order is not None and schedule == "dynamic":
+  if order is not None and schedule in _PER_PLACEMENT:
     raise ScheduleError(
-        "schedule='dynamic' picks the order itself; pass a priority to steer "
-        "it, or drop schedule='dynamic' to run this order.")
+        f"schedule={schedule!r} picks the order itself; pass a priority to "
+        f"steer it, or drop schedule={schedule!r} to run this order.")
   if order is not None:
     rows = np.asarray(order)
     if rows.ndim == 2:
@@ -398,6 +425,35 @@ def _check_schedule(graph, topology, costs, n_samples, order, priority,
       order = check_order(order, graph.n_nodes, graph)
   if priority is not None:
     priority = check_priority(priority, graph.n_nodes, n_samples)
-  elif schedule == "dynamic":
-    priority = bottom_level(graph, topology, costs).astype(np.float32)
   return order, priority
+
+
+def _per_placement(graph: Graph, topology: Topology, costs,
+                   placements: np.ndarray, priority, schedule: str
+                   ) -> SimResult:
+  """``placements`` (``[K, N]``) each in its own ``"dynamic"``,
+  ``"planned"`` or ``"best"`` schedule (``priority``: ``[N]`` / ``[K, N]``
+  float32, or None for the critical path)."""
+  if priority is None:
+    level = bottom_level(graph, topology, costs)   # float64: HEFT's rank
+    steer, plan_by = level.astype(np.float32), level
+  else:
+    steer = plan_by = priority
+  if schedule != "planned":
+    dynamic = _simulate_schedules(graph, topology, costs, placements, steer,
+                                  dynamic=True)
+    if schedule == "dynamic":
+      return dynamic
+  orders = planned.planned_orders(graph, topology, costs, placements,
+                                  plan_by, _run_parts)
+  plan = _simulate_schedules(graph, topology, costs, placements,
+                             order_priority(orders), dynamic=False)
+  if schedule == "planned":
+    return plan
+  runtime = lambda r: np.where(np.asarray(r.oom), np.inf,
+                               np.asarray(r.runtime_s))
+  take = (runtime(plan) < runtime(dynamic)) | (
+      np.asarray(plan.oom) < np.asarray(dynamic.oom))
+  pick = lambda a, b: np.where(take.reshape((-1,) + (1,) * (np.ndim(a) - 1)),
+                               np.asarray(a), np.asarray(b))
+  return jax.tree_util.tree_map(pick, plan, dynamic)

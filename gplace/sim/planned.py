@@ -1,0 +1,200 @@
+"""The planned schedule: HEFT's scheduling phase on a given placement.
+
+Where it sits: :func:`gplace.simulate` evaluates a placement in a schedule
+(in which order each compute group runs its ops). ``schedule="dynamic"``
+(:mod:`gplace.sim.dispatch`) is what an asynchronous runtime with a good
+dispatcher does: a free device never waits while one of its ops could run.
+``schedule="planned"`` is what an ahead-of-time planner does, and what
+gplace's executor can run (it dispatches each device's ops in a fixed
+order): the ops, in decreasing priority (default: the critical path,
+:func:`gplace.sim.priority.bottom_level`, HEFT's upward rank), are each
+booked on their device at the earliest time their inputs can be there,
+into the first idle gap of the device's compute group that holds them
+(insertion scheduling, at most ``max_gaps`` gaps looked at), and the
+schedule is the ops in planned start order. A plan may keep a device idle
+for a critical op that has not arrived yet, which no work-conserving
+dispatcher does; on the recurrent graphs that is worth 18-24% (RESULTS.md,
+"Schedules"). ``schedule="best"`` takes the faster of the two per
+placement.
+
+Transfers are planned as the list schedulers of :mod:`gplace.baselines`
+plan them (:class:`~gplace.baselines.scheduler.ListScheduler`): a
+producer's output is sent once per remote device, when the first consumer
+there is booked, on a link that carries one transfer at a time. Given the
+placement of HEFT (:func:`gplace.baselines.heft`), the planned schedule is
+HEFT's own plan, op for op (tested), so under ``schedule="best"`` HEFT's
+placement is never slower than HEFT's plan.
+
+The planned order is then simulated like any order (the model of
+:mod:`gplace.sim.simulator`: its times, not the plan's estimates, are the
+result). Host-side: the planning runs as compiled numba code
+(:mod:`gplace.sim.planned_kernels`), parts of a batch on threads of their
+own; without numba, the plain-Python reference
+(:func:`gplace.baselines.list_scheduling.heft_schedule` with a fixed
+placement) plans one placement at a time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from gplace.graphs.graph import NODE_INPUT, Graph
+from gplace.sim.cache import cached_problem
+from gplace.sim.priority import order_priority, priority_order
+from gplace.sim.topology import Topology, validate_costs
+
+#: Idle gaps of a compute group looked at per op before it is appended
+#: (HEFT's ``HEFT_MAX_GAPS``: keeps a step O(log N + max_gaps)).
+MAX_GAPS = 64
+
+_HAS_NUMBA = importlib.util.find_spec("numba") is not None
+
+
+class PlannedProblem(NamedTuple):
+  """The arrays the planner reads (``N`` nodes, ``D`` devices, ``E``
+  edges), float64 as the baselines' list schedulers compute."""
+  costs: np.ndarray            # [N, D] float64
+  is_input: np.ndarray         # [N] bool
+  pred_ptr: np.ndarray         # [N + 1] int64
+  pred_src: np.ndarray         # [E] int64, producers grouped by consumer
+  send_bytes: np.ndarray       # [N] float64, largest out-edge
+  latency: np.ndarray          # [D, D] float64
+  inv_bandwidth: np.ndarray    # [D, D] float64 (0 where infinite)
+  group_of_device: np.ndarray  # [D] int64, compute group 0..G-1
+  n_groups: int
+
+
+def make_planned_problem(graph: Graph, topology: Topology,
+                         costs=None) -> PlannedProblem:
+  """The planner's arrays for ``graph`` on ``topology`` (a builder for
+  :func:`gplace.sim.cache.cached_problem`).
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    topology: the devices (``D``).
+    costs: optional ``[N, D]`` seconds (default: the roofline).
+  """
+  costs = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  ptr, eids = graph.pred_csr
+  send = np.zeros(graph.n_nodes)
+  np.maximum.at(send, graph.edge_src, graph.edge_bytes.astype(np.float64))
+  with np.errstate(divide="ignore"):
+    inv = 1.0 / np.asarray(topology.link_bandwidth, np.float64)
+  inv[~np.isfinite(inv)] = 0.0
+  _, group = np.unique(topology.compute_group, return_inverse=True)
+  contiguous = lambda x, dtype: np.ascontiguousarray(x, dtype)
+  return PlannedProblem(
+      costs=contiguous(costs, np.float64),
+      is_input=contiguous(graph.kind == NODE_INPUT, np.bool_),
+      pred_ptr=contiguous(ptr, np.int64),
+      pred_src=contiguous(graph.edge_src[eids], np.int64),
+      send_bytes=send,
+      latency=contiguous(topology.link_latency, np.float64),
+      inv_bandwidth=np.ascontiguousarray(inv),
+      group_of_device=contiguous(group.reshape(-1), np.int64),
+      n_groups=int(group.max()) + 1)
+
+
+def node_orders(priority: np.ndarray, graph: Graph) -> np.ndarray:
+  """The priority-respecting topological order of each row of ``priority``
+  (``[N]`` or ``[K, N]``, larger first, ties by id): ``[R, N]`` int64
+  (``R``: 1 or ``K``). A plain sort where it is already topological (the
+  critical path always is), else Kahn's algorithm with a heap (compiled;
+  :func:`~gplace.sim.priority.priority_order` without numba)."""
+  priority = np.atleast_2d(np.asarray(priority))
+  order = np.argsort(-priority, axis=1, kind="stable")
+  position = np.empty_like(order)
+  np.put_along_axis(position, order,
+                    np.arange(order.shape[1])[None, :], axis=1)
+  broken = np.flatnonzero((position[:, graph.edge_src]
+                           > position[:, graph.edge_dst]).any(axis=1))
+  if broken.size and _HAS_NUMBA:
+    from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
+    by_rank = np.ascontiguousarray(order, np.int64)
+    order = by_rank.copy()
+    planned_kernels.topological_rows(
+        broken.astype(np.int64), np.ascontiguousarray(position, np.int64),
+        by_rank, np.ascontiguousarray(graph.succ_csr[0], np.int64),
+        np.ascontiguousarray(graph.edge_dst, np.int64),
+        np.ascontiguousarray(graph.in_degree, np.int64), order)
+  else:
+    for row in broken.tolist():
+      order[row] = priority_order(priority[row], graph)
+  return np.ascontiguousarray(order, np.int64)
+
+
+def plan_batch(problem: PlannedProblem, placements: np.ndarray,
+               order: np.ndarray, start: np.ndarray, rows: slice,
+               max_gaps: int = MAX_GAPS) -> None:
+  """Plans rows ``rows`` of ``placements`` into ``start``.
+
+  Args:
+    problem: from :func:`make_planned_problem`.
+    placements: ``[K, N]`` int64 device per node (C-contiguous).
+    order: :func:`node_orders` of the ``[N]`` or ``[K, N]`` priorities.
+    start: ``[K, N]`` float64, written in place: each node's planned start
+      (0 for graph inputs).
+    rows: the contiguous rows to plan (the compiled kernel runs without the
+      GIL, so parts of a batch can run from threads of their own).
+    max_gaps: idle gaps looked at per op.
+  """
+  from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
+  lo, hi, _ = rows.indices(placements.shape[0])
+  p = problem
+  planned_kernels.plan_rows(
+      lo, hi, placements, order, p.costs, p.is_input, p.pred_ptr,
+      p.pred_src, p.send_bytes, p.latency, p.inv_bandwidth,
+      p.group_of_device, p.n_groups, int(max_gaps), start)
+
+
+def planned_orders(graph: Graph, topology: Topology, costs,
+                   placements: np.ndarray, priority: np.ndarray,
+                   run_parts: Callable[[Callable[[slice], None], int], None]
+                   ) -> np.ndarray:
+  """The planned schedule of each placement.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    topology: the devices.
+    costs: optional ``[N, D]`` seconds (default: the roofline).
+    placements: ``[K, N]`` int device per node.
+    priority: ``[N]`` or ``[K, N]``, larger first (must respect edges:
+      ``priority[u] >= priority[v]`` for ``u -> v``, ties by id, as the
+      critical path does).
+    run_parts: ``run_parts(work, k)`` calls ``work(rows)`` on slices that
+      cover ``0..k``, possibly from several threads.
+
+  Returns:
+    ``[K, N]`` int32 orders (topological), for ``gplace.simulate(...,
+    order=...)``.
+  """
+  k = placements.shape[0]
+  if not _HAS_NUMBA:     # the plain-Python reference, one by one
+    from gplace.baselines import common, list_scheduling  # pylint: disable=g-import-not-at-top
+    problem = common.prepare(graph, topology, costs)
+    devices = np.arange(topology.n_devices)
+    order = node_orders(priority, graph)
+    return np.stack([list_scheduling.heft_schedule(
+        problem, devices, order_priority(order[0 if len(order) == 1 else i]),
+        max_gaps=MAX_GAPS, placement=placements[i]).order
+                     for i in range(k)])
+  problem = cached_problem(make_planned_problem, graph, topology,
+                           costs=costs)
+  rows = np.ascontiguousarray(placements, np.int64)
+  order = node_orders(priority, graph)
+  start = np.empty(rows.shape, np.float64)
+  run_parts(lambda part: plan_batch(problem, rows, order, start, part), k)
+  return orders_from_starts(start, problem.is_input)
+
+
+def orders_from_starts(start: np.ndarray, is_input: np.ndarray
+                       ) -> np.ndarray:
+  """The schedule of planned start times: graph inputs first, then nodes
+  by start, ties by id (``[K, N]`` int32; a topological order, since an
+  edge ``u -> v`` has ``start(v) >= finish(u) >= start(u)``)."""
+  key = np.where(is_input[None, :], -1.0, start)
+  return np.argsort(key, axis=1, kind="stable").astype(np.int32)

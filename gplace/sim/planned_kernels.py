@@ -1,0 +1,237 @@
+"""The compiled kernel of :mod:`gplace.sim.planned` (numba).
+
+Imported on first use by :func:`gplace.sim.planned.plan_batch`, so that
+``import gplace`` does not import numba. The rule is described in
+:mod:`gplace.sim.planned`; the arithmetic is that of the plain-Python
+reference (:func:`gplace.baselines.list_scheduling.heft_schedule` with a
+fixed placement), operation for operation in float64, so the planned start
+times, and hence the orders, are equal to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.sim.native_kernels import _jit, _pop, _push
+
+
+# Each compute group's busy intervals, sorted by start, live in chunks of
+# at most CHUNK intervals (an unrolled list): finding where an op goes costs
+# two binary searches, booking it shifts at most CHUNK intervals, and a full
+# chunk splits in two (shifting the group's list of chunks). Sorted arrays
+# instead spent most of the planning time shifting (gnmt4: 22 ms a
+# placement, against 3.6 ms with appends only).
+CHUNK = 64
+
+
+@_jit(inline="always")
+def _bisect_right(values, row, lo, hi, x):
+  """First index in ``lo..hi`` of ``values[row]`` whose value is greater
+  than ``x``."""
+  while lo < hi:
+    mid = (lo + hi) >> 1
+    if x < values[row, mid]:
+      hi = mid
+    else:
+      lo = mid + 1
+  return lo
+
+
+@_jit(inline="always")
+def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
+               c_end, c_len):
+  """Where an op of ``duration``, ready at ``ready``, goes in group ``g``:
+  ``(j, pos, start)``, to be inserted at position ``pos`` of the group's
+  ``j``-th chunk. The first idle gap that holds it among the ``max_gaps``
+  gaps that end at the first interval starting after ``ready`` and the ones
+  after it; else after the last interval (HEFT's insertion rule)."""
+  m_chunks = n_chunks[g]
+  if m_chunks == 0:
+    return 0, 0, ready
+  # The chunk holding the first interval that starts after ``ready``.
+  lo, hi = 0, m_chunks
+  while lo < hi:
+    mid = (lo + hi) >> 1
+    if ready < c_start[chunks[g, mid], 0]:
+      hi = mid
+    else:
+      lo = mid + 1
+  j = lo - 1 if lo > 0 else 0
+  c = chunks[g, j]
+  pos = _bisect_right(c_start, c, 0, c_len[c], ready)
+  if pos == c_len[c] and j + 1 < m_chunks:
+    j += 1
+    pos = 0
+  looked = 0
+  while looked < max_gaps:
+    c = chunks[g, j]
+    if pos == c_len[c]:          # past the last interval
+      break
+    if pos > 0:
+      gap_start = c_end[c, pos - 1]
+    elif j > 0:
+      before = chunks[g, j - 1]
+      gap_start = c_end[before, c_len[before] - 1]
+    else:
+      gap_start = 0.0
+    s = ready if ready > gap_start else gap_start
+    if s + duration <= c_start[c, pos]:
+      return j, pos, s
+    looked += 1
+    pos += 1
+    if pos == c_len[c] and j + 1 < m_chunks:
+      j += 1
+      pos = 0
+  j = m_chunks - 1
+  c = chunks[g, j]
+  tail = c_end[c, c_len[c] - 1]
+  return j, c_len[c], ready if ready > tail else tail
+
+
+@_jit(inline="always")
+def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
+            n_pool):
+  """Books the interval ``[s, f)`` at position ``pos`` of group ``g``'s
+  ``j``-th chunk (a new chunk if the group has none; a full chunk splits
+  first). Returns the number of chunks taken from the pool."""
+  if n_chunks[g] == 0:
+    chunks[g, 0] = n_pool
+    c_len[n_pool] = 0
+    n_chunks[g] = 1
+    n_pool += 1
+  c = chunks[g, j]
+  if c_len[c] == CHUNK:            # split: the upper half to a new chunk
+    half = CHUNK // 2
+    new = n_pool
+    n_pool += 1
+    for r in range(half, CHUNK):
+      c_start[new, r - half] = c_start[c, r]
+      c_end[new, r - half] = c_end[c, r]
+    c_len[new] = CHUNK - half
+    c_len[c] = half
+    for r in range(n_chunks[g], j + 1, -1):
+      chunks[g, r] = chunks[g, r - 1]
+    chunks[g, j + 1] = new
+    n_chunks[g] += 1
+    if pos > half:
+      c = new
+      pos -= half
+  for r in range(c_len[c], pos, -1):
+    c_start[c, r] = c_start[c, r - 1]
+    c_end[c, r] = c_end[c, r - 1]
+  c_start[c, pos] = s
+  c_end[c, pos] = f
+  c_len[c] += 1
+  return n_pool
+
+
+@_jit
+def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
+              send_bytes, latency, inv_bandwidth, group_of_device, max_gaps,
+              chunks, n_chunks, c_start, c_end, c_len, arrival, link_free,
+              start, finish):
+  """One placement's planned schedule: fills ``start`` and ``finish``
+  (``[N]`` float64; 0 for graph inputs). ``node_order``: the nodes by
+  decreasing priority, a topological order. The rest are work arrays: the
+  chunked busy intervals (``chunks [G, N]`` chunk ids per group in order,
+  ``n_chunks [G]``, ``c_start``/``c_end [P, CHUNK]``, ``c_len [P]``),
+  ``arrival [N, D]`` (-1: no copy sent yet), ``link_free [D, D]``."""
+  n_chunks[:] = 0
+  n_pool = 0
+  arrival[:] = -1.0
+  link_free[:] = 0.0
+  start[:] = 0.0
+  finish[:] = 0.0
+  for j in range(node_order.shape[0]):
+    i = node_order[j]
+    if is_input[i]:
+      continue
+    d = placement[i]
+    ready = 0.0
+    for k in range(pred_ptr[i], pred_ptr[i + 1]):
+      p = pred_src[k]
+      dp = placement[p]
+      if dp == d:
+        t = finish[p]
+      else:
+        t = arrival[p, d]
+        if t < 0.0:              # not booked yet: what booking it now gives
+          t = link_free[dp, d]
+          if finish[p] > t:
+            t = finish[p]
+          t += latency[dp, d] + send_bytes[p] * inv_bandwidth[dp, d]
+      if t > ready:
+        ready = t
+    g = group_of_device[d]
+    duration = costs[i, d]
+    at, pos, s = _first_gap(g, ready, duration, max_gaps, chunks, n_chunks,
+                            c_start, c_end, c_len)
+    f = s + duration
+    if f > s:
+      n_pool = _insert(g, at, pos, s, f, chunks, n_chunks, c_start, c_end,
+                       c_len, n_pool)
+    start[i] = s
+    finish[i] = f
+    for k in range(pred_ptr[i], pred_ptr[i + 1]):
+      p = pred_src[k]
+      dp = placement[p]
+      if dp != d and arrival[p, d] < 0.0:
+        t = link_free[dp, d]
+        if finish[p] > t:
+          t = finish[p]
+        t += latency[dp, d] + send_bytes[p] * inv_bandwidth[dp, d]
+        link_free[dp, d] = t
+        arrival[p, d] = t
+
+
+@_jit
+def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
+              pred_src, send_bytes, latency, inv_bandwidth, group_of_device,
+              n_groups, max_gaps, start):
+  """Planned start times of rows ``lo..hi`` of ``placements`` (``[K, N]``)
+  into ``start`` (``[K, N]`` float64). ``node_order``: ``[1, N]`` (shared)
+  or ``[K, N]``."""
+  n = placements.shape[1]
+  n_devices = latency.shape[0]
+  # A split leaves two chunks at least half full: at most 2 N / CHUNK + G.
+  pool = 2 * n // CHUNK + n_groups + 2
+  chunks = np.empty((n_groups, pool), np.int64)
+  n_chunks = np.zeros(n_groups, np.int64)
+  c_start = np.empty((pool, CHUNK))
+  c_end = np.empty((pool, CHUNK))
+  c_len = np.zeros(pool, np.int64)
+  arrival = np.empty((n, n_devices))
+  link_free = np.empty((n_devices, n_devices))
+  finish = np.empty(n)
+  shared = node_order.shape[0] == 1
+  for row in range(lo, hi):
+    _plan_one(placements[row], node_order[0 if shared else row], costs,
+              is_input, pred_ptr, pred_src, send_bytes, latency,
+              inv_bandwidth, group_of_device, max_gaps, chunks, n_chunks,
+              c_start, c_end, c_len, arrival, link_free, start[row], finish)
+
+
+@_jit
+def topological_rows(rows, rank, node_of_rank, succ_ptr, succ_dst,
+                     in_degree, order):
+  """The priority-respecting topological order of each row in ``rows``:
+  repeatedly the ready node of least ``rank`` (its place in ``(-priority,
+  id)`` order), into ``order`` (``[K, N]`` int64)."""
+  n = rank.shape[1]
+  heap = np.empty((1, n), np.int64)
+  sizes = np.zeros(1, np.int64)
+  waiting = np.empty(n, np.int64)
+  for row in rows:
+    waiting[:] = in_degree
+    sizes[0] = 0
+    for v in range(n):
+      if waiting[v] == 0:
+        _push(heap, sizes, 0, rank[row, v])
+    for position in range(n):
+      v = node_of_rank[row, _pop(heap, sizes, 0)]
+      order[row, position] = v
+      for k in range(succ_ptr[v], succ_ptr[v + 1]):
+        w = succ_dst[k]
+        waiting[w] -= 1
+        if waiting[w] == 0:
+          _push(heap, sizes, 0, rank[row, w])
