@@ -128,16 +128,18 @@ def node_orders(priority: np.ndarray, graph: Graph) -> np.ndarray:
 
 
 def plan_batch(problem: PlannedProblem, placements: np.ndarray,
-               order: np.ndarray, start: np.ndarray, rows: slice,
-               max_gaps: int = MAX_GAPS) -> None:
-  """Plans rows ``rows`` of ``placements`` into ``start``.
+               order: np.ndarray, out: tuple[np.ndarray, np.ndarray],
+               rows: slice, max_gaps: int = MAX_GAPS) -> None:
+  """Plans rows ``rows`` of ``placements`` into ``out``.
 
   Args:
     problem: from :func:`make_planned_problem`.
     placements: ``[K, N]`` int64 device per node (C-contiguous).
     order: :func:`node_orders` of the ``[N]`` or ``[K, N]`` priorities.
-    start: ``[K, N]`` float64, written in place: each node's planned start
-      (0 for graph inputs).
+    out: ``(order, rank)``, ``[K, N]`` int32 each, written in place: each
+      placement's schedule (graph inputs first, then nodes by planned
+      start, ties by id: a topological order, since an edge ``u -> v`` has
+      ``start(v) >= finish(u) >= start(u)``) and each node's place in it.
     rows: the contiguous rows to plan (the compiled kernel runs without the
       GIL, so parts of a batch can run from threads of their own).
     max_gaps: idle gaps looked at per op.
@@ -148,13 +150,13 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
   planned_kernels.plan_rows(
       lo, hi, placements, order, p.costs, p.is_input, p.pred_ptr,
       p.pred_src, p.send_bytes, p.latency, p.inv_bandwidth,
-      p.group_of_device, p.n_groups, int(max_gaps), start)
+      p.group_of_device, p.n_groups, int(max_gaps), out[0], out[1])
 
 
 def planned_orders(graph: Graph, topology: Topology, costs,
                    placements: np.ndarray, priority: np.ndarray,
                    run_parts: Callable[[Callable[[slice], None], int], None]
-                   ) -> np.ndarray:
+                   ) -> tuple[np.ndarray, np.ndarray]:
   """The planned schedule of each placement.
 
   Args:
@@ -162,39 +164,35 @@ def planned_orders(graph: Graph, topology: Topology, costs,
     topology: the devices.
     costs: optional ``[N, D]`` seconds (default: the roofline).
     placements: ``[K, N]`` int device per node.
-    priority: ``[N]`` or ``[K, N]``, larger first (must respect edges:
-      ``priority[u] >= priority[v]`` for ``u -> v``, ties by id, as the
-      critical path does).
+    priority: ``[N]`` or ``[K, N]``, larger first (ties by id; the order is
+      the priority-respecting topological one, :func:`node_orders`).
     run_parts: ``run_parts(work, k)`` calls ``work(rows)`` on slices that
       cover ``0..k``, possibly from several threads.
 
   Returns:
-    ``[K, N]`` int32 orders (topological), for ``gplace.simulate(...,
-    order=...)``.
+    ``(order, rank)``: ``[K, N]`` int32 topological orders (for
+    ``gplace.simulate(..., order=...)``) and each node's place in its row.
   """
-  k = placements.shape[0]
+  k, n = placements.shape
   if not _HAS_NUMBA:     # the plain-Python reference, one by one
     from gplace.baselines import common, list_scheduling  # pylint: disable=g-import-not-at-top
     problem = common.prepare(graph, topology, costs)
     devices = np.arange(topology.n_devices)
-    order = node_orders(priority, graph)
-    return np.stack([list_scheduling.heft_schedule(
-        problem, devices, order_priority(order[0 if len(order) == 1 else i]),
+    by_priority = node_orders(priority, graph)
+    order = np.stack([list_scheduling.heft_schedule(
+        problem, devices,
+        order_priority(by_priority[0 if len(by_priority) == 1 else i]),
         max_gaps=MAX_GAPS, placement=placements[i]).order
-                     for i in range(k)])
+                      for i in range(k)]).astype(np.int32)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order.astype(np.int64),
+                      np.arange(n, dtype=np.int32)[None, :], axis=1)
+    return order, rank
   problem = cached_problem(make_planned_problem, graph, topology,
                            costs=costs)
   rows = np.ascontiguousarray(placements, np.int64)
-  order = node_orders(priority, graph)
-  start = np.empty(rows.shape, np.float64)
-  run_parts(lambda part: plan_batch(problem, rows, order, start, part), k)
-  return orders_from_starts(start, problem.is_input)
-
-
-def orders_from_starts(start: np.ndarray, is_input: np.ndarray
-                       ) -> np.ndarray:
-  """The schedule of planned start times: graph inputs first, then nodes
-  by start, ties by id (``[K, N]`` int32; a topological order, since an
-  edge ``u -> v`` has ``start(v) >= finish(u) >= start(u)``)."""
-  key = np.where(is_input[None, :], -1.0, start)
-  return np.argsort(key, axis=1, kind="stable").astype(np.int32)
+  by_priority = node_orders(priority, graph)
+  out = (np.empty((k, n), np.int32), np.empty((k, n), np.int32))
+  run_parts(lambda part: plan_batch(problem, rows, by_priority, out, part),
+            k)
+  return out

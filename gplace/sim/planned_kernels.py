@@ -39,7 +39,7 @@ def _bisect_right(values, row, lo, hi, x):
 
 @_jit(inline="always")
 def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
-               c_end, c_len):
+               c_end, c_len, c_gap):
   """Where an op of ``duration``, ready at ``ready``, goes in group ``g``:
   ``(j, pos, start)``, to be inserted at position ``pos`` of the group's
   ``j``-th chunk. The first idle gap that holds it among the ``max_gaps``
@@ -48,6 +48,10 @@ def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
   m_chunks = n_chunks[g]
   if m_chunks == 0:
     return 0, 0, ready
+  last = chunks[g, m_chunks - 1]
+  if ready >= c_start[last, c_len[last] - 1]:   # no interval starts later
+    tail = c_end[last, c_len[last] - 1]
+    return m_chunks - 1, c_len[last], ready if ready > tail else tail
   # The chunk holding the first interval that starts after ``ready``.
   lo, hi = 0, m_chunks
   while lo < hi:
@@ -67,6 +71,15 @@ def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
     c = chunks[g, j]
     if pos == c_len[c]:          # past the last interval
       break
+    if pos > 0 and c_gap[c] * (1.0 + 1e-9) < duration:
+      # No gap inside this chunk is long enough (an op starts no earlier
+      # than its gap): skip them, counting them as looked at.
+      looked += c_len[c] - pos
+      pos = c_len[c]
+      if j + 1 < m_chunks:
+        j += 1
+        pos = 0
+      continue
     if pos > 0:
       gap_start = c_end[c, pos - 1]
     elif j > 0:
@@ -89,14 +102,27 @@ def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
 
 
 @_jit(inline="always")
+def _widest_gap(c, c_start, c_end, c_len, c_gap):
+  """Recomputes ``c_gap[c]``: the longest idle gap between two intervals
+  of chunk ``c`` (not the one before its first)."""
+  widest = 0.0
+  for r in range(1, c_len[c]):
+    gap = c_start[c, r] - c_end[c, r - 1]
+    if gap > widest:
+      widest = gap
+  c_gap[c] = widest
+
+
+@_jit(inline="always")
 def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
-            n_pool):
+            c_gap, n_pool):
   """Books the interval ``[s, f)`` at position ``pos`` of group ``g``'s
   ``j``-th chunk (a new chunk if the group has none; a full chunk splits
   first). Returns the number of chunks taken from the pool."""
   if n_chunks[g] == 0:
     chunks[g, 0] = n_pool
     c_len[n_pool] = 0
+    c_gap[n_pool] = 0.0
     n_chunks[g] = 1
     n_pool += 1
   c = chunks[g, j]
@@ -113,28 +139,41 @@ def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
       chunks[g, r] = chunks[g, r - 1]
     chunks[g, j + 1] = new
     n_chunks[g] += 1
+    _widest_gap(c, c_start, c_end, c_len, c_gap)
+    _widest_gap(new, c_start, c_end, c_len, c_gap)
     if pos > half:
       c = new
       pos -= half
-  for r in range(c_len[c], pos, -1):
+  n = c_len[c]
+  # The gap the interval goes into, if it is one inside this chunk.
+  split = c_start[c, pos] - c_end[c, pos - 1] if 0 < pos < n else -1.0
+  for r in range(n, pos, -1):
     c_start[c, r] = c_start[c, r - 1]
     c_end[c, r] = c_end[c, r - 1]
   c_start[c, pos] = s
   c_end[c, pos] = f
-  c_len[c] += 1
+  c_len[c] = n + 1
+  if split >= c_gap[c]:          # the widest gap shrank: look again
+    _widest_gap(c, c_start, c_end, c_len, c_gap)
+  else:                          # two new gaps at most as wide as it was
+    if pos > 0 and s - c_end[c, pos - 1] > c_gap[c]:
+      c_gap[c] = s - c_end[c, pos - 1]
+    if pos < n and c_start[c, pos + 1] - f > c_gap[c]:
+      c_gap[c] = c_start[c, pos + 1] - f
   return n_pool
 
 
 @_jit
 def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
               send_bytes, latency, inv_bandwidth, group_of_device, max_gaps,
-              chunks, n_chunks, c_start, c_end, c_len, arrival, link_free,
-              start, finish):
+              chunks, n_chunks, c_start, c_end, c_len, c_gap, arrival,
+              link_free, start, finish):
   """One placement's planned schedule: fills ``start`` and ``finish``
   (``[N]`` float64; 0 for graph inputs). ``node_order``: the nodes by
   decreasing priority, a topological order. The rest are work arrays: the
   chunked busy intervals (``chunks [G, N]`` chunk ids per group in order,
-  ``n_chunks [G]``, ``c_start``/``c_end [P, CHUNK]``, ``c_len [P]``),
+  ``n_chunks [G]``, ``c_start``/``c_end [P, CHUNK]``, ``c_len [P]``,
+  ``c_gap [P]`` the longest gap inside each chunk),
   ``arrival [N, D]`` (-1: no copy sent yet), ``link_free [D, D]``."""
   n_chunks[:] = 0
   n_pool = 0
@@ -165,11 +204,11 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
     g = group_of_device[d]
     duration = costs[i, d]
     at, pos, s = _first_gap(g, ready, duration, max_gaps, chunks, n_chunks,
-                            c_start, c_end, c_len)
+                            c_start, c_end, c_len, c_gap)
     f = s + duration
     if f > s:
       n_pool = _insert(g, at, pos, s, f, chunks, n_chunks, c_start, c_end,
-                       c_len, n_pool)
+                       c_len, c_gap, n_pool)
     start[i] = s
     finish[i] = f
     for k in range(pred_ptr[i], pred_ptr[i + 1]):
@@ -187,10 +226,11 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
 @_jit
 def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
               pred_src, send_bytes, latency, inv_bandwidth, group_of_device,
-              n_groups, max_gaps, start):
-  """Planned start times of rows ``lo..hi`` of ``placements`` (``[K, N]``)
-  into ``start`` (``[K, N]`` float64). ``node_order``: ``[1, N]`` (shared)
-  or ``[K, N]``."""
+              n_groups, max_gaps, order, rank):
+  """The planned schedules of rows ``lo..hi`` of ``placements`` (``[K,
+  N]``): ``order`` (``[K, N]`` int32: graph inputs first, then nodes by
+  planned start, ties by id) and its inverse ``rank`` (each node's place
+  in it). ``node_order``: ``[1, N]`` (shared) or ``[K, N]``."""
   n = placements.shape[1]
   n_devices = latency.shape[0]
   # A split leaves two chunks at least half full: at most 2 N / CHUNK + G.
@@ -200,15 +240,25 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
   c_start = np.empty((pool, CHUNK))
   c_end = np.empty((pool, CHUNK))
   c_len = np.zeros(pool, np.int64)
+  c_gap = np.zeros(pool)
   arrival = np.empty((n, n_devices))
   link_free = np.empty((n_devices, n_devices))
+  start = np.empty(n)
   finish = np.empty(n)
   shared = node_order.shape[0] == 1
   for row in range(lo, hi):
     _plan_one(placements[row], node_order[0 if shared else row], costs,
               is_input, pred_ptr, pred_src, send_bytes, latency,
               inv_bandwidth, group_of_device, max_gaps, chunks, n_chunks,
-              c_start, c_end, c_len, arrival, link_free, start[row], finish)
+              c_start, c_end, c_len, c_gap, arrival, link_free, start,
+              finish)
+    for i in range(n):
+      if is_input[i]:
+        start[i] = -1.0
+    ran = np.argsort(start, kind="mergesort")     # stable: ties by id
+    for j in range(n):
+      order[row, j] = ran[j]
+      rank[row, ran[j]] = j
 
 
 @_jit

@@ -336,7 +336,7 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   similar sizes reuse one compilation. Padding nodes run nowhere, have no
   edges or bytes and the lowest priority; they are removed from the
   returned order, so results equal the unpadded problem's (tested)."""
-  if native.available() and graph.n_nodes <= native.MAX_NODES:
+  if _use_native(graph):
     return _native_schedules(graph, topology, costs, placements, priority,
                              dynamic=dynamic)
   k, n = placements.shape
@@ -378,17 +378,25 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
                    finish_s=result.finish_s[:k, :n], order=order)
 
 
+def _use_native(graph: Graph) -> bool:
+  """Whether per-placement schedules of ``graph`` run through
+  :mod:`gplace.sim.native`."""
+  return native.available() and graph.n_nodes <= native.MAX_NODES
+
+
 def _native_schedules(graph: Graph, topology: Topology, costs,
-                      placements: np.ndarray, priority: np.ndarray, *,
-                      dynamic: bool) -> SimResult:
+                      placements: np.ndarray, priority, *, dynamic: bool,
+                      ranks=None) -> SimResult:
   """:func:`_simulate_schedules` through the compiled host scheduler of
   :mod:`gplace.sim.native` (same schedules, bit for bit), parts of the
-  batch on the machine's cores."""
+  batch on the machine's cores. ``ranks``: the priorities'
+  :func:`~gplace.sim.native.priority_ranks` where the caller has them."""
   k, n = placements.shape
   problem = cached_problem(native.make_native_problem, graph, topology,
                            costs=costs)
   rows = np.ascontiguousarray(placements, np.int32)
-  ranks = native.priority_ranks(priority)
+  if ranks is None:
+    ranks = native.priority_ranks(priority)
   out = native.empty_schedules(k, problem)
   _run_parts(lambda part: native.schedule_batch(problem, rows, ranks,
                                                 dynamic, out, part), k)
@@ -444,10 +452,14 @@ def _per_placement(graph: Graph, topology: Topology, costs,
                                   dynamic=True)
     if schedule == "dynamic":
       return dynamic
-  orders = planned.planned_orders(graph, topology, costs, placements,
-                                  plan_by, _run_parts)
-  plan = _simulate_schedules(graph, topology, costs, placements,
-                             order_priority(orders), dynamic=False)
+  orders, ranks = planned.planned_orders(graph, topology, costs, placements,
+                                         plan_by, _run_parts)
+  if _use_native(graph):               # the ranks are the orders' inverse
+    plan = _native_schedules(graph, topology, costs, placements, None,
+                             dynamic=False, ranks=(ranks, orders))
+  else:
+    plan = _simulate_schedules(graph, topology, costs, placements,
+                               order_priority(orders), dynamic=False)
   if schedule == "planned":
     return plan
   runtime = lambda r: np.where(np.asarray(r.oom), np.inf,

@@ -23,13 +23,13 @@ needs_numba = pytest.mark.skipif(not planned._HAS_NUMBA,
                                  reason="numba is not installed")
 
 
-def _planned_starts(graph, topology, placements, priority, max_gaps):
+def _planned_orders(graph, topology, placements, priority, max_gaps):
   problem = planned.make_planned_problem(graph, topology)
   rows = np.ascontiguousarray(placements, np.int64)
-  start = np.empty(rows.shape)
+  out = (np.empty(rows.shape, np.int32), np.empty(rows.shape, np.int32))
   planned.plan_batch(problem, rows, planned.node_orders(priority, graph),
-                     start, slice(0, len(rows)), max_gaps)
-  return start
+                     out, slice(0, len(rows)), max_gaps)
+  return out
 
 
 @needs_numba
@@ -48,17 +48,17 @@ def test_the_compiled_planner_equals_the_python_list_scheduler(
   placements = rng.integers(0, n_devices, (3, n_nodes))
   priority = (rng.normal(size=(3, n_nodes)) if random_priority
               else bottom_level(graph, topology)[None].repeat(3, 0))
-  start = _planned_starts(graph, topology, placements, priority, max_gaps)
+  ran, rank = _planned_orders(graph, topology, placements, priority,
+                              max_gaps)
   order = planned.node_orders(priority, graph)
   problem = common.prepare(graph, topology, None)
   for k in range(3):
     plan = list_scheduling.heft_schedule(
         problem, np.arange(n_devices), order_priority(order[k]),
         max_gaps=max_gaps, placement=placements[k])
-    np.testing.assert_array_equal(start[k], plan.start_s)
-    ran = planned.orders_from_starts(start[k:k + 1], graph.kind == 0)[0]
-    np.testing.assert_array_equal(ran, plan.order)
-    assert is_topological(graph, ran)
+    np.testing.assert_array_equal(ran[k], plan.order)
+    np.testing.assert_array_equal(rank[k][ran[k]], np.arange(n_nodes))
+    assert is_topological(graph, ran[k])
 
 
 @pytest.mark.parametrize("topology_name", ["1cpu+2gpu", "1cpu+4gpu"])
@@ -145,11 +145,12 @@ def test_the_planner_threads_and_the_python_fallback_agree(monkeypatch):
                                  _run_parts)
   for k in range(5):
     np.testing.assert_array_equal(
-        batch[k], planned_reference(graph, placements[k], topology))
+        batch[0][k], planned_reference(graph, placements[k], topology))
   monkeypatch.setattr(planned, "_HAS_NUMBA", False)
   slow = planned.planned_orders(graph, topology, None, placements, level,
                                 _run_parts)
-  np.testing.assert_array_equal(slow, batch)
+  np.testing.assert_array_equal(slow[0], batch[0])
+  np.testing.assert_array_equal(slow[1], batch[1])
 
 
 def test_a_priority_steers_the_planned_schedule():
@@ -191,3 +192,16 @@ def test_node_orders_are_the_priority_respecting_orders(n_nodes, seed, tied):
   for k in range(4):
     np.testing.assert_array_equal(order[k],
                                   priority_order(priority[k], graph))
+
+
+def test_planned_and_best_are_the_same_through_the_jitted_scheduler(
+    monkeypatch):
+  graph = random_dag(150, seed=9)
+  topology = preset("1cpu+4gpu")
+  placements = np.random.default_rng(9).integers(0, 5, (6, 150))
+  fast = simulate(graph, placements, topology, return_schedule=True)
+  monkeypatch.setenv("GPLACE_NATIVE", "0")
+  slow = simulate(graph, placements, topology, return_schedule=True)
+  np.testing.assert_array_equal(fast.order, slow.order)
+  np.testing.assert_array_equal(np.asarray(fast.runtime_s),
+                                np.asarray(slow.runtime_s))
