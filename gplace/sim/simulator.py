@@ -17,11 +17,14 @@ its loops as single CPU kernels; this module holds the public wrapper.
 The model
 ---------
 Let ``p[v]`` be the device of node ``v`` and ``pos(v)`` its index in the
-priority ``order``, a topological order. The default schedule
-(``schedule="dynamic"``) and schedules that differ per placement (``[K,
-N]`` orders or priorities) choose each placement's order with the list
-scheduler of :mod:`gplace.sim.dispatch`, then follow exactly this model with
-that order; ``schedule="static"`` without an order uses node-id order.
+priority ``order``, a topological order. Schedules that differ per
+placement choose each placement's order first, then follow exactly this
+model with that order: ``schedule="dynamic"`` (and ``[K, N]`` orders or
+priorities) with the list scheduler of :mod:`gplace.sim.dispatch`,
+``schedule="planned"`` with the insertion planner of
+:mod:`gplace.sim.planned`, and the default, ``schedule="best"``, with
+both, keeping the faster; ``schedule="static"`` without an order uses
+node-id order.
 Costs are ``costs[v, p[v]]`` seconds (default: the topology's roofline
 ``Topology.op_costs``).
 
