@@ -15,13 +15,16 @@ from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 from gplace.baselines.common import (PlanningProblem, placer_from_planner,
                                      prepare, respecting_constraints)
+from gplace.sim import planned
 from gplace.sim.priority import mean_transfer_s, upward_rank
 from gplace.baselines.scheduler import (ListScheduler, Plan,
                                         plan_within_memory)
 
 # Insertion-based HEFT looks at most this many idle gaps of a device before
-# appending at its end, which keeps it O(N * D * HEFT_MAX_GAPS).
-HEFT_MAX_GAPS = 64
+# appending at its end, which keeps it O(N * D * HEFT_MAX_GAPS); the
+# simulator's planned schedule uses the same number, so that it replans
+# HEFT's placement into HEFT's plan.
+HEFT_MAX_GAPS = planned.MAX_GAPS
 
 
 def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,

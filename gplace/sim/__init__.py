@@ -4,7 +4,9 @@
 placements (jitted, vmapped): ``problem`` builds its arrays on the host,
 ``scan`` is the jitted scan and ``kernel`` its CPU one-kernel compilation;
 ``dispatch`` list-schedules each placement on its own (dynamic rule or
-priorities) and ``priority`` holds the critical-path default; ``reference``
+priorities; ``native`` is its compiled host twin), ``planned`` plans each
+placement's schedule as HEFT would (the default takes the faster of the
+two) and ``priority`` holds the critical-path default; ``reference``
 is the plain-Python twin of both for tests; ``bounds`` says how fast any
 placement could possibly be.
 """

@@ -207,7 +207,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     given placement; it may keep a device idle for a critical op). See
     :mod:`gplace.sim.planned`.
   * ``schedule="best"``: both, and per placement the faster (one that fits
-    in memory first; ties: dynamic). What gplace reports a placement's
+    in memory first, then the faster, also when neither fits; ties:
+    dynamic). What gplace reports a placement's
     runtime as, and what its executor runs.
   * ``schedule="static"``: the priority order ``order`` (``[N]``, shared by
     all placements, or ``[K, N]``, one per placement); else the
@@ -465,10 +466,11 @@ def _per_placement(graph: Graph, topology: Topology, costs,
                                order_priority(orders), dynamic=False)
   if schedule == "planned":
     return plan
-  runtime = lambda r: np.where(np.asarray(r.oom), np.inf,
-                               np.asarray(r.runtime_s))
-  take = (runtime(plan) < runtime(dynamic)) | (
-      np.asarray(plan.oom) < np.asarray(dynamic.oom))
+  # Fits in memory first, then faster (also when neither fits); ties:
+  # dynamic.
+  oom_plan, oom_dynamic = np.asarray(plan.oom), np.asarray(dynamic.oom)
+  take = (oom_plan < oom_dynamic) | ((oom_plan == oom_dynamic) & (
+      np.asarray(plan.runtime_s) < np.asarray(dynamic.runtime_s)))
   pick = lambda a, b: np.where(take.reshape((-1,) + (1,) * (np.ndim(a) - 1)),
                                np.asarray(a), np.asarray(b))
   return jax.tree_util.tree_map(pick, plan, dynamic)
