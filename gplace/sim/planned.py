@@ -36,12 +36,12 @@ placement) plans one placement at a time.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT, Graph
+from gplace.sim import native
 from gplace.sim.cache import cached_problem
 from gplace.sim.priority import order_priority, priority_order
 from gplace.sim.topology import Topology, validate_costs
@@ -50,7 +50,7 @@ from gplace.sim.topology import Topology, validate_costs
 #: (HEFT's ``HEFT_MAX_GAPS``: keeps a step O(log N + max_gaps)).
 MAX_GAPS = 64
 
-_HAS_NUMBA = importlib.util.find_spec("numba") is not None
+_HAS_NUMBA = native._HAS_NUMBA  # pylint: disable=protected-access
 
 
 class PlannedProblem(NamedTuple):
