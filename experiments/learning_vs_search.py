@@ -98,11 +98,12 @@ def random_search(graph, topology, *, budget: int, seed: int,
 
 
 def search_controls(graph, topology, *, budget: int, seed: int,
-                    batch_size: int, init=None) -> list[tuple]:
+                    batch_size: int, init=None,
+                    random: bool = True) -> list[tuple]:
   """The equal-budget search controls: ``(name, runtime_s, evaluations,
   wall_s, (evaluations [H], best so far [H]))`` of local search, annealing
   and genetic search (started from ``init``, default the best cheap
-  baseline) and of uniform random placements."""
+  baseline) and, with ``random``, of uniform random placements."""
   if init is None:
     init, _ = search.initial_placements(graph, topology)
   rows = []
@@ -112,6 +113,8 @@ def search_controls(graph, topology, *, budget: int, seed: int,
                                 init=init, **kwargs)
     rows.append((name.replace("_", " "), res.runtime_s, res.evaluations,
                  res.wall_s, tuple(res.history)))
+  if not random:
+    return rows
   runtime, history, wall = random_search(graph, topology, budget=budget,
                                          seed=seed)
   rows.append(("random", runtime, budget, wall, history))
@@ -164,6 +167,24 @@ def run_rl(config, workdir: str):
   return result, (evaluations, mean, best), wall_s
 
 
+def checkpoints(budget: int) -> list[int]:
+  """Powers of ten from 10^3 below ``budget``: where the best-so-far curves
+  are also tabulated, so that one long run gives the shorter budgets' rows."""
+  out, c = [], 1000
+  while c < budget:
+    out.append(c)
+    c *= 10
+  return out
+
+
+def best_by(evaluations, best, budget: int) -> float:
+  """The best-so-far value of a curve after at most ``budget`` evaluations
+  (NaN if the curve has no point that early)."""
+  evaluations, best = np.asarray(evaluations), np.asarray(best, np.float64)
+  seen = best[(evaluations <= budget) & np.isfinite(best)]
+  return float(seen.min()) if seen.size else float("nan")
+
+
 def workload_rows(args, workload: str, topology, plots_dir: str):
   """Markdown rows of one workload (all seeds) and the PNG of seed 0."""
   graph = load_graph(workload, args.size, "train", args.graph_cache)
@@ -200,6 +221,9 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       add(f"policy {prefix}sampled, mean of {own.num_samples} after "
           "training", LEARNED, own.sampled_mean_s, spent + own.num_samples,
           wall)
+      for c in checkpoints(args.evaluations):
+        add(f"policy {prefix}best sample by {c:,} evaluations", LEARNED,
+            best_by(ev, best, c), c, float("nan"))
       if seed == 0:
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
@@ -229,8 +253,11 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
     for name, runtime, evaluations, wall, history in ([] if args.no_search
                                                       else search_controls(
         graph, topology, budget=args.evaluations, seed=seed,
-        batch_size=args.samples, init=init)):
+        batch_size=args.samples, init=init, random=not args.no_random)):
       add(name, SEARCH, runtime, evaluations, wall)
+      for c in checkpoints(args.evaluations):
+        add(f"{name} by {c:,} evaluations", SEARCH, best_by(*history, c), c,
+            float("nan"))
       if seed == 0:
         curves[name] = history
   plotting.plot_evaluation_curves(
@@ -248,7 +275,8 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
     rows.append(f"| {workload} | {graph.n_nodes} | {name} | {kind} | "
                 f"{runtime.mean() * 1e3:.4f} | {change.mean():+.1f}%"
                 f"{spread} | {np.mean(evaluations):.0f} | "
-                f"{np.mean(wall):.1f} |")
+                f"{'–' if np.isnan(wall).all() else f'{np.mean(wall):.1f}'}"
+                " |")
   for name, runtime in base:
     rows.append(f"| {workload} | {graph.n_nodes} | {name} | {BASELINE} | "
                 f"{runtime * 1e3:.4f} | {100 * (runtime / best_s - 1):+.1f}%"
@@ -302,6 +330,10 @@ def main(argv=None) -> int:
                       "alone)")
   parser.add_argument("--no_search", action="store_true",
                       help="skip the search controls")
+  parser.add_argument("--no_random", action="store_true",
+                      help="skip the uniform-random control (hundreds of "
+                      "percent behind everything; it costs as much as a "
+                      "search)")
   parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")

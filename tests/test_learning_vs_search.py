@@ -36,3 +36,16 @@ def test_bad_refinement_budgets_are_refused(flags, message, capsys):
     learning_vs_search.main(["--samples", "64", *flags])
   assert info.value.code == 2
   assert message in capsys.readouterr().err
+
+
+def test_checkpoints_and_best_so_far_by_a_budget():
+  assert learning_vs_search.checkpoints(1000) == []
+  assert learning_vs_search.checkpoints(12800) == [1000, 10000]
+  assert learning_vs_search.checkpoints(102400) == [1000, 10000, 100000]
+  evaluations = [64, 640, 1280, 12800]
+  best = [float("nan"), 3.0, 2.0, 1.0]
+  assert learning_vs_search.best_by(evaluations, best, 1000) == 3.0
+  assert learning_vs_search.best_by(evaluations, best, 10000) == 2.0
+  assert learning_vs_search.best_by(evaluations, best, 12800) == 1.0
+  assert learning_vs_search.best_by(evaluations, best, 63) != (
+      learning_vs_search.best_by(evaluations, best, 63))  # NaN: no point yet
