@@ -107,7 +107,7 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
   """One training run: a dict of the row's numbers."""
   config = system_config(system, args, workload, topology, seed)
   with tempfile.TemporaryDirectory() as workdir:
-    result, (evaluations, _, best), wall = run_rl(config, workdir)
+    result, (evaluations, _, best), wall, _ = run_rl(config, workdir)
     from gplace.rl import reports  # pylint: disable=g-import-not-at-top
     records = [r for r in reports.read_metrics(
         os.path.join(workdir, reports.METRICS_FILE)) if r["phase"] == "rl"]

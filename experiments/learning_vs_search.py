@@ -139,7 +139,8 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   config.refine.evaluations = args.refine_evaluations
   steps = max(1, (args.evaluations - args.refine_evaluations) // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),
-                      checkpoint_every=steps, resume=False)
+                      checkpoint_every=steps, resume=False,
+                      greedy_every=args.greedy_every)
   if guided:
     config.warm_start.baseline = "best"
     config.rl.mutate_best = args.mutate_best
@@ -152,19 +153,28 @@ def rl_config(args, workload: str, seed: int, guided: bool,
 
 def run_rl(config, workdir: str):
   """``(TrainResult, (evaluations [S], sample mean [S], best so far [S]),
-  wall_s)`` of one run of ``config``."""
+  wall_s, (evaluations [G], greedy runtime [G]))`` of one run of
+  ``config``; the last pair is the policy's greedy placement scored every
+  ``config.train.greedy_every`` steps (empty if 0), against the train
+  samples spent before it."""
   start = time.perf_counter()
   result = train.train_and_evaluate(config, workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
-  records = [r for r in reports.read_metrics(
-      os.path.join(workdir, reports.METRICS_FILE)) if r["phase"] == "rl"]
+  all_records = reports.read_metrics(
+      os.path.join(workdir, reports.METRICS_FILE))
+  records = [r for r in all_records if r["phase"] == "rl"]
   k = config.rl.num_samples
   first = records[0]["step"] - 1 if records else 0
   evaluations = np.array([(r["step"] - first) * k for r in records])
   mean = np.array([r["mean_runtime_s"] for r in records], np.float64)
   best = np.array([np.nan if r["best_runtime_s"][0] is None
                    else r["best_runtime_s"][0] for r in records], np.float64)
-  return result, (evaluations, mean, best), wall_s
+  greedy = [r for r in all_records if r["phase"] == reports.GREEDY_PHASE]
+  greedy_curve = (np.array([(r["step"] - first) * k for r in greedy]),
+                  np.array([np.nan if r["greedy_runtime_s"][0] is None
+                            else r["greedy_runtime_s"][0] for r in greedy],
+                           np.float64))
+  return result, (evaluations, mean, best), wall_s, greedy_curve
 
 
 def checkpoints(budget: int) -> list[int]:
@@ -183,6 +193,15 @@ def best_by(evaluations, best, budget: int) -> float:
   evaluations, best = np.asarray(evaluations), np.asarray(best, np.float64)
   seen = best[(evaluations <= budget) & np.isfinite(best)]
   return float(seen.min()) if seen.size else float("nan")
+
+
+def value_at(evaluations, values, budget: int) -> float:
+  """The last value of a curve at or before ``budget`` evaluations (NaN if
+  none): for curves that are not best-so-far, such as the greedy
+  placement's."""
+  evaluations, values = np.asarray(evaluations), np.asarray(values, np.float64)
+  seen = np.flatnonzero(evaluations <= budget)
+  return float(values[seen[-1]]) if seen.size else float("nan")
 
 
 def workload_rows(args, workload: str, topology, plots_dir: str):
@@ -210,7 +229,7 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       rl_arms.append(("given the best plan: ", {"hinted": True}))
     for prefix, arm in rl_arms:
       with tempfile.TemporaryDirectory() as workdir:
-        result, (ev, mean, best), wall = run_rl(
+        result, (ev, mean, best), wall, greedy = run_rl(
             rl_config(args, workload, seed, guided=False, **arm), workdir)
       own = result.policy[0]
       spent = int(ev[-1]) if len(ev) else 0
@@ -222,9 +241,14 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
           "training", LEARNED, own.sampled_mean_s, spent + own.num_samples,
           wall)
       for c in checkpoints(args.evaluations):
+        if len(greedy[0]):
+          add(f"policy {prefix}greedy at {c:,} evaluations", LEARNED,
+              value_at(*greedy, c), c, float("nan"))
         add(f"policy {prefix}best sample by {c:,} evaluations", LEARNED,
             best_by(ev, best, c), c, float("nan"))
       if seed == 0:
+        if len(greedy[0]):
+          curves[f"policy {prefix}greedy"] = greedy
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
       if result.refined:
@@ -244,7 +268,7 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
             res.runtime_s, spent + res.evaluations, wall + res.wall_s)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
-        result, (ev, _, best), wall = run_rl(
+        result, (ev, _, best), wall, _ = run_rl(
             rl_config(args, workload, seed, guided=True), workdir)
       add("policy-guided search (warm start + mutate_best)", SEARCH,
           result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
@@ -330,6 +354,11 @@ def main(argv=None) -> int:
                       "alone)")
   parser.add_argument("--no_search", action="store_true",
                       help="skip the search controls")
+  parser.add_argument("--greedy_every", type=int, default=5,
+                      help="score the RL arms' greedy placement every this "
+                      "many steps (config.train.greedy_every; 0: only at "
+                      "the end): the greedy curve and its rows at 10^3, "
+                      "10^4, ... evaluations")
   parser.add_argument("--no_random", action="store_true",
                       help="skip the uniform-random control (hundreds of "
                       "percent behind everything; it costs as much as a "

@@ -139,10 +139,13 @@ def get_config():
   # At the end, the policy's own placements are scored apart from the best
   # found: its greedy (argmax) placement and eval_samples fresh samples, no
   # search and no best-ever bookkeeping ("policy greedy", "policy sampled"
-  # rows of the table and results.json).
+  # rows of the table and results.json). greedy_every > 0 also scores the
+  # greedy placement every that many RL steps during training (a
+  # "phase": "greedy" line of metrics.jsonl each; not train samples), for
+  # learning curves of the policy itself.
   config.train = ml_collections.ConfigDict(dict(
       num_steps=200,               # RL steps after the warm start
       chunk_steps=25, checkpoint_every=100, max_to_keep=2, resume=True,
-      eval_samples=64))
+      eval_samples=64, greedy_every=0))
   config.executor = ml_collections.ConfigDict(dict(repeats=5, warmup=1))
   return config

@@ -29,6 +29,9 @@ from gplace.graphs.graph import Graph
 from gplace.sim.topology import Topology
 
 METRICS_FILE = "metrics.jsonl"
+#: ``phase`` of the ``metrics.jsonl`` lines that score the policy's greedy
+#: placement during training (``config.train.greedy_every``).
+GREEDY_PHASE = "greedy"
 BEST_PLACEMENT_FILE = "best_placement.json"
 CURVE_FILE = "learning_curve.png"
 RESULTS_FILE = "results.json"
@@ -389,6 +392,16 @@ class RunOutputs:
     self.bar.update(len(records), elapsed_s, state.best_runtime_s,
                     records[-1])
     return records[-1]
+
+  def after_greedy(self, step: int, greedy_runtime_s, *,
+                   start_s: float) -> None:
+    """Records the policy's greedy placement scored after ``step``: one
+    ``metrics.jsonl`` line with ``"phase": "greedy"`` and
+    ``greedy_runtime_s`` (``[B]``, seconds; ``null`` where it failed)."""
+    self.metrics.write([{
+        "step": int(step), "phase": GREEDY_PHASE,
+        "wall_s": round(start_s, 3),
+        "greedy_runtime_s": [float(r) for r in greedy_runtime_s]}])
 
   def ensure_best_placement(self, state) -> None:
     """Writes ``best_placement.json`` if no chunk has (a resumed run that had

@@ -21,7 +21,8 @@ from gplace.rl import reports
 # cache of captured graphs. Any other difference changes results.
 FREE_ON_RESUME = ("train.num_steps", "train.chunk_steps",
                   "train.checkpoint_every", "train.max_to_keep",
-                  "train.resume", "train.eval_samples", "progress_bar",
+                  "train.resume", "train.eval_samples",
+                  "train.greedy_every", "progress_bar",
                   "print_table",
                   "graph_cache",
                   # The per-op refinement runs after training, from the

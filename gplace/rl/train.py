@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -191,13 +191,18 @@ def unreplicate(tree, n: int):
 
 
 def chunk_schedule(step: int, *, warm_steps: int, total_steps: int,
-                   chunk_steps: int, checkpoint_every: int) -> int:
+                   chunk_steps: int, checkpoint_every: int,
+                   greedy_every: int = 0) -> int:
   """Steps in the next chunk: up to ``chunk_steps``, never across the end of
-  the warm start, a checkpoint step or the end. Depends only on ``step``, so
-  a resumed run replays the uninterrupted schedule."""
+  the warm start, a checkpoint step, a greedy-scoring step (every
+  ``greedy_every`` RL steps; 0: none) or the end. Depends only on ``step``,
+  so a resumed run replays the uninterrupted schedule."""
   bounds = [total_steps, (step // checkpoint_every + 1) * checkpoint_every]
   if step < warm_steps:
     bounds.append(warm_steps)
+  elif greedy_every > 0:
+    bounds.append(warm_steps + ((step - warm_steps) // greedy_every + 1)
+                  * greedy_every)
   return max(1, min([chunk_steps] + [b - step for b in bounds]))
 
 
@@ -207,13 +212,15 @@ class Schedule(NamedTuple):
   total_steps: int
   chunk_steps: int
   checkpoint_every: int
+  greedy_every: int = 0
 
   @classmethod
   def from_config(cls, config, warm_start: bool) -> "Schedule":
     warm_steps = int(config.warm_start.steps) if warm_start else 0
     return cls(warm_steps, warm_steps + int(config.train.num_steps),
                int(config.train.chunk_steps),
-               int(config.train.checkpoint_every))
+               int(config.train.checkpoint_every),
+               int(config.train.get("greedy_every", 0)))
 
   def phase(self, step: int) -> str:
     """``"warm_start"`` or ``"rl"``: the phase of the step after ``step``."""
@@ -224,10 +231,19 @@ class Schedule(NamedTuple):
     return chunk_schedule(step, warm_steps=self.warm_steps,
                           total_steps=self.total_steps,
                           chunk_steps=self.chunk_steps,
-                          checkpoint_every=self.checkpoint_every)
+                          checkpoint_every=self.checkpoint_every,
+                          greedy_every=self.greedy_every)
 
   def checkpoint_due(self, step: int) -> bool:
     return step % self.checkpoint_every == 0 or step == self.total_steps
+
+  def greedy_due(self, step: int) -> bool:
+    """Whether the policy's greedy placement is scored after ``step``:
+    every ``greedy_every`` RL steps and after the last (never when 0)."""
+    if self.greedy_every <= 0 or step <= self.warm_steps:
+      return False
+    return ((step - self.warm_steps) % self.greedy_every == 0
+            or step == self.total_steps)
 
 
 class HostRewards(NamedTuple):
@@ -400,6 +416,20 @@ def train_and_evaluate(config, workdir: str, *,
                          dispatch_reward if dynamic else simulator_reward)
   target = jnp.asarray(warm.targets if warm is not None else np.zeros(
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
+  num_nodes = [s.graph.n_nodes for s in setups]
+
+  @functools.lru_cache(maxsize=1)
+  def reward_fns():
+    """One scorer per graph, for the policy's own placements."""
+    return (host_rewards.reward_fns if host_rewards is not None else
+            [data.make_scorer(s.graph, s.fn, s.args, topology, config,
+                              costs=s.costs) for s in setups])
+
+  def greedy_fn(state):
+    """``[B]`` runtimes of the policy's greedy placements (no samples)."""
+    return [e.greedy_runtime_s for e in evaluate_policy(
+        state.params, batch, apply_fn=policy.apply, reward_fns=reward_fns(),
+        num_nodes=num_nodes, num_samples=0, seed=int(config.seed))]
   # Closing both (also on errors) finishes pending asynchronous saves.
   with Checkpointer(checkpoint_dir,
                     max_to_keep=config.train.max_to_keep) as checkpointer:
@@ -414,19 +444,17 @@ def train_and_evaluate(config, workdir: str, *,
                       host_rewards=host_rewards, progress_fn=progress_fn,
                       stop_after_step=stop_after_step, run_start=run_start,
                       fresh_optimizer=bool(config.rl.get("fresh_optimizer",
-                                                         False)))
+                                                         False)),
+                      greedy_fn=greedy_fn if schedule.greedy_every else None)
   finished = loop.step >= schedule.total_steps or stop_after_step is None
   own, refined = None, []
   if finished:
-    reward_fns = (host_rewards.reward_fns if host_rewards is not None else
-                  [data.make_scorer(s.graph, s.fn, s.args, topology, config,
-                                    costs=s.costs) for s in setups])
     own = evaluate_policy(
         loop.state.params, batch, apply_fn=policy.apply,
-        reward_fns=reward_fns, num_nodes=[s.graph.n_nodes for s in setups],
+        reward_fns=reward_fns(), num_nodes=num_nodes,
         num_samples=int(config.train.get("eval_samples", 64)),
         seed=int(config.seed))
-    refined = refine_own_placements(config, own, reward_fns, setups,
+    refined = refine_own_placements(config, own, reward_fns(), setups,
                                     topology.n_devices, log)
   result = _final_result(config, workdir, setups, topology, loop, outputs,
                          finished, own, log, refined)
@@ -484,12 +512,17 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
              parallel: int, host_rewards: Optional[HostRewards],
              progress_fn: Optional[ProgressFn],
              stop_after_step: Optional[int], run_start: float,
-             fresh_optimizer: bool = False) -> LoopResult:
+             fresh_optimizer: bool = False,
+             greedy_fn: Optional[Callable[[Any], Sequence[float]]] = None
+             ) -> LoopResult:
   """Chunks from ``state.step`` to ``schedule.total_steps`` (or
   ``stop_after_step``); after each the outputs, the ``progress_fn`` hook, and
   at checkpoint steps a checkpoint, ``results.json`` and the curve. With
   ``fresh_optimizer``, Adam's moments are reset when RL starts after a warm
-  start (:func:`~gplace.rl.state.fresh_adam_moments`)."""
+  start (:func:`~gplace.rl.state.fresh_adam_moments`). With ``greedy_fn``
+  (``state -> [B]`` runtimes of the policy's greedy placements), it is
+  called at the steps :meth:`Schedule.greedy_due` names, and its runtimes
+  go to ``metrics.jsonl``; those scorings are not train samples."""
   state_dev = replicate(state, parallel)
   batch_dev = jax.tree.map(jnp.asarray, batch)
   step, steps_per_second = int(state.step), 0.0
@@ -513,6 +546,9 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
     last = outputs.after_chunk(step, phase, metrics, state,
                                start_s=t0 - run_start, elapsed_s=elapsed)
     step += length
+    if greedy_fn is not None and schedule.greedy_due(step):
+      outputs.after_greedy(step, greedy_fn(state),
+                           start_s=time.time() - run_start)
     stop = progress_fn is not None and bool(progress_fn(step, last))
     if schedule.checkpoint_due(step):
       checkpointer.save(step, state)
