@@ -49,3 +49,6 @@ def test_checkpoints_and_best_so_far_by_a_budget():
   assert learning_vs_search.best_by(evaluations, best, 12800) == 1.0
   assert learning_vs_search.best_by(evaluations, best, 63) != (
       learning_vs_search.best_by(evaluations, best, 63))  # NaN: no point yet
+  # The greedy curve is not best-so-far: its last point counts.
+  assert learning_vs_search.value_at(evaluations, [5.0, 3.0, 4.0, 1.0],
+                                     10000) == 4.0

@@ -149,6 +149,36 @@ def test_chunks_never_cross_the_warm_start_a_checkpoint_or_the_end():
   assert not schedule.checkpoint_due(7)
 
 
+def test_chunks_also_end_where_the_greedy_placement_is_scored():
+  schedule = train.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
+                            checkpoint_every=100, greedy_every=2)
+  step, ends = 0, []
+  while step < schedule.total_steps:
+    step += schedule.next_chunk(step)
+    ends.append(step)
+  assert ends == [3, 5, 7, 9, 11, 12]
+  assert [s for s in range(13) if schedule.greedy_due(s)] == [5, 7, 9, 11, 12]
+  off = schedule._replace(greedy_every=0)
+  assert not any(off.greedy_due(s) for s in range(13))
+
+
+def test_the_greedy_placement_is_scored_during_training(tmp_path):
+  config = tiny_config()
+  config.train.greedy_every = 2
+  result = train.train_and_evaluate(config, str(tmp_path), log=lambda _: None)
+  with open(tmp_path / "metrics.jsonl") as f:
+    records = [json.loads(line) for line in f]
+  greedy = [r for r in records if r["phase"] == "greedy"]
+  # Warm start 2 steps, RL 6: scored after RL steps 2, 4, 6.
+  assert [r["step"] for r in greedy] == [4, 6, 8]
+  assert [r["step"] for r in records if r["phase"] != "greedy"] == list(
+      range(1, 9))
+  # The last scoring is the final report's greedy placement.
+  np.testing.assert_allclose(
+      greedy[-1]["greedy_runtime_s"],
+      [own.greedy_runtime_s for own in result.policy], rtol=1e-6)
+
+
 def test_replicate_round_trip():
   tree = {"a": np.arange(3), "b": np.float32(2.0)}
   replicated = train.replicate(tree, 4)
