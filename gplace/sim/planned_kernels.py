@@ -114,9 +114,9 @@ def _widest_gap(c, c_start, c_end, c_len, c_gap):
 
 
 @_jit(inline="always")
-def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
-            c_gap, n_pool):
-  """Books the interval ``[s, f)`` at position ``pos`` of group ``g``'s
+def _insert(g, j, pos, s, f, node, chunks, n_chunks, c_start, c_end,
+            c_node, c_len, c_gap, n_pool):
+  """Books ``node``'s interval ``[s, f)`` at position ``pos`` of group ``g``'s
   ``j``-th chunk (a new chunk if the group has none; a full chunk splits
   first). Returns the number of chunks taken from the pool."""
   if n_chunks[g] == 0:
@@ -133,6 +133,7 @@ def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
     for r in range(half, CHUNK):
       c_start[new, r - half] = c_start[c, r]
       c_end[new, r - half] = c_end[c, r]
+      c_node[new, r - half] = c_node[c, r]
     c_len[new] = CHUNK - half
     c_len[c] = half
     for r in range(n_chunks[g], j + 1, -1):
@@ -150,8 +151,10 @@ def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
   for r in range(n, pos, -1):
     c_start[c, r] = c_start[c, r - 1]
     c_end[c, r] = c_end[c, r - 1]
+    c_node[c, r] = c_node[c, r - 1]
   c_start[c, pos] = s
   c_end[c, pos] = f
+  c_node[c, pos] = node
   c_len[c] = n + 1
   if split >= c_gap[c]:          # the widest gap shrank: look again
     _widest_gap(c, c_start, c_end, c_len, c_gap)
@@ -166,13 +169,14 @@ def _insert(g, j, pos, s, f, chunks, n_chunks, c_start, c_end, c_len,
 @_jit
 def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
               send_bytes, latency, inv_bandwidth, group_of_device, max_gaps,
-              chunks, n_chunks, c_start, c_end, c_len, c_gap, arrival,
-              link_free, start, finish):
+              chunks, n_chunks, c_start, c_end, c_node, c_len, c_gap,
+              arrival, link_free, start, finish):
   """One placement's planned schedule: fills ``start`` and ``finish``
   (``[N]`` float64; 0 for graph inputs). ``node_order``: the nodes by
   decreasing priority, a topological order. The rest are work arrays: the
   chunked busy intervals (``chunks [G, N]`` chunk ids per group in order,
-  ``n_chunks [G]``, ``c_start``/``c_end [P, CHUNK]``, ``c_len [P]``,
+  ``n_chunks [G]``, ``c_start``/``c_end``/``c_node [P, CHUNK]`` (the
+  intervals and their nodes), ``c_len [P]``,
   ``c_gap [P]`` the longest gap inside each chunk),
   ``arrival [N, D]`` (-1: no copy sent yet), ``link_free [D, D]``."""
   n_chunks[:] = 0
@@ -207,8 +211,8 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
                             c_start, c_end, c_len, c_gap)
     f = s + duration
     if f > s:
-      n_pool = _insert(g, at, pos, s, f, chunks, n_chunks, c_start, c_end,
-                       c_len, c_gap, n_pool)
+      n_pool = _insert(g, at, pos, s, f, i, chunks, n_chunks, c_start,
+                       c_end, c_node, c_len, c_gap, n_pool)
     start[i] = s
     finish[i] = f
     for k in range(pred_ptr[i], pred_ptr[i + 1]):
@@ -239,6 +243,10 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
   n_chunks = np.zeros(n_groups, np.int64)
   c_start = np.empty((pool, CHUNK))
   c_end = np.empty((pool, CHUNK))
+  c_node = np.empty((pool, CHUNK), np.int64)
+  head_j = np.empty(n_groups, np.int64)
+  head_pos = np.empty(n_groups, np.int64)
+  zeros = np.empty(n, np.int64)
   c_len = np.zeros(pool, np.int64)
   c_gap = np.zeros(pool)
   arrival = np.empty((n, n_devices))
@@ -250,15 +258,67 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
     _plan_one(placements[row], node_order[0 if shared else row], costs,
               is_input, pred_ptr, pred_src, send_bytes, latency,
               inv_bandwidth, group_of_device, max_gaps, chunks, n_chunks,
-              c_start, c_end, c_len, c_gap, arrival, link_free, start,
-              finish)
-    for i in range(n):
-      if is_input[i]:
-        start[i] = -1.0
-    ran = np.argsort(start, kind="mergesort")     # stable: ties by id
-    for j in range(n):
-      order[row, j] = ran[j]
-      rank[row, ran[j]] = j
+              c_start, c_end, c_node, c_len, c_gap, arrival, link_free,
+              start, finish)
+    _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
+                 c_start, c_node, c_len, head_j, head_pos, zeros, order,
+                 rank)
+
+
+@_jit(inline="always")
+def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
+                 c_start, c_node, c_len, head_j, head_pos, zeros, order,
+                 rank):
+  """Row ``row`` of ``order`` and ``rank``: graph inputs by id, then the
+  other nodes by ``(start, id)``. Each group's booked intervals are already
+  sorted by start (and no two in a group start together), so this merges
+  those lists and the short list of zero-length ops instead of sorting N
+  starts."""
+  out = 0
+  n_zero = 0
+  for i in range(start.shape[0]):
+    if is_input[i]:
+      order[row, out] = i
+      rank[row, i] = out
+      out += 1
+    elif finish[i] == start[i]:      # zero length: never booked in a group
+      zeros[n_zero] = i
+      n_zero += 1
+  if n_zero > 1:                     # by start, ties by id (stable)
+    by_start = np.argsort(start[zeros[:n_zero]], kind="mergesort")
+    zeros[:n_zero] = zeros[:n_zero][by_start]
+  z = 0
+  for g in range(n_groups):
+    head_j[g] = 0
+    head_pos[g] = 0
+  while True:
+    best_g = -1
+    best_s = 0.0
+    best_i = 0
+    if z < n_zero:
+      best_i = zeros[z]
+      best_s = start[best_i]
+      best_g = n_groups
+    for g in range(n_groups):
+      if head_j[g] >= n_chunks[g]:
+        continue
+      c = chunks[g, head_j[g]]
+      s = c_start[c, head_pos[g]]
+      i = c_node[c, head_pos[g]]
+      if best_g < 0 or s < best_s or (s == best_s and i < best_i):
+        best_g, best_s, best_i = g, s, i
+    if best_g < 0:
+      break
+    order[row, out] = best_i
+    rank[row, best_i] = out
+    out += 1
+    if best_g == n_groups:
+      z += 1
+    else:
+      head_pos[best_g] += 1
+      if head_pos[best_g] == c_len[chunks[best_g, head_j[best_g]]]:
+        head_j[best_g] += 1
+        head_pos[best_g] = 0
 
 
 @_jit

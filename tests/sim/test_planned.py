@@ -23,8 +23,9 @@ needs_numba = pytest.mark.skipif(not planned._HAS_NUMBA,
                                  reason="numba is not installed")
 
 
-def _planned_orders(graph, topology, placements, priority, max_gaps):
-  problem = planned.make_planned_problem(graph, topology)
+def _planned_orders(graph, topology, placements, priority, max_gaps,
+                    costs=None):
+  problem = planned.make_planned_problem(graph, topology, costs)
   rows = np.ascontiguousarray(placements, np.int64)
   out = (np.empty(rows.shape, np.int32), np.empty(rows.shape, np.int32))
   planned.plan_batch(problem, rows, planned.node_orders(priority, graph),
@@ -36,22 +37,25 @@ def _planned_orders(graph, topology, placements, priority, max_gaps):
 @settings(SETTINGS, max_examples=25)
 @given(n_nodes=st.integers(2, 300), n_devices=st.integers(1, 4),
        seed=st.integers(0, 10_000), max_gaps=st.sampled_from([0, 1, 3, 64]),
-       random_priority=st.booleans())
+       random_priority=st.booleans(), coarse_costs=st.booleans())
 def test_the_compiled_planner_equals_the_python_list_scheduler(
-    n_nodes, n_devices, seed, max_gaps, random_priority):
+    n_nodes, n_devices, seed, max_gaps, random_priority, coarse_costs):
   # Up to 300 nodes on few compute groups: chunks of busy intervals fill
   # and split; random priorities are not topological (sorted with
-  # priority_order instead).
+  # priority_order instead). Coarse costs (0, 1 or 2 units) give zero-length
+  # ops and many equal starts: the order breaks those ties by id.
   rng = np.random.default_rng(seed)
   graph = random_dag(n_nodes, seed=seed, n_inputs=int(rng.integers(1, 4)))
   topology = random_topology(rng, n_devices)
   placements = rng.integers(0, n_devices, (3, n_nodes))
+  costs = (rng.integers(0, 3, (n_nodes, n_devices)) * 1e-3 if coarse_costs
+           else None)
   priority = (rng.normal(size=(3, n_nodes)) if random_priority
-              else bottom_level(graph, topology)[None].repeat(3, 0))
+              else bottom_level(graph, topology, costs)[None].repeat(3, 0))
   ran, rank = _planned_orders(graph, topology, placements, priority,
-                              max_gaps)
+                              max_gaps, costs)
   order = planned.node_orders(priority, graph)
-  problem = common.prepare(graph, topology, None)
+  problem = common.prepare(graph, topology, costs)
   for k in range(3):
     plan = list_scheduling.heft_schedule(
         problem, np.arange(n_devices), order_priority(order[k]),
