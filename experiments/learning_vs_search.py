@@ -45,7 +45,11 @@ The markdown table gives each arm's simulated runtime, its change against the
 best baseline in any schedule (negative = faster), the evaluations it spent
 and its wall time; a PNG per workload draws runtime against evaluations for
 the learned and search arms. Numbers from search arms are never called
-learned.
+learned. Below the budget the curves are also tabulated at 10^3, 10^4, ...
+evaluations (rows "... by N evaluations": the best so far; "policy greedy at
+N evaluations": the policy's greedy placement scored during training every
+``--greedy_every`` steps, scorings that are not counted as evaluations), so
+one long run also gives the shorter budgets' comparison.
 """
 
 import argparse
