@@ -244,19 +244,32 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       add(f"policy {prefix}sampled, mean of {own.num_samples} after "
           "training", LEARNED, own.sampled_mean_s, spent + own.num_samples,
           wall)
-      for c in checkpoints(args.evaluations):
+      refined = result.refined[0] if result.refined else None
+      # Past the RL's evaluations the policy is the per-op refinement: its
+      # rows and curve take over there.
+      for c in [c for c in checkpoints(args.evaluations) if c <= spent]:
         if len(greedy[0]):
           add(f"policy {prefix}greedy at {c:,} evaluations", LEARNED,
               value_at(*greedy, c), c, float("nan"))
         add(f"policy {prefix}best sample by {c:,} evaluations", LEARNED,
             best_by(ev, best, c), c, float("nan"))
+      if refined is not None:
+        # It starts at the RL's greedy placement.
+        refine_curve = (
+            spent + np.concatenate([[0], np.asarray(refined.curve[0])]),
+            np.concatenate([[refined.start_runtime_s],
+                            np.asarray(refined.curve[1], np.float64)]))
+        for c in [c for c in checkpoints(args.evaluations) if c > spent]:
+          add(f"policy {prefix}refined per op: greedy at {c:,} evaluations",
+              LEARNED, value_at(*refine_curve, c), c, float("nan"))
       if seed == 0:
         if len(greedy[0]):
           curves[f"policy {prefix}greedy"] = greedy
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
-      if result.refined:
-        refined = result.refined[0]
+        if refined is not None:
+          curves[f"policy {prefix}refined per op: greedy"] = refine_curve
+      if refined is not None:
         total = spent + refined.evaluations
         add(f"policy {prefix}refined per op: greedy", LEARNED,
             refined.greedy_runtime_s, total, wall)
