@@ -61,6 +61,15 @@ def peak_rss_gib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def device_peak() -> str:
+  """The accelerator's peak memory so far, where JAX reports one."""
+  device = jax.devices()[0]
+  stats = device.memory_stats() if device.platform != "cpu" else None
+  if not stats or "peak_bytes_in_use" not in stats:
+    return ""
+  return f", {device.platform} peak {stats['peak_bytes_in_use'] / 2**30:.2f} GiB"
+
+
 def main(argv=None) -> None:
   args = parse_args(argv)
   config = quickstart.get_config()
@@ -110,7 +119,7 @@ def main(argv=None) -> None:
           f"host setup {host_s:.1f}s, compile {compile_s:.1f}s, "
           f"{step_s:.3f} s/step wall ({cpu_s:.3f} CPU s/step), mean runtime "
           f"{float(metrics['mean_runtime_s'][-1]) * 1e3:.3f} ms, "
-          f"peak RSS {peak_rss_gib():.2f} GiB", flush=True)
+          f"peak RSS {peak_rss_gib():.2f} GiB{device_peak()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,28 @@ def control_flow():
   return fn, args, gplace.capture(fn, *args), jax.jit(fn)(*args)
 
 
+def _matrix_devices(n_devices):
+  """The devices a matrix case places on.
+
+  ``jax.devices()[:n_devices]`` (forced CPU devices); with
+  ``GPLACE_TEST_ACCELERATOR=1`` and ``JAX_PLATFORMS=cuda,cpu`` (or another
+  accelerator) the first accelerator second among the CPU devices, so every
+  case places across CPU + accelerator (``experiments/device_check.sh``).
+  """
+  if not os.environ.get("GPLACE_TEST_ACCELERATOR"):
+    return jax.devices()[:n_devices]
+  accelerators = []
+  for platform in ("cuda", "rocm", "tpu"):
+    try:
+      accelerators += jax.devices(platform)
+    except RuntimeError:
+      pass
+  if not accelerators:
+    pytest.skip("GPLACE_TEST_ACCELERATOR=1 but JAX sees no accelerator")
+  cpus = jax.devices("cpu")
+  return ([cpus[0], accelerators[0]] + list(cpus[1:]))[:n_devices]
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("mode", ["cluster", "op"])
 @pytest.mark.parametrize("n_devices", [2, 4])
@@ -101,7 +123,7 @@ def test_control_flow_matches_jit(control_flow, mode, n_devices, schedule):
   rng = np.random.default_rng(n_devices)
   for _ in range(2):
     placement = rng.integers(0, n_devices, graph.n_nodes)
-    placed = gplace.place(fn, graph, placement, jax.devices()[:n_devices],
+    placed = gplace.place(fn, graph, placement, _matrix_devices(n_devices),
                           mode=mode, schedule=make_schedule(schedule, graph))
     _assert_close(placed(*args), want, rtol=1e-5)
     devices = {d for c in placed.clusters for d in [c.device_index]}
@@ -198,7 +220,7 @@ def test_workload_matches_jit(name, step, n_devices, schedule):
   fn, args, graph, want = _workload_reference(name, step)
   seed = zlib.crc32(f"{name}/{step}/{n_devices}".encode())
   rng = np.random.default_rng(seed)
-  devices = jax.devices()[:n_devices]
+  devices = _matrix_devices(n_devices)
   if step == "infer":
     placement = rng.integers(0, n_devices, graph.n_nodes)
     placed = gplace.place(fn, graph, placement, devices, mode="op",

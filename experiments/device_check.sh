@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU checks, run through the device tool on a lent GPU machine (never in
+# CI): one call, each step under its own time limit, logs under $OUT.
+#
+#   1. the executor test matrix (outputs equal jax.jit(fn)) with every case
+#      placed across CPU + GPU (GPLACE_TEST_ACCELERATOR=1);
+#   2. simulator speed on that machine's host CPU pinned to 2 cores (AVX-512
+#      where the CPU has it), both schedule paths;
+#   3. experiments/fidelity.py on CPU + GPU;
+#   4. experiments/bench_train_step.py at 80k nodes on the GPU;
+#   5. the slow rest of the executor matrix, as far as time allows;
+#   6. experiments/cross_platform.py: jax.jit(fn) on the CPU against on the
+#      GPU, no placement (the yardstick for the matrix's training steps).
+#
+#   bash experiments/device_check.sh [STEPS]   # e.g. executor,fidelity
+#
+# Carry .whl (jraph, ml_collections, pymetis, ortools, immutabledict: the
+# packages the machine's image lacks; see /work/.library/device/README.md).
+set -u
+OUT=${OUT:-/tmp/device_check}
+mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+# f32 matmuls at full precision on the GPU too (no TF32), as on the CPU.
+export JAX_DEFAULT_MATMUL_PRECISION=highest
+STEPS=${1:-executor,simulator,fidelity,train_step,executor_slow,cross_platform}
+step() {  # step NAME SECONDS COMMAND...: run under a SIGINT time limit
+  local name=$1 limit=$2; shift 2
+  case ",$STEPS," in *",$name,"*) ;; *) return ;; esac
+  echo "=== $name ($(date -u +%T), limit ${limit}s)"
+  timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee "$OUT/$name.log" | tail -25
+  echo "=== $name rc=${PIPESTATUS[0]} ($(date -u +%T))"
+}
+nvidia-smi -L
+lscpu | grep -E "Model name|^CPU\(s\)" ; grep -o -m1 "avx512[a-z]*" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+python3 -c "import jax; print('jax', jax.__version__, jax.devices(), jax.devices('cpu')[:2])"
+MATRIX="tests/execution/test_executor.py -q -p no:cacheprovider -k matches_jit"
+step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
+  python3 -m pytest $MATRIX -n 8
+step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
+  python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
+  --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"
+step fidelity 160 python3 experiments/fidelity.py --workloads resnet50,bert \
+  --size tiny --placements 16 --rounds 2 --repeats 5 \
+  --schedules sim,dynamic,device_greedy --cache /tmp/fcache --out "$OUT/fidelity.md"
+step train_step 80 python3 experiments/bench_train_step.py --sizes=80000
+step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
+  GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12
+step cross_platform 90 python3 experiments/cross_platform.py \
+  --workloads resnet50,bert,inception_v3
