@@ -107,11 +107,10 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
   """One training run: a dict of the row's numbers."""
   config = system_config(system, args, workload, topology, seed)
   with tempfile.TemporaryDirectory() as workdir:
-    result, (evaluations, _, best), wall, _ = run_rl(config, workdir)
-    from gplace.rl import reports  # pylint: disable=g-import-not-at-top
-    records = [r for r in reports.read_metrics(
-        os.path.join(workdir, reports.METRICS_FILE)) if r["phase"] == "rl"]
-  wall_of = np.array([r["wall_s"] for r in records], np.float64)
+    run = run_rl(config, workdir)
+  result, evaluations, best, wall = (run.result, run.evaluations, run.best,
+                                     run.wall_s)
+  wall_of = run.step_wall_s
   to_evals, to_wall = time_to_within(evaluations, best, wall_of)
   own = result.policy[0]
   return dict(greedy=own.greedy_runtime_s, best=result.best_runtime_s[0],

@@ -57,6 +57,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,6 +77,9 @@ from experiments.search_controls import SUITE, load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 SEARCH_ARMS = ("local_search", "annealing", "genetic")
+# The wall-time bar: seconds until the policy is within this of its final
+# best (its greedy placement or best own sample, after any refinement).
+WITHIN = 0.02
 LEARNED, SEARCH, BASELINE, BOUND = "learned", "search", "baseline", "bound"
 
 
@@ -155,12 +159,28 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   return config
 
 
-def run_rl(config, workdir: str):
-  """``(TrainResult, (evaluations [S], sample mean [S], best so far [S]),
-  wall_s, (evaluations [G], greedy runtime [G]))`` of one run of
-  ``config``; the last pair is the policy's greedy placement scored every
-  ``config.train.greedy_every`` steps (empty if 0), against the train
-  samples spent before it."""
+class RLRun(NamedTuple):
+  """One RL run: its result, its curves and its times.
+
+  ``evaluations``, ``mean``, ``best``, ``step_wall_s``: per logged RL step
+  ``[S]``: train samples spent so far, the mean of the step's samples, the
+  best own sample so far, seconds since the run started. ``greedy``:
+  ``(evaluations [G], greedy runtime [G])``, the policy's greedy placement
+  scored every ``config.train.greedy_every`` steps (empty if 0), against
+  the train samples spent before it. ``wall_s``: the whole run, the
+  per-op refinement included.
+  """
+  result: Any
+  evaluations: np.ndarray
+  mean: np.ndarray
+  best: np.ndarray
+  step_wall_s: np.ndarray
+  wall_s: float
+  greedy: tuple[np.ndarray, np.ndarray]
+
+
+def run_rl(config, workdir: str) -> RLRun:
+  """Trains and evaluates ``config`` in ``workdir``; see :class:`RLRun`."""
   start = time.perf_counter()
   result = train.train_and_evaluate(config, workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
@@ -173,12 +193,48 @@ def run_rl(config, workdir: str):
   mean = np.array([r["mean_runtime_s"] for r in records], np.float64)
   best = np.array([np.nan if r["best_runtime_s"][0] is None
                    else r["best_runtime_s"][0] for r in records], np.float64)
+  step_wall = np.array([r.get("wall_s", np.nan) for r in records], np.float64)
   greedy = [r for r in all_records if r["phase"] == reports.GREEDY_PHASE]
   greedy_curve = (np.array([(r["step"] - first) * k for r in greedy]),
                   np.array([np.nan if r["greedy_runtime_s"][0] is None
                             else r["greedy_runtime_s"][0] for r in greedy],
                            np.float64))
-  return result, (evaluations, mean, best), wall_s, greedy_curve
+  return RLRun(result, evaluations, mean, best, step_wall, wall_s,
+               greedy_curve)
+
+
+def time_to_within(final_s: float, tolerance: float, rl_best, rl_wall_s,
+                   refine_curve=None, refine_wall_s=(0.0, 0.0)):
+  """``(wall s, runtime s)`` when the policy first came within
+  ``tolerance`` (e.g. 0.02) of ``final_s``, or ``(nan, nan)``.
+
+  Args:
+    final_s: the runtime to come close to (the policy's final best).
+    tolerance: relative: a runtime ``<= final_s * (1 + tolerance)`` counts.
+    rl_best, rl_wall_s: ``[S]`` best own sample so far and seconds since the
+      start per RL step.
+    refine_curve: ``(evaluations [R], greedy runtime [R])`` of the per-op
+      refinement (evaluations counted from the start of the run), or None.
+    refine_wall_s: ``(start, end)`` seconds of the refinement, whose steps are
+      not timed one by one: a point's time is interpolated linearly in its
+      evaluations between them (an estimate).
+  """
+  bar = final_s * (1 + tolerance)
+  rl_best = np.asarray(rl_best, np.float64)
+  hit = np.flatnonzero(np.isfinite(rl_best) & (rl_best <= bar))
+  if hit.size:
+    return float(np.asarray(rl_wall_s)[hit[0]]), float(rl_best[hit[0]])
+  if refine_curve is None:
+    return float("nan"), float("nan")
+  evaluations = np.asarray(refine_curve[0], np.float64)
+  values = np.asarray(refine_curve[1], np.float64)
+  hit = np.flatnonzero(np.isfinite(values) & (values <= bar))
+  if not hit.size or evaluations[-1] <= evaluations[0]:
+    return float("nan"), float("nan")
+  start, end = refine_wall_s
+  fraction = (evaluations[hit[0]] - evaluations[0]) / (
+      evaluations[-1] - evaluations[0])
+  return float(start + fraction * (end - start)), float(values[hit[0]])
 
 
 def checkpoints(budget: int) -> list[int]:
@@ -224,7 +280,7 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
     entry[3].append(float(wall_s))
 
   init, _ = search.initial_placements(graph, topology)
-  for seed in range(args.seeds):
+  for seed in range(args.first_seed, args.first_seed + args.seeds):
     rl_arms = [("", {})] if not args.no_pure else []
     if args.levels:
       rl_arms.append((f"with {args.levels} priority levels: ",
@@ -233,8 +289,10 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       rl_arms.append(("given the best plan: ", {"hinted": True}))
     for prefix, arm in rl_arms:
       with tempfile.TemporaryDirectory() as workdir:
-        result, (ev, mean, best), wall, greedy = run_rl(
+        run = run_rl(
             rl_config(args, workload, seed, guided=False, **arm), workdir)
+      result, ev, mean, best = run.result, run.evaluations, run.mean, run.best
+      wall, greedy = run.wall_s, run.greedy
       own = result.policy[0]
       spent = int(ev[-1]) if len(ev) else 0
       add(f"policy {prefix}greedy", LEARNED, own.greedy_runtime_s,
@@ -262,13 +320,23 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
         for c in [c for c in checkpoints(args.evaluations) if c > spent]:
           add(f"policy {prefix}refined per op: greedy at {c:,} evaluations",
               LEARNED, value_at(*refine_curve, c), c, float("nan"))
-      if seed == 0:
+      if seed == args.first_seed:
         if len(greedy[0]):
           curves[f"policy {prefix}greedy"] = greedy
         curves[f"policy {prefix}samples: mean per step"] = (ev, mean)
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
         if refined is not None:
           curves[f"policy {prefix}refined per op: greedy"] = refine_curve
+      final = min(filter(np.isfinite, [
+          own.greedy_runtime_s, float(np.nanmin(best)) if len(best) else
+          np.inf] + ([] if refined is None else [
+              refined.greedy_runtime_s, refined.best_sample_runtime_s])))
+      rl_end = float(run.step_wall_s[-1]) if len(run.step_wall_s) else 0.0
+      at_s, reached = time_to_within(
+          final, WITHIN, best, run.step_wall_s,
+          refine_curve if refined is not None else None, (rl_end, wall))
+      add(f"policy {prefix}within {WITHIN:.0%} of its final best (wall s: "
+          "when)", LEARNED, reached, 0, at_s)
       if refined is not None:
         total = spent + refined.evaluations
         add(f"policy {prefix}refined per op: greedy", LEARNED,
@@ -285,11 +353,11 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
             res.runtime_s, spent + res.evaluations, wall + res.wall_s)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
-        result, (ev, _, best), wall, _ = run_rl(
-            rl_config(args, workload, seed, guided=True), workdir)
+        run = run_rl(rl_config(args, workload, seed, guided=True), workdir)
+      result, ev, best, wall = run.result, run.evaluations, run.best, run.wall_s
       add("policy-guided search (warm start + mutate_best)", SEARCH,
           result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
-      if seed == 0:
+      if seed == args.first_seed:
         curves["policy-guided search: best so far"] = (ev, best)
     for name, runtime, evaluations, wall, history in ([] if args.no_search
                                                       else search_controls(
@@ -299,14 +367,14 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       for c in checkpoints(args.evaluations):
         add(f"{name} by {c:,} evaluations", SEARCH, best_by(*history, c), c,
             float("nan"))
-      if seed == 0:
+      if seed == args.first_seed:
         curves[name] = history
   plotting.plot_evaluation_curves(
       os.path.join(plots_dir, f"learning_vs_search_{workload}_{args.size}"
                    f"_{args.topology}.png"), curves,
       best_baseline_s=best_s, lower_bound_s=bound,
       title=f"{workload} ({args.size}, {graph.n_nodes} nodes, "
-      f"{args.topology}), seed 0")
+      f"{args.topology}), seed {args.first_seed}")
   rows = []
   for name, (kind, runtime, evaluations, wall) in arms.items():
     runtime = np.array(runtime)
@@ -380,7 +448,10 @@ def main(argv=None) -> int:
                       help="skip the uniform-random control (hundreds of "
                       "percent behind everything; it costs as much as a "
                       "search)")
-  parser.add_argument("--seeds", type=int, default=1, help="seeds 0..n-1")
+  parser.add_argument("--seeds", type=int, default=1,
+                      help="how many seeds: --first_seed, --first_seed+1, ...")
+  parser.add_argument("--first_seed", type=int, default=0,
+                      help="the first seed (curves are drawn for it)")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
   parser.add_argument("--out", default=None, help="also write the table here")
@@ -399,7 +470,7 @@ def main(argv=None) -> int:
   os.makedirs(plots_dir, exist_ok=True)
   lines = [f"### Learning vs search: {args.topology}, size={args.size}, "
            f"train step, {args.evaluations} evaluations per arm, "
-           f"{args.seeds} seed(s)", "",
+           f"{args.seeds} seed(s) from {args.first_seed}", "",
            "Simulated ms per step; changes against the best baseline in any "
            "schedule (negative = faster). *learned*: the policy's own "
            "placements (pure RL from a near-uniform policy over op groups, "

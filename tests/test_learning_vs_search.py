@@ -2,6 +2,7 @@
 splits its evaluations between RL and refinement, and the refinement's
 local-search control gets as many."""
 
+import numpy as np
 import pytest
 
 from experiments import learning_vs_search
@@ -52,3 +53,20 @@ def test_checkpoints_and_best_so_far_by_a_budget():
   # The greedy curve is not best-so-far: its last point counts.
   assert learning_vs_search.value_at(evaluations, [5.0, 3.0, 4.0, 1.0],
                                      10000) == 4.0
+
+
+def test_time_to_within_reads_rl_then_interpolates_the_refinement():
+  best = np.array([np.nan, 1.30, 1.10, 1.05])
+  wall = np.array([1.0, 2.0, 3.0, 4.0])
+  # Reached during RL: the first step within 2% of 1.04 (1.0608).
+  assert learning_vs_search.time_to_within(1.04, 0.02, best, wall) == (4.0,
+                                                                       1.05)
+  # Only the refinement gets there: its time is interpolated in evaluations
+  # between its start (10 s) and the run's end (30 s).
+  refine = (np.array([100, 150, 200, 300]), np.array([1.05, 1.0, 0.95, 0.9]))
+  at, reached = learning_vs_search.time_to_within(
+      0.9, 0.06, best, wall, refine, (10.0, 30.0))
+  assert reached == 0.95 and at == pytest.approx(10.0 + 20.0 * 100 / 200)
+  # Never within: NaNs.
+  assert all(np.isnan(learning_vs_search.time_to_within(0.5, 0.02, best,
+                                                        wall, refine)))
