@@ -43,9 +43,11 @@ def leaf_gaps(cpu_out, accel_out) -> list[tuple[str, float, float]]:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workloads", default="resnet50,bert,inception_v3")
-  parser.add_argument("--size", default="tiny")
-  parser.add_argument("--step", default="train", choices=("infer", "train"))
+  parser.add_argument("--workloads", default="resnet50,bert,inception_v3",
+                      help="comma-separated workload names")
+  parser.add_argument("--size", default="tiny", help="tiny | small | paper")
+  parser.add_argument("--step", default="train", choices=("infer", "train"),
+                      help="the inference or the training step")
   parser.add_argument("--rtol", type=float, default=1e-3,
                       help="report leaves whose gap exceeds this")
   args = parser.parse_args()
