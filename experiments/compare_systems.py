@@ -55,8 +55,9 @@ import jax
 import gplace
 from gplace.errors import GplaceError, first_line
 from gplace.sim.topology import preset
-from experiments.learning_vs_search import (baseline_rows, run_rl,
-                                           search_controls)
+from experiments.learning_vs_search import (WITHIN, baseline_rows,
+                                            first_within, run_rl,
+                                            search_controls)
 from experiments.markdown import write_markdown
 from experiments.search_controls import SUITE, load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -64,7 +65,6 @@ from experiments.search_controls import SUITE, load_graph
 SYSTEMS = ("go", "colocrl", "hdp", "hsdag", "placeto", "doppler")
 # The config module of each system (experiments/configs/<name>.py).
 CONFIG_OF = {"go": "quickstart"}
-WITHIN = 0.02
 
 
 def system_config(system: str, args, workload: str, topology: str,
@@ -94,8 +94,7 @@ def time_to_within(evaluations: np.ndarray, best: np.ndarray,
   finite = np.isfinite(best)
   if not finite.any():
     return float("nan"), float("nan")
-  final = best[finite][-1]
-  index = int(np.argmax(finite & (best <= final * (1 + within))))
+  index = first_within(best, best[finite][-1], within)
   return float(evaluations[index]), float(wall_s[index])
 
 
@@ -108,15 +107,13 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
   config = system_config(system, args, workload, topology, seed)
   with tempfile.TemporaryDirectory() as workdir:
     run = run_rl(config, workdir)
-  result, evaluations, best, wall = (run.result, run.evaluations, run.best,
-                                     run.wall_s)
-  wall_of = run.step_wall_s
-  to_evals, to_wall = time_to_within(evaluations, best, wall_of)
+  result, evaluations = run.result, run.evaluations
+  to_evals, to_wall = time_to_within(evaluations, run.best, run.step_wall_s)
   own = result.policy[0]
   return dict(greedy=own.greedy_runtime_s, best=result.best_runtime_s[0],
               sampled=own.sampled_best_s, samples=own.num_samples,
               evaluations=int(evaluations[-1]) if len(evaluations) else 0,
-              to_evals=to_evals, to_wall=to_wall, wall=wall,
+              to_evals=to_evals, to_wall=to_wall, wall=run.wall_s,
               params=parameter_count(result.state.params),
               warm=config.warm_start.baseline != "none")
 

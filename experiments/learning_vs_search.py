@@ -203,6 +203,15 @@ def run_rl(config, workdir: str) -> RLRun:
                greedy_curve)
 
 
+def first_within(values, final_s: float, tolerance: float) -> int:
+  """Index of the first finite value ``<= final_s * (1 + tolerance)``, or
+  -1 if there is none."""
+  values = np.asarray(values, np.float64)
+  hit = np.flatnonzero(np.isfinite(values) & (values <= final_s *
+                                              (1 + tolerance)))
+  return int(hit[0]) if hit.size else -1
+
+
 def time_to_within(final_s: float, tolerance: float, rl_best, rl_wall_s,
                    refine_curve=None, refine_wall_s=(0.0, 0.0)):
   """``(wall s, runtime s)`` when the policy first came within
@@ -219,22 +228,20 @@ def time_to_within(final_s: float, tolerance: float, rl_best, rl_wall_s,
       not timed one by one: a point's time is interpolated linearly in its
       evaluations between them (an estimate).
   """
-  bar = final_s * (1 + tolerance)
-  rl_best = np.asarray(rl_best, np.float64)
-  hit = np.flatnonzero(np.isfinite(rl_best) & (rl_best <= bar))
-  if hit.size:
-    return float(np.asarray(rl_wall_s)[hit[0]]), float(rl_best[hit[0]])
+  index = first_within(rl_best, final_s, tolerance)
+  if index >= 0:
+    return float(np.asarray(rl_wall_s)[index]), float(rl_best[index])
   if refine_curve is None:
     return float("nan"), float("nan")
   evaluations = np.asarray(refine_curve[0], np.float64)
-  values = np.asarray(refine_curve[1], np.float64)
-  hit = np.flatnonzero(np.isfinite(values) & (values <= bar))
-  if not hit.size or evaluations[-1] <= evaluations[0]:
+  index = first_within(refine_curve[1], final_s, tolerance)
+  if index < 0 or evaluations[-1] <= evaluations[0]:
     return float("nan"), float("nan")
   start, end = refine_wall_s
-  fraction = (evaluations[hit[0]] - evaluations[0]) / (
+  fraction = (evaluations[index] - evaluations[0]) / (
       evaluations[-1] - evaluations[0])
-  return float(start + fraction * (end - start)), float(values[hit[0]])
+  return (float(start + fraction * (end - start)),
+          float(refine_curve[1][index]))
 
 
 def checkpoints(budget: int) -> list[int]:
@@ -327,10 +334,9 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
         curves[f"policy {prefix}samples: best so far"] = (ev, best)
         if refined is not None:
           curves[f"policy {prefix}refined per op: greedy"] = refine_curve
-      final = min(filter(np.isfinite, [
-          own.greedy_runtime_s, float(np.nanmin(best)) if len(best) else
-          np.inf] + ([] if refined is None else [
-              refined.greedy_runtime_s, refined.best_sample_runtime_s])))
+      final = float(np.nanmin([own.greedy_runtime_s, *best] + (
+          [] if refined is None else
+          [refined.greedy_runtime_s, refined.best_sample_runtime_s])))
       rl_end = float(run.step_wall_s[-1]) if len(run.step_wall_s) else 0.0
       at_s, reached = time_to_within(
           final, WITHIN, best, run.step_wall_s,

@@ -70,3 +70,9 @@ def test_time_to_within_reads_rl_then_interpolates_the_refinement():
   # Never within: NaNs.
   assert all(np.isnan(learning_vs_search.time_to_within(0.5, 0.02, best,
                                                         wall, refine)))
+
+
+def test_first_within_skips_nans_and_reports_none():
+  values = [np.nan, 1.5, 1.03, 1.0]
+  assert learning_vs_search.first_within(values, 1.0, 0.05) == 2
+  assert learning_vs_search.first_within(values, 0.5, 0.05) == -1
