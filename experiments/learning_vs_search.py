@@ -18,8 +18,10 @@ and seed, every arm below gets the same number of simulator evaluations
   pure-RL arm spends ``R`` of its evaluations after training on
   :mod:`gplace.rl.refine`: a per-op policy started at its greedy placement,
   trained on single-op moves of its own greedy placement (per-move credit);
-  its greedy placement and best own sample. Its control (search): a local
-  search over single ops from the same greedy placement with ``R``
+  its greedy placement and best own sample. With ``--refine_start best``
+  it starts at the fastest of that greedy placement and every baseline's
+  placement (a row names the baseline when one was faster). Its control
+  (search): a local search over single ops from the same start with ``R``
   evaluations.
 * **policy with priority levels** (learned; ``--levels P``): the same pure
   RL with ``policy.priority_levels = P``: each group also takes a priority
@@ -70,6 +72,7 @@ from gplace import plotting, search
 from gplace.autoplace.candidates import baseline_rows
 from gplace.rl import reports
 from gplace.rl import train
+from gplace.rl.refine import START_GIVEN
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
 from experiments.markdown import table_per_workload
@@ -145,6 +148,7 @@ def rl_config(args, workload: str, seed: int, guided: bool,
   if args.entropy_floor is not None:
     config.rl.entropy_floor = args.entropy_floor
   config.refine.evaluations = args.refine_evaluations
+  config.refine.start = args.refine_start
   steps = max(1, (args.evaluations - args.refine_evaluations) // args.samples)
   config.train.update(num_steps=steps, chunk_steps=min(25, steps),
                       checkpoint_every=steps, resume=False,
@@ -319,7 +323,11 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
         add(f"policy {prefix}best sample by {c:,} evaluations", LEARNED,
             best_by(ev, best, c), c, float("nan"))
       if refined is not None:
-        # It starts at the RL's greedy placement.
+        # It starts at the RL's greedy placement, or with --refine_start
+        # best at a faster baseline's.
+        if refined.start_name != START_GIVEN:
+          add(f"policy {prefix}refinement starts at {refined.start_name}'s "
+              "placement", BASELINE, refined.start_runtime_s, spent, wall)
         refine_curve = (
             spent + np.concatenate([[0], np.asarray(refined.curve[0])]),
             np.concatenate([[refined.start_runtime_s],
@@ -350,12 +358,14 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
         add(f"policy {prefix}refined per op: best sample", LEARNED,
             refined.best_sample_runtime_s, total, wall)
         # The second stage's control: plain local search over single ops
-        # from the same greedy placement with the same evaluations.
+        # from the same start with the same evaluations.
         res = search.local_search(graph, topology, seed=seed,
                                   budget=args.refine_evaluations,
-                                  init=own.greedy_placement,
+                                  init=refined.start_placement,
                                   batch_size=args.samples)
-        add(f"policy {prefix}greedy, then local search over ops", SEARCH,
+        start = ("greedy" if refined.start_name == START_GIVEN else
+                 f"refinement's start ({refined.start_name})")
+        add(f"policy {prefix}{start}, then local search over ops", SEARCH,
             res.runtime_s, spent + res.evaluations, wall + res.wall_s)
     if args.mutate_best > 0:
       with tempfile.TemporaryDirectory() as workdir:
@@ -427,6 +437,11 @@ def main(argv=None) -> int:
                       help="arm of the policy with priority levels (joint "
                       "placement + scheduling, policy.priority_levels; 0: "
                       "skip it)")
+  parser.add_argument("--refine_start", choices=("policy", "best"),
+                      default="policy",
+                      help="where the per-op refinement starts: the RL "
+                      "policy's greedy placement, or the fastest of it and "
+                      "every baseline's placement (config.refine.start)")
   parser.add_argument("--refine_evaluations", type=int, default=0,
                       help="of --evaluations, this many go to the per-op "
                       "refinement of the RL arms' greedy placements "
@@ -484,11 +499,12 @@ def main(argv=None) -> int:
            "read the best default-schedule baseline's placement as an input "
            "and start from it, on single ops; the rows \"refined per op\" "
            "are a per-op policy trained from the policy's greedy placement "
-           "on single-op moves, gplace.rl.refine); *search*: placements "
+           "(or, where a row says so, a faster baseline's) on single-op "
+           "moves, gplace.rl.refine); *search*: placements "
            "found by searching, including the policy-guided search, which is "
            "not learning. Searches start from the best cheap baseline, "
-           "except \"then local search over ops\", which starts from the "
-           "policy's greedy placement.", ""]
+           "except \"then local search over ops\", which starts where the "
+           "per-op refinement starts.", ""]
   lines += HEADER
   print("\n".join(lines), flush=True)
   table_per_workload(

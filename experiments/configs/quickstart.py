@@ -120,9 +120,12 @@ def get_config():
   # starting device's logit. Off by default: at equal evaluations a local
   # search over ops from the same placement did as well or better
   # (experiments/RESULTS.md, "Per-op refinement").
+  # start: "policy" (its greedy placement) or "best" (the fastest of it
+  # and every baseline's placement, each scored once from the budget; the
+  # table and the verdict then say which it started from).
   config.refine = ml_collections.ConfigDict(dict(
       evaluations=0, num_samples=64, max_moves=1, learning_rate=4.0,
-      init_logit=5.0))
+      init_logit=5.0, start="policy"))
   # Supervised fit to a baseline before RL ("best", "none" or a name).
   # label_smoothing > 0 leaves the policy entropy to explore with (untuned:
   # 0.05 let PPO drift towards uniform on paper-size rnnlm2).

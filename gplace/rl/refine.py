@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +85,9 @@ REFINED_GREEDY_ROW = "policy refined per op: greedy"
 REFINED_BEST_ROW = "policy refined per op: best sample"
 REFINED_GREEDY_KEY = "refined_greedy"
 REFINED_BEST_KEY = "refined_best_sample"
+#: ``RefineResult.start_name`` when the refinement starts at the placement it
+#: was given (no alternative was faster).
+START_GIVEN = "given"
 
 
 class RefineResult(NamedTuple):
@@ -103,6 +106,10 @@ class RefineResult(NamedTuple):
     wall_s: wall-clock seconds.
     curve: ``(evaluations [S], greedy runtime [S], sample mean [S])`` per
       step.
+    start_name: where it started: :data:`START_GIVEN` (the placement it was
+      given) or the name of the alternative that was faster.
+    start_placement: ``int32 [N]``, the starting placement (None in results
+      built before alternatives existed).
   """
 
   greedy_placement: np.ndarray
@@ -114,6 +121,8 @@ class RefineResult(NamedTuple):
   moved_ops: int
   wall_s: float
   curve: tuple
+  start_name: str = START_GIVEN
+  start_placement: Optional[np.ndarray] = None
 
   def rows(self) -> list[tuple[str, float]]:
     """``(row name, runtime_s)`` for a printed table."""
@@ -125,7 +134,8 @@ class RefineResult(NamedTuple):
     return {REFINED_GREEDY_KEY: self.greedy_runtime_s,
             REFINED_BEST_KEY: self.best_sample_runtime_s,
             "refine_evaluations": self.evaluations,
-            "refined_moved_ops": self.moved_ops}
+            "refined_moved_ops": self.moved_ops,
+            "refine_start": self.start_name}
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "max_moves"))
@@ -195,28 +205,41 @@ def credit_update(logits: jax.Array, placements: jax.Array, moved: jax.Array,
   return jnp.clip(logits + learning_rate * grad, -max_logit, max_logit)
 
 
-def _check(placement: np.ndarray, num_devices: int, allowed, evaluations,
-           num_samples, max_moves, learning_rate, init_logit) -> np.ndarray:
-  """Validated ``allowed [N, D]``; raises :class:`ConfigError` naming the
-  argument and a fix."""
+def _check_placement(placement: np.ndarray, num_devices: int, allowed,
+                     what: str) -> np.ndarray:
+  """Validated ``allowed [N, D]`` for ``placement`` (``what`` names it in
+  the :class:`ConfigError`)."""
   if placement.ndim != 1 or placement.size == 0:
-    raise ConfigError(f"refine_placement: the starting placement must be "
-                      f"int [N] with N >= 1, got shape {placement.shape}.")
+    raise ConfigError(f"refine_placement: {what} must be int [N] with "
+                      f"N >= 1, got shape {placement.shape}.")
+  if not np.issubdtype(placement.dtype, np.integer):
+    raise ConfigError(f"refine_placement: {what} must hold integer device "
+                      f"indices, got {placement.dtype}.")
   if num_devices < 1 or placement.min() < 0 or placement.max() >= num_devices:
-    raise ConfigError(f"refine_placement: the starting placement uses "
-                      f"devices {placement.min()}..{placement.max()}, the "
-                      f"topology has {num_devices}; pass a placement of this "
+    raise ConfigError(f"refine_placement: {what} uses devices "
+                      f"{placement.min()}..{placement.max()}, the topology "
+                      f"has {num_devices}; pass a placement of this "
                       f"topology.")
   n = placement.size
   allowed = (np.ones((n, num_devices), bool) if allowed is None else
              np.asarray(allowed, bool))
   if allowed.shape != (n, num_devices):
     raise ConfigError(f"refine_placement: allowed must be bool [N, D] = "
-                      f"[{n}, {num_devices}], got {allowed.shape}.")
+                      f"[{n}, {num_devices}] for {what}, got "
+                      f"{allowed.shape}.")
   if not allowed[np.arange(n), placement].all():
-    raise ConfigError("refine_placement: the starting placement puts an op "
-                      "on a device it does not allow; repair it first "
+    raise ConfigError(f"refine_placement: {what} puts an op on a device it "
+                      "does not allow; repair it first "
                       "(gplace.graphs.constraints.repair).")
+  return allowed
+
+
+def _check(placement: np.ndarray, num_devices: int, allowed, evaluations,
+           num_samples, max_moves, learning_rate, init_logit) -> np.ndarray:
+  """Validated ``allowed [N, D]``; raises :class:`ConfigError` naming the
+  argument and a fix."""
+  allowed = _check_placement(placement, num_devices, allowed,
+                             "the starting placement")
   checks = [("evaluations", evaluations, evaluations >= 3,
              ">= 3 (the start and a few samples)"),
             ("num_samples", num_samples, num_samples >= 1, ">= 1"),
@@ -291,7 +314,9 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
                      max_moves: int = 1, learning_rate: float = 4.0,
                      init_logit: float = 5.0,
                      allowed: Optional[np.ndarray] = None,
-                     seed: int = 0) -> RefineResult:
+                     seed: int = 0,
+                     alternatives: Optional[Mapping[str, np.ndarray]] = None
+                     ) -> RefineResult:
   """Trains a per-op policy from ``placement`` with per-move credit (see the
   module docstring) and returns its greedy placement and best own sample.
 
@@ -312,6 +337,11 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
     allowed: optional ``bool [N, D]`` devices each op may use (the graph's
       :func:`gplace.graphs.constraints.device_mask`).
     seed: PRNG seed.
+    alternatives: other starting placements by name, ``int [N]`` each (e.g.
+      the classical plans). The policy starts at the fastest of
+      ``placement`` and these (``placement`` on ties), all scored in one
+      call whose evaluations count against ``evaluations``;
+      ``RefineResult.start_name`` says which.
 
   Returns:
     :class:`RefineResult`.
@@ -321,21 +351,32 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
   """
   start = time.perf_counter()
   placement = np.asarray(placement)
-  if not np.issubdtype(placement.dtype, np.integer):
-    raise ConfigError(f"refine_placement: the starting placement must hold "
-                      f"integer device indices, got {placement.dtype}.")
   allowed = _check(placement, int(num_devices), allowed, int(evaluations),
                    int(num_samples), int(max_moves), float(learning_rate),
                    float(init_logit))
-  placement = placement.astype(np.int32)
+  names = [START_GIVEN] + list(alternatives or {})
+  candidates = [placement] + [
+      np.asarray(alternatives[name]) for name in names[1:]]
+  for name, candidate in zip(names[1:], candidates[1:]):
+    _check_placement(candidate, int(num_devices), allowed,
+                     f"the alternative start {name!r}")
+  if int(evaluations) < len(candidates) + 2:
+    raise ConfigError(f"refine_placement: evaluations={evaluations} leaves "
+                      f"no budget after scoring the {len(candidates)} "
+                      f"starting placements; give at least "
+                      f"{len(candidates) + 2}.")
+  start_runtimes = _scores(reward_fn, np.stack(candidates).astype(np.int32))
+  chosen = int(np.argmin(start_runtimes))  # the first of equals: the given
+  start_name = names[chosen]
+  placement = candidates[chosen].astype(np.int32)
   logits = jnp.asarray(init_logit * np.eye(num_devices, dtype=np.float32)[
       placement])
   allowed_j = jnp.asarray(allowed)
   lr = jnp.float32(learning_rate)
   max_logit = jnp.float32(max(30.0, 2 * init_logit))
   key = jax.random.PRNGKey(seed)
-  greedy_s = start_s = float(_scores(reward_fn, placement[None])[0])
-  greedy_np, spent = placement, 1
+  greedy_s = start_s = float(start_runtimes[chosen])
+  greedy_np, spent = placement, len(candidates)
   best, best_s = placement, np.inf
   curve = ([], [], [])
   while spent < evaluations:
@@ -368,4 +409,5 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
   return RefineResult(final, greedy_s, np.asarray(best, np.int32), best_s,
                       start_s, spent, int(np.sum(final != placement)),
                       time.perf_counter() - start,
-                      tuple(np.asarray(c) for c in curve))
+                      tuple(np.asarray(c) for c in curve), start_name,
+                      placement)

@@ -30,7 +30,7 @@ FREE_ON_RESUME = ("train.num_steps", "train.chunk_steps",
                   # refined again with other settings.
                   "refine.evaluations", "refine.num_samples",
                   "refine.max_moves", "refine.learning_rate",
-                  "refine.init_logit")
+                  "refine.init_logit", "refine.start")
 
 
 def config_record(config) -> dict:

@@ -53,7 +53,8 @@ from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
 from gplace.rl.policy_fns import policy_fns
-from gplace.rl.refine import RefineResult, refine_placement
+from gplace.rl.refine import (START_GIVEN as REFINE_START_GIVEN,
+                              RefineResult, refine_placement)
 from gplace.rl.rewards import (dispatch_reward, host_scored_rollout,
                                simulator_reward)
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
@@ -466,13 +467,20 @@ def train_and_evaluate(config, workdir: str, *,
 def refine_own_placements(config, own, reward_fns, setups, num_devices: int,
                           log) -> list[RefineResult]:
   """The second stage (``config.refine``, :mod:`gplace.rl.refine`): per
-  graph, a per-op policy trained from the policy's greedy placement; empty
-  with ``config.refine.evaluations = 0`` (or no such section)."""
+  graph, a per-op policy trained from the policy's greedy placement (with
+  ``config.refine.start = "best"``: from the fastest of it and every
+  baseline's placement under the run's reward); empty with
+  ``config.refine.evaluations = 0`` (or no such section)."""
   settings = config.get("refine")
   if settings is None or int(settings.evaluations) <= 0:
     return []
+  from_best = settings.get("start", "policy") == "best"
   out = []
   for evaluation, reward_fn, setup in zip(own, reward_fns, setups):
+    alternatives = ({name: p for name, p in setup.baselines.items()
+                     if np.isfinite(setup.baseline_runtime_s.get(name,
+                                                                 np.inf))}
+                    if from_best else None)
     result = refine_placement(
         reward_fn, evaluation.greedy_placement, num_devices,
         evaluations=int(settings.evaluations),
@@ -480,12 +488,22 @@ def refine_own_placements(config, own, reward_fns, setups, num_devices: int,
         max_moves=int(settings.max_moves),
         learning_rate=float(settings.learning_rate),
         init_logit=float(settings.init_logit),
-        allowed=setup.graph.allowed_devices, seed=int(config.seed))
-    log(f"refined {setup.name} per op: greedy {evaluation.greedy_runtime_s:.6g}"
-        f" -> {result.greedy_runtime_s:.6g} s ({result.moved_ops} ops moved,"
-        f" {result.evaluations} evaluations, {result.wall_s:.0f} s)")
+        allowed=setup.graph.allowed_devices, seed=int(config.seed),
+        alternatives=alternatives)
+    log(f"refined {setup.name} per op from {refine_start_label(result)}: "
+        f"{result.start_runtime_s:.6g} -> {result.greedy_runtime_s:.6g} s "
+        f"({result.moved_ops} ops moved, {result.evaluations} evaluations, "
+        f"{result.wall_s:.0f} s)")
     out.append(result)
   return out
+
+
+def refine_start_label(result: RefineResult) -> str:
+  """Where a refinement started, in words: ``"the policy's greedy
+  placement"`` or ``"heft's placement"``."""
+  if result.start_name == REFINE_START_GIVEN:
+    return "the policy's greedy placement"
+  return f"{result.start_name}'s placement"
 
 
 def best_found_name(config) -> str:
@@ -592,6 +610,9 @@ def _verdict(own, refined, setup) -> str:
   if refined is None:
     return policy_verdict(own.greedy_runtime_s,
                           reports.classical_runtimes(setup))
+  start = ("" if refined.start_name == REFINE_START_GIVEN else
+           f" from {refine_start_label(refined)}")
   return policy_verdict(refined.greedy_runtime_s,
                         reports.classical_runtimes(setup),
-                        who="the policy refined per op (greedy, no search)")
+                        who=f"the policy refined per op{start} (greedy, no "
+                        "search)")

@@ -453,6 +453,12 @@ def validate_rl(config) -> None:
         f"config.refine.evaluations={refine} is too few for the per-op "
         "refinement (the start, a sample and the final greedy placement); "
         "use 0 (no refinement) or e.g. --config.refine.evaluations=3200.")
+  start = lookup(config, "refine.start", "policy")
+  if start not in ("policy", "best"):
+    raise ConfigError(
+        f"config.refine.start={start!r}: use 'policy' (refine the policy's "
+        "greedy placement) or 'best' (the fastest of it and every "
+        "baseline's placement).")
 
 
 def validate_warm_start(config) -> None:

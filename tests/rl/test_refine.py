@@ -173,3 +173,47 @@ def test_proposals_move_one_to_max_moves_ops_off_the_greedy_device():
                                 np.broadcast_to(greedy, moved.shape)[~moved])
   assert (placements[moved] != np.broadcast_to(greedy, moved.shape)[moved]
           ).all()
+
+
+def test_starts_at_the_fastest_alternative_and_counts_its_scoring():
+  # All on the CPU is the given (slow) start; the all-GPU alternative is
+  # the chain's optimum, so the refinement starts and stays there.
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  on_gpu = np.ones(graph.n_nodes, int)
+  reward = CountingReward(graph, topology)
+  result = refine.refine_placement(
+      reward, np.zeros(graph.n_nodes, int), topology.n_devices,
+      evaluations=101, num_samples=16,
+      alternatives={"round_robin": np.arange(graph.n_nodes) % 3,
+                    "one_gpu": on_gpu})
+  assert result.start_name == "one_gpu"
+  np.testing.assert_array_equal(result.start_placement, on_gpu)
+  assert result.start_runtime_s == pytest.approx(
+      float(simulate(graph, on_gpu, topology).runtime_s), rel=1e-9)
+  assert result.greedy_runtime_s <= result.start_runtime_s
+  assert reward.scored == result.evaluations == 101
+  assert result.record()["refine_start"] == "one_gpu"
+
+
+def test_an_alternative_no_faster_leaves_the_given_start():
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  start = np.ones(graph.n_nodes, int)
+  result = refine.refine_placement(
+      CountingReward(graph, topology), start, topology.n_devices,
+      evaluations=50, num_samples=16,
+      alternatives={"copy": start.copy(), "cpu": np.zeros_like(start)})
+  assert result.start_name == refine.START_GIVEN
+
+
+@pytest.mark.parametrize("alternatives, named", [
+    ({"short": np.zeros(5, int)}, "alternative start 'short'"),
+    ({"far": np.full(14, 7)}, "alternative start 'far'.*topology has 3"),
+    ({"a": np.zeros(14, int), "b": np.ones(14, int)}, "evaluations=4"),
+])
+def test_bad_alternatives_raise_a_config_error_naming_them(alternatives,
+                                                           named):
+  graph, topology = heavy_chain(12), preset("1cpu+2gpu")
+  with pytest.raises(ConfigError, match=named):
+    refine.refine_placement(CountingReward(graph, topology),
+                            np.zeros(graph.n_nodes, int), topology.n_devices,
+                            evaluations=4, alternatives=alternatives)

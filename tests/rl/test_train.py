@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from experiments.configs import quickstart
+from gplace import baselines as baselines_lib
 from gplace.errors import ConfigError
 from gplace.graphs.graph import random_dag
 from gplace.rl import train
@@ -393,6 +394,30 @@ def test_the_per_op_refinement_is_reported_next_to_the_policy(tmp_path):
   printed = "\n".join(lines)
   assert "\n  policy refined per op: greedy " in printed
   assert "\n  the policy refined per op (greedy, no search) is " in printed
+
+
+def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
+  # Two RL steps leave a near-random greedy placement; with start="best"
+  # the refinement starts at the fastest placement there is, a baseline's,
+  # and the table and the verdict name it.
+  config = host_reward_config(2)
+  config.refine.update(evaluations=60, num_samples=8, start="best")
+  lines = []
+  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  (refined,), (own,) = result.refined, result.policy
+  assert refined.start_name in baselines_lib.names()
+  assert refined.start_runtime_s < own.greedy_runtime_s
+  graph = random_dag(40, seed=1, name="random_dag:40:1")
+  topology = topology_lib.preset("1cpu+2gpu")
+  assert refined.start_runtime_s == pytest.approx(float(simulate(
+      graph, refined.start_placement, topology).runtime_s), rel=1e-6)
+  assert refined.greedy_runtime_s <= refined.start_runtime_s
+  assert refined.evaluations == 60
+  table = json.load(open(tmp_path / "results.json"))["tables"][0]
+  assert table["refine_start"] == refined.start_name
+  printed = "\n".join(lines)
+  assert (f"\n  the policy refined per op from {refined.start_name}'s "
+          "placement (greedy, no search) is ") in printed
 
 
 def test_in_step_rewards_can_use_the_default_schedule(tmp_path):

@@ -60,6 +60,7 @@ def test_a_good_config_passes(tmp_path):
     ("refine.learning_rate", 0.0, "refine.learning_rate=0.0: must be a "
      "finite"),
     ("refine.max_moves", 0, "max_moves=0: must be a positive integer"),
+    ("refine.start", "heft", "config.refine.start='heft': use 'policy'"),
 ])
 def test_bad_config_values_fail_at_start(tmp_path, field, value, message):
   config = tiny_config()
