@@ -8,14 +8,14 @@ import pytest
 from experiments import learning_vs_search
 
 
-@pytest.mark.parametrize("start", ["policy", "best"])
-def test_refined_rows_and_their_control_at_equal_evaluations(tmp_path, capsys,
-                                                             start):
+def test_refined_rows_and_their_control_at_equal_evaluations(tmp_path, capsys):
+  # --refine_start best (the default "policy" start is covered by
+  # tests/rl/test_train.py); one run keeps the suite's time.
   out = tmp_path / "lvs.md"
   assert learning_vs_search.main([
       "--size", "tiny", "--workloads", "rnnlm2", "--evaluations", "256",
       "--refine_evaluations", "64", "--samples", "64", "--mutate_best", "0",
-      "--refine_start", start, "--no_search", "--out", str(out)]) == 0
+      "--refine_start", "best", "--no_search", "--out", str(out)]) == 0
   rows = {line.split(" | ")[2]: line.split(" | ")
           for line in out.read_text().splitlines()
           if line.startswith("| rnnlm2 |")}
@@ -23,17 +23,14 @@ def test_refined_rows_and_their_control_at_equal_evaluations(tmp_path, capsys,
   assert rows["policy greedy"][6] == "193"
   assert int(rows["policy refined per op: greedy"][6]) in (255, 256)
   assert rows["policy refined per op: greedy"][3] == "learned"
-  if start == "policy":
-    control = rows["policy greedy, then local search over ops"]
-  else:
-    # Three RL steps leave a poor greedy placement: a baseline's is faster,
-    # and the rows say which; the control starts there too.
-    (name,) = [r[len("policy refinement starts at "):-len("'s placement")]
-               for r in rows if r.startswith("policy refinement starts at")]
-    assert rows[f"policy refinement starts at {name}'s placement"][3] == (
-        "baseline")
-    control = rows[f"policy refinement's start ({name}), then local search "
-                   "over ops"]
+  # Three RL steps leave a poor greedy placement: a baseline's is faster,
+  # and the rows say which; the control starts there too.
+  (name,) = [r[len("policy refinement starts at "):-len("'s placement")]
+             for r in rows if r.startswith("policy refinement starts at")]
+  assert rows[f"policy refinement starts at {name}'s placement"][3] == (
+      "baseline")
+  control = rows[f"policy refinement's start ({name}), then local search "
+                 "over ops"]
   assert control[3] == "search" and control[6] == "256"
   assert "policy refined per op: best sample" in rows
   capsys.readouterr()
