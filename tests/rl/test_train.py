@@ -374,32 +374,12 @@ def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
   assert any("policy greedy" in line for line in lines)
 
 
-def test_the_per_op_refinement_is_reported_next_to_the_policy(tmp_path):
-  config = host_reward_config(2)
-  config.refine.update(evaluations=40, num_samples=8)
-  lines = []
-  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
-  (refined,), (own,) = result.refined, result.policy
-  # It starts at the policy's greedy placement and spends its budget.
-  assert refined.start_runtime_s == pytest.approx(own.greedy_runtime_s)
-  assert refined.evaluations <= 40
-  graph = random_dag(40, seed=1, name="random_dag:40:1")
-  topology = topology_lib.preset("1cpu+2gpu")
-  assert refined.greedy_runtime_s == pytest.approx(float(simulate(
-      graph, refined.greedy_placement, topology).runtime_s), rel=1e-6)
-  table = json.load(open(tmp_path / "results.json"))["tables"][0]
-  assert table["refined_greedy"] == pytest.approx(refined.greedy_runtime_s)
-  assert table["refined_best_sample"] == pytest.approx(
-      refined.best_sample_runtime_s)
-  printed = "\n".join(lines)
-  assert "\n  policy refined per op: greedy " in printed
-  assert "\n  the policy refined per op (greedy, no search) is " in printed
-
-
 def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
-  # Two RL steps leave a near-random greedy placement; with start="best"
-  # the refinement starts at the fastest placement there is, a baseline's,
-  # and the table and the verdict name it.
+  # The per-op refinement is reported next to the policy. Two RL steps
+  # leave a near-random greedy placement; with start="best" the refinement
+  # starts at the fastest placement there is, a baseline's, and the table
+  # and the verdict name it. (The default start, the policy's greedy
+  # placement, is refine_placement without alternatives: test_refine.py.)
   config = host_reward_config(2)
   config.refine.update(evaluations=60, num_samples=8, start="best")
   lines = []
@@ -413,9 +393,15 @@ def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
       graph, refined.start_placement, topology).runtime_s), rel=1e-6)
   assert refined.greedy_runtime_s <= refined.start_runtime_s
   assert refined.evaluations == 60
+  assert refined.greedy_runtime_s == pytest.approx(float(simulate(
+      graph, refined.greedy_placement, topology).runtime_s), rel=1e-6)
   table = json.load(open(tmp_path / "results.json"))["tables"][0]
   assert table["refine_start"] == refined.start_name
+  assert table["refined_greedy"] == pytest.approx(refined.greedy_runtime_s)
+  assert table["refined_best_sample"] == pytest.approx(
+      refined.best_sample_runtime_s)
   printed = "\n".join(lines)
+  assert "\n  policy refined per op: greedy " in printed
   assert (f"\n  the policy refined per op from {refined.start_name}'s "
           "placement (greedy, no search) is ") in printed
 
