@@ -3,6 +3,8 @@
   python experiments/bench_train_step.py --sizes=1000,10000,80000
   python experiments/bench_train_step.py --sizes=80000 --max_groups=256 \
       --ppo_epochs=2        # the quickstart's group-level actions
+  python experiments/bench_train_step.py --sizes=80000 --max_groups=256 \
+      --ppo_epochs=2 --num_samples=64 --reward=host   # and its reward
 
 Graphs are gplace.graphs.graph.random_dag; topology 1cpu+4gpu; the state is
 made by ``gplace.rl.state.create_train_state`` and the step is the jitted
@@ -12,6 +14,7 @@ time, seconds per step and the process's peak RSS after each size.
 """
 
 import argparse
+import functools
 import os
 import resource
 import sys
@@ -22,11 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import jax
+import numpy as np
 
 from experiments.configs import quickstart
 from gplace.graphs import graph as graph_lib
 from gplace.rl import data
 from gplace.rl import grouping
+from gplace.rl import rewards as rewards_lib
 from gplace.rl import state as state_lib
 from gplace.rl import train
 from gplace.sim import topology
@@ -50,6 +55,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="> 0: the policy places at most this many op "
                       "groups (config.groups, as the quickstart does); 0: "
                       "op by op")
+  parser.add_argument("--reward", default="static",
+                      choices=("static", "host"),
+                      help="static: the jitted step's in-step node-id-order "
+                      "scan (a lax.scan chunk of rl_step); host: the "
+                      "quickstart's own step, sample -> gplace.simulate on "
+                      "the host in --reward_schedule -> update "
+                      "(gplace.rl.train.run_chunk)")
+  parser.add_argument("--reward_schedule", default="auto",
+                      choices=("auto", "best", "dynamic"),
+                      help="with --reward=host: config.rl.reward_schedule")
   parser.add_argument("--hidden_size", type=int, default=64,
                       help="policy width")
   parser.add_argument("--segment_length", type=int, default=128,
@@ -93,7 +108,8 @@ def main(argv=None) -> None:
         name=graph.name, graph=graph, fn=None, args=None, baselines={},
         baseline_runtime_s={}, lower_bound_s=0.0, failing_runtime_s=1.0,
         coarsening=coarsening)
-    batch = data.make_batch([setup], topo)
+    host = args.reward == "host"
+    batch = data.make_batch([setup], topo, with_problems=not host)
     host_s = time.time() - t0
     policy = state_lib.create_policy(config, topo.n_devices)
     optimizer = state_lib.create_optimizer(config)
@@ -102,8 +118,20 @@ def main(argv=None) -> None:
     state = state_lib.create_train_state(config, batch, policy, optimizer)
     batch = jax.tree.map(jax.numpy.asarray, batch)
     t0 = time.time()
-    compiled = fns.rl_chunk.lower(state, batch, args.steps).compile()
-    compile_s = time.time() - t0
+    if host:
+      config.rl.reward_schedule = args.reward_schedule
+      schedule = data.reward_schedule(config, size)
+      rewards = train.HostRewards([rewards_lib.Scorer(
+          graph, topo, schedule=schedule)], np.asarray([size]))
+      compiled = functools.partial(train.run_chunk, fns, target=None,
+                                   length=args.steps, warm_start=False,
+                                   host_rewards=rewards)
+      state, _ = compiled(state, batch)  # compiles the sample and update
+      compile_s = time.time() - t0
+    else:
+      schedule = "node-id order, in the step"
+      compiled = fns.rl_chunk.lower(state, batch, args.steps).compile()
+      compile_s = time.time() - t0
     state, _ = compiled(state, batch)  # warm-up run
     jax.block_until_ready(state)
     t0, cpu0 = time.time(), time.process_time()
@@ -115,7 +143,8 @@ def main(argv=None) -> None:
     cpu_s = (time.process_time() - cpu0) / args.steps
     n_pad = batch.graphs.nodes["mask"].shape[1]
     groups = "" if coarsening is None else f", {coarsening.n_groups} groups"
-    print(f"nodes={size:>6} (N_pad={n_pad}, edges={graph.n_edges}{groups}): "
+    print(f"nodes={size:>6} (N_pad={n_pad}, edges={graph.n_edges}{groups}, "
+          f"reward {args.reward}: {schedule}): "
           f"host setup {host_s:.1f}s, compile {compile_s:.1f}s, "
           f"{step_s:.3f} s/step wall ({cpu_s:.3f} CPU s/step), mean runtime "
           f"{float(metrics['mean_runtime_s'][-1]) * 1e3:.3f} ms, "

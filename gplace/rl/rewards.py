@@ -94,18 +94,20 @@ def dispatch_reward(problem: ScheduledProblem, placements: jax.Array,
 
 
 def simulate_host(graph: Graph, placements: np.ndarray, topology: Topology,
-                  priority: Optional[np.ndarray] = None, costs=None
+                  priority: Optional[np.ndarray] = None, costs=None,
+                  schedule: str = simulator.DEFAULT_SCHEDULE
                   ) -> tuple[np.ndarray, np.ndarray]:
   """Simulates ``placements int [K, N]`` of ``graph`` on the host in
-  ``gplace.simulate``'s default schedule (``"best"``: per placement the
-  faster of the dynamic and planned schedules), steered by
+  ``schedule``, by default ``gplace.simulate``'s (``"best"``: per placement
+  the faster of the dynamic and planned schedules), steered by
   ``priority [K, N]`` if given (else the critical path), with ``costs``
   (``[N, D]`` measured seconds) if given:
   ``(runtime_s float64 [K], out_of_memory bool [K])``."""
   if priority is not None:
     priority = np.asarray(priority, np.float32)
   result = simulator.simulate(graph, np.asarray(placements, np.int32),
-                              topology, costs, priority=priority)
+                              topology, costs, priority=priority,
+                              schedule=schedule)
   return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
 
 
@@ -123,13 +125,17 @@ class Scorer:
     repeats, warmup: timed and untimed runs per measured placement.
     costs: ``[N, D]`` measured seconds per node and device for simulated
       scores (default: the topology's roofline).
+    schedule: the schedule of simulated scores (``gplace.simulate``'s
+      ``schedule``; default its default, ``"best"``).
   """
 
   def __init__(self, graph: Graph, topology: Topology, *, fn=None, args=None,
                executor: bool = False, devices: Optional[Sequence] = None,
-               repeats: int = 5, warmup: int = 1, costs=None):
+               repeats: int = 5, warmup: int = 1, costs=None,
+               schedule: str = simulator.DEFAULT_SCHEDULE):
     self.graph, self.fn, self.args = graph, fn, args
     self.costs = costs
+    self.schedule = schedule
     self.topology = topology
     self.executor = executor
     self.devices = devices
@@ -158,7 +164,7 @@ class Scorer:
           self.fn, self.graph, placements, self.args, devices=self.devices,
           repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
     runtime, oom = simulate_host(self.graph, placements, self.topology,
-                                 priority, self.costs)
+                                 priority, self.costs, self.schedule)
     return np.where(oom, np.inf, runtime)
 
 

@@ -51,7 +51,7 @@ from gplace.rl import policy_file
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
-from gplace.rl.grouping import expand_to_nodes, num_simulated_nodes
+from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.refine import (START_GIVEN as REFINE_START_GIVEN,
                               RefineResult, refine_placement)
@@ -64,6 +64,7 @@ from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
 from gplace.rl.resume import check_resume, config_record
 from gplace.rl.validation import num_parallel_devices, validate_config
+from gplace.sim.simulator import DEFAULT_SCHEDULE
 
 AXIS = "devices"
 # Called after every chunk with the step and its last metrics; returning True
@@ -264,8 +265,12 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
   all_metrics = []
   for _ in range(length):  # single device: measure between sample and update
     state, rollout = fns.sample(state, batch)
-    scored = host_scored_rollout(rollout._replace(
-        placements=expand_to_nodes(rollout.placements, batch.group_of)),
+    placements = np.asarray(rollout.placements)   # [B, K, G or N]
+    if batch.group_of is not None:  # on the host: no eager JAX op per step
+      # (padding nodes may point past the groups: clipped, then cut off)
+      placements = np.stack([np.take(p, g, axis=-1, mode="clip") for p, g in
+                             zip(placements, np.asarray(batch.group_of))])
+    scored = host_scored_rollout(rollout._replace(placements=placements),
                                  *host_rewards)
     rollout = rollout._replace(runtime_s=scored.runtime_s,
                                failed=scored.failed)
@@ -419,12 +424,18 @@ def train_and_evaluate(config, workdir: str, *,
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
   num_nodes = [s.graph.n_nodes for s in setups]
 
+  # RL's samples may be simulated in a cheaper schedule than the table's.
+  same_schedule = all(data.reward_schedule(config, s.graph.n_nodes)
+                      == DEFAULT_SCHEDULE for s in setups)
+
   @functools.lru_cache(maxsize=1)
   def reward_fns():
-    """One scorer per graph, for the policy's own placements."""
-    return (host_rewards.reward_fns if host_rewards is not None else
-            [data.make_scorer(s.graph, s.fn, s.args, topology, config,
-                              costs=s.costs) for s in setups])
+    """One scorer per graph, for the policy's own placements: the default
+    schedule, as the baselines, whatever schedule RL trains in."""
+    if host_rewards is not None and same_schedule:
+      return host_rewards.reward_fns
+    return [data.make_scorer(s.graph, s.fn, s.args, topology, config,
+                             costs=s.costs) for s in setups]
 
   def greedy_fn(state):
     """``[B]`` runtimes of the policy's greedy placements (no samples)."""
@@ -458,7 +469,8 @@ def train_and_evaluate(config, workdir: str, *,
     refined = refine_own_placements(config, own, reward_fns(), setups,
                                     topology.n_devices, log)
   result = _final_result(config, workdir, setups, topology, loop, outputs,
-                         finished, own, log, refined)
+                         finished, own, log, refined,
+                         rescore=None if same_schedule else reward_fns())
   for line in reports.output_lines(workdir):
     log(line)
   return result
@@ -577,16 +589,27 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
 
 
 def _final_result(config, workdir, setups, topology, loop: LoopResult,
-                  outputs, finished, own, log, refined=()) -> TrainResult:
+                  outputs, finished, own, log, refined=(),
+                  rescore=None) -> TrainResult:
   """Writes the end-of-run files and collects the :class:`TrainResult`;
   ``own``: the policy's own placements (:func:`evaluate_policy`) of a
   finished run, else None; ``refined``: their per-op refinements (one per
-  graph, or empty)."""
+  graph, or empty); ``rescore``: per graph a scorer in the table's schedule
+  when RL trained in another (``config.rl.reward_schedule``), so the best
+  sampled placement is reported in the same schedule as every other row."""
   state = loop.state
   outputs.ensure_best_placement(state)
   best_runtime = [float(x) for x in np.asarray(state.best_runtime_s)]
   best_placements = [np.asarray(state.best_placement)[b, :s.graph.n_nodes]
                      for b, s in enumerate(setups)]
+  if rescore is not None:
+    best_runtime = [float(np.asarray(fn(p[None]))[0]) if np.isfinite(r)
+                    else r
+                    for fn, p, r in zip(rescore, best_placements,
+                                        best_runtime)]
+    outputs.best.write(int(state.step), state.best_placement,
+                       np.asarray(best_runtime),
+                       getattr(state, "best_priority", None))
   tables = []
   if finished:
     refined = list(refined) or [None] * len(own)

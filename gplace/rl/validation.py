@@ -38,6 +38,7 @@ ADVANTAGES = ("ema", "batch")
 # RL learning-rate schedules (state.create_optimizer).
 DECAYS = ("none", "cosine")
 REWARDS = ("simulator", "simulator_dynamic", "simulator_host", "executor")
+REWARD_SCHEDULES = ("best", "dynamic", "auto")
 
 
 class IntRange(NamedTuple):
@@ -423,6 +424,19 @@ def validate_rl(config) -> None:
           "Executor rewards (config.rl.reward='executor')")
     except GplaceError as err:
       raise ConfigError(str(err)) from err
+  schedule = rl.get("reward_schedule", "best")
+  if schedule not in REWARD_SCHEDULES:
+    raise ConfigError(
+        f"config.rl.reward_schedule={schedule!r}: use 'best' (the default "
+        "schedule, as the baselines and the table are scored), 'dynamic' "
+        f"(its cheaper half) or 'auto' (dynamic on graphs of over "
+        f"{data.AUTO_DYNAMIC_NODES:,} ops).")
+  if schedule == "dynamic" and rl.reward != "simulator_host":
+    raise ConfigError(
+        f"config.rl.reward_schedule={schedule!r} applies to host-simulated "
+        f"rewards; config.rl.reward={rl.reward!r} is not. Use "
+        "--config.rl.reward=simulator_host, or "
+        "--config.rl.reward_schedule=best.")
   if rl.loss not in LOSSES:
     raise ConfigError(f"config.rl.loss must be one of {LOSSES}, got "
                       f"{rl.loss!r}.")

@@ -220,3 +220,16 @@ def test_warm_start_targets_pick_the_best_baseline_and_pad():
   np.testing.assert_array_equal(warm.runtime_s, [1.0, 1.0])
   warm = data.warm_start_targets([setup], "a", 8)
   assert warm.baseline_names == ["a"] and warm.runtime_s[0] == 2.0
+
+
+def test_auto_reward_schedule_is_dynamic_only_on_large_graphs():
+  config = quickstart.get_config()
+  assert config.rl.reward_schedule == "auto"
+  big = data.AUTO_DYNAMIC_NODES + 1
+  assert data.reward_schedule(config, big) == "dynamic"
+  assert data.reward_schedule(config, big - 1) == "best"
+  config.rl.reward_schedule = "best"
+  assert data.reward_schedule(config, big) == "best"
+  # Rewards scored elsewhere (in the jitted step, measured) keep theirs.
+  config.rl.update(reward_schedule="dynamic", reward="simulator")
+  assert data.reward_schedule(config, 10) == "best"

@@ -85,6 +85,13 @@ def test_scorer_simulates_and_marks_out_of_memory():
       got, np.where(want.oom, np.inf, want.runtime_s), rtol=1e-12)
   runtime, oom = rewards.simulate_host(graph, placements, topology)
   assert runtime.shape == oom.shape == (2,) and runtime.dtype == np.float64
+  # The cheaper half of the default schedule, for RL on large graphs: its
+  # own runtimes, never faster than the default's.
+  dynamic = rewards.Scorer(graph, topology, schedule="dynamic")(placements)
+  want = simulator.simulate(graph, placements, topology, schedule="dynamic")
+  np.testing.assert_allclose(
+      dynamic, np.where(want.oom, np.inf, want.runtime_s), rtol=1e-12)
+  assert np.all(dynamic >= got)
 
 
 def test_scorers_rank_arrived_ops_by_a_policy_priority():

@@ -374,6 +374,30 @@ def test_host_simulated_rewards_train_on_the_default_schedule(tmp_path):
   assert any("policy greedy" in line for line in lines)
 
 
+def test_rl_can_train_in_the_cheaper_dynamic_schedule(tmp_path):
+  # RL's samples are scored in the dynamic schedule; the best one sampled
+  # and the policy's own placements are reported in the table's default
+  # schedule all the same.
+  config = host_reward_config(4)
+  config.rl.reward_schedule = "dynamic"
+  result = train.train_and_evaluate(config, str(tmp_path), log=lambda _: None)
+  records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+  graph = random_dag(40, seed=1, name="random_dag:40:1")
+  topology = topology_lib.preset("1cpu+2gpu")
+  best = result.best_placements[0]
+  assert records[-1]["best_runtime_s"][0] == pytest.approx(float(simulate(
+      graph, best, topology, schedule="dynamic").runtime_s), rel=1e-5)
+  assert result.best_runtime_s[0] == pytest.approx(
+      float(simulate(graph, best, topology).runtime_s), rel=1e-5)
+  table = json.load(open(tmp_path / "results.json"))["tables"][0]
+  assert table["gplace"] == pytest.approx(result.best_runtime_s[0])
+  saved = json.load(open(tmp_path / "best_placement.json"))["graphs"][0]
+  assert saved["runtime_s"] == pytest.approx(result.best_runtime_s[0])
+  (own,) = result.policy
+  assert own.greedy_runtime_s == pytest.approx(float(simulate(
+      graph, own.greedy_placement, topology).runtime_s), rel=1e-5)
+
+
 def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
   # The per-op refinement is reported next to the policy. Two RL steps
   # leave a near-random greedy placement; with start="best" the refinement

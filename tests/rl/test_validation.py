@@ -61,6 +61,10 @@ def test_a_good_config_passes(tmp_path):
      "finite"),
     ("refine.max_moves", 0, "max_moves=0: must be a positive integer"),
     ("refine.start", "heft", "config.refine.start='heft': use 'policy'"),
+    ("rl.reward_schedule", "planned", "reward_schedule='planned': use "
+     "'best'"),
+    # tiny_config's reward is in the jitted step, not on the host
+    ("rl.reward_schedule", "dynamic", "applies to host-simulated rewards"),
 ])
 def test_bad_config_values_fail_at_start(tmp_path, field, value, message):
   config = tiny_config()
