@@ -28,8 +28,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-#: Problems kept per graph (different topologies, costs, orders or budgets).
-PER_GRAPH = 4
+#: Problems kept per graph (different builders, topologies, costs, orders or
+#: budgets).
+PER_GRAPH = 8
 
 # id(graph) -> (a weak reference to the graph, {key: problem} in LRU order).
 # Graphs compare by value and are not hashable, so they are tracked by

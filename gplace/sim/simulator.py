@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -331,18 +332,39 @@ def _run_parts(work, k: int) -> None:
     list(_pool().map(work, slices))
 
 
+def _critical_path(graph: Graph, topology: Topology, costs=None):
+  """``(bottom level float64 [N], as float32 [N], its native ranks or
+  None)``: the default schedules' priority, built once per graph (a
+  :func:`~gplace.sim.cache.cached_problem` builder; on paper gnmt4 it cost
+  a twentieth of simulating 64 placements)."""
+  level = bottom_level(graph, topology, costs)
+  steer = level.astype(np.float32)
+  ranks = native.priority_ranks(steer) if _use_native(graph) else None
+  return level, steer, ranks
+
+
 def _simulate_schedules(graph: Graph, topology: Topology, costs,
-                        placements: np.ndarray, priority: np.ndarray, *,
+                        placements: np.ndarray,
+                        priority: Optional[np.ndarray], *,
                         dynamic: bool) -> SimResult:
   """Per-placement schedules of ``placements`` (``[K, N]``) through the
   jitted list scheduler, on a problem padded to shape buckets (nodes,
   edges, placements; see :func:`bucket`) so that calls on graphs of
   similar sizes reuse one compilation. Padding nodes run nowhere, have no
   edges or bytes and the lowest priority; they are removed from the
-  returned order, so results equal the unpadded problem's (tested)."""
+  returned order, so results equal the unpadded problem's (tested).
+  ``priority``: ``[N]`` / ``[K, N]`` float32, or None for the critical
+  path."""
   if _use_native(graph):
+    ranks = None
+    if priority is None:                 # the critical path, built once
+      priority, ranks = cached_problem(_critical_path, graph, topology,
+                                       costs=costs)[1:]
     return _native_schedules(graph, topology, costs, placements, priority,
-                             dynamic=dynamic)
+                             dynamic=dynamic, ranks=ranks)
+  if priority is None:
+    priority = cached_problem(_critical_path, graph, topology,
+                              costs=costs)[1]
   k, n = placements.shape
   n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
   problem = cached_problem(make_dispatch_problem, graph, topology,
@@ -446,9 +468,9 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   """``placements`` (``[K, N]``) each in its own ``"dynamic"``,
   ``"planned"`` or ``"best"`` schedule (``priority``: ``[N]`` / ``[K, N]``
   float32, or None for the critical path)."""
-  if priority is None:
-    level = bottom_level(graph, topology, costs)   # float64: HEFT's rank
-    steer, plan_by = level.astype(np.float32), level
+  if priority is None:          # float64 level: HEFT's rank, for the plan
+    plan_by, steer = cached_problem(_critical_path, graph, topology,
+                                    costs=costs)[0], None
   else:
     steer = plan_by = priority
   if schedule != "planned":
