@@ -47,6 +47,19 @@ def expand_to_nodes(placements: jax.Array,
   return jax.vmap(lambda p, g: p[..., g])(placements, group_of)
 
 
+def expand_on_host(placements: np.ndarray,
+                   group_of: Optional[np.ndarray]) -> np.ndarray:
+  """:func:`expand_to_nodes` in numpy, for host-side rewards (no eager JAX
+  op per call): ``int [B, ..., G_pad]`` -> ``int [B, ..., N_pad]``.
+  Padding nodes that point past the groups take the last group's device,
+  as JAX's clamped gather gives them."""
+  placements = np.asarray(placements)
+  if group_of is None:
+    return placements
+  return np.stack([np.take(p, g, axis=-1, mode="clip")
+                   for p, g in zip(placements, np.asarray(group_of))])
+
+
 def group_placement(node_placements: jax.Array,
                     group_of: Optional[jax.Array], num_groups: int,
                     num_devices: int) -> jax.Array:

@@ -51,7 +51,7 @@ from gplace.rl import policy_file
 from gplace.rl import reports
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
-from gplace.rl.grouping import num_simulated_nodes
+from gplace.rl.grouping import expand_on_host, num_simulated_nodes
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.refine import (START_GIVEN as REFINE_START_GIVEN,
                               RefineResult, refine_placement)
@@ -265,12 +265,8 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
   all_metrics = []
   for _ in range(length):  # single device: measure between sample and update
     state, rollout = fns.sample(state, batch)
-    placements = np.asarray(rollout.placements)   # [B, K, G or N]
-    if batch.group_of is not None:  # on the host: no eager JAX op per step
-      # (padding nodes may point past the groups: clipped, then cut off)
-      placements = np.stack([np.take(p, g, axis=-1, mode="clip") for p, g in
-                             zip(placements, np.asarray(batch.group_of))])
-    scored = host_scored_rollout(rollout._replace(placements=placements),
+    scored = host_scored_rollout(rollout._replace(
+        placements=expand_on_host(rollout.placements, batch.group_of)),
                                  *host_rewards)
     rollout = rollout._replace(runtime_s=scored.runtime_s,
                                failed=scored.failed)

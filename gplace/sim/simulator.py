@@ -335,8 +335,8 @@ def _run_parts(work, k: int) -> None:
 def _critical_path(graph: Graph, topology: Topology, costs=None):
   """``(bottom level float64 [N], as float32 [N], its native ranks or
   None)``: the default schedules' priority, built once per graph (a
-  :func:`~gplace.sim.cache.cached_problem` builder; on paper gnmt4 it cost
-  a twentieth of simulating 64 placements)."""
+  :func:`~gplace.sim.cache.cached_problem` builder) instead of at every
+  call."""
   level = bottom_level(graph, topology, costs)
   steer = level.astype(np.float32)
   ranks = native.priority_ranks(steer) if _use_native(graph) else None
@@ -355,16 +355,13 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   returned order, so results equal the unpadded problem's (tested).
   ``priority``: ``[N]`` / ``[K, N]`` float32, or None for the critical
   path."""
+  ranks = None
+  if priority is None:                   # the critical path, built once
+    _, priority, ranks = cached_problem(_critical_path, graph, topology,
+                                        costs=costs)
   if _use_native(graph):
-    ranks = None
-    if priority is None:                 # the critical path, built once
-      priority, ranks = cached_problem(_critical_path, graph, topology,
-                                       costs=costs)[1:]
     return _native_schedules(graph, topology, costs, placements, priority,
                              dynamic=dynamic, ranks=ranks)
-  if priority is None:
-    priority = cached_problem(_critical_path, graph, topology,
-                              costs=costs)[1]
   k, n = placements.shape
   n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
   problem = cached_problem(make_dispatch_problem, graph, topology,

@@ -3,6 +3,7 @@ simulator, and the maps between them."""
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -99,3 +100,15 @@ def test_level_priority_ranks_by_level_then_critical_path():
   ranked = np.asarray(grouping.level_priority(jnp.array([[[0, 1]]]),
                                               group_of, path))[0, 0]
   assert list(np.argsort(-ranked)) == [2, 1, 0, 3]
+
+
+def test_host_expansion_equals_the_jitted_one():
+  rng = np.random.default_rng(0)
+  placements = rng.integers(0, 4, (2, 3, 8)).astype(np.int32)  # [B, K, G]
+  group_of = rng.integers(0, 9, (2, 20)).astype(np.int32)  # 8: padding
+  np.testing.assert_array_equal(
+      grouping.expand_on_host(placements, group_of),
+      np.asarray(grouping.expand_to_nodes(jnp.asarray(placements),
+                                          jnp.asarray(group_of))))
+  np.testing.assert_array_equal(grouping.expand_on_host(placements, None),
+                                placements)
