@@ -2,9 +2,9 @@
 
   python experiments/bench_train_step.py --sizes=1000,10000,80000
   python experiments/bench_train_step.py --sizes=80000 --max_groups=256 \
-      --ppo_epochs=2        # the quickstart's group-level actions
+      --ppo_epochs=4        # the quickstart's group-level actions
   python experiments/bench_train_step.py --sizes=80000 --max_groups=256 \
-      --ppo_epochs=2 --num_samples=64 --reward=host   # and its reward
+      --ppo_epochs=4 --num_samples=64 --reward=host   # and its reward
 
 Graphs are gplace.graphs.graph.random_dag; topology 1cpu+4gpu; the state is
 made by ``gplace.rl.state.create_train_state`` and the step is the jitted

@@ -182,8 +182,12 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   epochs = hparams.ppo_epochs if hparams.loss == "ppo" else 1
   (params, opt_state), metrics = jax.lax.scan(
       gradient_step, (state.params, state.opt_state), None, length=epochs)
-  # Report the first epoch: the loss of the sampling policy.
-  metrics = jax.tree.map(lambda m: _pmean(m[0], axis_name), metrics)
+  # Report the first epoch (the loss of the sampling policy), except the
+  # PPO ratio's clipped fraction, which is 0 there by construction: the
+  # last epoch's, after epochs - 1 updates on these samples.
+  last = {k: v[-1] for k, v in metrics.items() if k == "clipped_fraction"}
+  metrics = jax.tree.map(lambda m: _pmean(m, axis_name),
+                         dict({k: v[0] for k, v in metrics.items()}, **last))
 
   best_runtime, best_placement, best_priority = _best_of(
       rollout._replace(placements=expand_to_nodes(rollout.placements,

@@ -86,6 +86,30 @@ def test_reinforce_improves_tiny_problem(num_graphs):
   assert np.all(state.best_runtime_s <= runtime.min() + 1e-6)
 
 
+@pytest.mark.parametrize("epochs", [1, 4])
+def test_ppo_reports_the_clipped_fraction_after_its_updates(epochs):
+  # The first epoch's ratio is exactly 1 (nothing clipped); with several
+  # epochs and a large step the last epoch's ratios leave the clip range,
+  # and that fraction is what the step reports.
+  batch = toy_batch()
+  policy = TabularPolicy()
+  optimizer = optax.sgd(50.0)
+  hparams = RLHyperparams(num_samples=16, loss="ppo", ppo_epochs=epochs,
+                          ppo_clip=0.05, entropy_weight=0.0)
+  state = toy_train_state(policy, batch, optimizer)
+  step = functools.partial(update.rl_step, apply_fn=policy.apply,
+                           optimizer=optimizer, hparams=hparams,
+                           simulate_fn=toy_simulate)
+  _, metrics = jax.jit(functools.partial(update.scan_chunk, step,
+                                         num_steps=3))(state, batch)
+  clipped = np.asarray(metrics["clipped_fraction"])
+  if epochs == 1:
+    np.testing.assert_array_equal(clipped, 0.0)
+  else:
+    assert clipped.max() > 0.0, clipped
+    assert np.all(clipped <= 1.0)
+
+
 def test_an_entropy_floor_keeps_every_decision_open_while_learning():
   batch = toy_batch()
   policy = TabularPolicy()
