@@ -60,7 +60,7 @@ class FloatRange(NamedTuple):
 
 INT_FIELDS = {
     "seed": IntRange(0, 2**31, 0),    # what the baselines (numpy, pymetis) take
-    "rl.ppo_epochs": IntRange(1, None, 2),
+    "rl.ppo_epochs": IntRange(1, None, 4),
     "warm_start.steps": IntRange(0, None, 50),
     "train.num_steps": IntRange(0, None, 100),
     "train.chunk_steps": IntRange(1, None, 25),
