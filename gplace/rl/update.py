@@ -185,9 +185,8 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   # Report the first epoch (the loss of the sampling policy), except the
   # PPO ratio's clipped fraction, which is 0 there by construction: the
   # last epoch's, after epochs - 1 updates on these samples.
-  last = {k: v[-1] for k, v in metrics.items() if k == "clipped_fraction"}
-  metrics = jax.tree.map(lambda m: _pmean(m, axis_name),
-                         dict({k: v[0] for k, v in metrics.items()}, **last))
+  metrics = {k: _pmean(v[-1] if k == "clipped_fraction" else v[0], axis_name)
+             for k, v in metrics.items()}
 
   best_runtime, best_placement, best_priority = _best_of(
       rollout._replace(placements=expand_to_nodes(rollout.placements,

@@ -16,6 +16,15 @@ from gplace.rl import update
 from gplace.rl.state import RLHyperparams
 
 
+def _train(policy, optimizer, hparams, state, batch, num_steps):
+  """``num_steps`` jitted RL steps on the toy problem: ``(state, metrics)``."""
+  step = functools.partial(update.rl_step, apply_fn=policy.apply,
+                           optimizer=optimizer, hparams=hparams,
+                           simulate_fn=toy_simulate)
+  return jax.jit(functools.partial(update.scan_chunk, step,
+                                   num_steps=num_steps))(state, batch)
+
+
 @pytest.mark.parametrize("loss", ["ppo"])
 def test_pmap_shard_map_and_single_device_agree(loss):
   num_local = 4
@@ -97,11 +106,7 @@ def test_ppo_reports_the_clipped_fraction_after_its_updates(epochs):
   hparams = RLHyperparams(num_samples=16, loss="ppo", ppo_epochs=epochs,
                           ppo_clip=0.05, entropy_weight=0.0)
   state = toy_train_state(policy, batch, optimizer)
-  step = functools.partial(update.rl_step, apply_fn=policy.apply,
-                           optimizer=optimizer, hparams=hparams,
-                           simulate_fn=toy_simulate)
-  _, metrics = jax.jit(functools.partial(update.scan_chunk, step,
-                                         num_steps=3))(state, batch)
+  _, metrics = _train(policy, optimizer, hparams, state, batch, num_steps=3)
   clipped = np.asarray(metrics["clipped_fraction"])
   if epochs == 1:
     np.testing.assert_array_equal(clipped, 0.0)
@@ -119,11 +124,8 @@ def test_an_entropy_floor_keeps_every_decision_open_while_learning():
   for floor in (0.0, 0.3):
     hparams = RLHyperparams(num_samples=16, loss="reinforce",
                             entropy_weight=0.0, entropy_floor=floor)
-    step = functools.partial(update.rl_step, apply_fn=policy.apply,
-                             optimizer=optimizer, hparams=hparams,
-                             simulate_fn=toy_simulate)
-    end, metrics = jax.jit(functools.partial(update.scan_chunk, step,
-                                             num_steps=60))(state, batch)
+    end, metrics = _train(policy, optimizer, hparams, state, batch,
+                          num_steps=60)
     runtime = np.asarray(metrics["mean_runtime_s"])
     assert runtime[-10:].mean() < 0.9 * runtime[:5].mean(), (floor, runtime)
     graph = jax.tree.map(lambda x: x[0], batch.graphs)
