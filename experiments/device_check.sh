@@ -46,9 +46,10 @@ step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
 step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
   --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"
-step fidelity 160 python3 experiments/fidelity.py --workloads resnet50,bert \
+step fidelity 200 python3 experiments/fidelity.py --workloads resnet50,bert \
   --size tiny --placements 16 --rounds 2 --repeats 5 \
-  --schedules sim,dynamic,device_greedy --cache /tmp/fcache --out "$OUT/fidelity.md"
+  --schedules sim,dynamic,device_greedy --cache "$OUT/fcache" --dump "$OUT" \
+  --verbose
 step train_step 80 python3 experiments/bench_train_step.py --sizes=80000
 step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12

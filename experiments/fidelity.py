@@ -154,6 +154,11 @@ def evaluate(name, size, args_ns, devices):
       measured[("min", kind)][r, i] = result.min_s
   measure_s = time.perf_counter() - start
   ok = ~failed
+  if args_ns.dump:
+    dump(os.path.join(args_ns.dump, f"fidelity_{name}_{args_ns.size}.npz"),
+         labels, placements, kinds, schedules, predicted, measured,
+         {kind: [placed[(kind, i)].n_clusters for i in range(k)]
+          for kind in kinds}, failed)
   results = {}
   for kind in kinds:
     sim = predicted[kind][ok]
@@ -163,7 +168,7 @@ def evaluate(name, size, args_ns, devices):
                   clusters=f"{clusters.min()}-{clusters.max()}",
                   profile_s=prof.profile_s, measure_s=measure_s,
                   fusion=float(prof.fusion_factor[0]),
-                  link_scale=prof.link_scale)
+                  link_scale=link_scale_text(prof))
     for stat in STATISTICS:
       rounds = measured[(stat, kind)][:, ok]
       mean = rounds.mean(0)
@@ -177,6 +182,38 @@ def evaluate(name, size, args_ns, devices):
           min_ms=mean.min() * 1e3, max_ms=mean.max() * 1e3,
           rows=list(zip(np.asarray(labels)[ok], mean, sim)))
   return results
+
+
+def link_scale_text(prof: profiler.Profile) -> str:
+  """The calibrated link factor: one number, or ``0->1 / 1->0`` where the
+  calibration fitted one per direction (CPU + GPU)."""
+  scales = prof.link_scales
+  if scales is None or np.allclose(scales[~np.eye(len(scales), dtype=bool)],
+                                   prof.link_scale):
+    return f"{prof.link_scale:.2f}"
+  return f"{scales[0, 1]:.2f} / {scales[1, 0]:.2f}"
+
+
+def dump(path, labels, placements, kinds, schedules, predicted, measured,
+         clusters, failed) -> None:
+  """Saves one workload's raw figures (for refitting a model offline, with
+  the profile from ``--cache``): ``placements [K, N]``, and per schedule
+  kind ``order_<kind> [K, N]`` (node-id order for device_greedy),
+  ``predicted_<kind> [K]`` s, ``clusters_<kind> [K]``, and per statistic
+  ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed)."""
+  arrays = dict(labels=np.asarray(labels), placements=placements,
+                failed=failed)
+  n = placements.shape[1]
+  for kind in kinds:
+    arrays[f"order_{kind}"] = np.stack([
+        np.asarray(o, np.int64) if not isinstance(o, str) else np.arange(n)
+        for o in schedules[kind]])
+    arrays[f"predicted_{kind}"] = predicted[kind]
+    arrays[f"clusters_{kind}"] = np.asarray(clusters[kind])
+    for stat in STATISTICS:
+      arrays[f"measured_{stat}_{kind}"] = measured[(stat, kind)]
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  np.savez(path, **arrays)
 
 
 def main():
@@ -215,6 +252,10 @@ def main():
                       "point elsewhere, e.g. /tmp)")
   parser.add_argument("--verbose", action="store_true",
                       help="print every placement's numbers")
+  parser.add_argument("--dump", default="",
+                      help="also save each workload's placements, schedules, "
+                      "predictions and raw measurements to "
+                      "DIR/fidelity_<name>_<size>.npz")
   parser.add_argument("--out", default="",
                       help="also write the table to this markdown file")
   args_ns = parser.parse_args()
@@ -253,7 +294,7 @@ def main():
         f"{r['schedule']} | {r['clusters']} | {r['statistic']} | "
         f"{r['min_ms']:.2f}-"
         f"{r['max_ms']:.2f} | {r['spearman']:.3f} | {r['ceiling']:.3f} | "
-        f"{r['error']:.1f} | {r['fusion']:.3f} | {r['link_scale']:.2f} | "
+        f"{r['error']:.1f} | {r['fusion']:.3f} | {r['link_scale']} | "
         f"{r['profile_s']:.0f} | {r['measure_s']:.0f} |")
   table = "\n".join(lines)
   print(table)

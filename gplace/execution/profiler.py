@@ -27,9 +27,10 @@ What is measured (host-side Python; every timing is the median of
 * **Compute groups**: CPU devices share the host's cores (one group); each
   accelerator is its own group.
 * **Link calibration**: a few random placements with long same-device runs
-  are run with the executor, and one factor on every link's latency and
+  are run with the executor, and a factor on the links' latency and
   per-byte time is fitted so the simulator matches them (a placed transfer
-  costs more than a bare copy: see :func:`_calibrate_links`). Each runs with
+  costs more than a bare copy; one factor per pair of device kinds, e.g.
+  CPU to GPU and GPU to CPU: see :func:`_calibrate_links`). Each runs with
   the simulator's default schedule on the uncalibrated topology and costs,
   and is simulated in that same order, so the fit compares like with like. Placed runs are
   timed in interleaved rounds, each by its fastest call, so that bursts of
@@ -100,8 +101,13 @@ class Profile:
       calibration rounds of the fastest call.
     transfer_latency_s: ``[D, D]`` float64 fitted device_put latency.
     transfer_bandwidth: ``[D, D]`` float64 fitted bytes/s.
-    link_scale: factor the calibration run applied to link latencies and
-      per-byte times (1.0 without calibration placements).
+    link_scale: the one factor that fits the calibration runs best when
+      applied to every link's latency and per-byte time (1.0 without
+      calibration placements).
+    link_scales: ``[D, D]`` float64 factor applied to each link (refined per
+      pair of device kinds where the devices differ in kind, e.g. CPU to GPU
+      and GPU to CPU; else ``link_scale`` everywhere; ones on the diagonal).
+      None in profiles saved before it existed (read: ``link_scale``).
     profile_s: seconds the profiling took.
   """
 
@@ -115,6 +121,7 @@ class Profile:
   transfer_latency_s: np.ndarray
   transfer_bandwidth: np.ndarray
   link_scale: float = 1.0
+  link_scales: np.ndarray | None = None
   profile_s: float = 0.0
 
   def save(self, path: str | os.PathLike) -> None:
@@ -142,7 +149,10 @@ class Profile:
         transfer_latency_s=self.transfer_latency_s,
         transfer_bandwidth=self.transfer_bandwidth,
         link_bandwidth=topo.link_bandwidth, link_latency=topo.link_latency,
-        compute_group=topo.compute_group, **graph_arrays)
+        compute_group=topo.compute_group,
+        **({} if self.link_scales is None
+           else {"link_scales": self.link_scales}),
+        **graph_arrays)
     os.replace(tmp, path)
 
   @classmethod
@@ -179,6 +189,7 @@ class Profile:
                transfer_latency_s=arrays["transfer_latency_s"],
                transfer_bandwidth=arrays["transfer_bandwidth"],
                link_scale=float(meta.get("link_scale", 1.0)),
+               link_scales=arrays.get("link_scales"),
                profile_s=float(meta.get("profile_s", 0.0)))
 
 
@@ -384,17 +395,17 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
 
   topology = _measured_topology(devices, dispatch, latency, bandwidth,
                                 float(np.median(fusion)))
-  link_scale = 1.0
+  link_scale, link_scales = 1.0, np.ones((d, d))
   measured = executor_s[len(singles):]
   if np.isfinite(measured).any():
-    topology, link_scale = _calibrate_links(graph, topology, costs, blocks,
-                                            schedules, measured)
+    topology, link_scale, link_scales = _calibrate_links(
+        graph, topology, costs, blocks, schedules, measured)
   return Profile(graph=graph, topology=topology, costs=costs,
                  op_time_s=np.where(is_op[:, None], op_time, 0.0),
                  dispatch_s=dispatch, fusion_factor=fusion,
                  whole_program_s=whole, transfer_latency_s=latency,
                  transfer_bandwidth=bandwidth, link_scale=link_scale,
-                 profile_s=time.perf_counter() - start)
+                 link_scales=link_scales, profile_s=time.perf_counter() - start)
 
 
 def _measured_topology(devices, dispatch: np.ndarray, latency: np.ndarray,
@@ -432,16 +443,26 @@ def block_placements(n_nodes: int, n_devices: int, count: int,
 
 def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                      placements: np.ndarray, schedules: np.ndarray,
-                     measured: np.ndarray) -> tuple[Topology, float]:
+                     measured: np.ndarray
+                     ) -> tuple[Topology, float, np.ndarray]:
   """Scales link costs so the simulator matches the executor on measured
   placements.
 
   A placed run pays more per cross-device value than a bare ``device_put``:
   the copy is issued from Python between executables, and a new cluster
   starts (one more dispatch, and XLA fuses less across the cut). These
-  costs grow with the number of transfers, so one factor on link latency and
+  costs grow with the number of transfers, so a factor on link latency and
   per-byte time, chosen on a log grid to minimize the median absolute log
-  error of the simulated runtimes, absorbs them.
+  error of the simulated runtimes (ties broken by the mean), absorbs them.
+
+  First one factor for every link; then, where the devices are of more than
+  one kind (CPU + GPU), one factor per (source kind, destination kind),
+  refined by coordinate descent on the same grid from the common factor.
+  The directions differ on an accelerator: parameters go from host to
+  device in one batched copy at the start of a call (cheaper than a copy
+  each, which is what the simulator charges), while a value the device has
+  just computed comes back through a synchronising copy (dearer than a bare
+  one). Devices of one kind (forced CPU devices) keep the one factor.
 
   Args:
     graph, topology, costs: the problem as the simulator sees it.
@@ -450,21 +471,52 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     measured: ``[K]`` their measured seconds (inf/NaN: failed, ignored).
 
   Returns:
-    ``(topology with scaled links, the factor)``.
+    ``(topology with scaled links, the common factor, [D, D] per-link
+    factors)``.
   """
   ok = np.flatnonzero(np.isfinite(measured))
   scales = np.geomspace(0.25, 16.0, 25)
-  errors = []
-  for scale in scales:
-    scaled = _scaled_links(topology, scale)
+  kinds = [dev.kind for dev in topology.devices]
+  d = len(kinds)
+  pairs = [(i, j) for i in range(d) for j in range(d) if i != j]
+  classes = sorted({(kinds[i], kinds[j]) for i, j in pairs})
+
+  def factors_of(per_class: dict) -> np.ndarray:
+    out = np.ones((d, d))
+    for i, j in pairs:
+      out[i, j] = per_class[(kinds[i], kinds[j])]
+    return out
+
+  def error(per_class: dict) -> tuple[float, float]:
+    """(median, mean) absolute log error: the median, robust to a burst of
+    load, ranks; the mean breaks its ties (a median can be flat)."""
+    scaled = _scaled_links(topology, factors_of(per_class))
     sim = np.array([simulator.simulate(graph, placements[k], scaled,
                                        costs=costs, order=schedules[k]
                                        ).runtime_s for k in ok], np.float64)
-    errors.append(np.median(np.abs(np.log(sim / measured[ok]))))
-  best = float(scales[int(np.argmin(errors))])
-  return _scaled_links(topology, best), best
+    log_error = np.abs(np.log(sim / measured[ok]))
+    return float(np.median(log_error)), float(np.mean(log_error))
+
+  errors = [error(dict.fromkeys(classes, float(s))) for s in scales]
+  best = min(errors)
+  common = float(scales[errors.index(best)])
+  per_class = dict.fromkeys(classes, common)
+  improved, sweeps = len(classes) > 1, 0
+  while improved and sweeps < 8:  # coordinate descent, until a sweep is idle
+    improved, sweeps = False, sweeps + 1
+    for c in classes:
+      for scale in scales:
+        trial = {**per_class, c: float(scale)}
+        e = error(trial)
+        if e < best:
+          best, per_class, improved = e, trial, True
+  factors = factors_of(per_class)
+  return _scaled_links(topology, factors), common, factors
 
 
-def _scaled_links(topology: Topology, scale: float) -> Topology:
+def _scaled_links(topology: Topology, scale: float | np.ndarray) -> Topology:
+  """Link latencies and per-byte times times ``scale`` (a number, or a
+  ``[D, D]`` factor per link)."""
   return topology.replace(link_latency=topology.link_latency * scale,
                           link_bandwidth=topology.link_bandwidth / scale)
+

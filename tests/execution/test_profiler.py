@@ -10,6 +10,7 @@ import pytest
 import gplace
 from gplace.execution import profiler
 from gplace.sim import simulator
+from gplace.sim import topology as topology_lib
 from gplace.graphs.graph import NODE_OP
 
 
@@ -86,3 +87,52 @@ def test_block_placements_have_long_runs():
   assert placements.min() >= 0 and placements.max() < 3
   switches = np.sum(placements[:, 1:] != placements[:, :-1], axis=1)
   assert np.all(switches <= 3)
+
+
+def _link_fit_problem(topology, true_factors, count=24):
+  """A captured MLP, block placements and their runtimes simulated on
+  ``topology`` with its links scaled by ``true_factors`` ([D, D])."""
+  params = [jnp.full((16, 16), 0.1) for _ in range(4)]
+  graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
+  rng = np.random.default_rng(0)
+  is_op = graph.kind == NODE_OP
+  costs = np.where(is_op[:, None],
+                   rng.uniform(1e-5, 1e-4, (graph.n_nodes, topology.n_devices)),
+                   0.0)
+  placements = profiler.block_placements(graph.n_nodes, topology.n_devices,
+                                         count, rng, max_blocks=8)
+  orders = np.tile(np.arange(graph.n_nodes), (count, 1))
+  truth = profiler._scaled_links(topology, true_factors)  # pylint: disable=protected-access
+  measured = np.array([simulator.simulate(graph, p, truth, costs=costs,
+                                          order=o).runtime_s
+                       for p, o in zip(placements, orders)])
+  return graph, costs, placements, orders, measured
+
+
+def test_link_calibration_fits_each_direction_between_device_kinds():
+  # CPU + 2 GPUs: host-to-device copies cheaper than the bare copy, device
+  # to host dearer, GPU to GPU as measured. One factor for all cannot
+  # match; one per (source kind, destination kind) recovers them.
+  topology = topology_lib.preset("1cpu+2gpu")
+  true = np.array([[1.0, 0.5, 0.5], [4.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
+  graph, costs, placements, orders, measured = _link_fit_problem(topology,
+                                                                 true)
+  fitted, common, factors = profiler._calibrate_links(  # pylint: disable=protected-access
+      graph, topology, costs, placements, orders, measured)
+  np.testing.assert_allclose(factors, true, rtol=1e-6)
+  assert common in np.geomspace(0.25, 16.0, 25)
+  np.testing.assert_allclose(fitted.link_latency, topology.link_latency * true)
+  simulated = np.array([simulator.simulate(graph, p, fitted, costs=costs,
+                                           order=o).runtime_s
+                        for p, o in zip(placements, orders)])
+  np.testing.assert_allclose(simulated, measured, rtol=1e-6)
+
+
+def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
+  topology = topology_lib.local(jax.devices()[:2])
+  graph, costs, placements, orders, measured = _link_fit_problem(
+      topology, np.full((2, 2), 2.0))
+  _, common, factors = profiler._calibrate_links(  # pylint: disable=protected-access
+      graph, topology, costs, placements, orders, measured)
+  assert common == pytest.approx(2.0)
+  np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
