@@ -48,8 +48,11 @@ step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"
 step fidelity 200 python3 experiments/fidelity.py --workloads resnet50,bert \
   --size tiny --placements 16 --rounds 2 --repeats 5 \
-  --schedules sim,dynamic,device_greedy --cache "$OUT/fcache" --dump "$OUT" \
+  --schedules sim,dynamic,device_greedy --cache /tmp/fcache --dump /tmp/fdump \
   --verbose
+# The dumps and profiles in one file ($OUT brings back at most 8 files, and
+# none whose name holds a '+', as the profiles' names do).
+[ -d /tmp/fdump ] && tar -C /tmp -cf "$OUT/fidelity_data.tar" fdump fcache
 step train_step 80 python3 experiments/bench_train_step.py --sizes=80000
 step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12

@@ -4,14 +4,15 @@
         --dump experiments/results/device_h200_2026-11-27/run3
 
 Reads what ``experiments/fidelity.py --dump DIR`` saved (each workload's
-placements, the orders they ran in and their measured times) and the
-profile it calibrated (``profile_<name>_<size>_<platforms>_sched.npz``,
-``+`` in the platforms written ``_``), and predicts every placement twice on
-the identical measurements: with the calibration's one common link factor
-(how ``gplace.profile`` fitted links before per-direction factors) and with
-the per-(source kind, destination kind) factors it fits now
-(``Profile.link_scales``). Prints Spearman and the median absolute error of
-both, per schedule kind and statistic.
+placements, the orders they ran in and their measured times) and the profile
+it calibrated (``profile_<name>_<size>_<platforms>_sched.npz`` in
+``--profiles``, default the same directory; ``device_check.sh`` brings both
+back in ``fidelity_data.tar``: ``--dump fdump --profiles fcache``), and
+predicts every placement twice on the identical measurements: with the
+calibration's one common link factor (how ``gplace.profile`` fitted links
+before per-direction factors) and with the per-(source kind, destination
+kind) factors it fits now (``Profile.link_scales``). Prints Spearman and the
+median absolute error of both, per schedule kind and statistic.
 """
 
 import argparse
@@ -45,19 +46,24 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--dump", required=True,
                       help="directory holding fidelity_<name>_<size>.npz and "
-                      "the matching profile_*.npz")
+                      "(unless --profiles says otherwise) the matching "
+                      "profile_*.npz")
+  parser.add_argument("--profiles", default="",
+                      help="directory of the profiles (fidelity.py's "
+                      "--cache; default: --dump)")
   args = parser.parse_args()
+  profile_dir = args.profiles or args.dump
   print("| workload | schedule | statistic | link factors | Spearman, one "
         "factor | Spearman, per direction | median abs err %, one factor | "
         "median abs err %, per direction |")
   print("|---|---|---|---|---:|---:|---:|---:|")
   for path in sorted(glob.glob(os.path.join(args.dump, "fidelity_*.npz"))):
     name, size = os.path.basename(path)[len("fidelity_"):-4].rsplit("_", 1)
-    profiles = glob.glob(os.path.join(args.dump,
+    profiles = glob.glob(os.path.join(profile_dir,
                                       f"profile_{name}_{size}_*.npz"))
     if len(profiles) != 1:
-      raise SystemExit(f"{name}: expected one profile in {args.dump}, found "
-                       f"{len(profiles)}")
+      raise SystemExit(f"{name}: expected one profile in {profile_dir}, "
+                       f"found {len(profiles)}")
     prof = profiler.Profile.load(profiles[0])
     data = np.load(path)
     d = prof.topology.n_devices
