@@ -59,6 +59,7 @@ from scipy import stats  # noqa: E402  pylint: disable=g-import-not-at-top,wrong
 
 import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import baselines, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -271,6 +272,9 @@ def main():
   rows = []
   for name in args_ns.workloads.split(","):
     results = evaluate(name, args_ns.size, args_ns, devices)
+    # This workload's executables are not used again: let them go (each
+    # holds memory maps, and a process has a limited number of them).
+    executor_cache.clear_cache()
     rows.extend(results.values())
     for kind in args_ns.schedules.split(","):
       if args_ns.verbose:

@@ -29,9 +29,31 @@ from gplace.graphs.capture import (NodeRecord, Program, eval_node,
                                    trace_program)
 from gplace.graphs.graph import NODE_INPUT
 
-#: Compiled executables kept before the cache is emptied (a simple bound on
-#: memory: a process that places thousands of fresh programs starts over).
-MAX_EXECUTABLES = 20000
+def _executable_budget(maps_path: str = "/proc/sys/vm/max_map_count",
+                       ceiling: int = 20000) -> int:
+  """How many compiled executables the cache may hold.
+
+  An XLA CPU executable maps 3-4 memory regions of its own, and Linux caps
+  the regions of a process at ``vm.max_map_count`` (65,530 by default):
+  past it LLVM cannot allocate code memory and the process dies ("LLVM
+  compilation error: Cannot allocate memory", then a segmentation fault;
+  seen in ``experiments/fidelity.py --size small``, which compiles ~20,000
+  clusters in one process). So the bound is an eighth of that limit (room
+  for the executables that live placements still hold after the cache
+  lets go of them), at most ``ceiling``; ``ceiling`` where the limit cannot
+  be read (not Linux)."""
+  try:
+    with open(maps_path, encoding="ascii") as f:
+      limit = int(f.read().strip())
+  except (OSError, ValueError):
+    return ceiling
+  return max(1000, min(ceiling, limit // 8))
+
+
+#: Compiled executables kept before the cache is emptied (a bound on memory
+#: and on the process's memory maps: a process that places thousands of
+#: fresh programs starts over).
+MAX_EXECUTABLES = _executable_budget()
 #: Traced programs kept (oldest dropped first).
 MAX_PROGRAMS = 8
 

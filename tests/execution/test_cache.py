@@ -106,3 +106,21 @@ def test_compile_failures_are_build_errors(monkeypatch):
   monkeypatch.setattr(cache, "cluster_function", broken)
   with pytest.raises(BuildError, match="ValueError: no kernel for this op"):
     cache.compile_cluster(program, cluster, jax.devices()[0])
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("65530\n", 65530 // 8),   # Linux's default: each executable maps 3-4
+    ("1000000", 20000),        # a raised limit: the ceiling
+    ("4000", 1000),            # a tiny limit: the floor
+    ("not a number", 20000),
+])
+def test_executable_budget_follows_the_memory_map_limit(tmp_path, content,
+                                                        expected):
+  path = tmp_path / "max_map_count"
+  path.write_text(content)
+  assert cache._executable_budget(str(path)) == expected  # pylint: disable=protected-access
+
+
+def test_executable_budget_without_a_readable_limit(tmp_path):
+  assert cache._executable_budget(str(tmp_path / "missing")) == 20000  # pylint: disable=protected-access
+  assert 1000 <= cache.MAX_EXECUTABLES <= 20000
