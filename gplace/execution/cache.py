@@ -29,6 +29,7 @@ from gplace.graphs.capture import (NodeRecord, Program, eval_node,
                                    trace_program)
 from gplace.graphs.graph import NODE_INPUT
 
+
 def _executable_budget(maps_path: str = "/proc/sys/vm/max_map_count",
                        ceiling: int = 20000) -> int:
   """How many compiled executables the cache may hold.

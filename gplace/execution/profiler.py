@@ -519,4 +519,3 @@ def _scaled_links(topology: Topology, scale: float | np.ndarray) -> Topology:
   ``[D, D]`` factor per link)."""
   return topology.replace(link_latency=topology.link_latency * scale,
                           link_bandwidth=topology.link_bandwidth / scale)
-
