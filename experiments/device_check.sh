@@ -14,6 +14,10 @@
 #
 #   bash experiments/device_check.sh [STEPS]   # e.g. executor,fidelity
 #
+# The fidelity step takes FID_WORKLOADS, FID_SIZE, FID_PLACEMENTS,
+# FID_SCHEDULES, FID_CALIBRATION_ROUNDS and FID_LIMIT (seconds) from the
+# environment.
+#
 # Carry .whl (jraph, ml_collections, pymetis, ortools, immutabledict: the
 # packages the machine's image lacks; see /work/.library/device/README.md).
 set -u
@@ -46,10 +50,12 @@ step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
 step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
   --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"
-step fidelity 200 python3 experiments/fidelity.py --workloads resnet50,bert \
-  --size tiny --placements 16 --rounds 2 --repeats 5 \
-  --schedules sim,dynamic,device_greedy --cache /tmp/fcache --dump /tmp/fdump \
-  --verbose
+step fidelity ${FID_LIMIT:-200} python3 experiments/fidelity.py \
+  --workloads ${FID_WORKLOADS:-resnet50,bert} --size ${FID_SIZE:-tiny} \
+  --placements ${FID_PLACEMENTS:-16} --rounds 2 --repeats 5 \
+  --calibration-rounds ${FID_CALIBRATION_ROUNDS:-7} \
+  --schedules ${FID_SCHEDULES:-sim,dynamic,device_greedy} --cache /tmp/fcache \
+  --dump /tmp/fdump --verbose
 # The dumps and profiles in one file ($OUT brings back at most 8 files, and
 # none whose name holds a '+', as the profiles' names do).
 [ -d /tmp/fdump ] && tar -C /tmp -cf "$OUT/fidelity_data.tar" fdump fcache

@@ -78,14 +78,16 @@ def two_devices() -> list[jax.Device]:
   return list(jax.devices("cpu")[:_N_DEVICES])
 
 
-def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE):
+def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE,
+                 calibration_rounds=7):
   platforms = "+".join(d.platform for d in devices)
-  # "_sched": calibrated with placements run in their simulator schedule
-  # (profiles from before schedules are not reused).
-  path = os.path.join(cache, f"profile_{name}_{size}_{platforms}_sched.npz")
+  # "_launch": calibrated with placements run in their simulator schedule
+  # and a cost per cluster (older profiles are not reused).
+  path = os.path.join(cache, f"profile_{name}_{size}_{platforms}_launch.npz")
   if os.path.exists(path) and not fresh:
     return profiler.Profile.load(path)
-  prof = profiler.profile(fn, *args, devices=devices, repeats=repeats)
+  prof = profiler.profile(fn, *args, devices=devices, repeats=repeats,
+                          calibration_rounds=calibration_rounds)
   os.makedirs(cache, exist_ok=True)
   prof.save(path)
   return prof
@@ -94,7 +96,8 @@ def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE):
 def evaluate(name, size, args_ns, devices):
   fn, args = workloads.get(name, size, "infer")
   prof = load_profile(name, size, fn, args, devices, args_ns.fresh,
-                      args_ns.profile_repeats, args_ns.cache)
+                      args_ns.profile_repeats, args_ns.cache,
+                      args_ns.calibration_rounds)
   graph = gplace.capture(fn, *args)
   if graph.n_nodes != prof.graph.n_nodes:
     raise SystemExit(f"{name}: cached profile is of another graph; --fresh")
@@ -169,7 +172,8 @@ def evaluate(name, size, args_ns, devices):
                   clusters=f"{clusters.min()}-{clusters.max()}",
                   profile_s=prof.profile_s, measure_s=measure_s,
                   fusion=float(prof.fusion_factor[0]),
-                  link_scale=link_scale_text(prof))
+                  link_scale=link_scale_text(prof),
+                  launch=launch_text(prof))
     for stat in STATISTICS:
       rounds = measured[(stat, kind)][:, ok]
       mean = rounds.mean(0)
@@ -193,6 +197,14 @@ def link_scale_text(prof: profiler.Profile) -> str:
                                    prof.link_scale):
     return f"{prof.link_scale:.2f}"
   return f"{scales[0, 1]:.2f} / {scales[1, 0]:.2f}"
+
+
+def launch_text(prof: profiler.Profile) -> str:
+  """Each device's calibrated cost per cluster (``cluster_launch_s``) in
+  ms: one number where all devices share it, else one per device."""
+  costs = [f"{dev.cluster_launch_s * 1e3:.3f}"
+           for dev in prof.topology.devices]
+  return costs[0] if len(set(costs)) == 1 else " / ".join(costs)
 
 
 def dump(path, labels, placements, kinds, schedules, predicted, measured,
@@ -235,6 +247,9 @@ def main():
                       help="untimed runs before timing")
   parser.add_argument("--profile-repeats", type=int, default=5,
                       help="repeats of the per-op cost profile")
+  parser.add_argument("--calibration-rounds", type=int, default=7,
+                      help="interleaved rounds of the profile's calibration "
+                      "runs (fewer: a faster, noisier calibration)")
   parser.add_argument("--mode", default="cluster",
                       help="the executor mode: cluster or op")
   parser.add_argument(
@@ -290,8 +305,9 @@ def main():
               f"{r['error']:.1f}%", flush=True)
   header = ("| workload | nodes | placements | schedule | clusters | "
             "statistic | measured ms (min-max) | Spearman | noise ceiling | "
-            "median abs err % | fusion | link scale | profile s | measure s |")
-  lines = [header, "|" + "---|" * 14]
+            "median abs err % | fusion | link scale | launch ms | profile s | "
+            "measure s |")
+  lines = [header, "|" + "---|" * 15]
   for r in rows:
     lines.append(
         f"| {r['name']} ({args_ns.size}, infer) | {r['n_nodes']} | {r['k']} | "
@@ -299,6 +315,7 @@ def main():
         f"{r['min_ms']:.2f}-"
         f"{r['max_ms']:.2f} | {r['spearman']:.3f} | {r['ceiling']:.3f} | "
         f"{r['error']:.1f} | {r['fusion']:.3f} | {r['link_scale']} | "
+        f"{r['launch']} | "
         f"{r['profile_s']:.0f} | {r['measure_s']:.0f} |")
   table = "\n".join(lines)
   print(table)

@@ -16,8 +16,8 @@ What is measured (host-side Python; every timing is the median of
   of the same platform and kind that share compute (forced CPU devices) are
   timed once and share the result.
 * **Dispatch overhead**: the time of a trivial executable on each device;
-  it is subtracted from op times (what remains is compute) and charged once
-  per cluster (see below).
+  it is subtracted from op times (what remains is compute) and, scaled by
+  the calibration, charged once per cluster (see below).
 * **Fusion factor** per device: the whole program's time (placed on that
   device alone: one executor cluster, i.e. one ``jit``) over the sum of its
   op compute times. XLA fuses elementwise chains into neighbours, so a
@@ -26,26 +26,31 @@ What is measured (host-side Python; every timing is the median of
   few sizes; a least-squares fit of ``latency + bytes / bandwidth``.
 * **Compute groups**: CPU devices share the host's cores (one group); each
   accelerator is its own group.
-* **Link calibration**: a few random placements with long same-device runs
-  are run with the executor, and a factor on the links' latency and
-  per-byte time is fitted so the simulator matches them (a placed transfer
-  costs more than a bare copy; one factor per pair of device kinds, e.g.
-  CPU to GPU and GPU to CPU: see :func:`_calibrate_links`). Each runs with
+* **Link and launch calibration**: random placements cut into 2-64
+  same-device blocks are run with the executor, and factors on the links'
+  latency and per-byte time and on the per-cluster launch cost are fitted
+  so the simulator matches them (a placed transfer costs more than a bare
+  copy, a cluster more than a bare dispatch; one link factor per pair of
+  device kinds, e.g. CPU to GPU and GPU to CPU, and one launch factor per
+  device kind: see :func:`_calibrate_links`). Each runs with
   the simulator's default schedule on the uncalibrated topology and costs,
   and is simulated in that same order, so the fit compares like with like. Placed runs are
   timed in interleaved rounds, each by its fastest call, so that bursts of
   load on a shared machine do not bias one of them.
 
 How the measurements enter the simulator's model (which charges each node
-its cost on its device, and each cross-device value one link transfer):
+its cost on its device, each cross-device value one link transfer, and
+each cluster one launch):
 
 * ``costs[v, d] = fusion_factor[d] * compute_s[v, d]`` for op nodes (zero for
   inputs and outputs), so a single-device placement costs what ``jax.jit``
   of the whole program costs;
-* the topology's ``link_latency`` is the fitted transfer latency plus one
-  dispatch overhead (a value that crosses devices almost always starts a new
-  cluster, which is one more executable to dispatch), times the calibrated
-  link factor; ``link_bandwidth`` the fitted bandwidth over that factor;
+* the topology's ``link_latency`` is the fitted transfer latency times the
+  calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
+  factor;
+* ``Device.cluster_launch_s`` is the dispatch overhead times the
+  calibrated launch factor: ``gplace.simulate`` adds it once per cluster
+  the executor launches (:mod:`gplace.sim.clusters`);
 * ``Device.launch_overhead_s`` records the dispatch overhead and
   ``Topology.time_scale`` the fusion factor (the simulator reads neither when
   it is given ``costs``; they make the topology's roofline usable alone).
@@ -80,6 +85,9 @@ from gplace.sim.topology import Device, Topology, local
 
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
 _FORMAT = "gplace.Profile"
+#: Profile fields saved only when set (older profiles lack them).
+_OPTIONAL_ARRAYS = ("launch_scales", "calibration_placements",
+                    "calibration_orders", "calibration_s")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -108,6 +116,14 @@ class Profile:
       pair of device kinds where the devices differ in kind, e.g. CPU to GPU
       and GPU to CPU; else ``link_scale`` everywhere; ones on the diagonal).
       None in profiles saved before it existed (read: ``link_scale``).
+    launch_scales: ``[D]`` float64 factor on each device's measured
+      dispatch that gives its ``Device.cluster_launch_s`` (one per device
+      kind); None in profiles saved before clusters were charged.
+    calibration_placements: ``[C, N]`` int32 the placements the
+      calibration ran, or None (none ran, or an older profile).
+    calibration_orders: ``[C, N]`` int64 the orders they ran in.
+    calibration_s: ``[C]`` float64 their measured seconds (NaN: failed):
+      with these a model can be refitted offline.
     profile_s: seconds the profiling took.
   """
 
@@ -122,6 +138,10 @@ class Profile:
   transfer_bandwidth: np.ndarray
   link_scale: float = 1.0
   link_scales: np.ndarray | None = None
+  launch_scales: np.ndarray | None = None
+  calibration_placements: np.ndarray | None = None
+  calibration_orders: np.ndarray | None = None
+  calibration_s: np.ndarray | None = None
   profile_s: float = 0.0
 
   def save(self, path: str | os.PathLike) -> None:
@@ -133,6 +153,7 @@ class Profile:
         "link_scale": self.link_scale,
         "topology": {
             "name": topo.name, "time_scale": topo.time_scale,
+            "batched_inputs": topo.batched_inputs,
             "devices": [dataclasses.asdict(d) for d in topo.devices]},
     }
     graph_path = path + ".graph.tmp.npz"
@@ -152,6 +173,8 @@ class Profile:
         compute_group=topo.compute_group,
         **({} if self.link_scales is None
            else {"link_scales": self.link_scales}),
+        **{k: getattr(self, k) for k in _OPTIONAL_ARRAYS
+           if getattr(self, k) is not None},
         **graph_arrays)
     os.replace(tmp, path)
 
@@ -181,7 +204,8 @@ class Profile:
         link_bandwidth=arrays["link_bandwidth"],
         link_latency=arrays["link_latency"],
         compute_group=arrays["compute_group"], name=topo_meta["name"],
-        time_scale=topo_meta["time_scale"])
+        time_scale=topo_meta["time_scale"],
+        batched_inputs=topo_meta.get("batched_inputs", False))
     return cls(graph=graph, topology=topology, costs=arrays["costs"],
                op_time_s=arrays["op_time_s"], dispatch_s=arrays["dispatch_s"],
                fusion_factor=arrays["fusion_factor"],
@@ -190,6 +214,7 @@ class Profile:
                transfer_bandwidth=arrays["transfer_bandwidth"],
                link_scale=float(meta.get("link_scale", 1.0)),
                link_scales=arrays.get("link_scales"),
+               **{k: arrays.get(k) for k in _OPTIONAL_ARRAYS},
                profile_s=float(meta.get("profile_s", 0.0)))
 
 
@@ -368,7 +393,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   # of load on a shared machine hits all of them alike instead of one.
   singles = [j for j in range(d) if timing_class[j] == j]
   rng = np.random.default_rng(seed)
-  blocks = (block_placements(graph.n_nodes, d, calibration_placements, rng)
+  blocks = (calibration_blocks(graph.n_nodes, d, calibration_placements, rng)
             if d > 1 else np.zeros((0, graph.n_nodes), np.int32))
   uncalibrated = _measured_topology(devices, dispatch, latency, bandwidth, 1.0)
   schedules = (partition.schedule_orders(simulator.simulate(
@@ -396,44 +421,52 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   topology = _measured_topology(devices, dispatch, latency, bandwidth,
                                 float(np.median(fusion)))
   link_scale, link_scales = 1.0, np.ones((d, d))
+  launch_scales = np.ones(d)
   measured = executor_s[len(singles):]
   if np.isfinite(measured).any():
-    topology, link_scale, link_scales = _calibrate_links(
-        graph, topology, costs, blocks, schedules, measured)
+    topology, costs, link_scale, link_scales, launch_scales = (
+        _calibrate_links(graph, topology, costs, blocks, schedules,
+                         measured))
   return Profile(graph=graph, topology=topology, costs=costs,
                  op_time_s=np.where(is_op[:, None], op_time, 0.0),
                  dispatch_s=dispatch, fusion_factor=fusion,
                  whole_program_s=whole, transfer_latency_s=latency,
                  transfer_bandwidth=bandwidth, link_scale=link_scale,
-                 link_scales=link_scales, profile_s=time.perf_counter() - start)
+                 link_scales=link_scales, launch_scales=launch_scales,
+                 calibration_placements=blocks if len(blocks) else None,
+                 calibration_orders=schedules if len(blocks) else None,
+                 calibration_s=measured if len(blocks) else None,
+                 profile_s=time.perf_counter() - start)
 
 
 def _measured_topology(devices, dispatch: np.ndarray, latency: np.ndarray,
                        bandwidth: np.ndarray, time_scale: float) -> Topology:
   """``local(devices)`` with measured dispatch overheads and links: a link
-  costs the fitted copy latency plus one dispatch (a value that crosses
-  devices almost always starts a new cluster)."""
+  costs the fitted copy latency, and each cluster one dispatch of its
+  device (``Device.cluster_launch_s``, before calibration scales it)."""
   base = local(devices)
   topo_devices = tuple(
-      dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]))
+      dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
+                          cluster_launch_s=float(dispatch[j]))
       for j, dev in enumerate(base.devices))
-  link_latency = latency + dispatch[None, :]
+  link_latency = np.array(latency, np.float64)
   np.fill_diagonal(link_latency, 0.0)
   return Topology(
       devices=topo_devices, link_bandwidth=bandwidth,
       link_latency=link_latency, compute_group=base.compute_group,
-      name="local-calibrated", time_scale=time_scale)
+      name="local-calibrated", time_scale=time_scale, batched_inputs=True)
 
 
 def block_placements(n_nodes: int, n_devices: int, count: int,
-                     rng: np.random.Generator, max_blocks: int = 16
-                     ) -> np.ndarray:
+                     rng: np.random.Generator, max_blocks: int = 16,
+                     min_blocks: int = 2) -> np.ndarray:
   """``[count, n_nodes]`` random placements with long same-device runs: node
-  ids (a topological order) cut into 2..max_blocks contiguous blocks, each on
-  a random device."""
+  ids (a topological order) cut into ``min_blocks..max_blocks`` contiguous
+  blocks (at most ``n_nodes``), each on a random device."""
   out = []
   for _ in range(count):
-    n_blocks = int(rng.integers(2, min(max_blocks, n_nodes) + 1))
+    top = min(max_blocks, n_nodes)
+    n_blocks = int(rng.integers(min(min_blocks, top), top + 1))
     cuts = np.sort(rng.choice(np.arange(1, n_nodes), n_blocks - 1,
                               replace=False))
     devices = rng.integers(0, n_devices, n_blocks)
@@ -441,28 +474,88 @@ def block_placements(n_nodes: int, n_devices: int, count: int,
   return np.asarray(out, np.int32)
 
 
+def calibration_blocks(n_nodes: int, n_devices: int, count: int,
+                       rng: np.random.Generator) -> np.ndarray:
+  """``[count, n_nodes]`` calibration placements of three kinds, so that
+  the fit can tell its factors apart:
+
+  * a quarter cut once: a prefix of the node ids on one device, the rest
+    on another, both orders of each pair in turn (values cross in one
+    direction only: the link factor of each direction);
+  * of the rest, half with few blocks (2-16, :func:`block_placements`:
+    transfers matter) and half with many (17-64: launching clusters
+    matters, as for placers that cut tiny graphs into up to ~100
+    clusters).
+  """
+  cuts = count // 4
+  few = (count - cuts) - (count - cuts) // 2
+  out = [block_placements(n_nodes, n_devices, few, rng),
+         block_placements(n_nodes, n_devices, count - cuts - few, rng,
+                          max_blocks=64, min_blocks=17)]
+  pairs = [(a, b) for a in range(n_devices) for b in range(n_devices)
+           if a != b]
+  for i in range(cuts):
+    a, b = pairs[i % len(pairs)] if pairs else (0, 0)
+    cut = int(rng.integers(1, max(n_nodes, 2)))
+    out.append(np.where(np.arange(n_nodes) < cut, a, b)[None])
+  return np.concatenate(out).astype(np.int32)
+
+
+def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
+  """``costs`` with each device's column scaled so that the one cluster of
+  a single-device placement plus its launch (``cluster_launch_s``) costs
+  what the column summed to (the measured whole program); a column keeps at
+  least a tenth of its sum."""
+  total = costs.sum(0)
+  launch = np.array([dev.cluster_launch_s for dev in topology.devices])
+  net = np.maximum(total - launch, 0.1 * total)
+  return costs * np.where(total > 0, net / np.where(total > 0, total, 1.0),
+                          1.0)[None, :]
+
+
+def _with_launch_scales(topology: Topology, scales: np.ndarray) -> Topology:
+  """``topology`` with each device's ``cluster_launch_s`` times
+  ``scales[d]``."""
+  return topology.replace(devices=tuple(
+      dataclasses.replace(dev, cluster_launch_s=dev.cluster_launch_s * s)
+      for dev, s in zip(topology.devices, scales)))
+
+
 def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                      placements: np.ndarray, schedules: np.ndarray,
                      measured: np.ndarray
-                     ) -> tuple[Topology, float, np.ndarray]:
-  """Scales link costs so the simulator matches the executor on measured
-  placements.
+                     ) -> tuple[Topology, float, np.ndarray, np.ndarray]:
+  """Scales link and cluster-launch costs so the simulator matches the
+  executor on measured placements.
 
-  A placed run pays more per cross-device value than a bare ``device_put``:
-  the copy is issued from Python between executables, and a new cluster
-  starts (one more dispatch, and XLA fuses less across the cut). These
-  costs grow with the number of transfers, so a factor on link latency and
-  per-byte time, chosen on a log grid to minimize the median absolute log
-  error of the simulated runtimes (ties broken by the mean), absorbs them.
+  A placed run pays more per cross-device value than a bare ``device_put``
+  (the copy is issued from Python between executables, and XLA fuses less
+  across the cut), and more per cluster than a bare dispatch (argument
+  handling, copies that wait for a device). Factors on link latency and
+  per-byte time, and on each device's ``cluster_launch_s``, chosen on log
+  grids to minimize the median absolute log error of the simulated
+  runtimes (ties broken by the mean), absorb them.
 
-  First one factor for every link; then, where the devices are of more than
-  one kind (CPU + GPU), one factor per (source kind, destination kind),
-  refined by coordinate descent on the same grid from the common factor.
-  The directions differ on an accelerator: parameters go from host to
-  device in one batched copy at the start of a call (cheaper than a copy
-  each, which is what the simulator charges), while a value the device has
-  just computed comes back through a synchronising copy (dearer than a bare
-  one). Devices of one kind (forced CPU devices) keep the one factor.
+  Where ``topology.batched_inputs`` (the executor's batched parameter
+  copies), the fit also tries the plain model (every input transfer pays
+  the latency) and keeps the better: on CPU + GPU a batched copy still
+  costs tens of microseconds per array.
+
+  Op costs shrink by one launch per device (:func:`_net_of_launch`), so a
+  single-device placement still costs the measured whole program; a
+  launch is capped at half of that run (it is part of it: without the cap
+  a fit can put a step's whole cost into launches that a one-cluster run
+  contradicts).
+
+  First one factor for every link and one on launches, jointly; then
+  coordinate descent on the same grids over one link factor per (source
+  kind, destination kind), where the devices are of more than one kind
+  (CPU + GPU), and one launch factor per device kind. The directions
+  differ on an accelerator: parameters go from host to device in one
+  batched copy at the start of a call (cheaper than a copy each, which is
+  what the simulator charges), while a value the device has just computed
+  comes back through a synchronising copy (dearer than a bare one).
+  Devices of one kind (forced CPU devices) keep one link factor.
 
   Args:
     graph, topology, costs: the problem as the simulator sees it.
@@ -471,47 +564,78 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     measured: ``[K]`` their measured seconds (inf/NaN: failed, ignored).
 
   Returns:
-    ``(topology with scaled links, the common factor, [D, D] per-link
-    factors)``.
+    ``(topology with scaled links and launch costs, the costs net of one
+    launch, the common link factor, [D, D] per-link factors, [D]
+    per-device launch factors)``.
   """
   ok = np.flatnonzero(np.isfinite(measured))
-  scales = np.geomspace(0.25, 16.0, 25)
+  scales = np.geomspace(1 / 16, 16.0, 33)
+  launch_grid = np.r_[0.0, np.geomspace(0.25, 64.0, 33)]
   kinds = [dev.kind for dev in topology.devices]
   d = len(kinds)
   pairs = [(i, j) for i in range(d) for j in range(d) if i != j]
   classes = sorted({(kinds[i], kinds[j]) for i, j in pairs})
+  launches = ([("launch", k) for k in sorted(set(kinds))]
+              if any(dev.cluster_launch_s > 0 for dev in topology.devices)
+              else [])
 
-  def factors_of(per_class: dict) -> np.ndarray:
-    out = np.ones((d, d))
+  def factors_of(per_class: dict) -> tuple[np.ndarray, np.ndarray]:
+    links = np.ones((d, d))
     for i, j in pairs:
-      out[i, j] = per_class[(kinds[i], kinds[j])]
-    return out
+      links[i, j] = per_class[(kinds[i], kinds[j])]
+    launch = np.array([per_class.get(("launch", k), 1.0) for k in kinds])
+    return links, launch
+
+  measured_launch = np.array([dev.cluster_launch_s
+                              for dev in topology.devices])
+  # A launch is part of the single-device run (one cluster): at most half.
+  most = np.where(measured_launch > 0, 0.5 * costs.sum(0) / np.where(
+      measured_launch > 0, measured_launch, 1.0), np.inf)
+
+  def scaled(per_class: dict) -> Topology:
+    links, launch = factors_of(per_class)
+    return _with_launch_scales(_scaled_links(topology, links),
+                               np.minimum(launch, most)
+                               ).replace(batched_inputs=per_class.get(
+                                   "batched", topology.batched_inputs))
 
   def error(per_class: dict) -> tuple[float, float]:
     """(median, mean) absolute log error: the median, robust to a burst of
     load, ranks; the mean breaks its ties (a median can be flat)."""
-    scaled = _scaled_links(topology, factors_of(per_class))
-    sim = np.array([simulator.simulate(graph, placements[k], scaled,
-                                       costs=costs, order=schedules[k]
-                                       ).runtime_s for k in ok], np.float64)
+    trial = scaled(per_class)
+    sim = np.asarray(simulator.simulate(
+        graph, placements[ok], trial, costs=_net_of_launch(costs, trial),
+        order=schedules[ok]).runtime_s, np.float64)
     log_error = np.abs(np.log(sim / measured[ok]))
     return float(np.median(log_error)), float(np.mean(log_error))
 
-  errors = [error(dict.fromkeys(classes, float(s))) for s in scales]
+  # One link factor and one launch factor (jointly: either can absorb the
+  # other's cost on placements with many clusters), then one per class.
+  batching = [{"batched": b} for b in (False, True)]
+  trials = [{**dict.fromkeys(classes, float(s)),
+             **dict.fromkeys(launches, float(a)), **b}
+            for b in (batching if topology.batched_inputs else [{}])
+            for s in scales for a in (launch_grid if launches else [1.0])]
+  errors = [error(trial) for trial in trials]
   best = min(errors)
-  common = float(scales[errors.index(best)])
-  per_class = dict.fromkeys(classes, common)
-  improved, sweeps = len(classes) > 1, 0
+  per_class = trials[errors.index(best)]
+  common = per_class[classes[0]]
+  coordinates = [(c, scales) for c in classes] if len(classes) > 1 else []
+  if len(launches) > 1:
+    coordinates += [(c, launch_grid) for c in launches]
+  improved, sweeps = bool(coordinates), 0
   while improved and sweeps < 8:  # coordinate descent, until a sweep is idle
     improved, sweeps = False, sweeps + 1
-    for c in classes:
-      for scale in scales:
+    for c, grid in coordinates:
+      for scale in grid:
         trial = {**per_class, c: float(scale)}
         e = error(trial)
         if e < best:
           best, per_class, improved = e, trial, True
-  factors = factors_of(per_class)
-  return _scaled_links(topology, factors), common, factors
+  links, launch = factors_of(per_class)
+  fitted = scaled(per_class)
+  return (fitted, _net_of_launch(costs, fitted), common, links,
+          np.minimum(launch, most))
 
 
 def _scaled_links(topology: Topology, scale: float | np.ndarray) -> Topology:

@@ -19,11 +19,13 @@ The format (``version`` 1)::
       "devices": [
         {"name": "cpu:0", "kind": "cpu", "peak_flops": 6.6e11,
          "mem_bandwidth": 6.8e10, "memory_bytes": 1.37e11,
-         "launch_overhead_s": 5.7e-6},             # overhead optional, 0
+         "launch_overhead_s": 5.7e-6,              # optional, 0
+         "cluster_launch_s": 0.0},                 # optional, 0
         ...],
       "links": {"bandwidth": 1.2e10, "latency_s": 2.5e-5},
       "compute_group": [0, 1, 2],                  # optional, one per device
-      "time_scale": 1.0                            # optional
+      "time_scale": 1.0,                           # optional
+      "batched_inputs": false                      # optional
     },
     "nodes": [
       {"id": "conv1",                 # unique string or integer, required
@@ -102,7 +104,7 @@ from gplace.graphs.records import (graph_from_records, number,
 FORMAT = "gplace.graph"
 VERSION = 1
 _DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth",
-                  "memory_bytes", "launch_overhead_s")
+                  "memory_bytes", "launch_overhead_s", "cluster_launch_s")
 _TOP_FIELDS = ("format", "version", "name", "n_devices", "topology", "nodes",
                "edges")
 
@@ -155,10 +157,9 @@ def topology_from_dict(value: Any, where: str):
                          "(e.g. name 'gpu:0', kind 'gpu').")
     numbers = {f: number(dev.get(f), f"{at}.{f}") for f in
                ("peak_flops", "mem_bandwidth", "memory_bytes")}
-    out.append(Device(dev["name"], dev["kind"], **numbers,
-                      launch_overhead_s=number(dev.get("launch_overhead_s"),
-                                               f"{at}.launch_overhead_s",
-                                               default=0.0)))
+    overheads = {f: number(dev.get(f), f"{at}.{f}", default=0.0) for f in
+                 ("launch_overhead_s", "cluster_launch_s")}
+    out.append(Device(dev["name"], dev["kind"], **numbers, **overheads))
   names = [d.name for d in out]
   if len(set(names)) != len(names):
     raise GraphError(f"{where}.devices: device names {names} repeat; give "
@@ -188,7 +189,8 @@ def topology_from_dict(value: Any, where: str):
                     link_latency=latency, compute_group=np.asarray(group),
                     name=name,
                     time_scale=number(value.get("time_scale"),
-                                      f"{where}.time_scale", default=1.0))
+                                      f"{where}.time_scale", default=1.0),
+                    batched_inputs=value.get("batched_inputs", False))
   except TopologyError as err:
     raise GraphError(f"{where}: {err}") from err
 
@@ -208,7 +210,8 @@ def topology_to_dict(topology) -> dict:
       links=dict(bandwidth=matrix(topology.link_bandwidth),
                  latency_s=matrix(topology.link_latency)),
       compute_group=topology.compute_group.tolist(),
-      time_scale=float(topology.time_scale))
+      time_scale=float(topology.time_scale),
+      batched_inputs=topology.batched_inputs)
 
 
 def graph_from_json(data: Any, where: str, default_name: str = "graph"):

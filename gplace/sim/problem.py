@@ -171,13 +171,18 @@ def check_simulable(graph: Graph, topology: Topology) -> None:
 def transfer_seconds(graph: Graph, topology: Topology) -> np.ndarray:
   """``[N, D, D]`` float64 seconds of one transfer of each node's output on
   each link: ``link_latency + send_bytes / link_bandwidth`` (0 on the
-  diagonal)."""
+  diagonal; without the latency for graph inputs where
+  ``topology.batched_inputs``)."""
   eye = np.eye(topology.n_devices, dtype=bool)
   latency = np.where(eye, 0.0, topology.link_latency)
   inv_bw = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0,
                                              topology.link_bandwidth))
   nbytes = send_bytes(graph).astype(np.float64)
-  return latency[None] + nbytes[:, None, None] * inv_bw[None]
+  pays = np.ones(graph.n_nodes)
+  if topology.batched_inputs:
+    pays[graph.kind == NODE_INPUT] = 0.0
+  return (pays[:, None, None] * latency[None]
+          + nbytes[:, None, None] * inv_bw[None])
 
 
 def make_problem(graph: Graph, topology: Topology, costs=None, order=None,

@@ -174,8 +174,10 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
     link_busy[link] = True
     link_head[link] += 1
     src, dst = link
-    duration = (float(topology.link_latency[src, dst])
-                + nbytes[node] / float(topology.link_bandwidth[src, dst]))
+    latency = (0.0 if topology.batched_inputs and kind[node] == NODE_INPUT
+               else float(topology.link_latency[src, dst]))
+    duration = latency + nbytes[node] / float(topology.link_bandwidth[src,
+                                                                     dst])
     push(now + duration, "transfer", (node, link))
 
   def produced(node, now):

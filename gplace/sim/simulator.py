@@ -49,7 +49,13 @@ Time:
   order of the producers: the transfer of ``u`` starts at ``max(finish(u),
   end of the previous transfer on that link)``. Transfers on different links
   overlap freely, and with compute.
-* ``runtime_s`` is the latest finish time of any node.
+* ``runtime_s`` is the latest finish time of any node; where devices have
+  a ``Device.cluster_launch_s`` (a calibrated topology: ``gplace.profile``),
+  :func:`simulate` adds it once per cluster the executor would launch for
+  that placement in that order (:mod:`gplace.sim.clusters`: host time the
+  devices wait for on short steps). Start and finish times leave it out, and
+  so do the jitted in-step simulators (:func:`simulate_problem`,
+  :mod:`gplace.sim.dispatch`).
 
 Because every queue (group or link) is served in a fixed order, the whole
 schedule is a max-plus recurrence that one sequential pass over nodes in
@@ -93,7 +99,7 @@ from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim.cache import cached_problem
 from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
                                  make_dispatch_problem)
-from gplace.sim import native, planned
+from gplace.sim import clusters, native, planned
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, flag_constraint_violations,
@@ -277,13 +283,16 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     with one_kernel_loops():
       result = _simulate_jit(problem, jnp.asarray(array),
                              return_schedule=return_schedule)
+    ran = np.broadcast_to(np.asarray(
+        np.arange(graph.n_nodes) if order is None else order, np.int32),
+                          array.shape)
+    result = _add_launches(graph, topology, array, result, ran)
     if return_schedule:                 # the priority order it ran
-      ran = np.arange(graph.n_nodes) if order is None else order
-      result = result._replace(order=np.broadcast_to(
-          np.asarray(ran, np.int32), (array.shape[0], graph.n_nodes)).copy())
+      result = result._replace(order=ran.copy())
   else:
     result = _simulate_schedules(graph, topology, costs, array, priority,
                                  dynamic=False)
+    result = _add_launches(graph, topology, array, result, result.order)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
@@ -429,6 +438,20 @@ def _native_schedules(graph: Graph, topology: Topology, costs,
                    start_s=out.start, finish_s=out.finish, order=out.order)
 
 
+def _add_launches(graph: Graph, topology: Topology, placements: np.ndarray,
+                  result: SimResult, orders) -> SimResult:
+  """``result`` with the executor's cluster launches added to ``runtime_s``
+  (:mod:`gplace.sim.clusters`; unchanged when no device of ``topology``
+  has a ``cluster_launch_s``). ``orders``: ``[K, N]`` the priority orders
+  the placements ran in."""
+  if not np.any(clusters.launch_costs(topology) > 0):
+    return result
+  extra = clusters.launch_seconds(graph, topology, placements,
+                                  np.asarray(orders))
+  runtime = np.asarray(result.runtime_s, np.float64) + extra
+  return result._replace(runtime_s=runtime.astype(np.float32))
+
+
 def _check_schedule(graph, topology, costs, n_samples, order, priority,
                     schedule):
   """Validated ``(order, priority)``: int64 order(s) or None, float32
@@ -473,6 +496,8 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   if schedule != "planned":
     dynamic = _simulate_schedules(graph, topology, costs, placements, steer,
                                   dynamic=True)
+    dynamic = _add_launches(graph, topology, placements, dynamic,
+                            dynamic.order)
     if schedule == "dynamic":
       return dynamic
   orders, ranks = planned.planned_orders(graph, topology, costs, placements,
@@ -483,6 +508,7 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   else:
     plan = _simulate_schedules(graph, topology, costs, placements,
                                order_priority(orders), dynamic=False)
+  plan = _add_launches(graph, topology, placements, plan, plan.order)
   if schedule == "planned":
     return plan
   # Fits in memory first, then faster (also when neither fits); ties:

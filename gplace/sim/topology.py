@@ -64,6 +64,11 @@ class Device:
     mem_bandwidth: bytes/s between the device and its memory.
     memory_bytes: capacity available to tensors.
     launch_overhead_s: fixed cost of every op run on the device.
+    cluster_launch_s: host seconds the executor spends launching one
+      cluster on the device (one compiled executable of a maximal run of
+      same-device ops, :mod:`gplace.sim.clusters`); ``gplace.simulate``
+      adds it once per cluster a placement runs in. ``gplace.profile``
+      fits it; 0 (presets) leaves it out.
   """
 
   name: str
@@ -72,6 +77,7 @@ class Device:
   mem_bandwidth: float
   memory_bytes: float
   launch_overhead_s: float = 0.0
+  cluster_launch_s: float = 0.0
 
 
 def _as_number(value: Any) -> float | None:
@@ -114,11 +120,12 @@ def _check_devices(devices: Any) -> tuple[Device, ...]:
       if value is None or not value > 0:
         raise TopologyError(f"Device {dev.name!r}: {attr} must be positive, "
                             f"got {getattr(dev, attr)!r}.")
-    overhead = _as_number(dev.launch_overhead_s)
-    if overhead is None or not 0 <= overhead < math.inf:
-      raise TopologyError(f"Device {dev.name!r}: launch_overhead_s must be "
-                          f"finite and non-negative, got "
-                          f"{dev.launch_overhead_s!r}.")
+    for attr in ("launch_overhead_s", "cluster_launch_s"):
+      value = _as_number(getattr(dev, attr))
+      if value is None or not 0 <= value < math.inf:
+        raise TopologyError(f"Device {dev.name!r}: {attr} must be "
+                            f"finite and non-negative, got "
+                            f"{getattr(dev, attr)!r}.")
   return devices
 
 
@@ -136,6 +143,12 @@ class Topology:
     name: label, e.g. ``"1cpu+4gpu"``.
     time_scale: multiplies every roofline op time (calibration's fusion
       factor; 1.0 for presets).
+    batched_inputs: graph inputs (parameters) reach other devices in one
+      batched copy per destination at the start of a step, as gplace's
+      executor sends them, so their transfers pay ``bytes / bandwidth`` but
+      no link latency (``gplace.profile`` sets it). False (presets): every
+      transfer pays the latency, as a runtime that copies each variable on
+      its own does.
   """
 
   devices: tuple[Device, ...]
@@ -144,6 +157,7 @@ class Topology:
   compute_group: np.ndarray
   name: str = "topology"
   time_scale: float = 1.0
+  batched_inputs: bool = False
 
   def __post_init__(self):
     devices = _check_devices(self.devices)
@@ -192,6 +206,10 @@ class Topology:
     if time_scale is None or not 0 < time_scale < math.inf:
       raise TopologyError(f"time_scale must be a finite positive number, got "
                           f"{self.time_scale!r}; 1.0 keeps the roofline.")
+    if not isinstance(self.batched_inputs, (bool, np.bool_)):
+      raise TopologyError(f"batched_inputs must be True or False, got "
+                          f"{self.batched_inputs!r}.")
+    object.__setattr__(self, "batched_inputs", bool(self.batched_inputs))
     if not isinstance(self.name, str):
       raise TopologyError(f"A topology's name must be a str, got "
                           f"{type(self.name).__name__}.")

@@ -57,7 +57,7 @@ from ortools.sat.python import cp_model
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
 from gplace.sim.topology import Topology
-from gplace.sim.problem import send_bytes
+from gplace.sim.problem import send_bytes, transfer_seconds
 
 # Ticks per second are chosen so that the reference time (a lower bound of
 # the makespan) spans this many ticks: rounding each duration down then
@@ -133,9 +133,7 @@ def scale_problem(graph: Graph, topology: Topology, costs: np.ndarray,
       np.int64)
   duration = np.where(executed[:, None], np.maximum(down(costs), 0), 0)
   d = topology.n_devices
-  seconds = (topology.link_latency[None] + send_bytes(graph)[:, None, None]
-             / topology.link_bandwidth[None])
-  seconds = np.where(np.eye(d, dtype=bool)[None], 0.0, seconds)
+  seconds = transfer_seconds(graph, topology)
   has_consumer = np.zeros(graph.n_nodes, bool)
   has_consumer[graph.edge_src] = True
   feeds_executed = np.zeros(graph.n_nodes, bool)

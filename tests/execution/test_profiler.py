@@ -2,6 +2,8 @@
 shapes, feeds the simulator, survives save/load, and its transfer fit
 recovers a line."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,12 +43,20 @@ def test_profile_shapes_and_groups(mlp_profile):
   # Forced CPU devices share cores: one compute group, timed alike.
   assert prof.topology.n_compute_groups == 1
   np.testing.assert_array_equal(prof.costs[:, 0], prof.costs[:, 1])
-  # A single-device placement costs the measured whole program.
-  np.testing.assert_allclose(prof.costs.sum(0), prof.whole_program_s,
-                             rtol=1e-6)
+  # A single-device placement (one cluster: its ops and one launch) costs
+  # the measured whole program, unless the launch alone would exceed 90%.
+  launch = np.array([d.cluster_launch_s for d in prof.topology.devices])
+  np.testing.assert_allclose(
+      prof.costs.sum(0),
+      np.maximum(prof.whole_program_s - launch, 0.1 * prof.whole_program_s),
+      rtol=1e-6)
   assert prof.fusion_factor.shape == (2,) and np.all(prof.fusion_factor > 0)
   assert prof.topology.link_latency[0, 1] > 0
   assert np.all(prof.dispatch_s > 0) and prof.link_scale > 0
+  # Each cluster costs the device's dispatch times its fitted factor.
+  np.testing.assert_allclose(
+      [dev.cluster_launch_s for dev in prof.topology.devices],
+      prof.dispatch_s * prof.launch_scales)
 
 
 def test_profile_feeds_the_simulator(mlp_profile):
@@ -70,6 +80,13 @@ def test_profile_save_load_round_trip(mlp_profile, tmp_path):
                                 prof.topology.link_latency)
   assert loaded.topology.devices == prof.topology.devices
   assert loaded.link_scale == prof.link_scale
+  np.testing.assert_array_equal(loaded.launch_scales, prof.launch_scales)
+  # The calibration's own runs travel along, for refitting offline.
+  assert prof.calibration_placements.shape == (3, prof.graph.n_nodes)
+  for field in ("calibration_placements", "calibration_orders",
+                "calibration_s"):
+    np.testing.assert_array_equal(getattr(loaded, field),
+                                  getattr(prof, field))
   with pytest.raises(gplace.GplaceError, match="profile"):
     profiler.Profile.load(tmp_path / "missing.npz")
 
@@ -117,10 +134,12 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
   true = np.array([[1.0, 0.5, 0.5], [4.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
   graph, costs, placements, orders, measured = _link_fit_problem(topology,
                                                                  true)
-  fitted, common, factors = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, common, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true, rtol=1e-6)
-  assert common in np.geomspace(0.25, 16.0, 25)
+  np.testing.assert_array_equal(launch, 1.0)   # no launch costs to scale
+  np.testing.assert_array_equal(net, costs)
+  assert common in np.geomspace(1 / 16, 16.0, 33)
   np.testing.assert_allclose(fitted.link_latency, topology.link_latency * true)
   simulated = np.array([simulator.simulate(graph, p, fitted, costs=costs,
                                            order=o).runtime_s
@@ -132,7 +151,56 @@ def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
   topology = topology_lib.local(jax.devices()[:2])
   graph, costs, placements, orders, measured = _link_fit_problem(
       topology, np.full((2, 2), 2.0))
-  _, common, factors = profiler._calibrate_links(  # pylint: disable=protected-access
+  _, _, common, factors, _ = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   assert common == pytest.approx(2.0)
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
+
+
+def test_launch_calibration_recovers_a_per_cluster_cost():
+  # Two CPU devices whose clusters cost 4x the measured dispatch and whose
+  # links cost 2x the bare copy: placements with 2-64 blocks tell the two
+  # apart.
+  topology = topology_lib.local(jax.devices()[:2])
+  topology = profiler._with_launch_scales(  # pylint: disable=protected-access
+      topology.replace(devices=tuple(
+          dataclasses.replace(dev, cluster_launch_s=2e-5)
+          for dev in topology.devices)), np.ones(2))
+  params = [jnp.full((16, 16), 0.1) for _ in range(6)]
+  graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
+  rng = np.random.default_rng(0)
+  is_op = graph.kind == NODE_OP
+  costs = np.where(is_op[:, None],
+                   rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
+  placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
+  orders = np.tile(np.arange(graph.n_nodes), (16, 1))
+  truth = profiler._with_launch_scales(  # pylint: disable=protected-access
+      profiler._scaled_links(topology, np.full((2, 2), 2.0)),  # pylint: disable=protected-access
+      np.full(2, 4.0))
+  truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
+  measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
+                                          order=o).runtime_s
+                       for p, o in zip(placements, orders)])
+  fitted, net, _, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
+      graph, topology, costs, placements, orders, measured)
+  np.testing.assert_allclose(launch, [4.0, 4.0])
+  np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
+  assert [d.cluster_launch_s for d in fitted.devices] == pytest.approx(
+      [8e-5, 8e-5])
+  np.testing.assert_allclose(net, truth_costs)
+  # A single-device placement (one cluster) still costs the column's sum.
+  alone = simulator.simulate(graph, np.zeros(graph.n_nodes, int), fitted,
+                             costs=net).runtime_s
+  assert alone == pytest.approx(costs[:, 0].sum(), rel=1e-5)
+
+
+def test_calibration_blocks_span_few_and_many_clusters():
+  rng = np.random.default_rng(0)
+  placements = profiler.calibration_blocks(400, 2, 16, rng)
+  blocks = 1 + np.sum(placements[:, 1:] != placements[:, :-1], axis=1)
+  # 6 with 2-16 blocks, 6 with 17-64 (neighbours may share a device), and
+  # 4 cut once, both directions.
+  assert np.all(blocks[:6] <= 16) and np.all(blocks[6:12] <= 64)
+  assert blocks[6:12].max() > 16
+  np.testing.assert_array_equal(blocks[12:], 2)
+  assert {(p[0], p[-1]) for p in placements[12:]} == {(0, 1), (1, 0)}

@@ -1,0 +1,177 @@
+"""How many clusters the executor launches for a placement, and what they cost.
+
+Where it sits: :func:`gplace.simulate` adds each device's
+``Device.cluster_launch_s`` once per cluster the executor
+(:mod:`gplace.execution.partition`) would cut a placement into, when a
+topology sets it (``gplace.profile`` fits it; presets leave it 0, and then
+nothing here runs).
+
+Why: the executor runs a placement as one compiled executable per cluster, a
+maximal run of same-device ops in its dispatch order, launched one after
+another from one Python thread, each with its own argument handling and
+copies. Measured on CPU + GPU (RESULTS.md, "CPU + H200 checks, second
+loan"), placements cut into 58-106 clusters ran 2.7-4x slower than the
+simulator's per-transfer model predicted, about 0.35-0.5 ms per extra
+cluster; that cost is per cluster, not per transfer, so the model charges
+it per cluster.
+
+The count follows the executor's rule (:func:`gplace.execution.partition.
+schedule_order`) exactly: every device runs its ops in priority order; the
+dispatcher stays on a device while that device's next op has all its op
+inputs dispatched, and otherwise moves to the device whose next op is ready
+and ranks first. Clusters are the maximal same-device runs of the order it
+produces. (Ordering edges that the executor adds between effectful ops are
+not part of a :class:`~gplace.Graph`, so programs with side effects can
+count a few clusters fewer here than they run.)
+
+The charge is additive (``runtime_s += sum over clusters of
+cluster_launch_s[device]``): a model of steps short enough that the devices
+wait for the host, which is where the per-cluster cost matters; a device
+that is busy for longer than the host's launches would hide part of it.
+
+Host-side numpy; the counting loop is compiled with numba where it is
+installed (``O(N + E + switches * D)`` per placement), plain Python
+otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from gplace.graphs.graph import Graph, NODE_OP
+
+
+def _count_one(placement, rank, node_of_rank, is_op, succ_ptr, succ_dst,
+               in_degree, n_devices, out):
+  """Adds one placement's clusters per device to ``out [D]`` (int64).
+
+  ``node_of_rank``: the nodes in priority order; ``rank`` its inverse;
+  ``succ_ptr``/``succ_dst``: op-to-op successors (CSR); ``in_degree``: op
+  inputs per node (a copy is consumed).
+  """
+  n = placement.shape[0]
+  indeg = in_degree.copy()
+  count = np.zeros(n_devices + 1, np.int64)
+  for i in range(n):
+    v = node_of_rank[i]
+    if is_op[v]:
+      count[placement[v] + 1] += 1
+  start = np.cumsum(count)                # start[d]: d's first slot
+  sequence = np.empty(start[n_devices], np.int64)
+  fill = start[:n_devices].copy()
+  for i in range(n):
+    v = node_of_rank[i]
+    if is_op[v]:
+      sequence[fill[placement[v]]] = v
+      fill[placement[v]] += 1
+  head = start[:n_devices].copy()         # next op of each device
+  current = -1
+  remaining = start[n_devices]
+  while remaining > 0:
+    if current < 0 or head[current] == start[current + 1] or \
+        indeg[sequence[head[current]]] != 0:
+      best, best_rank = -1, n
+      for d in range(n_devices):
+        if head[d] < start[d + 1]:
+          v = sequence[head[d]]
+          if indeg[v] == 0 and rank[v] < best_rank:
+            best, best_rank = d, rank[v]
+      if best < 0:
+        return False                      # not a topological order
+      current = best
+      out[current] += 1
+    v = sequence[head[current]]
+    head[current] += 1
+    remaining -= 1
+    for e in range(succ_ptr[v], succ_ptr[v + 1]):
+      indeg[succ_dst[e]] -= 1
+  return True
+
+
+def _count_rows(placements, orders, is_op, succ_ptr, succ_dst, in_degree,
+                n_devices, out):
+  """:func:`_count_one` over rows; returns the first bad row or -1."""
+  k, n = placements.shape
+  rank = np.empty(n, np.int64)
+  for row in range(k):
+    for i in range(n):
+      rank[orders[row, i]] = i
+    if not _count_one(placements[row], rank, orders[row], is_op, succ_ptr,
+                      succ_dst, in_degree, n_devices, out[row]):
+      return row
+  return -1
+
+
+if importlib.util.find_spec("numba") is not None:
+  import numba  # pylint: disable=g-import-not-at-top
+  _count_one = numba.njit(cache=True, nogil=True)(_count_one)
+  _count_rows = numba.njit(cache=True, nogil=True)(_count_rows)
+
+
+def _op_successors(graph: Graph) -> tuple[np.ndarray, np.ndarray,
+                                          np.ndarray, np.ndarray]:
+  """``(is_op [N] bool, succ_ptr [N+1], succ_dst [E'], in_degree [N])`` of
+  the graph's op-to-op edges (int64)."""
+  is_op = graph.kind == NODE_OP
+  keep = is_op[graph.edge_src] & is_op[graph.edge_dst]
+  src = graph.edge_src[keep].astype(np.int64)
+  dst = graph.edge_dst[keep].astype(np.int64)
+  by_src = np.argsort(src, kind="stable")
+  succ_ptr = np.zeros(graph.n_nodes + 1, np.int64)
+  np.add.at(succ_ptr, src + 1, 1)
+  in_degree = np.zeros(graph.n_nodes, np.int64)
+  np.add.at(in_degree, dst, 1)
+  return is_op, np.cumsum(succ_ptr), dst[by_src], in_degree
+
+
+def count_clusters(graph: Graph, placements: np.ndarray,
+                   orders: np.ndarray, n_devices: int) -> np.ndarray:
+  """Clusters per device that the executor runs each placement in.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    placements: ``[K, N]`` int device index per node.
+    orders: ``[K, N]`` int, each placement's priority order (a topological
+      order of all nodes, e.g. ``SimResult.order``).
+    n_devices: ``D``.
+
+  Returns:
+    ``[K, D]`` int64: how many clusters of each placement run on each
+    device (their sum is ``Placed.n_clusters`` of ``gplace.place`` with
+    that schedule).
+
+  Raises:
+    ValueError: an order is not a topological order (callers pass orders
+      the simulator made or checked).
+  """
+  placements = np.ascontiguousarray(np.atleast_2d(placements), np.int64)
+  orders = np.ascontiguousarray(np.atleast_2d(orders), np.int64)
+  is_op, succ_ptr, succ_dst, in_degree = _op_successors(graph)
+  out = np.zeros((placements.shape[0], n_devices), np.int64)
+  bad = _count_rows(placements, orders, is_op, succ_ptr, succ_dst, in_degree,
+                    n_devices, out)
+  if bad >= 0:
+    raise ValueError(f"orders[{bad}] is not a topological order of the "
+                     "graph's ops.")
+  return out
+
+
+def launch_costs(topology) -> np.ndarray:
+  """``[D]`` float64 ``Device.cluster_launch_s`` of every device."""
+  return np.array([dev.cluster_launch_s for dev in topology.devices],
+                  np.float64)
+
+
+def launch_seconds(graph: Graph, topology, placements: np.ndarray,
+                   orders: np.ndarray) -> np.ndarray:
+  """``[K]`` float64 seconds the executor spends launching clusters:
+  ``count_clusters(...) @ launch_costs(topology)`` (zeros without counting
+  when no device has a launch cost)."""
+  cost = launch_costs(topology)
+  k = np.atleast_2d(placements).shape[0]
+  if not np.any(cost > 0):
+    return np.zeros(k)
+  return count_clusters(graph, placements, orders,
+                        topology.n_devices) @ cost
