@@ -38,6 +38,20 @@ def predictions(prof: profiler.Profile, placements: np.ndarray,
                    for p, o in zip(placements, orders)], np.float64)
 
 
+def dumps(dump_dir: str, profile_dir: str):
+  """Yields ``(name, size, profile, data)`` for each
+  ``fidelity_<name>_<size>.npz`` in ``dump_dir`` with the one matching
+  ``profile_<name>_<size>_*.npz`` of ``profile_dir``."""
+  for path in sorted(glob.glob(os.path.join(dump_dir, "fidelity_*.npz"))):
+    name, size = os.path.basename(path)[len("fidelity_"):-4].rsplit("_", 1)
+    profiles = glob.glob(os.path.join(profile_dir,
+                                      f"profile_{name}_{size}_*.npz"))
+    if len(profiles) != 1:
+      raise SystemExit(f"{name}: expected one profile in {profile_dir}, "
+                       f"found {len(profiles)}")
+    yield name, size, profiler.Profile.load(profiles[0]), np.load(path)
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--dump", required=True,
@@ -53,15 +67,7 @@ def main() -> None:
         "factor | Spearman, per direction | median abs err %, one factor | "
         "median abs err %, per direction |")
   print("|---|---|---|---|---:|---:|---:|---:|")
-  for path in sorted(glob.glob(os.path.join(args.dump, "fidelity_*.npz"))):
-    name, size = os.path.basename(path)[len("fidelity_"):-4].rsplit("_", 1)
-    profiles = glob.glob(os.path.join(profile_dir,
-                                      f"profile_{name}_{size}_*.npz"))
-    if len(profiles) != 1:
-      raise SystemExit(f"{name}: expected one profile in {profile_dir}, "
-                       f"found {len(profiles)}")
-    prof = profiler.Profile.load(profiles[0])
-    data = np.load(path)
+  for name, _, prof, data in dumps(args.dump, profile_dir):
     d = prof.topology.n_devices
     one = np.where(np.eye(d, dtype=bool), 1.0, prof.link_scale)
     per = prof.link_scales if prof.link_scales is not None else one
