@@ -26,8 +26,8 @@ What is measured (host-side Python; every timing is the median of
   few sizes; a least-squares fit of ``latency + bytes / bandwidth``.
 * **Compute groups**: CPU devices share the host's cores (one group); each
   accelerator is its own group.
-* **Link and launch calibration**: random placements cut into 2-64
-  same-device blocks are run with the executor, and factors on the links'
+* **Link and launch calibration**: random placements cut once or into
+  2-64 same-device blocks are run with the executor, and factors on the links'
   latency and per-byte time and on the per-cluster launch cost are fitted
   so the simulator matches them (a placed transfer costs more than a bare
   copy, a cluster more than a bare dispatch; one link factor per pair of
@@ -331,9 +331,9 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
       devices, CPU first, as :func:`gplace.place` uses).
     repeats: timed calls per op and per placed run.
     transfer_repeats: timed copies per transfer size.
-    calibration_placements: random placements with long same-device runs
-      that are run with the executor to fit one scale of the link costs (see
-      :func:`_calibrate_links`); 0 keeps the microbenchmark fit.
+    calibration_placements: random placements (:func:`calibration_blocks`)
+      that are run with the executor to fit the link and launch factors
+      (see :func:`_calibrate_links`); 0 keeps the microbenchmark fit.
     calibration_rounds: interleaved rounds those (and the single-device
       runs) are timed in.
     seed: seed of those placements.
