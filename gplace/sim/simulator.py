@@ -44,7 +44,9 @@ Time:
   ``u`` finishes, its output is sent to every device other than ``p[u]`` that
   holds at least one of its consumers. A transfer on link ``(s, d)`` carries
   ``send_bytes[u]`` = the largest ``edge_bytes`` among ``u``'s out-edges and
-  takes ``link_latency[s, d] + send_bytes[u] / link_bandwidth[s, d]``. Each
+  takes ``link_latency[s, d] + send_bytes[u] / link_bandwidth[s, d]``
+  (without the latency when ``u`` is a graph input and
+  ``topology.batched_inputs``: the executor's one batched copy). Each
   link (ordered device pair) carries one transfer at a time, in priority
   order of the producers: the transfer of ``u`` starts at ``max(finish(u),
   end of the previous transfer on that link)``. Transfers on different links
