@@ -84,9 +84,8 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
           f"values of dtype {array.dtype}.")
   array = np.atleast_2d(array)
   # Checked before the cast to int, so that 1e30 is not wrapped around.
-  bad = (array < 0) | (array >= n_devices)
-  if np.any(bad):
-    row, node = np.argwhere(bad)[0]
+  if array.size and (array.min() < 0 or array.max() >= n_devices):
+    row, node = np.argwhere((array < 0) | (array >= n_devices))[0]
     names = f" ({', '.join(device_names)})" if device_names else ""
     which = f"Placement {row} puts node" if array.shape[0] > 1 else "Node"
     raise PlacementError(

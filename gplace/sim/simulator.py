@@ -282,9 +282,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   elif priority is None:
     problem = cached_problem(make_problem, graph, topology, costs=costs,
                              order=order)
-    with one_kernel_loops():
-      result = _simulate_jit(problem, jnp.asarray(array),
-                             return_schedule=return_schedule)
+    result = _scan_in_parts(problem, array, return_schedule)
     ran = np.broadcast_to(np.asarray(
         np.arange(graph.n_nodes) if order is None else order, np.int32),
                           array.shape)
@@ -341,6 +339,36 @@ def _run_parts(work, k: int) -> None:
     work(slices[0])
   else:
     list(_pool().map(work, slices))
+
+
+#: Smallest batch (nodes x placements) that the shared-order scan splits
+#: across the cores; below it, a thread hand-off costs more than it saves.
+_SPLIT_MIN = 1 << 16
+
+
+def _scan_in_parts(problem: SimProblem, placements: np.ndarray,
+                   return_schedule: bool) -> SimResult:
+  """:func:`simulate_problem` of ``placements`` (``[K, N]``), on CPU in
+  equal parts of the batch, one per core, from threads of their own (XLA
+  runs the scan's loops on one core; placements are independent, so the
+  results are the same row for row). Batches below :data:`_SPLIT_MIN`
+  node-placements, or that do not split evenly, run whole."""
+  k, n = placements.shape
+  parts = min(_CORES, k) if jax.default_backend() == "cpu" else 1
+  if parts < 2 or k % parts or k * n < _SPLIT_MIN:
+    parts = 1
+
+  def run(rows: slice) -> SimResult:
+    with one_kernel_loops():         # (a context variable: set per thread)
+      return _simulate_jit(problem, jnp.asarray(placements[rows]),
+                           return_schedule=return_schedule)
+
+  if parts == 1:
+    return run(slice(None))
+  size = k // parts
+  pieces = list(_pool().map(run, [slice(i * size, (i + 1) * size)
+                                  for i in range(parts)]))
+  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *pieces)
 
 
 def _critical_path(graph: Graph, topology: Topology, costs=None):

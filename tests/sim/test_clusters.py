@@ -118,3 +118,4 @@ def test_launch_costs_survive_the_json_format():
   assert back.devices == topology.devices
   np.testing.assert_array_equal(clusters.launch_costs(back),
                                 [1e-5, 3e-4, 3e-4])
+

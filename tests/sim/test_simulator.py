@@ -12,13 +12,13 @@ from gplace.errors import (GplaceError, PlacementError, ScheduleError,
 from gplace.graphs.graph import random_dag
 from gplace.sim.bounds import lower_bound
 from gplace.sim.priority import priority_order
+from gplace.sim import simulator
 from gplace.sim.simulator import SimResult, simulate
 from gplace.sim.topology import Topology, preset
 from sim_cases import is_topological
 
 
 def test_simulate_compiles_once_per_shape():
-  from gplace.sim import simulator  # pylint: disable=g-import-not-at-top
   topology = preset("1cpu+2gpu")
   graph = random_dag(25, seed=7)
   rng = np.random.default_rng(0)
@@ -111,3 +111,22 @@ def test_exports():
   assert gplace.simulate is simulate
   assert gplace.lower_bound is lower_bound
   assert gplace.Topology is Topology
+
+
+def test_the_shared_order_scan_splits_the_batch_without_changing_it(
+    monkeypatch):
+  # A batch above the split threshold runs in parts on threads of their own;
+  # each placement's result is the one the whole batch gives.
+  graph = random_dag(1200, avg_degree=2.5, n_inputs=4, seed=4)
+  topology = preset("1cpu+4gpu")
+  placements = np.random.default_rng(3).integers(0, 5, (64, graph.n_nodes))
+  monkeypatch.setattr(simulator, "_CORES", 2)
+  split = simulate(graph, placements, topology, schedule="static",
+                   return_schedule=True)
+  monkeypatch.setattr(simulator, "_SPLIT_MIN", 1 << 40)
+  whole = simulate(graph, placements, topology, schedule="static",
+                   return_schedule=True)
+  for field in ("runtime_s", "peak_bytes", "oom", "start_s", "finish_s",
+                "order"):
+    np.testing.assert_array_equal(np.asarray(getattr(split, field)),
+                                  np.asarray(getattr(whole, field)))
