@@ -8,6 +8,7 @@ wherever it enters.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Sequence
 
@@ -84,7 +85,8 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
           f"values of dtype {array.dtype}.")
   array = np.atleast_2d(array)
   # Checked before the cast to int, so that 1e30 is not wrapped around.
-  if array.size and (array.min() < 0 or array.max() >= n_devices):
+  cast = _checked_cast(array, n_devices)
+  if cast is None:
     row, node = np.argwhere((array < 0) | (array >= n_devices))[0]
     names = f" ({', '.join(device_names)})" if device_names else ""
     which = f"Placement {row} puts node" if array.shape[0] > 1 else "Node"
@@ -92,5 +94,44 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
         f"{which} {node} ({graph.names[node]}) on device "
         f"{int(array[row, node])}, but only devices 0..{n_devices - 1}"
         f"{names} exist; fix the placement or pass more devices.")
-  array = array.astype(np.int32)
-  return array if batched else array[0]
+  return cast if batched else cast[0]
+
+
+def _checked_cast(array: np.ndarray, n_devices: int) -> np.ndarray | None:
+  """``array`` (``[K, N]``, numbers) as int32, or None if a value lies
+  outside ``0 .. n_devices - 1``. Integer arrays take one compiled pass
+  (numba, where installed) instead of numpy's three: this runs on every
+  ``gplace.simulate`` call, over ``K * N`` values."""
+  if array.size == 0:
+    return array.astype(np.int32)
+  kernel = _cast_kernel() if array.dtype in (np.int64, np.int32) else None
+  if kernel is not None:
+    out = np.empty(array.shape, np.int32)
+    ok = kernel(np.ascontiguousarray(array).reshape(-1), out.reshape(-1),
+                n_devices)
+    return out if ok else None
+  if array.min() < 0 or array.max() >= n_devices:
+    return None
+  return array.astype(np.int32)
+
+
+def _cast_rows(values, out, n_devices):
+  """Writes ``values`` into ``out`` (int32); False at the first value
+  outside ``0 .. n_devices - 1``."""
+  for i in range(values.shape[0]):
+    v = values[i]
+    if v < 0 or v >= n_devices:
+      return False
+    out[i] = v
+  return True
+
+
+@functools.cache
+def _cast_kernel():
+  """:func:`_cast_rows` compiled by numba (imported on first use, so that
+  ``import gplace`` does not pay for it), or None without numba."""
+  try:
+    import numba  # pylint: disable=g-import-not-at-top
+  except ImportError:  # numba is a dependency; plain numpy still works
+    return None
+  return numba.njit(cache=True, nogil=True)(_cast_rows)

@@ -36,6 +36,7 @@ otherwise.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import numpy as np
@@ -104,10 +105,17 @@ def _count_rows(placements, orders, is_op, succ_ptr, succ_dst, in_degree,
   return -1
 
 
-if importlib.util.find_spec("numba") is not None:
+@functools.cache
+def _compiled_rows():
+  """:func:`_count_rows` compiled by numba where it is installed (imported
+  on first use, so that ``import gplace`` does not pay for it), else the
+  plain Python function."""
+  if importlib.util.find_spec("numba") is None:
+    return _count_rows
+  global _count_one  # the compiled loop calls the compiled step
   import numba  # pylint: disable=g-import-not-at-top
   _count_one = numba.njit(cache=True, nogil=True)(_count_one)
-  _count_rows = numba.njit(cache=True, nogil=True)(_count_rows)
+  return numba.njit(cache=True, nogil=True)(_count_rows)
 
 
 def _op_successors(graph: Graph) -> tuple[np.ndarray, np.ndarray,
@@ -150,8 +158,8 @@ def count_clusters(graph: Graph, placements: np.ndarray,
   orders = np.ascontiguousarray(np.atleast_2d(orders), np.int64)
   is_op, succ_ptr, succ_dst, in_degree = _op_successors(graph)
   out = np.zeros((placements.shape[0], n_devices), np.int64)
-  bad = _count_rows(placements, orders, is_op, succ_ptr, succ_dst, in_degree,
-                    n_devices, out)
+  bad = _compiled_rows()(placements, orders, is_op, succ_ptr, succ_dst,
+                         in_degree, n_devices, out)
   if bad >= 0:
     raise ValueError(f"orders[{bad}] is not a topological order of the "
                      "graph's ops.")

@@ -57,3 +57,17 @@ def test_traced_and_unreadable_placements_are_placement_errors():
     check_placements(np.full(10, 1e30), graph, 3)  # not wrapped around
   with pytest.raises(GraphError, match="graph to be a gplace.Graph"):
     check_placements(np.zeros(10, int), {"n_nodes": 10}, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+def test_the_cast_checks_every_value_before_it_narrows(dtype):
+  graph = random_dag(50, seed=0)
+  rows = np.random.default_rng(0).integers(0, 3, (4, 50)).astype(dtype)
+  out = check_placements(rows, graph, 3)
+  assert out.dtype == np.int32
+  np.testing.assert_array_equal(out, rows)
+  # 2**32 + 1 would wrap to device 1 in int32: it must be refused first.
+  big = 2**32 + 1 if dtype != np.int32 else -1
+  rows[2, 7] = big
+  with pytest.raises(PlacementError, match="Placement 2 puts node 7"):
+    check_placements(rows, graph, 3)
