@@ -52,8 +52,8 @@ def dumps(dump_dir: str, profile_dir: str):
     yield name, size, profiler.Profile.load(profiles[0]), np.load(path)
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_dump_flags(parser: argparse.ArgumentParser) -> None:
+  """``--dump`` and ``--profiles``, the inputs of :func:`dumps`."""
   parser.add_argument("--dump", required=True,
                       help="directory holding fidelity_<name>_<size>.npz and "
                       "(unless --profiles says otherwise) the matching "
@@ -61,6 +61,11 @@ def main() -> None:
   parser.add_argument("--profiles", default="",
                       help="directory of the profiles (fidelity.py's "
                       "--cache; default: --dump)")
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  add_dump_flags(parser)
   args = parser.parse_args()
   profile_dir = args.profiles or args.dump
   print("| workload | schedule | statistic | link factors | Spearman, one "

@@ -23,7 +23,7 @@ import itertools
 import numpy as np
 from scipy import stats
 
-from experiments.fidelity_links import dumps
+from experiments.fidelity_links import add_dump_flags, dumps
 from gplace.execution import profiler
 from gplace.sim import simulator
 
@@ -68,12 +68,7 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--dump", required=True,
-                      help="directory holding fidelity_<name>_<size>.npz and "
-                      "(unless --profiles says otherwise) the matching "
-                      "profile_*.npz")
-  parser.add_argument("--profiles", default="",
-                      help="directory of the profiles (default: --dump)")
+  add_dump_flags(parser)
   parser.add_argument("--schedule", default="sim",
                       help="which of the dump's schedule kinds to score")
   args = parser.parse_args()
