@@ -146,9 +146,9 @@ class Topology:
     batched_inputs: graph inputs (parameters) reach other devices in one
       batched copy per destination at the start of a step, as gplace's
       executor sends them, so their transfers pay ``bytes / bandwidth`` but
-      no link latency (``gplace.profile`` sets it). False (presets): every
-      transfer pays the latency, as a runtime that copies each variable on
-      its own does.
+      no link latency (``gplace.profile``'s calibration decides). False
+      (presets): every transfer pays the latency, as a runtime that copies
+      each variable on its own does.
   """
 
   devices: tuple[Device, ...]

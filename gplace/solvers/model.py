@@ -132,7 +132,6 @@ def scale_problem(graph: Graph, topology: Topology, costs: np.ndarray,
   down = lambda seconds: np.floor(seconds / tick_s * (1.0 - 1e-12)).astype(
       np.int64)
   duration = np.where(executed[:, None], np.maximum(down(costs), 0), 0)
-  d = topology.n_devices
   seconds = transfer_seconds(graph, topology)
   has_consumer = np.zeros(graph.n_nodes, bool)
   has_consumer[graph.edge_src] = True

@@ -15,7 +15,6 @@ from gplace.sim.priority import priority_order
 from gplace.sim import simulator
 from gplace.sim.simulator import SimResult, simulate
 from gplace.sim.topology import Topology, preset
-from sim_cases import is_topological
 
 
 def test_simulate_compiles_once_per_shape():
