@@ -81,6 +81,7 @@ from gplace.execution import timing
 from gplace.graphs.capture import Program, trace_program
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
 from gplace.sim import simulator
+from gplace.sim.clusters import launch_costs
 from gplace.sim.topology import Device, Topology, local
 
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
@@ -507,8 +508,7 @@ def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
   what the column summed to (the measured whole program); a column keeps at
   least a tenth of its sum."""
   total = costs.sum(0)
-  launch = np.array([dev.cluster_launch_s for dev in topology.devices])
-  net = np.maximum(total - launch, 0.1 * total)
+  net = np.maximum(total - launch_costs(topology), 0.1 * total)
   return costs * np.where(total > 0, net / np.where(total > 0, total, 1.0),
                           1.0)[None, :]
 
@@ -575,9 +575,9 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   d = len(kinds)
   pairs = [(i, j) for i in range(d) for j in range(d) if i != j]
   classes = sorted({(kinds[i], kinds[j]) for i, j in pairs})
+  measured_launch = launch_costs(topology)
   launches = ([("launch", k) for k in sorted(set(kinds))]
-              if any(dev.cluster_launch_s > 0 for dev in topology.devices)
-              else [])
+              if np.any(measured_launch > 0) else [])
 
   def factors_of(per_class: dict) -> tuple[np.ndarray, np.ndarray]:
     links = np.ones((d, d))
@@ -586,8 +586,6 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     launch = np.array([per_class.get(("launch", k), 1.0) for k in kinds])
     return links, launch
 
-  measured_launch = np.array([dev.cluster_launch_s
-                              for dev in topology.devices])
   # A launch is part of the single-device run (one cluster): at most half.
   most = np.where(measured_launch > 0, 0.5 * costs.sum(0) / np.where(
       measured_launch > 0, measured_launch, 1.0), np.inf)

@@ -44,64 +44,55 @@ import numpy as np
 from gplace.graphs.graph import Graph, NODE_OP
 
 
-def _count_one(placement, rank, node_of_rank, is_op, succ_ptr, succ_dst,
-               in_degree, n_devices, out):
-  """Adds one placement's clusters per device to ``out [D]`` (int64).
-
-  ``node_of_rank``: the nodes in priority order; ``rank`` its inverse;
-  ``succ_ptr``/``succ_dst``: op-to-op successors (CSR); ``in_degree``: op
-  inputs per node (a copy is consumed).
-  """
-  n = placement.shape[0]
-  indeg = in_degree.copy()
-  count = np.zeros(n_devices + 1, np.int64)
-  for i in range(n):
-    v = node_of_rank[i]
-    if is_op[v]:
-      count[placement[v] + 1] += 1
-  start = np.cumsum(count)                # start[d]: d's first slot
-  sequence = np.empty(start[n_devices], np.int64)
-  fill = start[:n_devices].copy()
-  for i in range(n):
-    v = node_of_rank[i]
-    if is_op[v]:
-      sequence[fill[placement[v]]] = v
-      fill[placement[v]] += 1
-  head = start[:n_devices].copy()         # next op of each device
-  current = -1
-  remaining = start[n_devices]
-  while remaining > 0:
-    if current < 0 or head[current] == start[current + 1] or \
-        indeg[sequence[head[current]]] != 0:
-      best, best_rank = -1, n
-      for d in range(n_devices):
-        if head[d] < start[d + 1]:
-          v = sequence[head[d]]
-          if indeg[v] == 0 and rank[v] < best_rank:
-            best, best_rank = d, rank[v]
-      if best < 0:
-        return False                      # not a topological order
-      current = best
-      out[current] += 1
-    v = sequence[head[current]]
-    head[current] += 1
-    remaining -= 1
-    for e in range(succ_ptr[v], succ_ptr[v + 1]):
-      indeg[succ_dst[e]] -= 1
-  return True
-
-
-def _count_rows(placements, orders, is_op, succ_ptr, succ_dst, in_degree,
+def _count_rows(placements, orders, is_op, succ_ptr, edge_dst, in_degree,
                 n_devices, out):
-  """:func:`_count_one` over rows; returns the first bad row or -1."""
+  """Adds each row's clusters per device to ``out [K, D]`` (int64);
+  returns the first row whose order is not topological, or -1.
+
+  ``orders [K, N]``: the nodes of each row in priority order;
+  ``succ_ptr``/``edge_dst``: the graph's successors (edges sorted by
+  source); ``in_degree``: op inputs of each node (copied per row).
+  """
   k, n = placements.shape
   rank = np.empty(n, np.int64)
+  count = np.empty(n_devices + 1, np.int64)
   for row in range(k):
+    placement, order = placements[row], orders[row]
     for i in range(n):
-      rank[orders[row, i]] = i
-    if not _count_one(placements[row], rank, orders[row], is_op, succ_ptr,
-                      succ_dst, in_degree, n_devices, out[row]):
-      return row
+      rank[order[i]] = i
+    indeg = in_degree.copy()
+    # Each device's ops in priority order: sequence[start[d]:start[d + 1]].
+    count[:] = 0
+    for i in range(n):
+      if is_op[order[i]]:
+        count[placement[order[i]] + 1] += 1
+    start = np.cumsum(count)
+    sequence = np.empty(start[n_devices], np.int64)
+    head = start[:n_devices].copy()
+    for i in range(n):
+      v = order[i]
+      if is_op[v]:
+        sequence[head[placement[v]]] = v
+        head[placement[v]] += 1
+    head[:] = start[:n_devices]           # next op of each device
+    current = -1
+    for _ in range(start[n_devices]):
+      if current < 0 or head[current] == start[current + 1] or \
+          indeg[sequence[head[current]]] != 0:
+        best, best_rank = -1, n
+        for d in range(n_devices):
+          if head[d] < start[d + 1]:
+            v = sequence[head[d]]
+            if indeg[v] == 0 and rank[v] < best_rank:
+              best, best_rank = d, rank[v]
+        if best < 0:
+          return row
+        current = best
+        out[row, current] += 1
+      v = sequence[head[current]]
+      head[current] += 1
+      for e in range(succ_ptr[v], succ_ptr[v + 1]):
+        indeg[edge_dst[e]] -= 1
   return -1
 
 
@@ -112,26 +103,8 @@ def _compiled_rows():
   plain Python function."""
   if importlib.util.find_spec("numba") is None:
     return _count_rows
-  global _count_one  # the compiled loop calls the compiled step
   import numba  # pylint: disable=g-import-not-at-top
-  _count_one = numba.njit(cache=True, nogil=True)(_count_one)
   return numba.njit(cache=True, nogil=True)(_count_rows)
-
-
-def _op_successors(graph: Graph) -> tuple[np.ndarray, np.ndarray,
-                                          np.ndarray, np.ndarray]:
-  """``(is_op [N] bool, succ_ptr [N+1], succ_dst [E'], in_degree [N])`` of
-  the graph's op-to-op edges (int64)."""
-  is_op = graph.kind == NODE_OP
-  keep = is_op[graph.edge_src] & is_op[graph.edge_dst]
-  src = graph.edge_src[keep].astype(np.int64)
-  dst = graph.edge_dst[keep].astype(np.int64)
-  by_src = np.argsort(src, kind="stable")
-  succ_ptr = np.zeros(graph.n_nodes + 1, np.int64)
-  np.add.at(succ_ptr, src + 1, 1)
-  in_degree = np.zeros(graph.n_nodes, np.int64)
-  np.add.at(in_degree, dst, 1)
-  return is_op, np.cumsum(succ_ptr), dst[by_src], in_degree
 
 
 def count_clusters(graph: Graph, placements: np.ndarray,
@@ -156,10 +129,13 @@ def count_clusters(graph: Graph, placements: np.ndarray,
   """
   placements = np.ascontiguousarray(np.atleast_2d(placements), np.int64)
   orders = np.ascontiguousarray(np.atleast_2d(orders), np.int64)
-  is_op, succ_ptr, succ_dst, in_degree = _op_successors(graph)
+  is_op = graph.kind == NODE_OP
+  in_degree = np.bincount(graph.edge_dst[is_op[graph.edge_src]],
+                          minlength=graph.n_nodes).astype(np.int64)
   out = np.zeros((placements.shape[0], n_devices), np.int64)
-  bad = _compiled_rows()(placements, orders, is_op, succ_ptr, succ_dst,
-                         in_degree, n_devices, out)
+  bad = _compiled_rows()(placements, orders, is_op, graph.succ_csr[0],
+                         graph.edge_dst.astype(np.int64), in_degree,
+                         n_devices, out)
   if bad >= 0:
     raise ValueError(f"orders[{bad}] is not a topological order of the "
                      "graph's ops.")
@@ -170,16 +146,3 @@ def launch_costs(topology) -> np.ndarray:
   """``[D]`` float64 ``Device.cluster_launch_s`` of every device."""
   return np.array([dev.cluster_launch_s for dev in topology.devices],
                   np.float64)
-
-
-def launch_seconds(graph: Graph, topology, placements: np.ndarray,
-                   orders: np.ndarray) -> np.ndarray:
-  """``[K]`` float64 seconds the executor spends launching clusters:
-  ``count_clusters(...) @ launch_costs(topology)`` (zeros without counting
-  when no device has a launch cost)."""
-  cost = launch_costs(topology)
-  k = np.atleast_2d(placements).shape[0]
-  if not np.any(cost > 0):
-    return np.zeros(k)
-  return count_clusters(graph, placements, orders,
-                        topology.n_devices) @ cost

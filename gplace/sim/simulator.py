@@ -328,17 +328,17 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
   return _POOL
 
 
-def _run_parts(work, k: int) -> None:
-  """Calls ``work(rows)`` on contiguous slices covering ``0..k``, one per
-  core, from the threads of :func:`_pool` (the compiled host kernels run
-  without the GIL)."""
+def _run_parts(work, k: int) -> list:
+  """Calls ``work(rows)`` on contiguous slices covering ``0..k`` (equal
+  where ``k`` divides evenly), one per core, from the threads of
+  :func:`_pool` (the compiled host kernels run without the GIL); returns
+  the results in slice order."""
   parts = max(min(_CORES, k), 1)
   bounds = np.linspace(0, k, parts + 1).astype(int)
   slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
   if parts == 1:
-    work(slices[0])
-  else:
-    list(_pool().map(work, slices))
+    return [work(slices[0])]
+  return list(_pool().map(work, slices))
 
 
 #: Smallest batch (nodes x placements) that the shared-order scan splits
@@ -354,21 +354,18 @@ def _scan_in_parts(problem: SimProblem, placements: np.ndarray,
   results are the same row for row). Batches below :data:`_SPLIT_MIN`
   node-placements, or that do not split evenly, run whole."""
   k, n = placements.shape
-  parts = min(_CORES, k) if jax.default_backend() == "cpu" else 1
-  if parts < 2 or k % parts or k * n < _SPLIT_MIN:
-    parts = 1
 
   def run(rows: slice) -> SimResult:
     with one_kernel_loops():         # (a context variable: set per thread)
       return _simulate_jit(problem, jnp.asarray(placements[rows]),
                            return_schedule=return_schedule)
 
-  if parts == 1:
+  parts = min(_CORES, k)
+  if (jax.default_backend() != "cpu" or parts < 2 or k % parts
+      or k * n < _SPLIT_MIN):
     return run(slice(None))
-  size = k // parts
-  pieces = list(_pool().map(run, [slice(i * size, (i + 1) * size)
-                                  for i in range(parts)]))
-  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *pieces)
+  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
+                                *_run_parts(run, k))
 
 
 def _critical_path(graph: Graph, topology: Topology, costs=None):
@@ -474,10 +471,11 @@ def _add_launches(graph: Graph, topology: Topology, placements: np.ndarray,
   (:mod:`gplace.sim.clusters`; unchanged when no device of ``topology``
   has a ``cluster_launch_s``). ``orders``: ``[K, N]`` the priority orders
   the placements ran in."""
-  if not np.any(clusters.launch_costs(topology) > 0):
+  cost = clusters.launch_costs(topology)
+  if not np.any(cost > 0):
     return result
-  extra = clusters.launch_seconds(graph, topology, placements,
-                                  np.asarray(orders))
+  extra = clusters.count_clusters(graph, placements, np.asarray(orders),
+                                  topology.n_devices) @ cost
   runtime = np.asarray(result.runtime_s, np.float64) + extra
   return result._replace(runtime_s=runtime.astype(np.float32))
 
