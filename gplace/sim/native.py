@@ -7,12 +7,12 @@ any backend; on the host it pays for XLA's one-kernel code, a few hundred
 small ops per dispatched node (about 0.6 us a step). This module runs the
 same rule, step for step, as native code compiled by numba, with the
 candidates in bit sets and binary heaps, so a step costs ``O(G + log N +
-out-degree + D)`` of plain machine instructions:
+out-degree)`` of plain machine instructions:
 
 * ``dynamic=True``: per compute group ``g``, an *arrived* set (inputs
   there by the time the group is free, ordered by ``(-priority, id)``) and
-  a *pending* heap (keyed ``(ready, -priority, id)``); before a step,
-  pending nodes whose inputs arrived by the group's free time move over.
+  a *pending* heap (keyed ``(ready, -priority, id)``); when a group's free
+  time moves, its pending nodes whose inputs arrived by then move over.
   The next node is the least ``(t, g, -priority, id)``: in each group the
   first of its arrived set at ``t = group free``, else the top of its
   pending heap at ``t = ready``; ties in ``t`` go to the lower group. Nodes
@@ -23,7 +23,8 @@ out-degree + D)`` of plain machine instructions:
 
 Priorities become ranks first (:func:`priority_ranks`), so an arrived set
 is a 64-ary tree of bit words over ranks: adding a node and taking the
-first cost four word operations each, whatever the number of candidates.
+first cost three word operations each (four above ``64**3`` nodes),
+whatever the number of candidates.
 
 Times are float32 and computed with the same operations in the same order
 as the jitted scheduler, so schedules (orders, start and finish times) are
@@ -67,20 +68,23 @@ def available() -> bool:
 
 class NativeProblem(NamedTuple):
   """The arrays of a :class:`~gplace.sim.dispatch.DispatchProblem` as numpy
-  (``M = N + 1`` nodes with the sentinel, ``D`` devices, ``E`` edges)."""
+  (``M = N + 1`` nodes with the sentinel, ``D`` devices, ``E`` edges).
+  Node and device indices are unsigned (as are the placements and ranks
+  that :func:`schedule_batch` passes on): numba indexes with an unsigned
+  integer without a test for a negative one, about a tenth of a step."""
   costs: np.ndarray            # [M, D] float32
   send_s: np.ndarray           # [M, D, D] float32
   executed: np.ndarray         # [M] bool
   succ_ptr: np.ndarray         # [M + 1] int32
-  succ_dst: np.ndarray         # [E] int32
+  succ_dst: np.ndarray         # [E] uint32
   in_degree: np.ndarray        # [M] int32
-  edge_src: np.ndarray         # [E] int32
-  edge_dst: np.ndarray         # [E] int32
+  edge_src: np.ndarray         # [E] uint32
+  edge_dst: np.ndarray         # [E] uint32
   own_bytes: np.ndarray        # [M] float32
   send_bytes: np.ndarray       # [M] float32
   is_input: np.ndarray         # [M] bool NODE_INPUT (sentinel included)
   is_output: np.ndarray        # [M] bool NODE_OUTPUT
-  group_of_device: np.ndarray  # [D] int32
+  group_of_device: np.ndarray  # [D] uint32
   n_groups: int
 
 
@@ -93,14 +97,14 @@ def native_problem(problem: DispatchProblem) -> NativeProblem:
       send_s=as_np(problem.send_s, np.float32),
       executed=as_np(problem.executed, np.bool_),
       succ_ptr=as_np(problem.succ_ptr, np.int32),
-      succ_dst=as_np(problem.succ_dst, np.int32),
+      succ_dst=as_np(problem.succ_dst, np.uint32),
       in_degree=as_np(problem.in_degree, np.int32),
-      edge_src=as_np(problem.edge_src, np.int32),
-      edge_dst=as_np(problem.edge_dst, np.int32),
+      edge_src=as_np(problem.edge_src, np.uint32),
+      edge_dst=as_np(problem.edge_dst, np.uint32),
       own_bytes=as_np(problem.own_bytes, np.float32),
       send_bytes=as_np(problem.send_bytes, np.float32),
       is_input=kind == NODE_INPUT, is_output=kind == NODE_OUTPUT,
-      group_of_device=as_np(problem.group_of_device, np.int32),
+      group_of_device=as_np(problem.group_of_device, np.uint32),
       n_groups=int(np.asarray(problem.group_ids).shape[0]))
 
 
@@ -158,13 +162,15 @@ def schedule_batch(problem: NativeProblem, placements: np.ndarray,
   from gplace.sim import native_kernels  # pylint: disable=g-import-not-at-top
   lo, hi, _ = rows.indices(placements.shape[0])
   p = problem
-  rank, node_of_rank = ranks
-  native_kernels.schedule_rows(lo, hi, np.ascontiguousarray(placements, np.int32), rank,
-                 node_of_rank, p.costs, p.send_s, p.executed, p.succ_ptr,
-                 p.succ_dst, p.in_degree, p.group_of_device, p.n_groups,
-                 bool(dynamic), p.edge_src, p.edge_dst, p.own_bytes,
-                 p.send_bytes, p.is_input, p.is_output, out.order, out.start,
-                 out.finish, out.peak)
+  # Non-negative int32 read as uint32 (no copy): see NativeProblem.
+  unsigned = lambda x: np.ascontiguousarray(x, np.int32).view(np.uint32)
+  rank, node_of_rank = map(unsigned, ranks)
+  native_kernels.schedule_rows(
+      lo, hi, unsigned(placements), rank, node_of_rank, p.costs, p.send_s,
+      p.executed, p.succ_ptr, p.succ_dst, p.in_degree, p.group_of_device,
+      p.n_groups, bool(dynamic), p.edge_src, p.edge_dst, p.own_bytes,
+      p.send_bytes, p.is_input, p.is_output, out.order, out.start,
+      out.finish, out.peak)
 
 
 def make_native_problem(graph, topology, costs=None) -> NativeProblem:

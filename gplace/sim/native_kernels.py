@@ -88,24 +88,29 @@ def set_words(n):
 @_jit(inline="always")
 def _add(bits, h, r, o1, o2, o3):
   """Adds rank ``r`` to the set in row ``h`` of ``bits``: a 64-ary tree of
-  bit words (level 0 at offset 0, then ``o1``, ``o2``, the root word at
-  ``o3``), so that the least rank is four lowest-bit lookups away."""
+  bit words (level 0 at offset 0, then ``o1``, ``o2``, and, for more than
+  ``64**3`` ranks, a root word at ``o3``; ``o3 < 0`` without it), so that
+  the least rank is three or four lowest-bit lookups away."""
   one = np.uint64(1)
   bits[h, r >> 6] |= one << np.uint64(r & 63)
   r >>= 6
   bits[h, o1 + (r >> 6)] |= one << np.uint64(r & 63)
   r >>= 6
   bits[h, o2 + (r >> 6)] |= one << np.uint64(r & 63)
-  r >>= 6
-  bits[h, o3] |= one << np.uint64(r & 63)
+  if o3 >= 0:
+    r >>= 6
+    bits[h, o3] |= one << np.uint64(r & 63)
 
 
 @_jit(inline="always")
 def _take_least(bits, h, o1, o2, o3):
   """Removes and returns the least rank of the (non-empty) set in row
-  ``h``."""
+  ``h`` (levels as in :func:`_add`)."""
   one = np.uint64(1)
-  i3 = np.int64(_trailing_zeros(bits[h, o3]))
+  if o3 >= 0:
+    i3 = np.int64(_trailing_zeros(bits[h, o3]))
+  else:
+    i3 = np.int64(0)
   i2 = i3 * 64 + np.int64(_trailing_zeros(bits[h, o2 + i3]))
   i1 = i2 * 64 + np.int64(_trailing_zeros(bits[h, o1 + i2]))
   r = i1 * 64 + np.int64(_trailing_zeros(bits[h, i1]))
@@ -117,7 +122,7 @@ def _take_least(bits, h, o1, o2, o3):
     if word == 0:
       word = bits[h, o2 + i3] & ~(one << np.uint64(i2 & 63))
       bits[h, o2 + i3] = word
-      if word == 0:
+      if word == 0 and o3 >= 0:
         bits[h, o3] &= ~(one << np.uint64(i3 & 63))
   return r
 
@@ -127,7 +132,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
                   succ_ptr, succ_dst, in_degree, group_of_device, n_groups,
                   dynamic, order, position, start, finish, ready, remaining,
                   arrived, n_arrived, pending, n_pending, group_free,
-                  link_free, link_end, dest):
+                  link_free, cand):
   """One placement's list schedule (see the module docstring); fills
   ``order``, ``position``, ``start`` and ``finish`` (``[N]``: the problem's
   sentinel is left out). The other arguments are work arrays.
@@ -136,13 +141,16 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
   ``node_of_rank`` its inverse, so candidates are integers: ranks in the
   arrived sets (``arrived``: one bit set per row, see :func:`_add`), and
   keys ``ready bits << 32 | rank`` in the pending heaps (the bits of a
-  non-negative float32 order as the float does). Every set and heap is
-  empty again at the end."""
+  non-negative float32 order as the float does). ``cand[g]`` is when
+  group ``g``'s next node would start (its free time if a node has arrived
+  there, else its pending top's ready time, else infinity), kept current
+  as the group's sets and free time change, so that picking the next group
+  reads ``G`` floats. Every set and heap is empty again at the end."""
   m = placement.shape[0]
   w0, w1, w2, _ = set_words(m)
   o1 = w0
   o2 = o1 + w1
-  o3 = o2 + w2
+  o3 = o2 + w2 if w2 > 1 else -1
   d = link_free.shape[0]
   zero = np.float32(0.0)
   ready_bits = ready.view(np.uint32)
@@ -170,27 +178,18 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
         h = free
       n_arrived[h] += 1
       _add(arrived, h, np.int64(rank[v]), o1, o2, o3)
+  for g in range(n_groups):
+    cand[g] = zero if n_arrived[g] > 0 else np.float32(np.inf)
   for i in range(m):
     if not dynamic or n_arrived[free] > 0:
       n_arrived[free] -= 1
       v = node_of_rank[_take_least(arrived, free, o1, o2, o3)]
     else:
-      best = -1
-      best_t = np.float32(np.inf)
-      for g in range(n_groups):
-        gf = np.int64(free_bits[g])
-        while n_pending[g] > 0 and (pending[g, 0] >> 32) <= gf:
-          key = _pop(pending, n_pending, g)
-          n_arrived[g] += 1
-          _add(arrived, g, key & _LOW, o1, o2, o3)
-        if n_arrived[g] > 0:
-          t = group_free[g]
-        elif n_pending[g] > 0:
-          t = ready[node_of_rank[pending[g, 0] & _LOW]]
-        else:
-          continue
-        if t < best_t:
-          best_t = t
+      best = 0
+      best_t = cand[0]
+      for g in range(1, n_groups):
+        if cand[g] < best_t:
+          best_t = cand[g]
           best = g
       if n_arrived[best] > 0:
         n_arrived[best] -= 1
@@ -206,20 +205,33 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
     else:
       s = zero
       f = zero
+    if dynamic and executed[v]:       # grp is free later: nodes pending
+      gf = np.int64(free_bits[grp])   # there may have arrived by then
+      while n_pending[grp] > 0 and (pending[grp, 0] >> 32) <= gf:
+        key = _pop(pending, n_pending, grp)
+        n_arrived[grp] += 1
+        _add(arrived, grp, key & _LOW, o1, o2, o3)
+      if n_arrived[grp] > 0:
+        cand[grp] = group_free[grp]
+      elif n_pending[grp] > 0:
+        cand[grp] = ready[node_of_rank[pending[grp, 0] & _LOW]]
+      else:
+        cand[grp] = np.float32(np.inf)
     order[i] = v
     position[v] = i
     start[v] = s
     finish[v] = f
-    for b in range(d):
-      link_end[b] = max(f, link_free[dev, b]) + send_s[v, dev, b]
-      dest[b] = False
+    sent = np.uint64(0)                # devices v's value goes to
     for e in range(succ_ptr[v], succ_ptr[v + 1]):
       w = succ_dst[e]
       there = placement[w]
-      arrive = f if there == dev else link_end[there]
+      if there == dev:
+        arrive = f
+      else:
+        arrive = max(f, link_free[dev, there]) + send_s[v, dev, there]
+        sent |= np.uint64(1) << np.uint64(there)
       if arrive > ready[w]:
         ready[w] = arrive + zero      # never -0.0
-      dest[there] = True
       remaining[w] -= 1
       if remaining[w] == 0:
         r = np.int64(rank[w])
@@ -231,57 +243,61 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
           if ready[w] <= group_free[g]:
             n_arrived[g] += 1
             _add(arrived, g, r, o1, o2, o3)
+            cand[g] = group_free[g]
           else:
             _push(pending, n_pending, g,
                   (np.int64(ready_bits[w]) << 32) | r)
-    for b in range(d):
-      if dest[b] and b != dev:
-        link_free[dev, b] = link_end[b]
+            if n_arrived[g] == 0:
+              cand[g] = ready[node_of_rank[pending[g, 0] & _LOW]]
+    while sent:                        # one transfer per device, after
+      b = np.int64(_trailing_zeros(sent))   # all consumers have read it
+      sent &= sent - np.uint64(1)
+      link_free[dev, b] = max(f, link_free[dev, b]) + send_s[v, dev, b]
 
 
 @_jit
 def _peak_one(placement, position, edge_src, edge_dst, own_bytes,
-              send_bytes, is_input, is_output, last, live, peak):
+              send_bytes, is_input, is_output, last, live, total, peak):
   """``peak[D]`` live bytes per device by dispatch position, the model of
-  :func:`gplace.sim.dispatch.peak_by_position`. ``last`` (``[N, D]``) and
-  ``live`` (``[D, N + 1]``) are work arrays."""
+  :func:`gplace.sim.dispatch.peak_by_position`. ``last`` (``[N, D]``),
+  ``live`` (``[N + 1, D]``: the devices' running sums advance together)
+  and ``total`` (``[D]``) are work arrays."""
   m, d = last.shape
   end = m - 1
   zero = np.float32(0.0)
-  for v in range(m):
-    for b in range(d):
-      last[v, b] = -1
+  last[:, :] = -1
   for e in range(edge_src.shape[0]):
     u = edge_src[e]
     w = edge_dst[e]
     b = placement[w]
-    if position[w] > last[u, b]:
-      last[u, b] = position[w]
-  for b in range(d):
-    for j in range(m + 1):
-      live[b, j] = zero
+    p = position[w]
+    if p > last[u, b]:
+      last[u, b] = p
+  live[:, :] = zero
   for u in range(m):
     home = placement[u]
-    first = 0 if is_input[u] else position[u]
+    pu = position[u]
+    first = 0 if is_input[u] else pu
     if is_input[u] or is_output[u]:
       own_last = end
     else:
-      own_last = max(position[u], last[u, home])
-    live[home, first] += own_bytes[u]
-    live[home, own_last + 1] -= own_bytes[u]
+      own_last = max(pu, last[u, home])
+    live[first, home] += own_bytes[u]
+    live[own_last + 1, home] -= own_bytes[u]
+    sb = send_bytes[u]
     for b in range(d):
-      if b != home and last[u, b] >= 0:
-        live[b, position[u]] += send_bytes[u]
-        live[b, last[u, b] + 1] -= send_bytes[u]
+      lb = last[u, b]
+      val = sb if (b != home and lb >= 0) else zero
+      live[pu, b] += val
+      live[lb + 1, b] -= val
   for b in range(d):
-    total = zero
-    top = zero
-    for j in range(m + 1):
-      total += live[b, j]
-      if total > top:
-        top = total
-    peak[b] = top
-
+    peak[b] = zero
+    total[b] = zero
+  for j in range(m + 1):
+    for b in range(d):
+      total[b] += live[j, b]
+      if total[b] > peak[b]:
+        peak[b] = total[b]
 
 @_jit
 def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
@@ -302,17 +318,17 @@ def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
   n_pending = np.zeros(n_groups, np.int64)
   group_free = np.empty(n_groups, np.float32)
   link_free = np.empty((d, d), np.float32)
-  link_end = np.empty(d, np.float32)
-  dest = np.empty(d, np.bool_)
+  cand = np.empty(n_groups, np.float32)
   last = np.empty((m, d), np.int32)
-  live = np.empty((d, m + 1), np.float32)
+  live = np.empty((m + 1, d), np.float32)
+  total = np.empty(d, np.float32)
   shared = ranks.shape[0] == 1
   for k in range(lo, hi):
     r = 0 if shared else k
     _schedule_one(placements[k], ranks[r], nodes_of_rank[r], costs,
                   send_s, executed, succ_ptr, succ_dst, in_degree,
-                  group_of_device, n_groups, dynamic, order[k], position, start[k], finish[k], ready,
-                  remaining, arrived, n_arrived, pending, n_pending,
-                  group_free, link_free, link_end, dest)
+                  group_of_device, n_groups, dynamic, order[k], position,
+                  start[k], finish[k], ready, remaining, arrived, n_arrived,
+                  pending, n_pending, group_free, link_free, cand)
     _peak_one(placements[k], position, edge_src, edge_dst, own_bytes,
-              send_bytes, is_input, is_output, last, live, peak[k])
+              send_bytes, is_input, is_output, last, live, total, peak[k])

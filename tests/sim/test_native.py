@@ -142,3 +142,29 @@ def test_the_default_priority_is_the_critical_path():
                       priority=bottom_level(graph, topology).astype(
                           np.float32), return_schedule=True)
   np.testing.assert_array_equal(default.order, explicit.order)
+
+
+@pytest.mark.parametrize("n_ranks", [1000, 64 ** 3 + 5000])
+def test_the_rank_sets_give_ranks_back_in_order(n_ranks):
+  # Three levels of bit words up to 64**3 ranks, four above.
+  from gplace.sim import native_kernels  # pylint: disable=g-import-not-at-top
+  w0, w1, w2, words = native_kernels.set_words(n_ranks)
+  o1, o2 = w0, w0 + w1
+  o3 = o2 + w2 if w2 > 1 else -1
+  assert (o3 >= 0) == (n_ranks > 64 ** 3)
+  bits = np.zeros((2, words), np.uint64)
+  add = lambda r: native_kernels._add(bits, 1, np.int64(r), o1, o2, o3)
+  take = lambda: int(native_kernels._take_least(bits, 1, o1, o2, o3))
+  rng = np.random.default_rng(0)
+  ranks = np.concatenate([[0, n_ranks - 1], rng.choice(
+      np.arange(1, n_ranks - 1), size=598, replace=False)])
+  rng.shuffle(ranks)
+  for r in ranks:
+    add(r)
+  first = [take() for _ in range(300)]
+  assert first == sorted(ranks)[:300]
+  for r in first[::3]:                  # some come back while others wait
+    add(r)
+  rest = [take() for _ in range(300 + len(first[::3]))]
+  assert rest == sorted(sorted(ranks)[300:] + first[::3])
+  assert not bits[1].any() and not bits[0].any()    # all empty again
