@@ -9,7 +9,9 @@ profile it calibrated (``profile_<name>_<size>_*.npz`` in ``--profiles``,
 default the same directory), and searches a grid of the calibration's free
 parameters on those very measurements: a link factor per direction (on the
 profile's bare copy latency and bandwidth), each device's cost per cluster
-(``Device.cluster_launch_s``) and whether graph inputs are batched. Op costs
+(``Device.cluster_launch_s``), whether graph inputs are batched and, where
+the two devices share a compute group (forced host devices), whether they
+would fit better as two groups that run at once. Op costs
 are the profile's, net of one launch (``gplace.profile``'s rule). Prints the
 calibrated profile's Spearman and median absolute error next to the best the
 grid finds, and the best parameters: a ceiling on what calibration can reach
@@ -45,22 +47,26 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
   gross = prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
   directions = 2.0 ** np.arange(-4.0, 4.01, 0.5)
   launches = [0.0, 1e-5, 3e-5, 1e-4, 3e-4]
+  groups = [tuple(np.asarray(topology.compute_group).tolist())]
+  if topology.n_compute_groups < topology.n_devices:
+    groups.append(tuple(range(topology.n_devices)))
   best = None
-  for batched, f01, f10, l0, l1 in itertools.product(
-      (False, True), directions, directions, launches, launches):
+  for group, batched, f01, f10, l0, l1 in itertools.product(
+      groups, (False, True), directions, directions, launches, launches):
     factors = np.array([[1.0, f01], [f10, 1.0]])
     trial = topology.replace(
         devices=tuple(dataclasses.replace(dev, cluster_launch_s=launch)
                       for dev, launch in zip(topology.devices, (l0, l1))),
         link_latency=latency * factors, link_bandwidth=bandwidth / factors,
-        batched_inputs=batched)
+        batched_inputs=batched, compute_group=np.asarray(group))
     costs = profiler._net_of_launch(gross, trial)  # pylint: disable=protected-access
     predicted = np.asarray(simulator.simulate(
         prof.graph, placements, trial, costs=costs, order=orders).runtime_s,
                            np.float64)
     error = float(np.median(np.abs(np.log(predicted / measured))))
     if best is None or error < best[0]:
-      best = (error, dict(batched=batched, link_0_to_1=float(f01),
+      best = (error, dict(compute_group=group, batched=batched,
+                          link_0_to_1=float(f01),
                           link_1_to_0=float(f10),
                           launch_ms=(l0 * 1e3, l1 * 1e3)), predicted)
   return best[1], best[2]
