@@ -364,8 +364,12 @@ def _scan_in_parts(problem: SimProblem, placements: np.ndarray,
   if (jax.default_backend() != "cpu" or parts < 2 or k % parts
       or k * n < _SPLIT_MIN):
     return run(slice(None))
+  # Each thread waits for its own part (np.asarray). Measured (RESULTS.md,
+  # "The shared-order scan on all cores"): with the results awaited by the
+  # caller instead, the split lost to one call at 1k and 80k nodes.
+  in_thread = lambda rows: jax.tree_util.tree_map(np.asarray, run(rows))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
-                                *_run_parts(run, k))
+                                *_run_parts(in_thread, k))
 
 
 def _critical_path(graph: Graph, topology: Topology, costs=None):
