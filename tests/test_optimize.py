@@ -374,8 +374,16 @@ def test_the_shipped_policy_places_zero_shot_by_default():
   assert np.isfinite(result.candidates[greedy[0]])
 
 
-def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy):
-  result = gplace.optimize(random_dag(30, seed=6), topology="1cpu+2gpu",
+@pytest.mark.parametrize("launch_s", [0.0, 2e-4])
+def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy,
+                                                            launch_s):
+  # With a per-cluster launch cost (a profiled topology) it trains on the
+  # host reward, which charges it (the jitted ones do not).
+  topology = gplace.topology.preset("1cpu+2gpu")
+  topology = topology.replace(devices=tuple(
+      dataclasses.replace(dev, cluster_launch_s=launch_s)
+      for dev in topology.devices))
+  result = gplace.optimize(random_dag(30, seed=6), topology=topology,
                            method="finetune", policy=small_policy,
                            budget_s=600.0, progress=False)
   tuned = [k for k in result.candidates if "fine-tuned" in k]

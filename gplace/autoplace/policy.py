@@ -234,6 +234,12 @@ def train_candidates(problem: Problem, config, *,
                      costs=problem.costs)
     config.workload = graph_path
     config.topology = "file"
+    if config.rl.reward in ("simulator", "simulator_dynamic") and any(
+        dev.cluster_launch_s for dev in problem.topology.devices):
+      # The jitted rewards leave out the per-cluster launches of a profiled
+      # topology (gplace.rl.validation.check_reward_topology); the host
+      # reward charges them, as the candidates are scored.
+      config.rl.reward = "simulator_host"
     config.seed = seed
     config.pmap = False
     config.progress_bar = config.print_table = False

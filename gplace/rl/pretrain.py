@@ -66,8 +66,8 @@ from gplace.rl.state import (create_hparams, create_optimizer, create_policy,
 from gplace.rl.train import (Schedule, _cached_step_fns, prepare_workdir,
                              replicate, restore_or_init, run_chunk,
                              unreplicate)
-from gplace.rl.validation import (lookup, num_parallel_devices,
-                                  validate_config)
+from gplace.rl.validation import (check_reward_topology, lookup,
+                                  num_parallel_devices, validate_config)
 from gplace.policies import is_sequential
 
 POLICY_FILE = "policy.npz"
@@ -170,6 +170,7 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
   validate_config(config, workdir)
   checkpoint_dir = prepare_workdir(config, workdir, log)
   topology, parallel = data.make_topology(config), num_parallel_devices(config)
+  check_reward_topology(config, topology)
   policy = create_policy(config, topology.n_devices)
   if is_sequential(policy):
     raise ConfigError(f"config.policy.name={config.policy.name!r}: "

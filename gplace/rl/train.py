@@ -63,7 +63,8 @@ from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
 from gplace.rl.resume import check_resume, config_record
-from gplace.rl.validation import num_parallel_devices, validate_config
+from gplace.rl.validation import (check_reward_topology, num_parallel_devices,
+                                  validate_config)
 from gplace.sim.simulator import DEFAULT_SCHEDULE
 
 AXIS = "devices"
@@ -402,6 +403,7 @@ def train_and_evaluate(config, workdir: str, *,
   validate_config(config, workdir)
   checkpoint_dir = prepare_workdir(config, workdir, log)
   topology, parallel = data.make_topology(config), num_parallel_devices(config)
+  check_reward_topology(config, topology)
   setups = data.setup_graphs(config, topology, data.workload_names(config),
                              log=log)
   host_rewards = host_rewards_for(config, setups, topology)

@@ -287,6 +287,28 @@ def validate_topology(config) -> None:
         "workload's graph file gives the devices).")
 
 
+def check_reward_topology(config, topology) -> None:
+  """The jitted in-step rewards (``config.rl.reward`` ``"simulator"`` or
+  ``"simulator_dynamic"``) leave out the executor's per-cluster launch cost
+  (``Device.cluster_launch_s``, which ``gplace.profile`` fits and a graph
+  file's topology can carry); ``gplace.simulate`` and the host reward
+  charge it.
+
+  Raises:
+    ConfigError: such a reward on a topology with a launch cost.
+  """
+  launch = [dev.cluster_launch_s for dev in topology.devices]
+  if config.rl.reward in ("simulator", "simulator_dynamic") and any(launch):
+    raise ConfigError(
+        f"config.rl.reward={config.rl.reward!r} runs in the jitted step, "
+        "which does not charge a launch per executor cluster, but the "
+        f"topology {topology.name!r} does (cluster_launch_s "
+        f"{', '.join(f'{s * 1e3:.3g} ms' for s in launch)}), as "
+        "gplace.simulate and the results table do. Train with "
+        "--config.rl.reward=simulator_host, or set the devices' "
+        "cluster_launch_s to 0 in the topology file.")
+
+
 def _divisors_near(number: int, near: int, reach: int = 10_000) -> str:
   """The divisors of ``number`` closest to ``near`` (``"2 or 4"``), looking
   at most ``reach`` values each way (1 divides everything; the numbers may

@@ -2,6 +2,8 @@
 ``module:function`` (gplace.workloads.resolve), checked at validation and
 loaded by gplace.rl.data."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import gplace
 from gplace.errors import ConfigError, GraphError, WorkloadError
 from gplace.graphs import interchange
 from gplace.graphs.graph import random_dag
-from gplace.rl import data, rewards, validation
+from gplace.rl import data, rewards, train, validation
 from test_validation import tiny_config
 
 
@@ -93,6 +95,32 @@ def test_a_graph_file_s_topology_and_costs_are_trained_on(tmp_path):
                             schedule="dynamic")   # the in-step rule
   np.testing.assert_allclose(np.asarray(runtime), float(dynamic.runtime_s),
                              rtol=1e-6)
+
+
+@pytest.mark.parametrize("reward", ["simulator", "simulator_dynamic"])
+def test_in_step_rewards_refuse_a_topology_with_launch_costs(tmp_path,
+                                                             reward):
+  # The jitted rewards do not charge the executor's per-cluster launches;
+  # gplace.simulate (and so the results table) does.
+  graph = random_dag(25, seed=3)
+  base = gplace.topology.preset("1cpu+2gpu")
+  launched = base.replace(devices=tuple(
+      dataclasses.replace(dev, cluster_launch_s=2e-4)
+      for dev in base.devices))
+  path = str(tmp_path / "calibrated.json")
+  interchange.save(path, graph, topology=launched)
+  config = tiny_config()
+  config.workload, config.topology = path, "file"
+  config.rl.reward = reward
+  made = data.make_topology(config)
+  with pytest.raises(ConfigError, match="simulator_host"):
+    validation.check_reward_topology(config, made)
+  with pytest.raises(ConfigError, match="cluster_launch_s"):
+    train.train_and_evaluate(config, str(tmp_path / "work"))
+  config.rl.reward = "simulator_host"          # charges them: accepted
+  validation.check_reward_topology(config, made)
+  config.rl.reward = reward                    # no launch cost: accepted
+  validation.check_reward_topology(config, base)
 
 
 def test_file_topology_needs_a_graph_file_with_one(tmp_path):
