@@ -299,6 +299,7 @@ def _peak_one(placement, position, edge_src, edge_dst, own_bytes,
       if total[b] > peak[b]:
         peak[b] = total[b]
 
+
 @_jit
 def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
                   executed, succ_ptr, succ_dst, in_degree, group_of_device,
