@@ -59,11 +59,11 @@ class PlannedProblem(NamedTuple):
   costs: np.ndarray            # [N, D] float64
   is_input: np.ndarray         # [N] bool
   pred_ptr: np.ndarray         # [N + 1] int64
-  pred_src: np.ndarray         # [E] int64, producers grouped by consumer
+  pred_src: np.ndarray         # [E] uint32, producers grouped by consumer
   send_bytes: np.ndarray       # [N] float64, largest out-edge
   latency: np.ndarray          # [D, D] float64
   inv_bandwidth: np.ndarray    # [D, D] float64 (0 where infinite)
-  group_of_device: np.ndarray  # [D] int64, compute group 0..G-1
+  group_of_device: np.ndarray  # [D] uint32, compute group 0..G-1
   n_groups: int
 
 
@@ -91,11 +91,11 @@ def make_planned_problem(graph: Graph, topology: Topology,
       costs=contiguous(costs, np.float64),
       is_input=contiguous(graph.kind == NODE_INPUT, np.bool_),
       pred_ptr=contiguous(ptr, np.int64),
-      pred_src=contiguous(graph.edge_src[eids], np.int64),
+      pred_src=contiguous(graph.edge_src[eids], np.uint32),
       send_bytes=send,
       latency=contiguous(topology.link_latency, np.float64),
       inv_bandwidth=np.ascontiguousarray(inv),
-      group_of_device=contiguous(group.reshape(-1), np.int64),
+      group_of_device=contiguous(group.reshape(-1), np.uint32),
       n_groups=int(group.max()) + 1)
 
 
@@ -134,8 +134,9 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
 
   Args:
     problem: from :func:`make_planned_problem`.
-    placements: ``[K, N]`` int64 device per node (C-contiguous).
-    order: :func:`node_orders` of the ``[N]`` or ``[K, N]`` priorities.
+    placements: ``[K, N]`` uint32 device per node (C-contiguous).
+    order: :func:`node_orders` of the ``[N]`` or ``[K, N]`` priorities,
+      as uint32 (``[1, N]`` or ``[K, N]``).
     out: ``(order, rank)``, ``[K, N]`` int32 each, written in place: each
       placement's schedule (graph inputs first, then nodes by planned
       start, ties by id: a topological order, since an edge ``u -> v`` has
@@ -190,8 +191,9 @@ def planned_orders(graph: Graph, topology: Topology, costs,
     return order, rank
   problem = cached_problem(make_planned_problem, graph, topology,
                            costs=costs)
-  rows = np.ascontiguousarray(placements, np.int64)
-  by_priority = node_orders(priority, graph)
+  rows = np.ascontiguousarray(placements, np.uint32)
+  # Unsigned indices: numba skips the test for a negative one.
+  by_priority = node_orders(priority, graph).astype(np.uint32)
   out = (np.empty((k, n), np.int32), np.empty((k, n), np.int32))
   run_parts(lambda part: plan_batch(problem, rows, by_priority, out, part),
             k)

@@ -246,6 +246,8 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
   c_node = np.empty((pool, CHUNK), np.int64)
   head_j = np.empty(n_groups, np.int64)
   head_pos = np.empty(n_groups, np.int64)
+  head_s = np.empty(n_groups)
+  head_i = np.empty(n_groups, np.int64)
   zeros = np.empty(n, np.int64)
   c_len = np.zeros(pool, np.int64)
   c_gap = np.zeros(pool)
@@ -261,14 +263,14 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
               c_start, c_end, c_node, c_len, c_gap, arrival, link_free,
               start, finish)
     _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
-                 c_start, c_node, c_len, head_j, head_pos, zeros, order,
-                 rank)
+                 c_start, c_node, c_len, head_j, head_pos, head_s, head_i,
+                 zeros, order, rank)
 
 
 @_jit(inline="always")
 def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
-                 c_start, c_node, c_len, head_j, head_pos, zeros, order,
-                 rank):
+                 c_start, c_node, c_len, head_j, head_pos, head_s, head_i,
+                 zeros, order, rank):
   """Row ``row`` of ``order`` and ``rank``: graph inputs by id, then the
   other nodes by ``(start, id)``. Each group's booked intervals are already
   sorted by start (and no two in a group start together), so this merges
@@ -288,9 +290,11 @@ def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
     by_start = np.argsort(start[zeros[:n_zero]], kind="mergesort")
     zeros[:n_zero] = zeros[:n_zero][by_start]
   z = 0
-  for g in range(n_groups):
-    head_j[g] = 0
+  for g in range(n_groups):       # each group's next interval: its start
+    head_j[g] = 0                 # and node, cached (inf: none left)
     head_pos[g] = 0
+    _head(g, chunks, n_chunks, c_start, c_node, head_j, head_pos, head_s,
+          head_i)
   while True:
     best_g = -1
     best_s = 0.0
@@ -300,12 +304,10 @@ def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
       best_s = start[best_i]
       best_g = n_groups
     for g in range(n_groups):
-      if head_j[g] >= n_chunks[g]:
-        continue
-      c = chunks[g, head_j[g]]
-      s = c_start[c, head_pos[g]]
-      i = c_node[c, head_pos[g]]
-      if best_g < 0 or s < best_s or (s == best_s and i < best_i):
+      s = head_s[g]
+      i = head_i[g]
+      if i >= 0 and (best_g < 0 or s < best_s or (s == best_s and
+                                                  i < best_i)):
         best_g, best_s, best_i = g, s, i
     if best_g < 0:
       break
@@ -319,6 +321,21 @@ def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
       if head_pos[best_g] == c_len[chunks[best_g, head_j[best_g]]]:
         head_j[best_g] += 1
         head_pos[best_g] = 0
+      _head(best_g, chunks, n_chunks, c_start, c_node, head_j, head_pos,
+            head_s, head_i)
+
+
+@_jit(inline="always")
+def _head(g, chunks, n_chunks, c_start, c_node, head_j, head_pos, head_s,
+          head_i):
+  """Caches group ``g``'s next interval in the merge: its start and node
+  (node -1 when the group has none left)."""
+  if head_j[g] >= n_chunks[g]:
+    head_i[g] = -1
+  else:
+    c = chunks[g, head_j[g]]
+    head_s[g] = c_start[c, head_pos[g]]
+    head_i[g] = c_node[c, head_pos[g]]
 
 
 @_jit
