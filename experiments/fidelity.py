@@ -20,8 +20,11 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
    * ``sim`` (default): the placement runs in its simulator schedule, the
      default schedule of ``gplace.simulate(graph, placements,
      profile.topology, costs=profile.costs, return_schedule=True)``
-     (``place(..., schedule=order)``: each device runs its ops in that
-     order), and is predicted by that same simulation;
+     (``"best"``: per placement the faster of the dynamic and the planned
+     schedule; ``place(..., schedule=order)``: each device runs its ops in
+     that order), and is predicted by that same simulation;
+   * ``static``: the same in node-id order (``schedule="static"``; what
+     ``sim`` ran, by mistake, until 2026-11-27: see RESULTS.md);
    * ``dynamic``: the same with the simulator's dynamic list schedule
     (``simulate(..., schedule="dynamic")``), each placement its own order;
   * ``device_greedy``: the way before schedules: the executor's
@@ -66,7 +69,7 @@ from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-no
 from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 STATISTICS = ("min", "median")
-SCHEDULES = ("sim", "dynamic", "device_greedy")
+SCHEDULES = ("sim", "static", "dynamic", "device_greedy")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 
 
@@ -122,11 +125,10 @@ def evaluate(name, size, args_ns, devices):
   # Predictions, and the schedule each placement runs in, per kind.
   predicted, schedules = {}, {}
   for kind in kinds:
-    if kind in ("sim", "dynamic"):
+    if kind in ("sim", "static", "dynamic"):
       result = simulator.simulate(
           graph, placements, prof.topology, costs=prof.costs,
-          schedule="dynamic" if kind == "dynamic" else "static",
-          return_schedule=True)
+          schedule=None if kind == "sim" else kind, return_schedule=True)
       schedules[kind] = list(partition.schedule_orders(result))
     else:
       result = simulator.simulate(graph, placements, prof.topology,
@@ -255,8 +257,9 @@ def main():
   parser.add_argument(
       "--schedules", default="sim",
       help="comma list of " + ", ".join(SCHEDULES) + ": sim = run and "
-      "simulate each placement in its simulator schedule; dynamic = the "
-      "same with the dynamic list schedule; device_greedy = "
+      "simulate each placement in its default simulator schedule; static "
+      "= the same in node-id order; dynamic = the same with the dynamic "
+      "list schedule; device_greedy = "
       "the way before schedules (device-greedy executor, node-id-order "
       "simulator). Both: the old and the new figures from the same rounds.")
   parser.add_argument("--seed", type=int, default=0,
