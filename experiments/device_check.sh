@@ -15,8 +15,9 @@
 #   bash experiments/device_check.sh [STEPS]   # e.g. executor,fidelity
 #
 # The fidelity step takes FID_WORKLOADS, FID_SIZE, FID_PLACEMENTS,
-# FID_SCHEDULES, FID_CALIBRATION_ROUNDS and FID_LIMIT (seconds) from the
-# environment.
+# FID_SCHEDULES (default sim,static: the default schedule and node-id
+# order, what runs before 2026-11-27 called sim), FID_CALIBRATION_ROUNDS and
+# FID_LIMIT (seconds) from the environment.
 #
 # Carry .whl (jraph, ml_collections, pymetis, ortools, immutabledict: the
 # packages the machine's image lacks; see /work/.library/device/README.md).
@@ -54,7 +55,7 @@ step fidelity ${FID_LIMIT:-200} python3 experiments/fidelity.py \
   --workloads ${FID_WORKLOADS:-resnet50,bert} --size ${FID_SIZE:-tiny} \
   --placements ${FID_PLACEMENTS:-16} --rounds 2 --repeats 5 \
   --calibration-rounds ${FID_CALIBRATION_ROUNDS:-7} \
-  --schedules ${FID_SCHEDULES:-sim,dynamic,device_greedy} --cache /tmp/fcache \
+  --schedules ${FID_SCHEDULES:-sim,static} --cache /tmp/fcache \
   --dump /tmp/fdump --verbose
 # The dumps and profiles in one file ($OUT brings back at most 8 files, and
 # none whose name holds a '+', as the profiles' names do).
