@@ -8,10 +8,12 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
 1. calibrates with ``gplace.profile`` (cached in
    ``experiments/cache/profile_<name>_<size>_<platforms>.npz``; ``--fresh``
    measures again);
-2. draws placements: random ones with long same-device runs (the
-   topological order cut into 2..16 random contiguous blocks on random
-   devices), everything on one device, and every baseline of
-   ``gplace.baselines`` planned on the calibrated topology and costs;
+2. draws placements: everything on one device, every baseline of
+   ``gplace.baselines`` planned on the calibrated topology and costs, then
+   random ones with long same-device runs (the topological order cut into
+   2..16 random contiguous blocks on random devices) up to
+   ``--placements``, each distinct placement once (a repeat is measured
+   once, under its first label);
 3. runs each placement with ``gplace.place`` / ``gplace.measure`` under each
    of ``--schedules`` in ``--rounds`` rounds (all runs in a new random order
    each round), each round summarized by the fastest and by the median of
@@ -96,6 +98,23 @@ def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE,
   return prof
 
 
+def distinct(labels, placements, seen=None):
+  """``(labels, placements, seen)`` without the placements equal to an
+  earlier one or to one in ``seen`` (placement bytes -> label, updated);
+  the label of a dropped one is printed next to the one it repeats."""
+  kept_labels, kept, seen = [], [], dict(seen or {})
+  for label, placement in zip(labels, placements):
+    key = np.asarray(placement, np.int32).tobytes()
+    if key in seen:
+      print(f"    ({label} is the same placement as {seen[key]}: measured "
+            "once)")
+      continue
+    seen[key] = label
+    kept_labels.append(label)
+    kept.append(placement)
+  return kept_labels, kept, seen
+
+
 def evaluate(name, size, args_ns, devices):
   fn, args = workloads.get(name, size, "infer")
   prof = load_profile(name, size, fn, args, devices, args_ns.fresh,
@@ -113,11 +132,19 @@ def evaluate(name, size, args_ns, devices):
       graph, prof.topology, costs=prof.costs, seed=args_ns.seed).items():
     labels.append(base)
     placements.append(np.asarray(placement, np.int32))
-  n_random = max(args_ns.placements - len(placements), 0)
-  for i, placement in enumerate(profiler.block_placements(
-      graph.n_nodes, len(devices), n_random, rng, args_ns.max_blocks)):
-    labels.append(f"blocks_{i}")
-    placements.append(placement)
+  # Each distinct placement once, under its first label: the same placement
+  # measured twice is ranked by noise alone (inception_v3 tiny's 40 had 33
+  # distinct ones: everything on one device three times, one plan four).
+  labels, placements, seen = distinct(labels, placements)
+  drawn = 0
+  while len(placements) < args_ns.placements and drawn < 10 * (
+      args_ns.placements + 1):
+    placement, = profiler.block_placements(
+        graph.n_nodes, len(devices), 1, rng, args_ns.max_blocks)
+    more_labels, more, seen = distinct([f"blocks_{drawn}"], [placement],
+                                       seen)
+    labels, placements = labels + more_labels, placements + more
+    drawn += 1
   placements = np.stack(placements)
   k = placements.shape[0]
   kinds = args_ns.schedules.split(",")
