@@ -216,7 +216,7 @@ def train_candidates(problem: Problem, config, *,
   chunks), then scores, in the default schedule, the policy's greedy
   placement and the best placement it sampled, labelled ``"<label>
   (<steps> steps): greedy"`` and ``"...: best sampled"``."""
-  from gplace.rl import train  # pylint: disable=g-import-not-at-top
+  from gplace.rl import train, validation  # pylint: disable=g-import-not-at-top
   deadline = time.perf_counter() + time_s
   steps = [0]
 
@@ -234,11 +234,9 @@ def train_candidates(problem: Problem, config, *,
                      costs=problem.costs)
     config.workload = graph_path
     config.topology = "file"
-    if config.rl.reward in ("simulator", "simulator_dynamic") and any(
-        dev.cluster_launch_s for dev in problem.topology.devices):
-      # The jitted rewards leave out the per-cluster launches of a profiled
-      # topology (gplace.rl.validation.check_reward_topology); the host
-      # reward charges them, as the candidates are scored.
+    if validation.ignores_launches(config.rl.reward, problem.topology):
+      # The host reward charges a profiled topology's launches, as the
+      # candidates are scored.
       config.rl.reward = "simulator_host"
     config.seed = seed
     config.pmap = False

@@ -524,7 +524,8 @@ def _with_launch_scales(topology: Topology, scales: np.ndarray) -> Topology:
 def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                      placements: np.ndarray, schedules: np.ndarray,
                      measured: np.ndarray
-                     ) -> tuple[Topology, float, np.ndarray, np.ndarray]:
+                     ) -> tuple[Topology, np.ndarray, float, np.ndarray,
+                                np.ndarray]:
   """Scales link and cluster-launch costs so the simulator matches the
   executor on measured placements.
 

@@ -8,12 +8,12 @@ wherever it enters.
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any, Sequence
 
 import numpy as np
 
+from gplace._compiled import njit
 from gplace.errors import PlacementError, first_line
 from gplace.graphs.graph import Graph, check_graph
 
@@ -104,7 +104,8 @@ def _checked_cast(array: np.ndarray, n_devices: int) -> np.ndarray | None:
   ``gplace.simulate`` call, over ``K * N`` values."""
   if array.size == 0:
     return array.astype(np.int32)
-  kernel = _cast_kernel() if array.dtype in (np.int64, np.int32) else None
+  kernel = (njit(_cast_rows) if array.dtype in (np.int64, np.int32)
+            else None)
   if kernel is not None:
     out = np.empty(array.shape, np.int32)
     ok = kernel(np.ascontiguousarray(array).reshape(-1), out.reshape(-1),
@@ -124,14 +125,3 @@ def _cast_rows(values, out, n_devices):
       return False
     out[i] = v
   return True
-
-
-@functools.cache
-def _cast_kernel():
-  """:func:`_cast_rows` compiled by numba (imported on first use, so that
-  ``import gplace`` does not pay for it), or None without numba."""
-  try:
-    import numba  # pylint: disable=g-import-not-at-top
-  except ImportError:  # numba is a dependency; plain numpy still works
-    return None
-  return numba.njit(cache=True, nogil=True)(_cast_rows)

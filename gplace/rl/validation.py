@@ -20,6 +20,7 @@ import os
 from typing import Any, NamedTuple, Optional
 
 import jax
+import numpy as np
 
 from gplace import baselines
 from gplace import policies
@@ -32,6 +33,7 @@ from gplace.rl import policy_file
 from gplace.rl.policy_fns import policy_fns
 from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib
+from gplace.sim.clusters import launch_costs
 
 LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
@@ -287,24 +289,29 @@ def validate_topology(config) -> None:
         "workload's graph file gives the devices).")
 
 
-def check_reward_topology(config, topology) -> None:
-  """The jitted in-step rewards (``config.rl.reward`` ``"simulator"`` or
-  ``"simulator_dynamic"``) leave out the executor's per-cluster launch cost
+def ignores_launches(reward: str, topology) -> bool:
+  """Whether ``reward`` (a ``config.rl.reward``) runs in the jitted step,
+  which leaves out the executor's per-cluster launch cost
   (``Device.cluster_launch_s``, which ``gplace.profile`` fits and a graph
-  file's topology can carry); ``gplace.simulate`` and the host reward
-  charge it.
+  file's topology can carry), on a topology that has one;
+  ``gplace.simulate`` and the host reward charge it."""
+  return reward in ("simulator", "simulator_dynamic") and bool(
+      np.any(launch_costs(topology) > 0))
+
+
+def check_reward_topology(config, topology) -> None:
+  """Refuses a reward that :func:`ignores_launches` of ``topology``.
 
   Raises:
     ConfigError: such a reward on a topology with a launch cost.
   """
-  launch = [dev.cluster_launch_s for dev in topology.devices]
-  if config.rl.reward in ("simulator", "simulator_dynamic") and any(launch):
+  if ignores_launches(config.rl.reward, topology):
     raise ConfigError(
         f"config.rl.reward={config.rl.reward!r} runs in the jitted step, "
         "which does not charge a launch per executor cluster, but the "
         f"topology {topology.name!r} does (cluster_launch_s "
-        f"{', '.join(f'{s * 1e3:.3g} ms' for s in launch)}), as "
-        "gplace.simulate and the results table do. Train with "
+        f"{', '.join(f'{s * 1e3:.3g} ms' for s in launch_costs(topology))}"
+        "), as gplace.simulate and the results table do. Train with "
         "--config.rl.reward=simulator_host, or set the devices' "
         "cluster_launch_s to 0 in the topology file.")
 

@@ -36,11 +36,9 @@ otherwise.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-
 import numpy as np
 
+from gplace._compiled import njit
 from gplace.graphs.graph import Graph, NODE_OP
 
 
@@ -96,17 +94,6 @@ def _count_rows(placements, orders, is_op, succ_ptr, edge_dst, in_degree,
   return -1
 
 
-@functools.cache
-def _compiled_rows():
-  """:func:`_count_rows` compiled by numba where it is installed (imported
-  on first use, so that ``import gplace`` does not pay for it), else the
-  plain Python function."""
-  if importlib.util.find_spec("numba") is None:
-    return _count_rows
-  import numba  # pylint: disable=g-import-not-at-top
-  return numba.njit(cache=True, nogil=True)(_count_rows)
-
-
 def count_clusters(graph: Graph, placements: np.ndarray,
                    orders: np.ndarray, n_devices: int) -> np.ndarray:
   """Clusters per device that the executor runs each placement in.
@@ -133,9 +120,10 @@ def count_clusters(graph: Graph, placements: np.ndarray,
   in_degree = np.bincount(graph.edge_dst[is_op[graph.edge_src]],
                           minlength=graph.n_nodes).astype(np.int64)
   out = np.zeros((placements.shape[0], n_devices), np.int64)
-  bad = _compiled_rows()(placements, orders, is_op, graph.succ_csr[0],
-                         graph.edge_dst.astype(np.int64), in_degree,
-                         n_devices, out)
+  count_rows = njit(_count_rows) or _count_rows
+  bad = count_rows(placements, orders, is_op, graph.succ_csr[0],
+                   graph.edge_dst.astype(np.int64), in_degree, n_devices,
+                   out)
   if bad >= 0:
     raise ValueError(f"orders[{bad}] is not a topological order of the "
                      "graph's ops.")
