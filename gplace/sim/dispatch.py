@@ -124,7 +124,8 @@ class DispatchProblem(NamedTuple):
 
 def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
                           n_nodes: int | None = None,
-                          n_edges: int | None = None) -> DispatchProblem:
+                          n_edges: int | None = None,
+                          host: bool = False) -> DispatchProblem:
   """Builds the arrays of :func:`simulate_dispatch` (host-side numpy).
 
   Args:
@@ -133,6 +134,8 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
     costs: optional ``[N, D]`` measured seconds; default the roofline.
     n_nodes, n_edges: budgets ``>= N, E`` (default: the graph's), so that
       problems of several graphs stack.
+    host: keep the arrays in numpy (the same dtypes), for the host list
+      scheduler (:mod:`gplace.sim.native`), which would copy them back.
 
   Returns:
     A :class:`DispatchProblem`.
@@ -177,11 +180,12 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
   sent[:n] = send_bytes(graph)
   _, group_of_device = np.unique(topology.compute_group, return_inverse=True)
   group_of_device = group_of_device.reshape(-1)
-  i32 = lambda x: jnp.asarray(x, jnp.int32)
-  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  xp = np if host else jnp
+  i32 = lambda x: xp.asarray(x, np.int32)
+  f32 = lambda x: xp.asarray(x, np.float32)
   return DispatchProblem(
       costs=f32(node_costs), send_s=f32(send_s),
-      executed=jnp.asarray(executed), succ_ptr=i32(ptr),
+      executed=xp.asarray(executed), succ_ptr=i32(ptr),
       succ_dst=i32(succ_dst), in_degree=i32(in_degree),
       edge_src=i32(edge_src), edge_dst=i32(edge_dst), own_bytes=f32(own),
       send_bytes=f32(sent), kind=i32(kind),

@@ -176,4 +176,5 @@ def schedule_batch(problem: NativeProblem, placements: np.ndarray,
 def make_native_problem(graph, topology, costs=None) -> NativeProblem:
   """:func:`native_problem` of the graph's unpadded dispatch problem (a
   builder for :func:`gplace.sim.cache.cached_problem`)."""
-  return native_problem(make_dispatch_problem(graph, topology, costs))
+  return native_problem(make_dispatch_problem(graph, topology, costs,
+                                              host=True))

@@ -156,7 +156,7 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
 
 def planned_orders(graph: Graph, topology: Topology, costs,
                    placements: np.ndarray, priority: np.ndarray,
-                   run_parts: Callable[[Callable[[slice], None], int], None]
+                   run_parts: Callable[[Callable[[slice], None], int, int], None]
                    ) -> tuple[np.ndarray, np.ndarray]:
   """The planned schedule of each placement.
 
@@ -167,8 +167,9 @@ def planned_orders(graph: Graph, topology: Topology, costs,
     placements: ``[K, N]`` int device per node.
     priority: ``[N]`` or ``[K, N]``, larger first (ties by id; the order is
       the priority-respecting topological one, :func:`node_orders`).
-    run_parts: ``run_parts(work, k)`` calls ``work(rows)`` on slices that
-      cover ``0..k``, possibly from several threads.
+    run_parts: ``run_parts(work, k, n)`` calls ``work(rows)`` on slices
+      that cover ``0..k`` (of ``n`` nodes each), possibly from several
+      threads.
 
   Returns:
     ``(order, rank)``: ``[K, N]`` int32 topological orders (for
@@ -196,5 +197,5 @@ def planned_orders(graph: Graph, topology: Topology, costs,
   by_priority = node_orders(priority, graph).astype(np.uint32)
   out = (np.empty((k, n), np.int32), np.empty((k, n), np.int32))
   run_parts(lambda part: plan_batch(problem, rows, by_priority, out, part),
-            k)
+            k, n)
   return out

@@ -149,6 +149,38 @@ def check_order(order, n_nodes: int, graph: Graph) -> np.ndarray:
   return order
 
 
+def check_orders(rows, n_nodes: int, graph: Graph) -> np.ndarray:
+  """:func:`check_order` of each row of ``[K, N]`` ``rows`` at once;
+  returns them as ``[K, N]`` int64 (an error names the first bad row)."""
+  rows = np.asarray(rows)
+  if (rows.ndim != 2 or rows.shape[1] != n_nodes
+      or not np.issubdtype(rows.dtype, np.integer)):
+    raise ScheduleError(
+        f"orders must be [K, {n_nodes}] integer permutations of the nodes, "
+        f"got shape {rows.shape} and dtype {rows.dtype}.")
+  rows = rows.astype(np.int64)
+  k = rows.shape[0]
+  if not k:
+    return rows
+  inside = (rows >= 0) & (rows < n_nodes)
+  seen = np.zeros((k, n_nodes), bool)
+  row_of = np.broadcast_to(np.arange(k)[:, None], rows.shape)
+  seen[row_of[inside], rows[inside]] = True
+  pos = np.zeros((k, n_nodes), np.int64)
+  pos[row_of[inside], rows[inside]] = np.broadcast_to(
+      np.arange(n_nodes), rows.shape)[inside]
+  bad = (~inside.all(axis=1) | ~seen.all(axis=1)
+         | np.any(pos[:, graph.edge_src] >= pos[:, graph.edge_dst], axis=1))
+  if np.any(bad):
+    row = int(np.argmax(bad))
+    try:
+      check_order(rows[row], n_nodes, graph)
+    except ScheduleError as err:
+      raise ScheduleError(f"order row {row}: {err}") from None
+    raise AssertionError("check_orders and check_order disagree")
+  return rows
+
+
 def send_bytes(graph: Graph) -> np.ndarray:
   """``[N]`` int64, bytes of one transfer of each node's output: the largest
   ``edge_bytes`` among its out-edges (0 for nodes without consumers)."""

@@ -104,7 +104,8 @@ from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
 from gplace.sim import clusters, native, planned
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
-                                check_order, flag_constraint_violations,
+                                check_order, check_orders,
+                                flag_constraint_violations,
                                 make_problem, send_bytes)
 from gplace.sim.priority import (bottom_level, check_priority,
                                  order_priority, priority_order)
@@ -328,12 +329,19 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
   return _POOL
 
 
-def _run_parts(work, k: int) -> list:
+#: Smallest batch (nodes x placements) that the compiled host kernels split
+#: across the cores: a hand-off to the threads costs tens of microseconds,
+#: about what 2^14 node-placements take to schedule.
+_HOST_SPLIT_MIN = 1 << 14
+
+
+def _run_parts(work, k: int, n: int) -> list:
   """Calls ``work(rows)`` on contiguous slices covering ``0..k`` (equal
   where ``k`` divides evenly), one per core, from the threads of
-  :func:`_pool` (the compiled host kernels run without the GIL); returns
-  the results in slice order."""
-  parts = max(min(_CORES, k), 1)
+  :func:`_pool` (the compiled host kernels run without the GIL), or on one
+  slice where the batch of ``k`` placements of ``n`` nodes is below
+  :data:`_HOST_SPLIT_MIN`; returns the results in slice order."""
+  parts = max(min(_CORES, k), 1) if k * n >= _HOST_SPLIT_MIN else 1
   bounds = np.linspace(0, k, parts + 1).astype(int)
   slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
   if parts == 1:
@@ -369,7 +377,7 @@ def _scan_in_parts(problem: SimProblem, placements: np.ndarray,
   # caller instead, the split lost to one call at 1k and 80k nodes.
   in_thread = lambda rows: jax.tree_util.tree_map(np.asarray, run(rows))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
-                                *_run_parts(in_thread, k))
+                                *_run_parts(in_thread, k, n))
 
 
 def _critical_path(graph: Graph, topology: Topology, costs=None):
@@ -462,7 +470,7 @@ def _native_schedules(graph: Graph, topology: Topology, costs,
     ranks = native.priority_ranks(priority)
   out = native.empty_schedules(k, problem)
   _run_parts(lambda part: native.schedule_batch(problem, rows, ranks,
-                                                dynamic, out, part), k)
+                                                dynamic, out, part), k, n)
   memory = np.asarray(topology.memory_bytes, np.float32)
   return SimResult(runtime_s=out.finish.max(axis=1), peak_bytes=out.peak,
                    oom=(out.peak > memory[None, :]).any(axis=1),
@@ -505,8 +513,7 @@ def _check_schedule(graph, topology, costs, n_samples, order, priority,
         raise ScheduleError(
             f"order has {rows.shape[0]} rows but there are {n_samples} "
             "placements; give one row per placement, or one [N] order.")
-      order = np.stack([check_order(row, graph.n_nodes, graph)
-                        for row in rows])
+      order = check_orders(rows, graph.n_nodes, graph)
     else:
       order = check_order(order, graph.n_nodes, graph)
   if priority is not None:

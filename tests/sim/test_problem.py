@@ -8,7 +8,8 @@ import pytest
 
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import random_dag
-from gplace.sim.problem import check_order, make_problem
+from gplace.sim.priority import priority_order
+from gplace.sim.problem import check_order, check_orders, make_problem
 from gplace.sim.scan import simulate_problem
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Device, Topology, preset, uniform_links
@@ -92,3 +93,23 @@ def test_bad_orders_are_schedule_errors(order, match):
     check_order(order, 12, graph)
   with pytest.raises(ScheduleError, match=match):
     make_problem(graph, preset("1cpu+2gpu"), order=order)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (np.arange(12)[::-1], "topological"),
+    (np.zeros(12, int), "permutation"),
+    (np.r_[np.arange(11), 11 + 12], "outside"),
+    (np.r_[-1, np.arange(1, 12)], "outside"),
+])
+def test_check_orders_is_check_order_on_every_row(bad, match):
+  graph = random_dag(12, seed=4)
+  rng = np.random.default_rng(0)
+  good = np.stack([np.arange(12)] + [
+      priority_order(rng.standard_normal(12), graph) for _ in range(4)])
+  np.testing.assert_array_equal(check_orders(good.astype(np.int32), 12, graph),
+                                [check_order(row, 12, graph) for row in good])
+  rows = np.concatenate([good[:2], bad[None], good[2:]])
+  with pytest.raises(ScheduleError, match=f"order row 2: .*{match}"):
+    check_orders(rows, 12, graph)
+  with pytest.raises(ScheduleError, match="integer"):
+    check_orders(good + 0.0, 12, graph)
