@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The GPU checks, run through the device tool on a lent GPU machine (never in
-# CI): one call, each step under its own time limit, logs under $OUT.
+# CI): one call, each step under its own time limit. The steps' logs come
+# back in $OUT/logs.tar (updated after every step: the device tool brings
+# back at most 8 files), next to the JSON figures and fidelity_data.tar.
 #
 #   1. the executor test matrix (outputs equal jax.jit(fn)) with every case
 #      placed across CPU + GPU (GPLACE_TEST_ACCELERATOR=1);
+#   1b. experiments/transfer_costs.py: what moving freshly computed values
+#      between CPU and GPU costs per value, as the executor copies them now
+#      (one device_put) and two other ways (device_get first; packed into
+#      one buffer);
 #   2. simulator speed on that machine's host CPU pinned to 2 cores (AVX-512
 #      where the CPU has it), both schedule paths;
 #   3. experiments/fidelity.py on CPU + GPU;
@@ -34,13 +40,16 @@ fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 # f32 matmuls at full precision on the GPU too (no TF32), as on the CPU.
 export JAX_DEFAULT_MATMUL_PRECISION=highest
-STEPS=${1:-executor,simulator,fidelity,train_step,executor_slow,cross_platform}
+STEPS=${1:-executor,transfers,simulator,fidelity,train_step,executor_slow,cross_platform}
 step() {  # step NAME SECONDS COMMAND...: run under a SIGINT time limit
   local name=$1 limit=$2; shift 2
   case ",$STEPS," in *",$name,"*) ;; *) return ;; esac
   echo "=== $name ($(date -u +%T), limit ${limit}s)"
-  timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee "$OUT/$name.log" | tail -25
+  mkdir -p /tmp/device_logs
+  timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee "/tmp/device_logs/$name.log" \
+    | tail -25
   echo "=== $name rc=${PIPESTATUS[0]} ($(date -u +%T))"
+  tar -C /tmp -cf "$OUT/logs.tar" device_logs
 }
 nvidia-smi -L
 lscpu | grep -E "Model name|^CPU\(s\)" ; grep -o -m1 "avx512[a-z]*" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
@@ -48,6 +57,8 @@ python3 -c "import jax; print('jax', jax.__version__, jax.devices(), jax.devices
 MATRIX="tests/execution/test_executor.py -q -p no:cacheprovider -k matches_jit"
 step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   python3 -m pytest $MATRIX -n 8
+step transfers 60 python3 experiments/transfer_costs.py --counts 1,8,32 \
+  --json "$OUT/transfer_costs.json"
 step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
   --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"

@@ -1,0 +1,111 @@
+"""What moving freshly computed values between two devices costs, three ways.
+
+    python experiments/transfer_costs.py [--counts 1,8,32] [--bytes 4096]
+
+On CPU + GPU the executor's copy of a value the GPU has just computed to the
+CPU cost 0.26-0.32 ms each (RESULTS.md, "CPU + H200 in the default
+schedule"), batched in one ``jax.device_put`` call or not: far more than a
+bare copy of a resting array (``gplace.profile``'s ``fit_transfer``). This
+script times, for ``k`` values of ``--bytes`` each that one executable has
+just produced on the source device:
+
+* ``put``: ``jax.device_put(values, dst)``, what the executor does now;
+* ``get``: ``jax.device_get(values)`` (every copy to the host started before
+  any is awaited), then ``jax.device_put`` of the host arrays;
+* ``packed``: the values flattened into one buffer on the source device (one
+  more executable), one copy, and split back on the destination.
+
+Each is timed with the producing executable, less the producer alone
+(median over ``--repeats``, after warm-up), per direction between the first
+device and the last (CPU and GPU where both exist; two forced CPU devices
+otherwise: ``--cpu-devices``). Every method's values are checked equal to
+the source's. Prints microseconds per value.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--counts", default="1,8,32",
+                      help="comma-separated numbers of values moved at once")
+  parser.add_argument("--bytes", type=int, default=4096,
+                      help="bytes of each value (float32)")
+  parser.add_argument("--repeats", type=int, default=30,
+                      help="timed calls per method (median)")
+  parser.add_argument("--cpu-devices", type=int, default=2,
+                      help="forced host devices when there is no accelerator")
+  parser.add_argument("--json", default="",
+                      help="also write the figures to this file")
+  args = parser.parse_args()
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_force_host_platform_device_count" not in flags:
+    os.environ["XLA_FLAGS"] = (f"{flags} --xla_force_host_platform_device_"
+                               f"count={args.cpu_devices}").strip()
+  import jax                           # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp              # pylint: disable=import-outside-toplevel
+  import numpy as np                   # pylint: disable=import-outside-toplevel
+
+  cpus = jax.devices("cpu")
+  others = [d for d in jax.devices() if d.platform != "cpu"]
+  first, last = cpus[0], (others[0] if others else cpus[-1])
+  if first == last:
+    raise SystemExit("two devices are needed (set --cpu-devices >= 2).")
+  n = max(args.bytes // 4, 1)
+  counts = [int(c) for c in args.counts.split(",")]
+  rows = []
+
+  def median_s(call) -> float:
+    for _ in range(3):
+      jax.block_until_ready(call())
+    times = []
+    for _ in range(args.repeats):
+      start = time.perf_counter()
+      jax.block_until_ready(call())
+      times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+  for src, dst in ((last, first), (first, last)):
+    on_src = jax.sharding.SingleDeviceSharding(src)
+    on_dst = jax.sharding.SingleDeviceSharding(dst)
+    x = jax.device_put(jnp.arange(n, dtype=jnp.float32), src)
+    for k in counts:
+      produce = jax.jit(lambda v, k=k: [v * (i + 1.0) for i in range(k)],
+                        out_shardings=[on_src] * k)
+      pack = jax.jit(lambda vs: jnp.concatenate([v.ravel() for v in vs]),
+                     out_shardings=on_src)
+      unpack = jax.jit(lambda flat, k=k: list(flat.reshape(k, n)),
+                       out_shardings=[on_dst] * k)
+      methods = {
+          "put": lambda: jax.device_put(produce(x), dst),
+          "get": lambda: jax.device_put(jax.device_get(produce(x)), dst),
+          "packed": lambda: unpack(jax.device_put(pack(produce(x)), dst)),
+      }
+      want = [np.asarray(v) for v in produce(x)]
+      base = median_s(lambda: produce(x))
+      row = {"src": str(src), "dst": str(dst), "count": k,
+             "bytes": 4 * n, "producer_us": base * 1e6}
+      for name, call in methods.items():
+        got = call()
+        for a, b in zip(got, want):
+          if a.devices() != {dst}:
+            raise SystemExit(f"{name}: a value landed on {a.devices()}.")
+          np.testing.assert_array_equal(np.asarray(a), b)
+        row[f"{name}_us_per_value"] = (median_s(call) - base) / k * 1e6
+      rows.append(row)
+      print(f"{row['src']:>14} -> {row['dst']:<14} k={k:3d}  producer "
+            f"{row['producer_us']:7.1f} us; per value: put "
+            f"{row['put_us_per_value']:7.1f} us, get "
+            f"{row['get_us_per_value']:7.1f} us, packed "
+            f"{row['packed_us_per_value']:7.1f} us", flush=True)
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
