@@ -157,6 +157,28 @@ def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
 
 
+def _launch_fit_problem(topology, true_links, true_launch, seed):
+  """A captured MLP, 16 calibration placements and their runtimes simulated
+  on ``topology`` with links scaled by ``true_links`` ([D, D]) and cluster
+  launches by ``true_launch`` ([D]); also the costs net of those launches."""
+  params = [jnp.full((16, 16), 0.1) for _ in range(6)]
+  graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
+  rng = np.random.default_rng(seed)
+  is_op = graph.kind == NODE_OP
+  costs = np.where(is_op[:, None],
+                   rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
+  placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
+  orders = np.tile(np.arange(graph.n_nodes), (16, 1))
+  truth = profiler._with_launch_scales(  # pylint: disable=protected-access
+      profiler._scaled_links(topology, true_links),  # pylint: disable=protected-access
+      true_launch)
+  truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
+  measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
+                                          order=o).runtime_s
+                       for p, o in zip(placements, orders)])
+  return graph, costs, placements, orders, measured, truth_costs
+
+
 def test_launch_calibration_recovers_a_per_cluster_cost():
   # Two CPU devices whose clusters cost 4x the measured dispatch and whose
   # links cost 2x the bare copy: placements with 2-64 blocks tell the two
@@ -166,21 +188,9 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
       topology.replace(devices=tuple(
           dataclasses.replace(dev, cluster_launch_s=2e-5)
           for dev in topology.devices)), np.ones(2))
-  params = [jnp.full((16, 16), 0.1) for _ in range(6)]
-  graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
-  rng = np.random.default_rng(0)
-  is_op = graph.kind == NODE_OP
-  costs = np.where(is_op[:, None],
-                   rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
-  placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
-  orders = np.tile(np.arange(graph.n_nodes), (16, 1))
-  truth = profiler._with_launch_scales(  # pylint: disable=protected-access
-      profiler._scaled_links(topology, np.full((2, 2), 2.0)),  # pylint: disable=protected-access
-      np.full(2, 4.0))
-  truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
-  measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
-                                          order=o).runtime_s
-                       for p, o in zip(placements, orders)])
+  graph, costs, placements, orders, measured, truth_costs = (
+      _launch_fit_problem(topology, np.full((2, 2), 2.0), np.full(2, 4.0),
+                          seed=0))
   fitted, net, _, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(launch, [4.0, 4.0])
@@ -207,22 +217,9 @@ def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
       link_latency=gpus.link_latency[:2, :2],
       link_bandwidth=gpus.link_bandwidth[:2, :2],
       compute_group=gpus.compute_group[:2], batched_inputs=True)
-  params = [jnp.full((16, 16), 0.1) for _ in range(6)]
-  graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
-  rng = np.random.default_rng(1)
-  is_op = graph.kind == NODE_OP
-  costs = np.where(is_op[:, None],
-                   rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
-  placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
-  orders = np.tile(np.arange(graph.n_nodes), (16, 1))
   true_links = np.array([[1.0, 2.0], [8.0, 1.0]])
-  truth = profiler._with_launch_scales(  # pylint: disable=protected-access
-      profiler._scaled_links(topology, true_links),  # pylint: disable=protected-access
-      np.array([16.0, 0.25]))
-  truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
-  measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
-                                          order=o).runtime_s
-                       for p, o in zip(placements, orders)])
+  graph, costs, placements, orders, measured, _ = _launch_fit_problem(
+      topology, true_links, np.array([16.0, 0.25]), seed=1)
   fitted, net, _, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true_links)
