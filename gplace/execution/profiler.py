@@ -62,9 +62,9 @@ runs can reuse a calibration.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
-import itertools
 import statistics
 import time
 from typing import Any, Callable, Sequence

@@ -156,7 +156,8 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
 
 def planned_orders(graph: Graph, topology: Topology, costs,
                    placements: np.ndarray, priority: np.ndarray,
-                   run_parts: Callable[[Callable[[slice], None], int, int], None]
+                   run_parts: Callable[[Callable[[slice], None], int, int],
+                                       None]
                    ) -> tuple[np.ndarray, np.ndarray]:
   """The planned schedule of each placement.
 
