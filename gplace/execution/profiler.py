@@ -519,9 +519,22 @@ def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
 def _with_launch_scales(topology: Topology, scales: np.ndarray) -> Topology:
   """``topology`` with each device's ``cluster_launch_s`` times
   ``scales[d]``."""
-  return topology.replace(devices=tuple(
-      dataclasses.replace(dev, cluster_launch_s=dev.cluster_launch_s * s)
-      for dev, s in zip(topology.devices, scales)))
+  return _rescaled(topology, launch=scales)
+
+
+def _rescaled(topology: Topology, links: float | np.ndarray = 1.0,
+              launch: np.ndarray | None = None, **changes) -> Topology:
+  """``topology`` with link latencies and per-byte times times ``links``
+  (a number or ``[D, D]``), each device's ``cluster_launch_s`` times
+  ``launch[d]`` and the other fields in ``changes``, in one validation
+  (the calibration builds thousands)."""
+  if launch is not None:
+    changes["devices"] = tuple(
+        dataclasses.replace(dev, cluster_launch_s=dev.cluster_launch_s * s)
+        for dev, s in zip(topology.devices, launch))
+  return topology.replace(link_latency=topology.link_latency * links,
+                          link_bandwidth=topology.link_bandwidth / links,
+                          **changes)
 
 
 def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
@@ -601,10 +614,9 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
 
   def scaled(per_class: dict) -> Topology:
     links, launch = factors_of(per_class)
-    return _with_launch_scales(_scaled_links(topology, links),
-                               np.minimum(launch, most)
-                               ).replace(batched_inputs=per_class.get(
-                                   "batched", topology.batched_inputs))
+    return _rescaled(topology, links, np.minimum(launch, most),
+                     batched_inputs=per_class.get("batched",
+                                                  topology.batched_inputs))
 
   def error(per_class: dict) -> tuple[float, float]:
     """(median, mean) absolute log error: the median, robust to a burst of
@@ -660,5 +672,4 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
 def _scaled_links(topology: Topology, scale: float | np.ndarray) -> Topology:
   """Link latencies and per-byte times times ``scale`` (a number, or a
   ``[D, D]`` factor per link)."""
-  return topology.replace(link_latency=topology.link_latency * scale,
-                          link_bandwidth=topology.link_bandwidth / scale)
+  return _rescaled(topology, links=scale)
