@@ -43,15 +43,27 @@ def score(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
           float(np.median(np.abs(predicted - measured) / measured) * 100))
 
 
+def uncalibrated(prof: profiler.Profile) -> tuple:
+  """``(topology, costs)`` as ``gplace.profile`` had them before fitting
+  links and launches: the bare copy latencies and bandwidths it measured,
+  the bare dispatch as each device's launch cost, batched inputs allowed,
+  and op costs gross of launches (summing to the whole-program runs)."""
+  topology = prof.topology
+  latency = np.array(prof.transfer_latency_s)
+  np.fill_diagonal(latency, 0.0)
+  bare = topology.replace(
+      devices=tuple(dataclasses.replace(dev, cluster_launch_s=float(s))
+                    for dev, s in zip(topology.devices, prof.dispatch_s)),
+      link_latency=latency, link_bandwidth=np.array(prof.transfer_bandwidth),
+      batched_inputs=True)
+  return bare, prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
+
+
 def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
           measured: np.ndarray) -> tuple[dict, np.ndarray]:
   """The grid point with the least median absolute log error, and its
   ``[K]`` predictions."""
-  topology = prof.topology
-  latency = np.array(prof.transfer_latency_s)
-  np.fill_diagonal(latency, 0.0)
-  bandwidth = np.array(prof.transfer_bandwidth)
-  gross = prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
+  topology, gross = uncalibrated(prof)
   directions = 2.0 ** np.arange(-4.0, 4.01, 0.5)
   launches = [0.0, 1e-5, 3e-5, 1e-4, 3e-4]
   groups = [tuple(np.asarray(topology.compute_group).tolist())]
@@ -64,7 +76,8 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
     trial = topology.replace(
         devices=tuple(dataclasses.replace(dev, cluster_launch_s=launch)
                       for dev, launch in zip(topology.devices, (l0, l1))),
-        link_latency=latency * factors, link_bandwidth=bandwidth / factors,
+        link_latency=topology.link_latency * factors,
+        link_bandwidth=topology.link_bandwidth / factors,
         batched_inputs=batched, compute_group=np.asarray(group))
     costs = profiler._net_of_launch(gross, trial)  # pylint: disable=protected-access
     predicted = np.asarray(simulator.simulate(
@@ -81,22 +94,11 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
 
 def calibration_refit(prof: profiler.Profile) -> tuple:
   """``(topology, costs)`` that ``gplace.profile``'s link and launch fit
-  gives on ``prof``'s own calibration runs: the profile's measured
-  topology before calibration (bare copy latencies and bandwidths, bare
-  dispatch as the launch cost, batched inputs allowed), its op costs
-  gross of launches."""
+  gives on ``prof``'s own calibration runs, from :func:`uncalibrated`."""
   if prof.calibration_placements is None:
     raise SystemExit("the profile kept no calibration runs (profiles from "
                      "before 2026-11-27 did not); --calibration needs them.")
-  topology = prof.topology
-  latency = np.array(prof.transfer_latency_s)
-  np.fill_diagonal(latency, 0.0)
-  bare = topology.replace(
-      devices=tuple(dataclasses.replace(dev, cluster_launch_s=float(s))
-                    for dev, s in zip(topology.devices, prof.dispatch_s)),
-      link_latency=latency, link_bandwidth=np.array(prof.transfer_bandwidth),
-      batched_inputs=True)
-  gross = prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
+  bare, gross = uncalibrated(prof)
   fitted, costs, *_ = profiler._calibrate_links(  # pylint: disable=protected-access
       prof.graph, bare, gross, prof.calibration_placements,
       prof.calibration_orders, prof.calibration_s)

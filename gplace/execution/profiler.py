@@ -516,12 +516,6 @@ def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
                           1.0)[None, :]
 
 
-def _with_launch_scales(topology: Topology, scales: np.ndarray) -> Topology:
-  """``topology`` with each device's ``cluster_launch_s`` times
-  ``scales[d]``."""
-  return _rescaled(topology, launch=scales)
-
-
 def _rescaled(topology: Topology, links: float | np.ndarray = 1.0,
               launch: np.ndarray | None = None, **changes) -> Topology:
   """``topology`` with link latencies and per-byte times times ``links``
@@ -667,9 +661,3 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   fitted = scaled(per_class)
   return (fitted, _net_of_launch(costs, fitted), common, links,
           np.minimum(launch, most))
-
-
-def _scaled_links(topology: Topology, scale: float | np.ndarray) -> Topology:
-  """Link latencies and per-byte times times ``scale`` (a number, or a
-  ``[D, D]`` factor per link)."""
-  return _rescaled(topology, links=scale)

@@ -119,7 +119,7 @@ def _link_fit_problem(topology, true_factors, count=24):
   placements = profiler.block_placements(graph.n_nodes, topology.n_devices,
                                          count, rng, max_blocks=8)
   orders = np.tile(np.arange(graph.n_nodes), (count, 1))
-  truth = profiler._scaled_links(topology, true_factors)  # pylint: disable=protected-access
+  truth = profiler._rescaled(topology, true_factors)  # pylint: disable=protected-access
   measured = np.array([simulator.simulate(graph, p, truth, costs=costs,
                                           order=o).runtime_s
                        for p, o in zip(placements, orders)])
@@ -169,9 +169,7 @@ def _launch_fit_problem(topology, true_links, true_launch, seed):
                    rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
   placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
   orders = np.tile(np.arange(graph.n_nodes), (16, 1))
-  truth = profiler._with_launch_scales(  # pylint: disable=protected-access
-      profiler._scaled_links(topology, true_links),  # pylint: disable=protected-access
-      true_launch)
+  truth = profiler._rescaled(topology, true_links, true_launch)  # pylint: disable=protected-access
   truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
   measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
                                           order=o).runtime_s
@@ -184,10 +182,9 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
   # links cost 2x the bare copy: placements with 2-64 blocks tell the two
   # apart.
   topology = topology_lib.local(jax.devices()[:2])
-  topology = profiler._with_launch_scales(  # pylint: disable=protected-access
-      topology.replace(devices=tuple(
-          dataclasses.replace(dev, cluster_launch_s=2e-5)
-          for dev in topology.devices)), np.ones(2))
+  topology = topology.replace(devices=tuple(
+      dataclasses.replace(dev, cluster_launch_s=2e-5)
+      for dev in topology.devices))
   graph, costs, placements, orders, measured, truth_costs = (
       _launch_fit_problem(topology, np.full((2, 2), 2.0), np.full(2, 4.0),
                           seed=0))
