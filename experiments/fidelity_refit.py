@@ -16,9 +16,11 @@ are the profile's, net of one launch (``gplace.profile``'s rule). Prints the
 calibrated profile's Spearman and median absolute error next to the best the
 grid finds, and the best parameters: a ceiling on what calibration can reach
 with this model, not a prediction (it is fitted to what it is scored on).
+The grid leaves out the per-copy host cost (``Device.copy_issue_s``), which
+the calibration fits since 2026-11-27.
 
 With ``--calibration``, it instead reruns ``gplace.profile``'s fit of the
-link and launch factors (as the code stands now) on the calibration runs the
+link, launch and copy factors (as the code stands now) on the calibration runs the
 profile kept, and scores that fit on the fidelity measurements: out of
 sample, what a change to the fit would have given on the same machine and
 measurements, without a new calibration run. The first row of each workload
@@ -45,14 +47,16 @@ def score(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
 
 def uncalibrated(prof: profiler.Profile) -> tuple:
   """``(topology, costs)`` as ``gplace.profile`` had them before fitting
-  links and launches: the bare copy latencies and bandwidths it measured,
-  the bare dispatch as each device's launch cost, batched inputs allowed,
+  links, launches and copies: the bare copy latencies and bandwidths it
+  measured, the bare dispatch as each device's launch cost, no copy issue
+  cost, batched inputs allowed,
   and op costs gross of launches (summing to the whole-program runs)."""
   topology = prof.topology
   latency = np.array(prof.transfer_latency_s)
   np.fill_diagonal(latency, 0.0)
   bare = topology.replace(
-      devices=tuple(dataclasses.replace(dev, cluster_launch_s=float(s))
+      devices=tuple(dataclasses.replace(dev, cluster_launch_s=float(s),
+                                        copy_issue_s=0.0)
                     for dev, s in zip(topology.devices, prof.dispatch_s)),
       link_latency=latency, link_bandwidth=np.array(prof.transfer_bandwidth),
       batched_inputs=True)
@@ -105,11 +109,26 @@ def calibration_refit(prof: profiler.Profile) -> tuple:
   return fitted, costs
 
 
+def measured_of(data, schedule: str, statistic: str) -> np.ndarray:
+  """``[K]`` seconds of a fidelity dump's placements in ``schedule``: the
+  fastest call of all rounds (``"fastest"``) or the mean over rounds of each
+  round's fastest call (``"min"``)."""
+  rounds = data[f"measured_min_{schedule}"]
+  return rounds.min(0) if statistic == "fastest" else rounds.mean(0)
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   add_dump_flags(parser)
   parser.add_argument("--schedule", default="sim",
                       help="which of the dump's schedule kinds to score")
+  parser.add_argument("--statistic", default="fastest",
+                      choices=("fastest", "min"),
+                      help="the measurement each placement is scored on: "
+                      "fastest = the fastest call of all rounds (what "
+                      "gplace.profile calibrates on since 2026-11-27), min "
+                      "= the mean over rounds of each round's fastest call "
+                      "(what it calibrated on before)")
   parser.add_argument("--calibration", action="store_true",
                       help="rerun gplace.profile's fit on the profile's own "
                       "calibration runs and score it out of sample, instead "
@@ -119,11 +138,11 @@ def main() -> None:
   if args.calibration:
     print("| workload | stored profile: Spearman / err % | fit rerun on its "
           "calibration runs: Spearman / err % | link factors 0->1 / 1->0 | "
-          "launch ms | batched inputs |")
-    print("|---|---|---|---|---|---|")
+          "launch ms | copy issue ms | batched inputs |")
+    print("|---|---|---|---|---|---|---|")
     for name, size, prof, data in dumps(args.dump, profile_dir):
       ok = ~data["failed"]
-      measured = data[f"measured_min_{args.schedule}"].mean(0)[ok]
+      measured = measured_of(data, args.schedule, args.statistic)[ok]
       topology, costs = calibration_refit(prof)
       predicted = np.asarray(simulator.simulate(
           prof.graph, data["placements"][ok], topology, costs=costs,
@@ -135,10 +154,11 @@ def main() -> None:
       links = " / ".join(f"{factors[i, j]:.2f}"
                          for i in range(len(factors))
                          for j in range(len(factors)) if i != j)
-      launch = " / ".join(f"{dev.cluster_launch_s * 1e3:.3f}"
-                          for dev in topology.devices)
+      launch, copy = (" / ".join(f"{getattr(dev, field) * 1e3:.3f}"
+                                 for dev in topology.devices)
+                      for field in ("cluster_launch_s", "copy_issue_s"))
       print(f"| {name} {size} | {cal[0]:.3f} / {cal[1]:.1f} | {fit[0]:.3f} "
-            f"/ {fit[1]:.1f} | {links} | {launch} | "
+            f"/ {fit[1]:.1f} | {links} | {launch} | {copy} | "
             f"{topology.batched_inputs} |", flush=True)
     return
   print("| workload | calibrated: Spearman / err % | best in-sample: "
@@ -148,7 +168,7 @@ def main() -> None:
     if prof.topology.n_devices != 2:
       raise SystemExit(f"{name}: the grid is for two devices.")
     ok = ~data["failed"]
-    measured = data[f"measured_min_{args.schedule}"].mean(0)[ok]
+    measured = measured_of(data, args.schedule, args.statistic)[ok]
     calibrated = data[f"predicted_{args.schedule}"][ok]
     params, predicted = refit(prof, data["placements"][ok],
                               data[f"order_{args.schedule}"][ok], measured)

@@ -20,7 +20,8 @@ The format (``version`` 1)::
         {"name": "cpu:0", "kind": "cpu", "peak_flops": 6.6e11,
          "mem_bandwidth": 6.8e10, "memory_bytes": 1.37e11,
          "launch_overhead_s": 5.7e-6,              # optional, 0
-         "cluster_launch_s": 0.0},                 # optional, 0
+         "cluster_launch_s": 0.0,                  # optional, 0
+         "copy_issue_s": 0.0},                     # optional, 0
         ...],
       "links": {"bandwidth": 1.2e10, "latency_s": 2.5e-5},
       "compute_group": [0, 1, 2],                  # optional, one per device
@@ -104,7 +105,8 @@ from gplace.graphs.records import (graph_from_records, number,
 FORMAT = "gplace.graph"
 VERSION = 1
 _DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth",
-                  "memory_bytes", "launch_overhead_s", "cluster_launch_s")
+                  "memory_bytes", "launch_overhead_s", "cluster_launch_s",
+                  "copy_issue_s")
 _TOP_FIELDS = ("format", "version", "name", "n_devices", "topology", "nodes",
                "edges")
 
@@ -158,7 +160,7 @@ def topology_from_dict(value: Any, where: str):
     numbers = {f: number(dev.get(f), f"{at}.{f}") for f in
                ("peak_flops", "mem_bandwidth", "memory_bytes")}
     overheads = {f: number(dev.get(f), f"{at}.{f}", default=0.0) for f in
-                 ("launch_overhead_s", "cluster_launch_s")}
+                 ("launch_overhead_s", "cluster_launch_s", "copy_issue_s")}
     out.append(Device(dev["name"], dev["kind"], **numbers, **overheads))
   names = [d.name for d in out]
   if len(set(names)) != len(names):

@@ -33,7 +33,7 @@ from gplace.rl import policy_file
 from gplace.rl.policy_fns import policy_fns
 from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib
-from gplace.sim.clusters import launch_costs
+from gplace.sim.clusters import copy_costs, launch_costs
 
 LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
@@ -291,12 +291,13 @@ def validate_topology(config) -> None:
 
 def ignores_launches(reward: str, topology) -> bool:
   """Whether ``reward`` (a ``config.rl.reward``) runs in the jitted step,
-  which leaves out the executor's per-cluster launch cost
-  (``Device.cluster_launch_s``, which ``gplace.profile`` fits and a graph
-  file's topology can carry), on a topology that has one;
-  ``gplace.simulate`` and the host reward charge it."""
+  which leaves out the executor's host work (``Device.cluster_launch_s``
+  per cluster and ``Device.copy_issue_s`` per copy, which
+  ``gplace.profile`` fits and a graph file's topology can carry), on a
+  topology that has either; ``gplace.simulate`` and the host reward charge
+  them."""
   return reward in ("simulator", "simulator_dynamic") and bool(
-      np.any(launch_costs(topology) > 0))
+      np.any(launch_costs(topology) > 0) or np.any(copy_costs(topology) > 0))
 
 
 def check_reward_topology(config, topology) -> None:
@@ -306,14 +307,17 @@ def check_reward_topology(config, topology) -> None:
     ConfigError: such a reward on a topology with a launch cost.
   """
   if ignores_launches(config.rl.reward, topology):
+    ms = lambda costs: ", ".join(f"{s * 1e3:.3g} ms" for s in costs)
     raise ConfigError(
         f"config.rl.reward={config.rl.reward!r} runs in the jitted step, "
-        "which does not charge a launch per executor cluster, but the "
-        f"topology {topology.name!r} does (cluster_launch_s "
-        f"{', '.join(f'{s * 1e3:.3g} ms' for s in launch_costs(topology))}"
-        "), as gplace.simulate and the results table do. Train with "
-        "--config.rl.reward=simulator_host, or set the devices' "
-        "cluster_launch_s to 0 in the topology file.")
+        "which does not charge the executor's host work (a launch per "
+        "cluster, an issue per copy), but the topology "
+        f"{topology.name!r} does (cluster_launch_s "
+        f"{ms(launch_costs(topology))}; copy_issue_s "
+        f"{ms(copy_costs(topology))}), as gplace.simulate and the results "
+        "table do. Train with --config.rl.reward=simulator_host, or set the "
+        "devices' cluster_launch_s and copy_issue_s to 0 in the topology "
+        "file.")
 
 
 def _divisors_near(number: int, near: int, reach: int = 10_000) -> str:

@@ -1,10 +1,11 @@
-"""How many clusters the executor launches for a placement, and what they cost.
+"""The executor's host work for a placement: cluster launches and copies.
 
 Where it sits: :func:`gplace.simulate` adds each device's
 ``Device.cluster_launch_s`` once per cluster the executor
-(:mod:`gplace.execution.partition`) would cut a placement into, when a
-topology sets it (``gplace.profile`` fits it; presets leave it 0, and then
-nothing here runs).
+(:mod:`gplace.execution.partition`) would cut a placement into, and its
+``Device.copy_issue_s`` once per value copied to it, when a topology sets
+them (``gplace.profile`` fits them; presets leave them 0, and then nothing
+here runs).
 
 Why: the executor runs a placement as one compiled executable per cluster, a
 maximal run of same-device ops in its dispatch order, launched one after
@@ -28,6 +29,16 @@ The charge is additive (``runtime_s += sum over clusters of
 cluster_launch_s[device]``): a model of steps short enough that the devices
 wait for the host, which is where the per-cluster cost matters; a device
 that is busy for longer than the host's launches would hide part of it.
+
+Copies are host work too: the executor issues every copy with
+``jax.device_put`` from the same Python thread, so their issue time adds to
+the step's like launches do, while the simulator's links model only the
+copy itself (which overlaps compute). The copies are the simulator's
+transfers: each value goes once to every other device that reads it
+(:func:`count_copies`). Measured on two forced CPU devices (RESULTS.md,
+"Copies cost the host"), a placement with all ops on one device and 39 of
+its parameters on the other ran 2.5x its single-device time, 17 us per
+parameter, which the links had hidden under compute.
 
 Host-side numpy; the counting loop is compiled with numba where it is
 installed (``O(N + E + switches * D)`` per placement), plain Python
@@ -130,7 +141,69 @@ def count_clusters(graph: Graph, placements: np.ndarray,
   return out
 
 
+def _count_copies(placements, succ_ptr, edge_dst, n_devices, out):
+  """Adds to ``out [K, D]`` (int64) the values each row copies to each
+  device: node ``v`` counts once for each device other than its own that
+  holds one of its successors."""
+  k, n = placements.shape
+  stamp = np.zeros(n_devices, np.int64)
+  for row in range(k):
+    placement = placements[row]
+    for v in range(n):
+      mark = row * n + v + 1
+      for e in range(succ_ptr[v], succ_ptr[v + 1]):
+        d = placement[edge_dst[e]]
+        if d != placement[v] and stamp[d] != mark:
+          stamp[d] = mark
+          out[row, d] += 1
+
+
+def count_copies(graph: Graph, placements: np.ndarray,
+                 n_devices: int) -> np.ndarray:
+  """Values each placement copies to each device: the simulator's
+  transfers (every node's output goes once to each other device that reads
+  it; graph inputs included), which are the executor's copies.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    placements: ``[K, N]`` (or ``[N]``) int device index per node.
+    n_devices: ``D``.
+
+  Returns:
+    ``[K, D]`` int64 copies into each device.
+  """
+  placements = np.ascontiguousarray(np.atleast_2d(placements), np.int64)
+  out = np.zeros((placements.shape[0], n_devices), np.int64)
+  count = njit(_count_copies) or _count_copies
+  count(placements, graph.succ_csr[0], graph.edge_dst.astype(np.int64),
+        n_devices, out)
+  return out
+
+
 def launch_costs(topology) -> np.ndarray:
   """``[D]`` float64 ``Device.cluster_launch_s`` of every device."""
   return np.array([dev.cluster_launch_s for dev in topology.devices],
                   np.float64)
+
+
+def copy_costs(topology) -> np.ndarray:
+  """``[D]`` float64 ``Device.copy_issue_s`` of every device."""
+  return np.array([dev.copy_issue_s for dev in topology.devices], np.float64)
+
+
+def host_costs(graph: Graph, topology, placements: np.ndarray,
+               orders) -> np.ndarray | None:
+  """``[K]`` float64 seconds of host work :func:`gplace.simulate` adds to
+  each placement's runtime: its clusters' launches
+  (:func:`count_clusters` in ``orders [K, N]``, the priority orders they
+  run in) and its copies (:func:`count_copies`); None when the topology
+  charges neither."""
+  launch, copy = launch_costs(topology), copy_costs(topology)
+  extra = None
+  if np.any(launch > 0):
+    extra = count_clusters(graph, placements, np.asarray(orders),
+                           topology.n_devices) @ launch
+  if np.any(copy > 0):
+    copies = count_copies(graph, placements, topology.n_devices) @ copy
+    extra = copies if extra is None else extra + copies
+  return extra

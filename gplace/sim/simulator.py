@@ -54,9 +54,10 @@ Time:
 * ``runtime_s`` is the latest finish time of any node; where devices have
   a ``Device.cluster_launch_s`` (a calibrated topology: ``gplace.profile``),
   :func:`simulate` adds it once per cluster the executor would launch for
-  that placement in that order (:mod:`gplace.sim.clusters`: host time the
-  devices wait for on short steps). Start and finish times leave it out, and
-  so do the jitted in-step simulators (:func:`simulate_problem`,
+  that placement in that order, and a ``Device.copy_issue_s`` once per
+  transfer into the device (:mod:`gplace.sim.clusters`: host time the
+  devices wait for on short steps). Start and finish times leave them out,
+  and so do the jitted in-step simulators (:func:`simulate_problem`,
   :mod:`gplace.sim.dispatch`).
 
 Because every queue (group or link) is served in a fixed order, the whole
@@ -287,13 +288,13 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     ran = np.broadcast_to(np.asarray(
         np.arange(graph.n_nodes) if order is None else order, np.int32),
                           array.shape)
-    result = _add_launches(graph, topology, array, result, ran)
+    result = _add_host_work(graph, topology, array, result, ran)
     if return_schedule:                 # the priority order it ran
       result = result._replace(order=ran.copy())
   else:
     result = _simulate_schedules(graph, topology, costs, array, priority,
                                  dynamic=False)
-    result = _add_launches(graph, topology, array, result, result.order)
+    result = _add_host_work(graph, topology, array, result, result.order)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
@@ -477,17 +478,16 @@ def _native_schedules(graph: Graph, topology: Topology, costs,
                    start_s=out.start, finish_s=out.finish, order=out.order)
 
 
-def _add_launches(graph: Graph, topology: Topology, placements: np.ndarray,
+def _add_host_work(graph: Graph, topology: Topology, placements: np.ndarray,
                   result: SimResult, orders) -> SimResult:
-  """``result`` with the executor's cluster launches added to ``runtime_s``
-  (:mod:`gplace.sim.clusters`; unchanged when no device of ``topology``
-  has a ``cluster_launch_s``). ``orders``: ``[K, N]`` the priority orders
-  the placements ran in."""
-  cost = clusters.launch_costs(topology)
-  if not np.any(cost > 0):
+  """``result`` with the executor's host work (cluster launches and copy
+  issues, :func:`gplace.sim.clusters.host_costs`) added to ``runtime_s``;
+  unchanged when no device of ``topology`` has a ``cluster_launch_s`` or a
+  ``copy_issue_s``. ``orders``: ``[K, N]`` the priority orders the
+  placements ran in."""
+  extra = clusters.host_costs(graph, topology, placements, orders)
+  if extra is None:
     return result
-  extra = clusters.count_clusters(graph, placements, np.asarray(orders),
-                                  topology.n_devices) @ cost
   runtime = np.asarray(result.runtime_s, np.float64) + extra
   return result._replace(runtime_s=runtime.astype(np.float32))
 
@@ -535,7 +535,7 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   if schedule != "planned":
     dynamic = _simulate_schedules(graph, topology, costs, placements, steer,
                                   dynamic=True)
-    dynamic = _add_launches(graph, topology, placements, dynamic,
+    dynamic = _add_host_work(graph, topology, placements, dynamic,
                             dynamic.order)
     if schedule == "dynamic":
       return dynamic
@@ -547,7 +547,7 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   else:
     plan = _simulate_schedules(graph, topology, costs, placements,
                                order_priority(orders), dynamic=False)
-  plan = _add_launches(graph, topology, placements, plan, plan.order)
+  plan = _add_host_work(graph, topology, placements, plan, plan.order)
   if schedule == "planned":
     return plan
   # Fits in memory first, then faster (also when neither fits); ties:

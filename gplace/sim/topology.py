@@ -69,6 +69,13 @@ class Device:
       same-device ops, :mod:`gplace.sim.clusters`); ``gplace.simulate``
       adds it once per cluster a placement runs in. ``gplace.profile``
       fits it; 0 (presets) leaves it out.
+    copy_issue_s: host seconds the executor spends issuing the copy of one
+      value to this device (its ``jax.device_put`` s run on the one Python
+      thread that also launches the clusters, so this time adds to a
+      step's instead of overlapping it); ``gplace.simulate`` adds it once
+      per value a placement copies to the device (the transfers of its
+      model, :mod:`gplace.sim.clusters`). ``gplace.profile`` fits it; 0
+      (presets) leaves it out.
   """
 
   name: str
@@ -78,6 +85,7 @@ class Device:
   memory_bytes: float
   launch_overhead_s: float = 0.0
   cluster_launch_s: float = 0.0
+  copy_issue_s: float = 0.0
 
 
 def _as_number(value: Any) -> float | None:
@@ -120,7 +128,7 @@ def _check_devices(devices: Any) -> tuple[Device, ...]:
       if value is None or not value > 0:
         raise TopologyError(f"Device {dev.name!r}: {attr} must be positive, "
                             f"got {getattr(dev, attr)!r}.")
-    for attr in ("launch_overhead_s", "cluster_launch_s"):
+    for attr in ("launch_overhead_s", "cluster_launch_s", "copy_issue_s"):
       value = _as_number(getattr(dev, attr))
       if value is None or not 0 <= value < math.inf:
         raise TopologyError(f"Device {dev.name!r}: {attr} must be "

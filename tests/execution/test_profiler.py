@@ -11,6 +11,7 @@ import pytest
 
 import gplace
 from gplace.execution import profiler
+from gplace.sim import clusters
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 from gplace.graphs.graph import NODE_OP
@@ -57,6 +58,10 @@ def test_profile_shapes_and_groups(mlp_profile):
   np.testing.assert_allclose(
       [dev.cluster_launch_s for dev in prof.topology.devices],
       prof.dispatch_s * prof.launch_scales)
+  # ... and each copy into a device its dispatch times the copy factor.
+  np.testing.assert_allclose(
+      [dev.copy_issue_s for dev in prof.topology.devices],
+      prof.dispatch_s * prof.copy_scales)
 
 
 def test_profile_feeds_the_simulator(mlp_profile):
@@ -81,6 +86,7 @@ def test_profile_save_load_round_trip(mlp_profile, tmp_path):
   assert loaded.topology.devices == prof.topology.devices
   assert loaded.link_scale == prof.link_scale
   np.testing.assert_array_equal(loaded.launch_scales, prof.launch_scales)
+  np.testing.assert_array_equal(loaded.copy_scales, prof.copy_scales)
   # The calibration's own runs travel along, for refitting offline.
   assert prof.calibration_placements.shape == (3, prof.graph.n_nodes)
   for field in ("calibration_placements", "calibration_orders",
@@ -134,7 +140,7 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
   true = np.array([[1.0, 0.5, 0.5], [4.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
   graph, costs, placements, orders, measured = _link_fit_problem(topology,
                                                                  true)
-  fitted, net, common, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, common, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true, rtol=1e-6)
   np.testing.assert_array_equal(launch, 1.0)   # no launch costs to scale
@@ -151,16 +157,19 @@ def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
   topology = topology_lib.local(jax.devices()[:2])
   graph, costs, placements, orders, measured = _link_fit_problem(
       topology, np.full((2, 2), 2.0))
-  _, _, common, factors, _ = profiler._calibrate_links(  # pylint: disable=protected-access
+  _, _, common, factors, _, _ = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   assert common == pytest.approx(2.0)
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
 
 
-def _launch_fit_problem(topology, true_links, true_launch, seed):
+def _launch_fit_problem(topology, true_links, true_launch, seed,
+                        true_copy=None):
   """A captured MLP, 16 calibration placements and their runtimes simulated
-  on ``topology`` with links scaled by ``true_links`` ([D, D]) and cluster
-  launches by ``true_launch`` ([D]); also the costs net of those launches."""
+  on ``topology`` with links scaled by ``true_links`` ([D, D]), cluster
+  launches by ``true_launch`` ([D]) and (optionally) ``true_copy`` ([D])
+  seconds of host time per copy into each device; also the costs net of
+  those launches."""
   params = [jnp.full((16, 16), 0.1) for _ in range(6)]
   graph = gplace.capture(_mlp, params, jnp.ones((4, 16)))
   rng = np.random.default_rng(seed)
@@ -169,7 +178,8 @@ def _launch_fit_problem(topology, true_links, true_launch, seed):
                    rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
   placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
   orders = np.tile(np.arange(graph.n_nodes), (16, 1))
-  truth = profiler._rescaled(topology, true_links, true_launch)  # pylint: disable=protected-access
+  truth = profiler._rescaled(topology, true_links, true_launch,  # pylint: disable=protected-access
+                             copy_issue_s=true_copy)
   truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
   measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
                                           order=o).runtime_s
@@ -188,7 +198,7 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
   graph, costs, placements, orders, measured, truth_costs = (
       _launch_fit_problem(topology, np.full((2, 2), 2.0), np.full(2, 4.0),
                           seed=0))
-  fitted, net, _, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, _, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(launch, [4.0, 4.0])
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
@@ -199,6 +209,39 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
   alone = simulator.simulate(graph, np.zeros(graph.n_nodes, int), fitted,
                              costs=net).runtime_s
   assert alone == pytest.approx(costs[:, 0].sum(), rel=1e-5)
+
+
+def test_calibration_recovers_a_host_cost_per_copy():
+  # Forced CPU devices as measured on this machine: every copy costs the
+  # executor's thread twice the bare dispatch, on top of the link time
+  # (which overlaps compute). The fit finds it next to links and launches.
+  topology = topology_lib.local(jax.devices()[:2])
+  topology = topology.replace(devices=tuple(
+      dataclasses.replace(dev, launch_overhead_s=1e-5, cluster_launch_s=1e-5)
+      for dev in topology.devices))
+  graph, costs, placements, orders, measured, truth_costs = (
+      _launch_fit_problem(topology, np.full((2, 2), 0.5), np.full(2, 4.0),
+                          seed=2, true_copy=np.full(2, 2e-5)))
+  assert len({tuple(row) for row in clusters.count_copies(
+      graph, placements, 2)}) > 4                 # the copies vary
+  fitted, net, _, factors, launch, copy = profiler._calibrate_links(  # pylint: disable=protected-access
+      graph, topology, costs, placements, orders, measured)
+  np.testing.assert_allclose(copy, [2.0, 2.0])
+  np.testing.assert_allclose(launch, [4.0, 4.0])
+  np.testing.assert_allclose(factors, [[1.0, 0.5], [0.5, 1.0]])
+  assert [d.copy_issue_s for d in fitted.devices] == pytest.approx(
+      [2e-5, 2e-5])
+  np.testing.assert_allclose(net, truth_costs)
+  simulated = np.array([simulator.simulate(graph, p, fitted, costs=net,
+                                           order=o).runtime_s
+                        for p, o in zip(placements, orders)])
+  np.testing.assert_allclose(simulated, measured, rtol=1e-6)
+  # Without the copy cost the same runs are matched worse.
+  fitted_without = profiler._rescaled(fitted, copy_issue_s=np.zeros(2))  # pylint: disable=protected-access
+  without = np.array([simulator.simulate(graph, p, fitted_without, costs=net,
+                                         order=o).runtime_s
+                      for p, o in zip(placements, orders)])
+  assert np.median(np.abs(without - measured) / measured) > 0.01
 
 
 def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
@@ -217,7 +260,7 @@ def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
   true_links = np.array([[1.0, 2.0], [8.0, 1.0]])
   graph, costs, placements, orders, measured, _ = _launch_fit_problem(
       topology, true_links, np.array([16.0, 0.25]), seed=1)
-  fitted, net, _, factors, launch = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, _, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true_links)
   np.testing.assert_allclose(launch, [16.0, 0.25])

@@ -1,10 +1,15 @@
-"""Tests of gplace.sim.clusters: the cluster count is the executor's, and
-gplace.simulate charges each cluster its device's launch cost."""
+"""Tests of gplace.sim.clusters: the cluster and copy counts are the
+executor's, and gplace.simulate charges each cluster its device's launch
+cost and each copy its destination's issue cost."""
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import gplace
 
 from gplace.errors import TopologyError
 from gplace.execution import partition
@@ -119,3 +124,82 @@ def test_launch_costs_survive_the_json_format():
   np.testing.assert_array_equal(clusters.launch_costs(back),
                                 [1e-5, 3e-4, 3e-4])
 
+
+
+def _with_copy(topology, seconds):
+  return topology.replace(devices=tuple(
+      dataclasses.replace(dev, copy_issue_s=s)
+      for dev, s in zip(topology.devices, seconds)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_copies_are_the_simulators_transfers(seed):
+  rng = np.random.default_rng(seed)
+  graph = random_dag(int(rng.integers(20, 150)), avg_degree=2.5,
+                     n_inputs=int(rng.integers(0, 4)), seed=seed)
+  placements = rng.integers(0, 3, (5, graph.n_nodes))
+  placements[0] = 1
+  counts = clusters.count_copies(graph, placements, 3)
+  for placement, count in zip(placements, counts):
+    expected = np.zeros(3, np.int64)
+    for node in range(graph.n_nodes):
+      readers = {int(placement[v]) for v in graph.successors(node)}
+      for device in readers - {int(placement[node])}:
+        expected[device] += 1
+    np.testing.assert_array_equal(count, expected)
+  assert counts[0].tolist() == [0, 0, 0]
+
+
+def _chain(params, x):
+  for w in params:
+    x = jnp.tanh(x @ w)
+  return x
+
+
+def test_copies_are_what_the_executor_copies():
+  params = [jnp.full((8, 8), 0.1) for _ in range(4)]
+  x = jnp.ones((2, 8))
+  graph = gplace.capture(_chain, params, x)
+  devices = jax.devices()[:2]
+  rng = np.random.default_rng(0)
+  for _ in range(4):
+    placement = rng.integers(0, 2, graph.n_nodes)
+    placed = gplace.place(_chain, graph, placement, devices)
+    placed(params, x)
+    assert clusters.count_copies(graph, placement, 2).sum() == \
+        placed.n_transfers
+
+
+@pytest.mark.parametrize("schedule", ["static", "best"])
+def test_simulate_adds_one_issue_per_copy(schedule):
+  graph = random_dag(80, avg_degree=2.5, n_inputs=3, seed=4)
+  topology = _with_launch(topology_lib.preset("1cpu+2gpu"), [1e-5] * 3)
+  issue = np.array([3e-5, 1e-5, 1e-5])
+  charged = _with_copy(topology, issue)
+  placements = np.random.default_rng(3).integers(0, 3, (6, graph.n_nodes))
+  base = simulate(graph, placements, topology, schedule=schedule,
+                  return_schedule=True)
+  result = simulate(graph, placements, charged, schedule=schedule,
+                    return_schedule=True)
+  copies = clusters.count_copies(graph, placements, 3)
+  assert np.all(copies.sum(1) > 0)
+  if schedule == "static":        # the copies add to the same schedule
+    np.testing.assert_array_equal(result.order, base.order)
+  np.testing.assert_allclose(
+      result.runtime_s, np.asarray(simulate(
+          graph, placements, topology, order=result.order).runtime_s)
+      + copies @ issue, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [-1e-6, float("nan"), float("inf")])
+def test_bad_copy_costs_are_refused(bad):
+  with pytest.raises(TopologyError, match="copy_issue_s"):
+    _with_copy(topology_lib.preset("1cpu+2gpu"), [0.0, bad, 0.0])
+
+
+def test_copy_costs_survive_the_json_format():
+  topology = _with_copy(topology_lib.preset("1cpu+2gpu"), [2e-5, 0.0, 1e-5])
+  back = json_format.topology_from_dict(
+      json_format.topology_to_dict(topology), "topology")
+  assert back.devices == topology.devices
+  np.testing.assert_array_equal(clusters.copy_costs(back), [2e-5, 0.0, 1e-5])
