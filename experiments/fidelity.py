@@ -76,9 +76,9 @@ from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-
 # round's timed calls, how the rounds are combined). "fastest" is the
 # fastest call of all rounds, the figure gplace.profile calibrates on: load
 # on a shared machine only ever adds time, and on this 2-core machine the
-# fastest call reproduced to 2% between processes where the mean over
-# rounds moved by 10-50% (RESULTS.md, "One statistic for calibration and
-# fidelity").
+# fastest call reproduced to 2% between two processes where the median over
+# rounds moved by up to 12% (RESULTS.md, "Copies cost the host, and one
+# statistic for calibration and fidelity").
 STATISTICS = ("fastest", "min", "median")
 _PER_ROUND = {"fastest": "min", "min": "min", "median": "median"}
 _ACROSS_ROUNDS = {"fastest": np.min, "min": np.mean, "median": np.mean}

@@ -40,9 +40,10 @@ What is measured (host-side Python; every timing is the median of
   its fastest call of all rounds: load on a shared machine only ever adds
   time, so the fastest call is what the program costs when nothing else
   runs, which is what the simulator models. (On a 2-core machine the
-  fastest call reproduced to 2% between processes, where the median over
-  rounds of each round's fastest call moved by 10-50%: RESULTS.md, "One
-  statistic for calibration and fidelity".)
+  fastest call of six placed runs reproduced to 2% between two processes,
+  where the median over rounds of each round's fastest call moved by up to
+  12%, and by up to 1.7x in a run under load: RESULTS.md, "Copies cost the
+  host, and one statistic for calibration and fidelity".)
 
 How the measurements enter the simulator's model (which charges each node
 its cost on its device, each cross-device value one link transfer and one
@@ -603,9 +604,10 @@ def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   that launches clusters, so they add to a step while the links' time
   overlaps compute. It is additive, so every trial of links and launches
   tries every copy factor without simulating again. (Fitted on two forced
-  CPU devices it took the calibration runs' median error from 13-20% to
-  3-8% and fidelity's Spearman from 0.75-0.95 to 0.94-0.99: RESULTS.md,
-  "Copies cost the host".)
+  CPU devices it took the calibration runs' median error from 4-20% to
+  2-8% and fidelity's Spearman, out of sample, from 0.75-0.95 to
+  0.94-0.99: RESULTS.md, "Copies cost the host, and one statistic for
+  calibration and fidelity".)
 
   Args:
     graph, topology, costs: the problem as the simulator sees it.

@@ -36,9 +36,10 @@ the step's like launches do, while the simulator's links model only the
 copy itself (which overlaps compute). The copies are the simulator's
 transfers: each value goes once to every other device that reads it
 (:func:`count_copies`). Measured on two forced CPU devices (RESULTS.md,
-"Copies cost the host"), a placement with all ops on one device and 39 of
-its parameters on the other ran 2.5x its single-device time, 17 us per
-parameter, which the links had hidden under compute.
+"Copies cost the host, and one statistic for calibration and fidelity"), a
+placement with all ops on one device and 39 of its parameters on the other
+ran 2.5x its single-device time, 17 us per parameter, which the links had
+hidden under compute.
 
 Host-side numpy; the counting loop is compiled with numba where it is
 installed (``O(N + E + switches * D)`` per placement), plain Python
