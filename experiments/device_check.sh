@@ -22,7 +22,8 @@
 #
 # The fidelity step takes FID_WORKLOADS, FID_SIZE, FID_PLACEMENTS,
 # FID_SCHEDULES (default sim,static: the default schedule and node-id
-# order, what runs before 2026-11-27 called sim), FID_CALIBRATION_ROUNDS and
+# order, what runs before 2026-11-27 called sim), FID_CALIBRATION_ROUNDS,
+# FID_EXTRA (more fidelity.py flags, e.g. --calibrate-in-rounds) and
 # FID_LIMIT (seconds) from the environment.
 #
 # Carry .whl (jraph, ml_collections, pymetis, ortools, immutabledict: the
@@ -67,7 +68,7 @@ step fidelity ${FID_LIMIT:-200} python3 experiments/fidelity.py \
   --placements ${FID_PLACEMENTS:-16} --rounds 2 --repeats 5 \
   --calibration-rounds ${FID_CALIBRATION_ROUNDS:-7} \
   --schedules ${FID_SCHEDULES:-sim,static} --cache /tmp/fcache \
-  --dump /tmp/fdump --verbose
+  --dump /tmp/fdump --verbose ${FID_EXTRA:-}
 # The dumps and profiles in one file ($OUT brings back at most 8 files, and
 # none whose name holds a '+', as the profiles' names do).
 [ -d /tmp/fdump ] && tar -C /tmp -cf "$OUT/fidelity_data.tar" fdump fcache

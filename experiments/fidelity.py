@@ -41,6 +41,16 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
    pairs: the noise ceiling). The fastest call is the robust statistic on a
    shared, loaded machine; the median is what ``gplace.measure`` reports.
 
+With ``--calibrate-in-rounds`` the profile's own calibration runs
+(``profiler.calibration_runs``) are measured in the same rounds, the profile
+is fitted again on them (``profiler.refit``: fusion, links, launches,
+copies; op times stay) and its predictions are scored as one more statistic,
+``fastest, refit in rounds``. The fit still sees only its calibration
+placements; what changes is that it and the placements it predicts are
+measured on the same host at the same time (on a shared 2-core machine the
+host's speed moves by 1.5x between a calibration and a measurement minutes
+later: RESULTS.md).
+
 It prints a table and writes the "## Simulator fidelity" section of ``--out``
 (replacing an earlier one).
 """
@@ -80,8 +90,14 @@ from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-
 # rounds moved by up to 12% (RESULTS.md, "Copies cost the host, and one
 # statistic for calibration and fidelity").
 STATISTICS = ("fastest", "min", "median")
-_PER_ROUND = {"fastest": "min", "min": "min", "median": "median"}
-_ACROSS_ROUNDS = {"fastest": np.min, "min": np.mean, "median": np.mean}
+# With --calibrate-in-rounds, one more row per schedule: "fastest", predicted
+# by the profile fitted again on its calibration runs measured in the rounds.
+_REFIT = "fastest, refit in rounds"
+_CALIBRATION = "calibration"
+_PER_ROUND = {"fastest": "min", "min": "min", "median": "median",
+              _REFIT: "min"}
+_ACROSS_ROUNDS = {"fastest": np.min, "min": np.mean, "median": np.mean,
+                  _REFIT: np.min}
 SCHEDULES = ("sim", "static", "dynamic", "device_greedy")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 
@@ -183,6 +199,15 @@ def evaluate(name, size, args_ns, devices):
                                 mode=args_ns.mode,
                                 schedule=schedules[run[0]][run[1]])
             for run in runs}
+  # --calibrate-in-rounds: the profile's own calibration runs, measured in
+  # the same rounds, to fit it again on the same machine state.
+  if args_ns.calibrate_in_rounds and prof.calibration_placements is not None:
+    for i, (placement, order) in enumerate(profiler.calibration_runs(prof)):
+      placed[(_CALIBRATION, i)] = executor.place(fn, graph, placement,
+                                                 devices, schedule=order)
+      runs.append((_CALIBRATION, i))
+  n_calibration = sum(run[0] == _CALIBRATION for run in runs)
+  calibration_rounds = np.full((args_ns.rounds, n_calibration), np.nan)
   measured = {(stat, kind): np.full((args_ns.rounds, k), np.nan)
               for stat in ("min", "median") for kind in kinds}
   failed = np.zeros(k, bool)
@@ -191,6 +216,9 @@ def evaluate(name, size, args_ns, devices):
       kind, i = runs[j]
       result = gplace.measure(placed[runs[j]], *args, repeats=args_ns.repeats,
                               warmup=args_ns.warmup)
+      if kind == _CALIBRATION:
+        calibration_rounds[r, i] = np.nan if result.failed else result.min_s
+        continue
       if result.failed:
         failed[i] = True
         print(f"  {labels[i]} ({kind}) failed: {result.reason}",
@@ -200,23 +228,35 @@ def evaluate(name, size, args_ns, devices):
       measured[("min", kind)][r, i] = result.min_s
   measure_s = time.perf_counter() - start
   ok = ~failed
+  refitted = None
+  if n_calibration:
+    refitted = refit_in_rounds(prof, calibration_rounds, devices)
+    for kind in kinds:
+      orders = np.stack([np.asarray(o) if not isinstance(o, str)
+                         else np.arange(graph.n_nodes)
+                         for o in schedules[kind]])
+      predicted[(kind, _REFIT)] = np.asarray(simulator.simulate(
+          graph, placements, refitted.topology, costs=refitted.costs,
+          order=orders).runtime_s, np.float64)
   if args_ns.dump:
     dump(os.path.join(args_ns.dump, f"fidelity_{name}_{args_ns.size}.npz"),
          labels, placements, kinds, schedules, predicted, measured,
          {kind: [placed[(kind, i)].n_clusters for i in range(k)]
-          for kind in kinds}, failed)
+          for kind in kinds}, failed,
+         calibration_rounds if n_calibration else None)
   results = {}
   for kind in kinds:
-    sim = predicted[kind][ok]
     clusters = np.array([placed[(kind, i)].n_clusters for i in range(k)])
-    common = dict(name=name, n_nodes=graph.n_nodes, k=int(ok.sum()),
-                  schedule=kind,
-                  clusters=f"{clusters.min()}-{clusters.max()}",
-                  profile_s=prof.profile_s, measure_s=measure_s,
-                  fusion=float(prof.fusion_factor[0]),
-                  link_scale=link_scale_text(prof),
-                  launch=launch_text(prof))
-    for stat in STATISTICS:
+    for stat in STATISTICS + ((_REFIT,) if n_calibration else ()):
+      used = refitted if stat == _REFIT else prof
+      sim = predicted[(kind, _REFIT) if stat == _REFIT else kind][ok]
+      common = dict(name=name, n_nodes=graph.n_nodes, k=int(ok.sum()),
+                    schedule=kind,
+                    clusters=f"{clusters.min()}-{clusters.max()}",
+                    profile_s=prof.profile_s, measure_s=measure_s,
+                    fusion=float(used.fusion_factor[0]),
+                    link_scale=link_scale_text(used),
+                    launch=launch_text(used))
       rounds = measured[(_PER_ROUND[stat], kind)][:, ok]
       mean = _ACROSS_ROUNDS[stat](rounds, axis=0)
       ceiling = np.mean([stats.spearmanr(rounds[a], rounds[b]).statistic
@@ -229,6 +269,22 @@ def evaluate(name, size, args_ns, devices):
           min_ms=mean.min() * 1e3, max_ms=mean.max() * 1e3,
           rows=list(zip(np.asarray(labels)[ok], mean, sim)))
   return results
+
+
+def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
+                    devices) -> profiler.Profile:
+  """``prof`` fitted again (``profiler.refit``) on the fastest call of each
+  of its calibration runs (``profiler.calibration_runs``) over ``rounds
+  [R, D + C]`` seconds; devices that are timed alike (forced CPU devices)
+  share the fastest of their single-device runs, as ``gplace.profile``
+  has them."""
+  fastest = rounds.min(axis=0)
+  d = len(devices)
+  classes = np.asarray(profiler.timing_classes(devices))
+  whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
+                    if np.isfinite(fastest[:d][classes == classes[j]]).any()
+                    else np.nan for j in range(d)])
+  return profiler.refit(prof, fastest[d:], whole)
 
 
 def link_scale_text(prof: profiler.Profile) -> str:
@@ -253,12 +309,15 @@ def launch_text(prof: profiler.Profile) -> str:
 
 
 def dump(path, labels, placements, kinds, schedules, predicted, measured,
-         clusters, failed) -> None:
+         clusters, failed, calibration_rounds=None) -> None:
   """Saves one workload's raw figures (for refitting a model offline, with
   the profile from ``--cache``): ``placements [K, N]``, and per schedule
   kind ``order_<kind> [K, N]`` (node-id order for device_greedy),
   ``predicted_<kind> [K]`` s, ``clusters_<kind> [K]``, and per statistic
-  ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed)."""
+  ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed); with
+  --calibrate-in-rounds also ``calibration_rounds [rounds, D + C]`` (each
+  round's fastest call of ``profiler.calibration_runs``) and
+  ``predicted_refit_<kind> [K]``."""
   arrays = dict(labels=np.asarray(labels), placements=placements,
                 failed=failed)
   n = placements.shape[1]
@@ -270,6 +329,10 @@ def dump(path, labels, placements, kinds, schedules, predicted, measured,
     arrays[f"clusters_{kind}"] = np.asarray(clusters[kind])
     for stat in ("min", "median"):
       arrays[f"measured_{stat}_{kind}"] = measured[(stat, kind)]
+    if (kind, _REFIT) in predicted:
+      arrays[f"predicted_refit_{kind}"] = predicted[(kind, _REFIT)]
+  if calibration_rounds is not None:
+    arrays["calibration_rounds"] = calibration_rounds
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   np.savez(path, **arrays)
 
@@ -295,6 +358,12 @@ def main():
   parser.add_argument("--calibration-rounds", type=int, default=7,
                       help="interleaved rounds of the profile's calibration "
                       "runs (fewer: a faster, noisier calibration)")
+  parser.add_argument("--calibrate-in-rounds", action="store_true",
+                      help="also measure the profile's calibration runs in "
+                      "the same rounds, fit the profile again on them "
+                      "(profiler.refit) and report its predictions as one "
+                      "more statistic: calibration and measurement then "
+                      "see the same host speed")
   parser.add_argument("--mode", default="cluster",
                       help="the executor mode: cluster or op")
   parser.add_argument(
@@ -344,7 +413,7 @@ def main():
           print(f"    {kind:13s} {label:16s} measured min {low * 1e3:8.3f} "
                 f"ms, median {mid * 1e3:8.3f} ms; simulated "
                 f"{sim * 1e3:8.3f} ms")
-      for stat in STATISTICS:
+      for stat in [s for (k, s) in results if k == kind]:
         r = results[(kind, stat)]
         print(f"{name} [{kind}] ({stat}): spearman {r['spearman']:.3f} "
               f"(ceiling {r['ceiling']:.3f}), median error "

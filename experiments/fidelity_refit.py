@@ -97,16 +97,13 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
 
 
 def calibration_refit(prof: profiler.Profile) -> tuple:
-  """``(topology, costs)`` that ``gplace.profile``'s link and launch fit
-  gives on ``prof``'s own calibration runs, from :func:`uncalibrated`."""
+  """``(topology, costs)`` that ``gplace.profile``'s fit (as the code
+  stands) gives on ``prof``'s own calibration runs (``profiler.refit``)."""
   if prof.calibration_placements is None:
     raise SystemExit("the profile kept no calibration runs (profiles from "
                      "before 2026-11-27 did not); --calibration needs them.")
-  bare, gross = uncalibrated(prof)
-  fitted, costs, *_ = profiler._calibrate_links(  # pylint: disable=protected-access
-      prof.graph, bare, gross, prof.calibration_placements,
-      prof.calibration_orders, prof.calibration_s)
-  return fitted, costs
+  again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
+  return again.topology, again.costs
 
 
 def measured_of(data, schedule: str, statistic: str) -> np.ndarray:

@@ -255,7 +255,7 @@ def _median_time(call: Callable[[], Any], repeats: int, warmup: int = 1
   return float(statistics.median(times))
 
 
-def _timing_classes(devices: Sequence[jax.Device]) -> list[int]:
+def timing_classes(devices: Sequence[jax.Device]) -> list[int]:
   """Index of the representative device each device is timed as: devices of
   one platform and kind that share compute (CPU devices) time alike."""
   rep: dict[Any, int] = {}
@@ -385,7 +385,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   program = trace_program(fn, *args, **kwargs)
   graph = program.graph
   d = len(devices)
-  timing_class = _timing_classes(devices)
+  timing_class = timing_classes(devices)
 
   dispatch = np.zeros(d)
   for j, dev in enumerate(devices):
@@ -393,11 +393,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
     dispatch[j] = dispatch[rep] if rep != j else dispatch_overhead(dev)
 
   op_time = _time_ops(program, args, kwargs, devices, repeats, timing_class)
-  is_op = graph.kind == NODE_OP
-  # What remains after dispatch is compute; keep a floor so no op is free.
-  compute = np.where(is_op[:, None],
-                     np.maximum(op_time - dispatch[None, :], 0.1 * op_time),
-                     0.0)
+  compute = _compute_times(graph, op_time, dispatch)
 
   latency = np.zeros((d, d))
   bandwidth = np.full((d, d), np.inf)
@@ -417,7 +413,8 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   rng = np.random.default_rng(seed)
   blocks = (calibration_blocks(graph.n_nodes, d, calibration_placements, rng)
             if d > 1 else np.zeros((0, graph.n_nodes), np.int32))
-  uncalibrated = _measured_topology(devices, dispatch, latency, bandwidth, 1.0)
+  uncalibrated = _measured_topology(local(devices), dispatch, latency,
+                                    bandwidth, 1.0)
   schedules = (partition.schedule_orders(simulator.simulate(
       graph, blocks, uncalibrated, costs=compute, return_schedule=True))
                if len(blocks) else np.zeros((0, graph.n_nodes), np.int64))
@@ -435,16 +432,98 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   whole = np.zeros(d)
   for i, j in enumerate(singles):
     whole[j] = executor_s[i]
-  whole = whole[timing_class]
+  return _fitted(graph, local(devices), op_time, dispatch, latency,
+                 bandwidth, whole[timing_class], blocks, schedules,
+                 executor_s[len(singles):], time.perf_counter() - start)
+
+
+def refit(prof: Profile, calibration_s: np.ndarray,
+          whole_program_s: np.ndarray) -> Profile:
+  """``prof`` calibrated again on new measurements of its own runs.
+
+  The op times, dispatch overheads and bare copies stay; the fusion
+  factors, link, launch and copy factors are fitted again, exactly as
+  :func:`profile` fits them. Use it where the host's speed drifts: measure
+  the calibration runs (:func:`calibration_runs`) in the same interleaved
+  rounds as the placements to predict, so that the fit and what it predicts
+  see the same machine (``experiments/fidelity.py --calibrate-in-rounds``).
+
+  Args:
+    prof: a profile with calibration runs (``gplace.profile`` with
+      ``calibration_placements > 0`` on two or more devices).
+    calibration_s: ``[C]`` seconds of ``prof.calibration_placements`` run
+      in ``prof.calibration_orders`` (NaN: failed, left out).
+    whole_program_s: ``[D]`` seconds of the whole program on each device
+      alone (one cluster).
+
+  Returns:
+    A new :class:`Profile` with the new measurements.
+
+  Raises:
+    ExecutionError: ``prof`` has no calibration runs, or the measurements
+      have the wrong shape.
+  """
+  if prof.calibration_placements is None:
+    raise ExecutionError(
+        "This profile has no calibration runs to fit again; profile with "
+        "calibration_placements > 0 on two or more devices.")
+  calibration_s = np.asarray(calibration_s, np.float64)
+  whole_program_s = np.asarray(whole_program_s, np.float64)
+  if calibration_s.shape != (len(prof.calibration_placements),) or (
+      whole_program_s.shape != (prof.topology.n_devices,)):
+    raise ExecutionError(
+        f"refit wants [{len(prof.calibration_placements)}] calibration "
+        f"seconds and [{prof.topology.n_devices}] whole-program seconds, "
+        f"got shapes {calibration_s.shape} and {whole_program_s.shape}.")
+  return _fitted(prof.graph, prof.topology, prof.op_time_s, prof.dispatch_s,
+                 prof.transfer_latency_s, prof.transfer_bandwidth,
+                 whole_program_s, prof.calibration_placements,
+                 prof.calibration_orders, calibration_s, prof.profile_s)
+
+
+def calibration_runs(prof: Profile) -> list[tuple[np.ndarray, np.ndarray]]:
+  """``(placement [N], order [N])`` of each run :func:`refit` takes:
+  the whole program on each device alone (in node-id order), then each
+  calibration placement in its order."""
+  n = prof.graph.n_nodes
+  singles = [(np.full(n, j, np.int32), np.arange(n))
+             for j in range(prof.topology.n_devices)]
+  if prof.calibration_placements is None:
+    return singles
+  return singles + list(zip(prof.calibration_placements,
+                            prof.calibration_orders))
+
+
+def _compute_times(graph: Graph, op_time: np.ndarray,
+                   dispatch: np.ndarray) -> np.ndarray:
+  """``[N, D]`` op compute seconds: what remains of each op's time after
+  the dispatch, with a floor of a tenth so no op is free; 0 for inputs and
+  outputs."""
+  is_op = graph.kind == NODE_OP
+  return np.where(is_op[:, None],
+                  np.maximum(op_time - dispatch[None, :], 0.1 * op_time),
+                  0.0)
+
+
+def _fitted(graph: Graph, base: Topology, op_time: np.ndarray,
+            dispatch: np.ndarray, latency: np.ndarray,
+            bandwidth: np.ndarray, whole: np.ndarray, blocks: np.ndarray,
+            schedules: np.ndarray, measured: np.ndarray,
+            profile_s: float) -> Profile:
+  """The profile of these measurements: fusion factors from the whole
+  program on each device (``whole [D]``; NaN, a failed run: 1x), then links,
+  launches and copies fitted on the calibration runs (``blocks`` run in
+  ``schedules``, ``measured [C]`` seconds)."""
+  is_op = graph.kind == NODE_OP
+  compute = _compute_times(graph, op_time, dispatch)
   whole = np.where(np.isfinite(whole), whole, compute.sum(0))  # failed: 1x
   fusion = whole / np.maximum(compute.sum(0), 1e-12)
   costs = compute * fusion[None, :]
-
-  topology = _measured_topology(devices, dispatch, latency, bandwidth,
+  d = len(dispatch)
+  topology = _measured_topology(base, dispatch, latency, bandwidth,
                                 float(np.median(fusion)))
   link_scale, link_scales = 1.0, np.ones((d, d))
   launch_scales, copy_scales = np.ones(d), np.zeros(d)
-  measured = executor_s[len(singles):]
   if np.isfinite(measured).any():
     (topology, costs, link_scale, link_scales, launch_scales,
      copy_scales) = _calibrate_links(graph, topology, costs, blocks,
@@ -459,18 +538,20 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
                  calibration_placements=blocks if len(blocks) else None,
                  calibration_orders=schedules if len(blocks) else None,
                  calibration_s=measured if len(blocks) else None,
-                 profile_s=time.perf_counter() - start)
+                 profile_s=profile_s)
 
 
-def _measured_topology(devices, dispatch: np.ndarray, latency: np.ndarray,
-                       bandwidth: np.ndarray, time_scale: float) -> Topology:
-  """``local(devices)`` with measured dispatch overheads and links: a link
-  costs the fitted copy latency, and each cluster one dispatch of its
-  device (``Device.cluster_launch_s``, before calibration scales it)."""
-  base = local(devices)
+def _measured_topology(base: Topology, dispatch: np.ndarray,
+                       latency: np.ndarray, bandwidth: np.ndarray,
+                       time_scale: float) -> Topology:
+  """``base`` (``local(devices)``) with measured dispatch overheads and
+  links: a link costs the fitted copy latency, each cluster one dispatch of
+  its device (``Device.cluster_launch_s``, before calibration scales it),
+  and a copy no issue cost until calibration fits one."""
   topo_devices = tuple(
       dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
-                          cluster_launch_s=float(dispatch[j]))
+                          cluster_launch_s=float(dispatch[j]),
+                          copy_issue_s=0.0)
       for j, dev in enumerate(base.devices))
   link_latency = np.array(latency, np.float64)
   np.fill_diagonal(link_latency, 0.0)

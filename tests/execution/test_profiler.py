@@ -74,6 +74,42 @@ def test_profile_feeds_the_simulator(mlp_profile):
   assert runtime.shape == (2,) and runtime[1] > runtime[0] > 0
 
 
+def test_refit_on_the_same_measurements_gives_the_same_profile(mlp_profile):
+  prof, _, _ = mlp_profile
+  again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
+  np.testing.assert_array_equal(again.costs, prof.costs)
+  assert again.topology.devices == prof.topology.devices
+  np.testing.assert_array_equal(again.topology.link_latency,
+                                prof.topology.link_latency)
+  assert again.topology.batched_inputs == prof.topology.batched_inputs
+  np.testing.assert_array_equal(again.copy_scales, prof.copy_scales)
+  # A host twice as slow: twice the fusion factor, the same op times.
+  slower = profiler.refit(prof, 2 * prof.calibration_s,
+                          2 * prof.whole_program_s)
+  np.testing.assert_allclose(slower.fusion_factor, 2 * prof.fusion_factor)
+  np.testing.assert_array_equal(slower.op_time_s, prof.op_time_s)
+  np.testing.assert_array_equal(slower.calibration_s, 2 * prof.calibration_s)
+
+
+def test_calibration_runs_are_what_refit_takes(mlp_profile):
+  prof, _, _ = mlp_profile
+  runs = profiler.calibration_runs(prof)
+  assert len(runs) == 2 + len(prof.calibration_placements)
+  for j in range(2):
+    np.testing.assert_array_equal(runs[j][0], j)
+  np.testing.assert_array_equal(runs[2][1], prof.calibration_orders[0])
+
+
+def test_refit_refuses_bad_measurements(mlp_profile):
+  prof, _, _ = mlp_profile
+  with pytest.raises(gplace.GplaceError, match="calibration seconds"):
+    profiler.refit(prof, prof.calibration_s[:-1], prof.whole_program_s)
+  bare = dataclasses.replace(prof, calibration_placements=None,
+                             calibration_orders=None, calibration_s=None)
+  with pytest.raises(gplace.GplaceError, match="no calibration runs"):
+    profiler.refit(bare, np.ones(3), prof.whole_program_s)
+
+
 def test_profile_save_load_round_trip(mlp_profile, tmp_path):
   prof, _, _ = mlp_profile
   path = tmp_path / "profile.npz"
