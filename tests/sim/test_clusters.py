@@ -63,17 +63,26 @@ def test_a_bad_order_is_refused():
     clusters.count_clusters(graph, np.zeros((1, 30), int), order[None], 2)
 
 
+def _with_and_without(topology, charged, schedule, seed):
+  """``(graph, placements, base, result)``: six random placements of a
+  random graph simulated in ``schedule`` on ``topology`` and on
+  ``charged`` (the same with host costs), schedules returned."""
+  graph = random_dag(80, avg_degree=2.5, n_inputs=3, seed=seed)
+  placements = np.random.default_rng(seed).integers(0, 3,
+                                                    (6, graph.n_nodes))
+  base, result = (simulate(graph, placements, t, schedule=schedule,
+                           return_schedule=True)
+                  for t in (topology, charged))
+  return graph, placements, base, result
+
+
 @pytest.mark.parametrize("schedule", ["static", "dynamic", "planned"])
 def test_simulate_adds_one_launch_per_cluster(schedule):
-  graph = random_dag(80, avg_degree=2.5, n_inputs=3, seed=1)
   topology = topology_lib.preset("1cpu+2gpu")
   launch = np.array([2e-5, 7e-5, 7e-5])
   charged = _with_launch(topology, launch)
-  placements = np.random.default_rng(0).integers(0, 3, (6, graph.n_nodes))
-  base = simulate(graph, placements, topology, schedule=schedule,
-                  return_schedule=True)
-  result = simulate(graph, placements, charged, schedule=schedule,
-                    return_schedule=True)
+  graph, placements, base, result = _with_and_without(topology, charged,
+                                                      schedule, seed=1)
   np.testing.assert_array_equal(result.order, base.order)
   np.testing.assert_array_equal(result.finish_s, base.finish_s)
   counts = clusters.count_clusters(graph, placements, base.order, 3)
@@ -172,15 +181,11 @@ def test_copies_are_what_the_executor_copies():
 
 @pytest.mark.parametrize("schedule", ["static", "best"])
 def test_simulate_adds_one_issue_per_copy(schedule):
-  graph = random_dag(80, avg_degree=2.5, n_inputs=3, seed=4)
   topology = _with_launch(topology_lib.preset("1cpu+2gpu"), [1e-5] * 3)
   issue = np.array([3e-5, 1e-5, 1e-5])
   charged = _with_copy(topology, issue)
-  placements = np.random.default_rng(3).integers(0, 3, (6, graph.n_nodes))
-  base = simulate(graph, placements, topology, schedule=schedule,
-                  return_schedule=True)
-  result = simulate(graph, placements, charged, schedule=schedule,
-                    return_schedule=True)
+  graph, placements, base, result = _with_and_without(topology, charged,
+                                                      schedule, seed=4)
   copies = clusters.count_copies(graph, placements, 3)
   assert np.all(copies.sum(1) > 0)
   if schedule == "static":        # the copies add to the same schedule
