@@ -41,7 +41,7 @@ import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-po
 from gplace import workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import cache  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import calibration  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main():
@@ -62,7 +62,7 @@ def main():
   devices = jax.devices()[:2]
   schedule = None if args_ns.schedule == "default" else args_ns.schedule
   rng = np.random.default_rng(0)
-  placements = list(profiler.block_placements(
+  placements = list(calibration.block_placements(
       graph.n_nodes, 2, args_ns.placements, rng))
   uniform = rng.integers(0, 2, graph.n_nodes).astype(np.int32)
   print(f"{args_ns.workload} ({args_ns.size}, infer): {graph.n_nodes} nodes, "

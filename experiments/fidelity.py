@@ -79,6 +79,7 @@ from gplace import baselines, workloads  # noqa: E402  pylint: disable=g-import-
 from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import calibration  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -168,7 +169,7 @@ def evaluate(name, size, args_ns, devices):
   drawn = 0
   while len(placements) < args_ns.placements and drawn < 10 * (
       args_ns.placements + 1):
-    placement, = profiler.block_placements(
+    placement, = calibration.block_placements(
         graph.n_nodes, len(devices), 1, rng, args_ns.max_blocks)
     more_labels, more, seen = distinct([f"blocks_{drawn}"], [placement],
                                        seen)

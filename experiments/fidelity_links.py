@@ -22,6 +22,7 @@ import os
 import numpy as np
 from scipy import stats
 
+from gplace.execution import calibration
 from gplace.execution import profiler
 from gplace.sim import simulator
 
@@ -32,7 +33,7 @@ def predictions(prof: profiler.Profile, placements: np.ndarray,
   ``factors [D, D]`` instead of its calibrated ones."""
   calibrated = prof.link_scales if prof.link_scales is not None else (
       np.full_like(prof.topology.link_latency, prof.link_scale))
-  topology = profiler._rescaled(prof.topology, factors / calibrated)  # pylint: disable=protected-access
+  topology = calibration._rescaled(prof.topology, factors / calibrated)  # pylint: disable=protected-access
   return np.array([simulator.simulate(prof.graph, p, topology,
                                       costs=prof.costs, order=o).runtime_s
                    for p, o in zip(placements, orders)], np.float64)

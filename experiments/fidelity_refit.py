@@ -35,6 +35,7 @@ import numpy as np
 from scipy import stats
 
 from experiments.fidelity_links import add_dump_flags, dumps
+from gplace.execution import calibration
 from gplace.execution import profiler
 from gplace.sim import simulator
 
@@ -83,7 +84,7 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
         link_latency=topology.link_latency * factors,
         link_bandwidth=topology.link_bandwidth / factors,
         batched_inputs=batched, compute_group=np.asarray(group))
-    costs = profiler._net_of_launch(gross, trial)  # pylint: disable=protected-access
+    costs = calibration._net_of_launch(gross, trial)  # pylint: disable=protected-access
     predicted = np.asarray(simulator.simulate(
         prof.graph, placements, trial, costs=costs, order=orders).runtime_s,
                            np.float64)

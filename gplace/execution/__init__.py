@@ -8,7 +8,7 @@ into the steps a call replays; ``executor`` runs them (:func:`place`;
 ``weak_types`` decides which argument types may run a captured program);
 ``timing`` measures runtimes (:func:`measure`); ``profiler`` calibrates a
 :class:`~gplace.sim.topology.Topology` and a cost table against the executor
-(:func:`profile`).
+(:func:`profile`; ``calibration`` fits its link and host-cost factors).
 """
 
 from gplace.execution.executor import place, PlacedFunction, default_devices

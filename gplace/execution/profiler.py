@@ -33,7 +33,7 @@ What is measured (host-side Python; every timing is the median of
   matches them (a placed transfer costs more than a bare copy, a cluster
   more than a bare dispatch; one link factor per pair of device kinds, e.g.
   CPU to GPU and GPU to CPU, one launch factor and one copy factor per
-  device kind: see :func:`_calibrate_links`). Each runs with
+  device kind: see :func:`calibrate_links`). Each runs with
   the simulator's default schedule on the uncalibrated topology and costs,
   and is simulated in that same order, so the fit compares like with like.
   Placed runs are timed in interleaved rounds, and each is represented by
@@ -72,7 +72,6 @@ runs can reuse a calibration.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import statistics
@@ -85,6 +84,7 @@ import numpy as np
 
 from gplace.errors import ExecutionError, check_seed
 from gplace.execution import cache
+from gplace.execution.calibration import calibrate_links, calibration_blocks
 from gplace.execution import executor
 from gplace.execution import inputs
 from gplace.execution import partition
@@ -92,16 +92,10 @@ from gplace.execution import timing
 from gplace.graphs.capture import Program, trace_program
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
 from gplace.sim import simulator
-from gplace.sim.clusters import count_copies, launch_costs
 from gplace.sim.topology import Device, Topology, local
 
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
 _FORMAT = "gplace.Profile"
-# Calibration grids of at most this many combinations are searched whole.
-_FULL_GRID_TRIALS = 2500
-# Factors on the measured dispatch tried for each device kind's copy issue
-# (Device.copy_issue_s): 0, and 1/32 to 8 in steps of sqrt(2).
-_COPY_GRID = np.r_[0.0, np.geomspace(1 / 32, 8.0, 17)]
 #: Profile fields saved only when set (older profiles lack them).
 _OPTIONAL_ARRAYS = ("launch_scales", "copy_scales", "calibration_placements",
                     "calibration_orders", "calibration_s")
@@ -355,7 +349,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
     transfer_repeats: timed copies per transfer size.
     calibration_placements: random placements (:func:`calibration_blocks`)
       that are run with the executor to fit the link and launch factors
-      (see :func:`_calibrate_links`); 0 keeps the microbenchmark fit.
+      (see :func:`calibrate_links`); 0 keeps the microbenchmark fit.
     calibration_rounds: interleaved rounds those (and the single-device
       runs) are timed in.
     seed: seed of those placements.
@@ -526,7 +520,7 @@ def _fitted(graph: Graph, base: Topology, op_time: np.ndarray,
   launch_scales, copy_scales = np.ones(d), np.zeros(d)
   if np.isfinite(measured).any():
     (topology, costs, link_scale, link_scales, launch_scales,
-     copy_scales) = _calibrate_links(graph, topology, costs, blocks,
+     copy_scales) = calibrate_links(graph, topology, costs, blocks,
                                      schedules, measured)
   return Profile(graph=graph, topology=topology, costs=costs,
                  op_time_s=np.where(is_op[:, None], op_time, 0.0),
@@ -559,239 +553,3 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
       devices=topo_devices, link_bandwidth=bandwidth,
       link_latency=link_latency, compute_group=base.compute_group,
       name="local-calibrated", time_scale=time_scale, batched_inputs=True)
-
-
-def block_placements(n_nodes: int, n_devices: int, count: int,
-                     rng: np.random.Generator, max_blocks: int = 16,
-                     min_blocks: int = 2) -> np.ndarray:
-  """``[count, n_nodes]`` random placements with long same-device runs: node
-  ids (a topological order) cut into ``min_blocks..max_blocks`` contiguous
-  blocks (at most ``n_nodes``), each on a random device."""
-  out = []
-  for _ in range(count):
-    top = min(max_blocks, n_nodes)
-    n_blocks = int(rng.integers(min(min_blocks, top), top + 1))
-    cuts = np.sort(rng.choice(np.arange(1, n_nodes), n_blocks - 1,
-                              replace=False))
-    devices = rng.integers(0, n_devices, n_blocks)
-    out.append(np.repeat(devices, np.diff(np.r_[0, cuts, n_nodes])))
-  return np.asarray(out, np.int32)
-
-
-def calibration_blocks(n_nodes: int, n_devices: int, count: int,
-                       rng: np.random.Generator) -> np.ndarray:
-  """``[count, n_nodes]`` calibration placements of three kinds, so that
-  the fit can tell its factors apart:
-
-  * a quarter cut once: a prefix of the node ids on one device, the rest
-    on another, both orders of each pair in turn (values cross in one
-    direction only: the link factor of each direction);
-  * of the rest, half with few blocks (2-16, :func:`block_placements`:
-    transfers matter) and half with many (17-64: launching clusters
-    matters, as for placers that cut tiny graphs into up to ~100
-    clusters).
-  """
-  cuts = count // 4
-  few = (count - cuts) - (count - cuts) // 2
-  out = [block_placements(n_nodes, n_devices, few, rng),
-         block_placements(n_nodes, n_devices, count - cuts - few, rng,
-                          max_blocks=64, min_blocks=17)]
-  pairs = [(a, b) for a in range(n_devices) for b in range(n_devices)
-           if a != b]
-  for i in range(cuts):
-    a, b = pairs[i % len(pairs)] if pairs else (0, 0)
-    cut = int(rng.integers(1, max(n_nodes, 2)))
-    out.append(np.where(np.arange(n_nodes) < cut, a, b)[None])
-  return np.concatenate(out).astype(np.int32)
-
-
-def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
-  """``costs`` with each device's column scaled so that the one cluster of
-  a single-device placement plus its launch (``cluster_launch_s``) costs
-  what the column summed to (the measured whole program); a column keeps at
-  least a tenth of its sum."""
-  total = costs.sum(0)
-  net = np.maximum(total - launch_costs(topology), 0.1 * total)
-  return costs * np.where(total > 0, net / np.where(total > 0, total, 1.0),
-                          1.0)[None, :]
-
-
-def _rescaled(topology: Topology, links: float | np.ndarray = 1.0,
-              launch: np.ndarray | None = None,
-              copy_issue_s: np.ndarray | None = None, **changes) -> Topology:
-  """``topology`` with link latencies and per-byte times times ``links``
-  (a number or ``[D, D]``), each device's ``cluster_launch_s`` times
-  ``launch[d]``, its ``copy_issue_s`` set to ``copy_issue_s[d]`` and the
-  other fields in ``changes``, in one validation (the calibration builds
-  thousands)."""
-  if launch is not None or copy_issue_s is not None:
-    launch = np.ones(topology.n_devices) if launch is None else launch
-    copy_issue_s = ([dev.copy_issue_s for dev in topology.devices]
-                    if copy_issue_s is None else copy_issue_s)
-    changes["devices"] = tuple(
-        dataclasses.replace(dev, cluster_launch_s=dev.cluster_launch_s * s,
-                            copy_issue_s=float(c))
-        for dev, s, c in zip(topology.devices, launch, copy_issue_s))
-  return topology.replace(link_latency=topology.link_latency * links,
-                          link_bandwidth=topology.link_bandwidth / links,
-                          **changes)
-
-
-def _calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
-                     placements: np.ndarray, schedules: np.ndarray,
-                     measured: np.ndarray
-                     ) -> tuple[Topology, np.ndarray, float, np.ndarray,
-                                np.ndarray, np.ndarray]:
-  """Scales link, cluster-launch and copy-issue costs so the simulator
-  matches the executor on measured placements.
-
-  A placed run pays more per cross-device value than a bare ``device_put``
-  (the copy is issued from Python between executables, and XLA fuses less
-  across the cut), and more per cluster than a bare dispatch (argument
-  handling, copies that wait for a device). Factors on link latency and
-  per-byte time, and on each device's ``cluster_launch_s``, chosen on log
-  grids to minimize the median absolute log error of the simulated
-  runtimes (ties broken by the mean), absorb them.
-
-  Where ``topology.batched_inputs`` (the executor's batched parameter
-  copies), the fit also tries the plain model (every input transfer pays
-  the latency) and keeps the better: on CPU + GPU a batched copy still
-  costs tens of microseconds per array.
-
-  Op costs shrink by one launch per device (:func:`_net_of_launch`), so a
-  single-device placement still costs the measured whole program; a
-  launch is capped at half of that run (it is part of it: without the cap
-  a fit can put a step's whole cost into launches that a one-cluster run
-  contradicts).
-
-  One link factor per (source kind, destination kind) and one launch
-  factor per device kind, searched jointly: every combination where the
-  grids hold at most ``_FULL_GRID_TRIALS`` of them (one kind of device),
-  else every combination on coarse grids (links 2x apart, launches 4x)
-  followed by coordinate descent on the fine grids. (Before 2026-11-27 the
-  search began from one factor for all links, and its descent could stop
-  where launches absorbed what GPU-to-CPU copies cost: on CPU + H200 that
-  fit ranked fidelity's placements at Spearman 0.71-0.72, the joint coarse
-  search at 0.96-0.99 on the same measurements.) The directions
-  differ on an accelerator: parameters go from host to device in one
-  batched copy at the start of a call (cheaper than a copy each, which is
-  what the simulator charges), while a value the device has just computed
-  comes back through a synchronising copy (dearer than a bare one).
-  Devices of one kind (forced CPU devices) keep one link factor.
-
-  Each device kind also gets a host cost per value copied into it
-  (``Device.copy_issue_s``, a factor on the measured dispatch from
-  ``_COPY_GRID``, 0 included): the executor issues copies from the thread
-  that launches clusters, so they add to a step while the links' time
-  overlaps compute. It is additive, so every trial of links and launches
-  tries every copy factor without simulating again. (Fitted on two forced
-  CPU devices it took the calibration runs' median error from 4-20% to
-  2-8% and fidelity's Spearman, out of sample, from 0.75-0.95 to
-  0.94-0.99: RESULTS.md, "Copies cost the host, and one statistic for
-  calibration and fidelity".)
-
-  Args:
-    graph, topology, costs: the problem as the simulator sees it.
-    placements: ``[K, N]`` placements that were run.
-    schedules: ``[K, N]`` the orders they ran in (simulated in that order).
-    measured: ``[K]`` their measured seconds (inf/NaN: failed, ignored).
-
-  Returns:
-    ``(topology with scaled links, launch and copy costs, the costs net of
-    one launch, the common link factor, [D, D] per-link factors, [D]
-    per-device launch factors, [D] per-device copy factors)``.
-  """
-  ok = np.flatnonzero(np.isfinite(measured))
-  scales = np.geomspace(1 / 16, 16.0, 33)
-  launch_grid = np.r_[0.0, np.geomspace(0.25, 64.0, 33)]
-  kinds = [dev.kind for dev in topology.devices]
-  d = len(kinds)
-  pairs = [(i, j) for i in range(d) for j in range(d) if i != j]
-  classes = sorted({(kinds[i], kinds[j]) for i, j in pairs})
-  measured_launch = launch_costs(topology)
-  launches = ([("launch", k) for k in sorted(set(kinds))]
-              if np.any(measured_launch > 0) else [])
-
-  def factors_of(per_class: dict) -> tuple[np.ndarray, np.ndarray]:
-    links = np.ones((d, d))
-    for i, j in pairs:
-      links[i, j] = per_class[(kinds[i], kinds[j])]
-    launch = np.array([per_class.get(("launch", k), 1.0) for k in kinds])
-    return links, launch
-
-  # A launch is part of the single-device run (one cluster): at most half.
-  most = np.where(measured_launch > 0, 0.5 * costs.sum(0) / np.where(
-      measured_launch > 0, measured_launch, 1.0), np.inf)
-
-  def scaled(per_class: dict) -> Topology:
-    links, launch = factors_of(per_class)
-    return _rescaled(topology, links, np.minimum(launch, most),
-                     copy_issue_s=np.zeros(d),  # added by error()
-                     batched_inputs=per_class.get("batched",
-                                                  topology.batched_inputs))
-
-  # Copy issue: [M, kinds] factor combinations, and [K, kinds] the host
-  # seconds each placement's copies into each kind cost at factor 1.
-  kind_names = sorted(set(kinds))
-  unit = np.array([dev.launch_overhead_s for dev in topology.devices])
-  copies = count_copies(graph, placements[ok], d) * unit[None, :]
-  per_kind = np.stack([copies[:, [kinds[j] == k for j in range(d)]].sum(1)
-                       for k in kind_names], axis=1)
-  copy_combos = np.array(list(itertools.product(
-      _COPY_GRID if np.any(per_kind > 0) else [0.0],
-      repeat=len(kind_names))))
-  extra = copy_combos @ per_kind.T                          # [M, K]
-
-  def error(per_class: dict) -> tuple[float, float, int]:
-    """(median, mean) absolute log error at the best copy factors, and
-    their row of ``copy_combos``: the median, robust to a burst of load,
-    ranks; the mean breaks its ties (a median can be flat)."""
-    trial = scaled(per_class)
-    sim = np.asarray(simulator.simulate(
-        graph, placements[ok], trial, costs=_net_of_launch(costs, trial),
-        order=schedules[ok]).runtime_s, np.float64)
-    log_error = np.abs(np.log((sim[None, :] + extra) / measured[ok][None]))
-    median, mean = np.median(log_error, axis=1), np.mean(log_error, axis=1)
-    row = int(np.lexsort((mean, median))[0])
-    return float(median[row]), float(mean[row]), row
-
-  # Jointly (either factor can absorb the other's cost on placements with
-  # many clusters): the whole fine grid where it is small, else the whole
-  # coarse grid, then descent on the fine one.
-  batching = ([{"batched": b} for b in (False, True)]
-              if topology.batched_inputs else [{}])
-  fine_trials = (len(batching) * len(scales) ** len(classes)
-                 * len(launch_grid) ** len(launches))
-  fine = fine_trials <= _FULL_GRID_TRIALS
-  link_values = scales if fine else scales[::4]
-  launch_values = (launch_grid if fine
-                   else np.r_[0.0, launch_grid[1::8]])
-  trials = [{**dict(zip(classes, links)), **dict(zip(launches, lau)), **b}
-            for b in batching
-            for links in itertools.product(link_values.tolist(),
-                                           repeat=len(classes))
-            for lau in itertools.product(launch_values.tolist(),
-                                         repeat=len(launches))]
-  errors = [error(trial) for trial in trials]
-  best = min(errors)
-  per_class = trials[errors.index(best)]
-  # The best single factor for every link (Profile.link_scale).
-  common = min((e, t[classes[0]]) for e, t in zip(errors, trials)
-               if len({t[c] for c in classes}) == 1)[1]
-  coordinates = [] if fine else (
-      [(c, scales) for c in classes] + [(c, launch_grid) for c in launches]
-      + ([("batched", (False, True))] if topology.batched_inputs else []))
-  improved, sweeps = bool(coordinates), 0
-  while improved and sweeps < 8:  # coordinate descent, until a sweep is idle
-    improved, sweeps = False, sweeps + 1
-    for c, grid in coordinates:
-      for value in grid:
-        trial = {**per_class, c: value}
-        e = error(trial)
-        if e < best:
-          best, per_class, improved = e, trial, True
-  links, launch = factors_of(per_class)
-  copy = copy_combos[best[2]][[kind_names.index(k) for k in kinds]]
-  fitted = _rescaled(scaled(per_class), copy_issue_s=copy * unit)
-  return (fitted, _net_of_launch(costs, fitted), common, links,
-          np.minimum(launch, most), copy)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gplace
+from gplace.execution import calibration
 from gplace.execution import profiler
 from gplace.sim import clusters
 from gplace.sim import simulator
@@ -141,7 +142,7 @@ def test_transfer_fit_is_positive():
 
 def test_block_placements_have_long_runs():
   rng = np.random.default_rng(0)
-  placements = profiler.block_placements(100, 3, 5, rng, max_blocks=4)
+  placements = calibration.block_placements(100, 3, 5, rng, max_blocks=4)
   assert placements.shape == (5, 100)
   assert placements.min() >= 0 and placements.max() < 3
   switches = np.sum(placements[:, 1:] != placements[:, :-1], axis=1)
@@ -158,10 +159,10 @@ def _link_fit_problem(topology, true_factors, count=24):
   costs = np.where(is_op[:, None],
                    rng.uniform(1e-5, 1e-4, (graph.n_nodes, topology.n_devices)),
                    0.0)
-  placements = profiler.block_placements(graph.n_nodes, topology.n_devices,
+  placements = calibration.block_placements(graph.n_nodes, topology.n_devices,
                                          count, rng, max_blocks=8)
   orders = np.tile(np.arange(graph.n_nodes), (count, 1))
-  truth = profiler._rescaled(topology, true_factors)  # pylint: disable=protected-access
+  truth = calibration._rescaled(topology, true_factors)  # pylint: disable=protected-access
   measured = np.array([simulator.simulate(graph, p, truth, costs=costs,
                                           order=o).runtime_s
                        for p, o in zip(placements, orders)])
@@ -176,7 +177,7 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
   true = np.array([[1.0, 0.5, 0.5], [4.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
   graph, costs, placements, orders, measured = _link_fit_problem(topology,
                                                                  true)
-  fitted, net, common, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, common, factors, launch, _ = calibration.calibrate_links(
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true, rtol=1e-6)
   np.testing.assert_array_equal(launch, 1.0)   # no launch costs to scale
@@ -193,7 +194,7 @@ def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
   topology = topology_lib.local(jax.devices()[:2])
   graph, costs, placements, orders, measured = _link_fit_problem(
       topology, np.full((2, 2), 2.0))
-  _, _, common, factors, _, _ = profiler._calibrate_links(  # pylint: disable=protected-access
+  _, _, common, factors, _, _ = calibration.calibrate_links(
       graph, topology, costs, placements, orders, measured)
   assert common == pytest.approx(2.0)
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
@@ -212,11 +213,11 @@ def _launch_fit_problem(topology, true_links, true_launch, seed,
   is_op = graph.kind == NODE_OP
   costs = np.where(is_op[:, None],
                    rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
-  placements = profiler.calibration_blocks(graph.n_nodes, 2, 16, rng)
+  placements = calibration.calibration_blocks(graph.n_nodes, 2, 16, rng)
   orders = np.tile(np.arange(graph.n_nodes), (16, 1))
-  truth = profiler._rescaled(topology, true_links, true_launch,  # pylint: disable=protected-access
+  truth = calibration._rescaled(topology, true_links, true_launch,  # pylint: disable=protected-access
                              copy_issue_s=true_copy)
-  truth_costs = profiler._net_of_launch(costs, truth)  # pylint: disable=protected-access
+  truth_costs = calibration._net_of_launch(costs, truth)  # pylint: disable=protected-access
   measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
                                           order=o).runtime_s
                        for p, o in zip(placements, orders)])
@@ -234,7 +235,7 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
   graph, costs, placements, orders, measured, truth_costs = (
       _launch_fit_problem(topology, np.full((2, 2), 2.0), np.full(2, 4.0),
                           seed=0))
-  fitted, net, _, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, _, factors, launch, _ = calibration.calibrate_links(
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(launch, [4.0, 4.0])
   np.testing.assert_allclose(factors, [[1.0, 2.0], [2.0, 1.0]])
@@ -260,7 +261,7 @@ def test_calibration_recovers_a_host_cost_per_copy():
                           seed=2, true_copy=np.full(2, 2e-5)))
   assert len({tuple(row) for row in clusters.count_copies(
       graph, placements, 2)}) > 4                 # the copies vary
-  fitted, net, _, factors, launch, copy = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, _, factors, launch, copy = calibration.calibrate_links(
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(copy, [2.0, 2.0])
   np.testing.assert_allclose(launch, [4.0, 4.0])
@@ -273,7 +274,7 @@ def test_calibration_recovers_a_host_cost_per_copy():
                         for p, o in zip(placements, orders)])
   np.testing.assert_allclose(simulated, measured, rtol=1e-6)
   # Without the copy cost the same runs are matched worse.
-  fitted_without = profiler._rescaled(fitted, copy_issue_s=np.zeros(2))  # pylint: disable=protected-access
+  fitted_without = calibration._rescaled(fitted, copy_issue_s=np.zeros(2))  # pylint: disable=protected-access
   without = np.array([simulator.simulate(graph, p, fitted_without, costs=net,
                                          order=o).runtime_s
                       for p, o in zip(placements, orders)])
@@ -296,7 +297,7 @@ def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
   true_links = np.array([[1.0, 2.0], [8.0, 1.0]])
   graph, costs, placements, orders, measured, _ = _launch_fit_problem(
       topology, true_links, np.array([16.0, 0.25]), seed=1)
-  fitted, net, _, factors, launch, _ = profiler._calibrate_links(  # pylint: disable=protected-access
+  fitted, net, _, factors, launch, _ = calibration.calibrate_links(
       graph, topology, costs, placements, orders, measured)
   np.testing.assert_allclose(factors, true_links)
   np.testing.assert_allclose(launch, [16.0, 0.25])
@@ -309,7 +310,7 @@ def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
 
 def test_calibration_blocks_span_few_and_many_clusters():
   rng = np.random.default_rng(0)
-  placements = profiler.calibration_blocks(400, 2, 16, rng)
+  placements = calibration.calibration_blocks(400, 2, 16, rng)
   blocks = 1 + np.sum(placements[:, 1:] != placements[:, :-1], axis=1)
   # 6 with 2-16 blocks, 6 with 17-64 (neighbours may share a device), and
   # 4 cut once, both directions.
