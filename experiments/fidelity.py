@@ -233,12 +233,10 @@ def evaluate(name, size, args_ns, devices):
   if n_calibration:
     refitted = refit_in_rounds(prof, calibration_rounds, devices)
     for kind in kinds:
-      orders = np.stack([np.asarray(o) if not isinstance(o, str)
-                         else np.arange(graph.n_nodes)
-                         for o in schedules[kind]])
-      predicted[(kind, _REFIT)] = np.asarray(simulator.simulate(
+      result = simulator.simulate(
           graph, placements, refitted.topology, costs=refitted.costs,
-          order=orders).runtime_s, np.float64)
+          order=run_orders(schedules[kind], graph.n_nodes))
+      predicted[(kind, _REFIT)] = np.asarray(result.runtime_s, np.float64)
   if args_ns.dump:
     dump(os.path.join(args_ns.dump, f"fidelity_{name}_{args_ns.size}.npz"),
          labels, placements, kinds, schedules, predicted, measured,
@@ -270,6 +268,13 @@ def evaluate(name, size, args_ns, devices):
           min_ms=mean.min() * 1e3, max_ms=mean.max() * 1e3,
           rows=list(zip(np.asarray(labels)[ok], mean, sim)))
   return results
+
+
+def run_orders(schedules, n_nodes: int) -> np.ndarray:
+  """``[K, N]`` int64 orders the placements ran in: each schedule's order,
+  node-id order for a named one (``device_greedy``)."""
+  return np.stack([np.arange(n_nodes) if isinstance(o, str)
+                   else np.asarray(o, np.int64) for o in schedules])
 
 
 def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
@@ -321,11 +326,9 @@ def dump(path, labels, placements, kinds, schedules, predicted, measured,
   ``predicted_refit_<kind> [K]``."""
   arrays = dict(labels=np.asarray(labels), placements=placements,
                 failed=failed)
-  n = placements.shape[1]
   for kind in kinds:
-    arrays[f"order_{kind}"] = np.stack([
-        np.asarray(o, np.int64) if not isinstance(o, str) else np.arange(n)
-        for o in schedules[kind]])
+    arrays[f"order_{kind}"] = run_orders(schedules[kind],
+                                         placements.shape[1])
     arrays[f"predicted_{kind}"] = predicted[kind]
     arrays[f"clusters_{kind}"] = np.asarray(clusters[kind])
     for stat in ("min", "median"):

@@ -234,9 +234,9 @@ def train_candidates(problem: Problem, config, *,
                      costs=problem.costs)
     config.workload = graph_path
     config.topology = "file"
-    if validation.ignores_launches(config.rl.reward, problem.topology):
-      # The host reward charges a profiled topology's launches, as the
-      # candidates are scored.
+    if validation.ignores_host_costs(config.rl.reward, problem.topology):
+      # The host reward charges a profiled topology's launches and copy
+      # issues, as the candidates are scored.
       config.rl.reward = "simulator_host"
     config.seed = seed
     config.pmap = False

@@ -289,7 +289,7 @@ def validate_topology(config) -> None:
         "workload's graph file gives the devices).")
 
 
-def ignores_launches(reward: str, topology) -> bool:
+def ignores_host_costs(reward: str, topology) -> bool:
   """Whether ``reward`` (a ``config.rl.reward``) runs in the jitted step,
   which leaves out the executor's host work (``Device.cluster_launch_s``
   per cluster and ``Device.copy_issue_s`` per copy, which
@@ -301,12 +301,12 @@ def ignores_launches(reward: str, topology) -> bool:
 
 
 def check_reward_topology(config, topology) -> None:
-  """Refuses a reward that :func:`ignores_launches` of ``topology``.
+  """Refuses a reward that :func:`ignores_host_costs` of ``topology``.
 
   Raises:
     ConfigError: such a reward on a topology with a launch cost.
   """
-  if ignores_launches(config.rl.reward, topology):
+  if ignores_host_costs(config.rl.reward, topology):
     ms = lambda costs: ", ".join(f"{s * 1e3:.3g} ms" for s in costs)
     raise ConfigError(
         f"config.rl.reward={config.rl.reward!r} runs in the jitted step, "
