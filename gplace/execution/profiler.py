@@ -170,6 +170,7 @@ class Profile:
         "topology": {
             "name": topo.name, "time_scale": topo.time_scale,
             "batched_inputs": topo.batched_inputs,
+            "pipelined_links": topo.pipelined_links,
             "devices": [dataclasses.asdict(d) for d in topo.devices]},
     }
     graph_path = path + ".graph.tmp.npz"
@@ -221,7 +222,8 @@ class Profile:
         link_latency=arrays["link_latency"],
         compute_group=arrays["compute_group"], name=topo_meta["name"],
         time_scale=topo_meta["time_scale"],
-        batched_inputs=topo_meta.get("batched_inputs", False))
+        batched_inputs=topo_meta.get("batched_inputs", False),
+        pipelined_links=topo_meta.get("pipelined_links", False))
     return cls(graph=graph, topology=topology, costs=arrays["costs"],
                op_time_s=arrays["op_time_s"], dispatch_s=arrays["dispatch_s"],
                fusion_factor=arrays["fusion_factor"],
@@ -541,7 +543,9 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
   """``base`` (``local(devices)``) with measured dispatch overheads and
   links: a link costs the fitted copy latency, each cluster one dispatch of
   its device (``Device.cluster_launch_s``, before calibration scales it),
-  and a copy no issue cost until calibration fits one."""
+  and a copy no issue cost until calibration fits one. Links are
+  pipelined (``Topology.pipelined_links``): the executor issues a step's
+  copies to one device in one ``jax.device_put``."""
   topo_devices = tuple(
       dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
                           cluster_launch_s=float(dispatch[j]),
@@ -552,4 +556,5 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
   return Topology(
       devices=topo_devices, link_bandwidth=bandwidth,
       link_latency=link_latency, compute_group=base.compute_group,
-      name="local-calibrated", time_scale=time_scale, batched_inputs=True)
+      name="local-calibrated", time_scale=time_scale, batched_inputs=True,
+      pipelined_links=True)

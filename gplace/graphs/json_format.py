@@ -26,7 +26,8 @@ The format (``version`` 1)::
       "links": {"bandwidth": 1.2e10, "latency_s": 2.5e-5},
       "compute_group": [0, 1, 2],                  # optional, one per device
       "time_scale": 1.0,                           # optional
-      "batched_inputs": false                      # optional
+      "batched_inputs": false,                     # optional
+      "pipelined_links": false                     # optional
     },
     "nodes": [
       {"id": "conv1",                 # unique string or integer, required
@@ -192,7 +193,8 @@ def topology_from_dict(value: Any, where: str):
                     name=name,
                     time_scale=number(value.get("time_scale"),
                                       f"{where}.time_scale", default=1.0),
-                    batched_inputs=value.get("batched_inputs", False))
+                    batched_inputs=value.get("batched_inputs", False),
+                    pipelined_links=value.get("pipelined_links", False))
   except TopologyError as err:
     raise GraphError(f"{where}: {err}") from err
 
@@ -213,7 +215,8 @@ def topology_to_dict(topology) -> dict:
                  latency_s=matrix(topology.link_latency)),
       compute_group=topology.compute_group.tolist(),
       time_scale=float(topology.time_scale),
-      batched_inputs=topology.batched_inputs)
+      batched_inputs=topology.batched_inputs,
+      pipelined_links=topology.pipelined_links)
 
 
 def graph_from_json(data: Any, where: str, default_name: str = "graph"):

@@ -293,11 +293,13 @@ def ignores_host_costs(reward: str, topology) -> bool:
   """Whether ``reward`` (a ``config.rl.reward``) runs in the jitted step,
   which leaves out the executor's host work (``Device.cluster_launch_s``
   per cluster and ``Device.copy_issue_s`` per copy, which
-  ``gplace.profile`` fits and a graph file's topology can carry), on a
-  topology that has either; ``gplace.simulate`` and the host reward charge
-  them."""
+  ``gplace.profile`` fits and a graph file's topology can carry) and holds
+  a link for each transfer's latency, on a topology that has host work or
+  ``pipelined_links`` (also from ``gplace.profile``); ``gplace.simulate``
+  and the host reward model both."""
   return reward in ("simulator", "simulator_dynamic") and bool(
-      np.any(launch_costs(topology) > 0) or np.any(copy_costs(topology) > 0))
+      np.any(launch_costs(topology) > 0) or np.any(copy_costs(topology) > 0)
+      or topology.pipelined_links)
 
 
 def check_reward_topology(config, topology) -> None:
@@ -314,10 +316,11 @@ def check_reward_topology(config, topology) -> None:
         "cluster, an issue per copy), but the topology "
         f"{topology.name!r} does (cluster_launch_s "
         f"{ms(launch_costs(topology))}; copy_issue_s "
-        f"{ms(copy_costs(topology))}), as gplace.simulate and the results "
+        f"{ms(copy_costs(topology))}; pipelined_links "
+        f"{topology.pipelined_links}), as gplace.simulate and the results "
         "table do. Train with --config.rl.reward=simulator_host, or set the "
-        "devices' cluster_launch_s and copy_issue_s to 0 in the topology "
-        "file.")
+        "devices' cluster_launch_s and copy_issue_s to 0 and "
+        "pipelined_links to false in the topology file.")
 
 
 def _divisors_near(number: int, near: int, reach: int = 10_000) -> str:

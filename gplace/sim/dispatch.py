@@ -57,7 +57,8 @@ import numpy as np
 
 from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.problem import (SimResult, check_simulable, send_bytes,
+from gplace.sim.problem import (SimResult, check_serial_links,
+                                check_simulable, send_bytes,
                                 transfer_seconds)
 from gplace.sim.kernel import one_kernel_active, per_member_kernel
 from gplace.sim.list_kernel import (GraphArrays, LaneArrays, init_state,
@@ -145,6 +146,8 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
     TopologyError: a bad cost table or more than 32 devices.
   """
   check_simulable(graph, topology)
+  if not host:
+    check_serial_links(topology, "gplace.sim.make_dispatch_problem")
   n, e, d = graph.n_nodes, graph.n_edges, topology.n_devices
   n_pad = n if n_nodes is None else int(n_nodes)
   e_pad = e if n_edges is None else int(n_edges)

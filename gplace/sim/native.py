@@ -53,6 +53,7 @@ import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT, NODE_OUTPUT
 from gplace.sim.dispatch import DispatchProblem, make_dispatch_problem
+from gplace.sim.problem import link_hold_seconds
 
 #: Largest graph the bit sets hold: four levels of 64-bit words.
 MAX_NODES = 64 ** 4
@@ -74,6 +75,7 @@ class NativeProblem(NamedTuple):
   integer without a test for a negative one, about a tenth of a step."""
   costs: np.ndarray            # [M, D] float32
   send_s: np.ndarray           # [M, D, D] float32
+  hold_s: np.ndarray           # [M, D, D] float32 link busy per transfer
   executed: np.ndarray         # [M] bool
   succ_ptr: np.ndarray         # [M + 1] int32
   succ_dst: np.ndarray         # [E] uint32
@@ -88,13 +90,23 @@ class NativeProblem(NamedTuple):
   n_groups: int
 
 
-def native_problem(problem: DispatchProblem) -> NativeProblem:
-  """``problem`` (unpadded: built with the graph's own budgets) as numpy."""
+def native_problem(problem: DispatchProblem,
+                   hold_s: np.ndarray | None = None) -> NativeProblem:
+  """``problem`` (unpadded: built with the graph's own budgets) as numpy.
+  ``hold_s``: ``[N, D, D]`` seconds each transfer keeps its link busy
+  (:func:`~gplace.sim.problem.link_hold_seconds`); default the whole
+  transfer, ``send_s``."""
   as_np = lambda x, dtype: np.ascontiguousarray(np.asarray(x, dtype))
   kind = np.asarray(problem.kind)
+  send_s = as_np(problem.send_s, np.float32)
+  if hold_s is None:
+    hold = send_s
+  else:                                # the sentinel row holds nothing
+    hold = np.zeros_like(send_s)
+    hold[:len(hold_s)] = hold_s
   return NativeProblem(
       costs=as_np(problem.costs, np.float32),
-      send_s=as_np(problem.send_s, np.float32),
+      send_s=send_s, hold_s=hold,
       executed=as_np(problem.executed, np.bool_),
       succ_ptr=as_np(problem.succ_ptr, np.int32),
       succ_dst=as_np(problem.succ_dst, np.uint32),
@@ -167,7 +179,7 @@ def schedule_batch(problem: NativeProblem, placements: np.ndarray,
   rank, node_of_rank = map(unsigned, ranks)
   native_kernels.schedule_rows(
       lo, hi, unsigned(placements), rank, node_of_rank, p.costs, p.send_s,
-      p.executed, p.succ_ptr, p.succ_dst, p.in_degree, p.group_of_device,
+      p.hold_s, p.executed, p.succ_ptr, p.succ_dst, p.in_degree, p.group_of_device,
       p.n_groups, bool(dynamic), p.edge_src, p.edge_dst, p.own_bytes,
       p.send_bytes, p.is_input, p.is_output, out.order, out.start,
       out.finish, out.peak)
@@ -177,4 +189,5 @@ def make_native_problem(graph, topology, costs=None) -> NativeProblem:
   """:func:`native_problem` of the graph's unpadded dispatch problem (a
   builder for :func:`gplace.sim.cache.cached_problem`)."""
   return native_problem(make_dispatch_problem(graph, topology, costs,
-                                              host=True))
+                                              host=True),
+                        link_hold_seconds(graph, topology))

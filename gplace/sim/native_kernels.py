@@ -128,7 +128,8 @@ def _take_least(bits, h, o1, o2, o3):
 
 
 @_jit
-def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
+def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
+                  executed,
                   succ_ptr, succ_dst, in_degree, group_of_device, n_groups,
                   dynamic, order, position, start, finish, ready, remaining,
                   arrived, n_arrived, pending, n_pending, group_free,
@@ -252,7 +253,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, executed,
     while sent:                        # one transfer per device, after
       b = np.int64(_trailing_zeros(sent))   # all consumers have read it
       sent &= sent - np.uint64(1)
-      link_free[dev, b] = max(f, link_free[dev, b]) + send_s[v, dev, b]
+      link_free[dev, b] = max(f, link_free[dev, b]) + hold_s[v, dev, b]
 
 
 @_jit
@@ -302,7 +303,7 @@ def _peak_one(placement, position, edge_src, edge_dst, own_bytes,
 
 @_jit
 def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
-                  executed, succ_ptr, succ_dst, in_degree, group_of_device,
+                  hold_s, executed, succ_ptr, succ_dst, in_degree, group_of_device,
                   n_groups, dynamic, edge_src, edge_dst, own_bytes,
                   send_bytes, is_input, is_output, order, start, finish,
                   peak):
@@ -327,7 +328,7 @@ def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
   for k in range(lo, hi):
     r = 0 if shared else k
     _schedule_one(placements[k], ranks[r], nodes_of_rank[r], costs,
-                  send_s, executed, succ_ptr, succ_dst, in_degree,
+                  send_s, hold_s, executed, succ_ptr, succ_dst, in_degree,
                   group_of_device, n_groups, dynamic, order[k], position,
                   start[k], finish[k], ready, remaining, arrived, n_arrived,
                   pending, n_pending, group_free, link_free, cand)

@@ -49,6 +49,11 @@ from gplace.sim.topology import Topology, validate_costs
 #: Idle gaps of a compute group looked at per op before it is appended
 #: (HEFT's ``HEFT_MAX_GAPS``: keeps a step O(log N + max_gaps)).
 MAX_GAPS = 64
+#: ``schedule="best"`` keeps the planned schedule only where it is faster
+#: than the dynamic one by more than this fraction: closer is a tie (the
+#: dynamic one wins), which float32 rounding could otherwise decide either
+#: way (the compiled schedulers run in float32, the reference in float64).
+BEST_TIE = 1e-6
 
 _HAS_NUMBA = native._HAS_NUMBA  # pylint: disable=protected-access
 

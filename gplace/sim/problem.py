@@ -217,6 +217,33 @@ def transfer_seconds(graph: Graph, topology: Topology) -> np.ndarray:
           + nbytes[:, None, None] * inv_bw[None])
 
 
+def link_hold_seconds(graph: Graph, topology: Topology) -> np.ndarray:
+  """``[N, D, D]`` float64 seconds a transfer of each node's output keeps
+  its link busy: :func:`transfer_seconds`, less the latency where
+  ``topology.pipelined_links`` (the latency then only delays the value's
+  arrival, overlapping the link's next transfer)."""
+  hold = transfer_seconds(graph, topology)
+  if topology.pipelined_links:
+    eye = np.eye(topology.n_devices, dtype=bool)
+    nbytes = send_bytes(graph).astype(np.float64)
+    inv_bw = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0,
+                                               topology.link_bandwidth))
+    hold = nbytes[:, None, None] * inv_bw[None]
+  return hold
+
+
+def check_serial_links(topology: Topology, caller: str) -> None:
+  """Raises TopologyError where ``topology.pipelined_links``: the jitted
+  kernels (``caller``) hold a link for each transfer's latency too; only
+  the host scheduler (:func:`gplace.simulate`) models pipelined links."""
+  if topology.pipelined_links:
+    raise TopologyError(
+        f"{caller} runs the jitted simulator, which holds a link for each "
+        f"transfer's latency, but topology {topology.name!r} has "
+        "pipelined_links (as gplace.profile sets). Use gplace.simulate, or "
+        "topology.replace(pipelined_links=False) for the jitted model.")
+
+
 def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
                  n_nodes: int | None = None, *, n_steps: int | None = None,
                  n_slots: int | None = None,
@@ -247,6 +274,7 @@ def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
     PlacementError: bad order, or a budget too small for the graph.
   """
   check_simulable(graph, topology)
+  check_serial_links(topology, "gplace.sim.make_problem")
   n = graph.n_nodes
   d = topology.n_devices
   exact = n_nodes is None

@@ -29,9 +29,10 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.planned import MAX_GAPS
+from gplace.sim.planned import BEST_TIE, MAX_GAPS
 from gplace.sim.priority import bottom_level, order_priority, priority_order
-from gplace.sim.problem import check_order, send_bytes, transfer_seconds
+from gplace.sim.problem import (check_order, link_hold_seconds, send_bytes,
+                                transfer_seconds)
 from gplace.sim.topology import Topology, validate_costs
 
 
@@ -95,7 +96,8 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
       return plan
     dynamic = simulate_reference(graph, placement, topology, costs,
                                  priority=priority, schedule="dynamic")
-    better = (plan.oom, plan.runtime_s) < (dynamic.oom, dynamic.runtime_s)
+    better = (plan.oom, plan.runtime_s) < (
+        dynamic.oom, dynamic.runtime_s * (1.0 - BEST_TIE))
     return plan if better else dynamic
   if priority is not None or schedule == "dynamic":
     assert order is None
@@ -176,9 +178,12 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
     src, dst = link
     latency = (0.0 if topology.batched_inputs and kind[node] == NODE_INPUT
                else float(topology.link_latency[src, dst]))
-    duration = latency + nbytes[node] / float(topology.link_bandwidth[src,
-                                                                     dst])
-    push(now + duration, "transfer", (node, link))
+    held = nbytes[node] / float(topology.link_bandwidth[src, dst])
+    if topology.pipelined_links:     # the link is free once the bytes left
+      push(now + held, "link", link)
+      push(now + held + latency, "arrival", (node, link))
+    else:
+      push(now + latency + held, "transfer", (node, link))
 
   def produced(node, now):
     finish[node] = now
@@ -199,11 +204,15 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
       group_busy[groups[placement[node]]] = False
       produced(node, now)
       try_group(groups[placement[node]], now)
-    else:
+    elif what == "link":
+      link_busy[payload] = False
+      try_link(payload, now)
+    else:                            # "transfer" (frees the link) or "arrival"
       node, link = payload
-      link_busy[link] = False
       available[(node, link[1])] = now
-      try_link(link, now)
+      if what == "transfer":
+        link_busy[link] = False
+        try_link(link, now)
       try_group(groups[link[1]], now)
   missing = [v for v in range(n) if finish[v] is None]
   assert not missing, f"reference deadlocked on nodes {missing[:5]}"
@@ -235,6 +244,7 @@ def dispatch_reference(graph: Graph, placement, topology: Topology, costs,
   costs = (topology.op_costs(graph) if costs is None
            else validate_costs(costs, graph, topology))
   send_s = transfer_seconds(graph, topology)
+  hold_s = link_hold_seconds(graph, topology)
   groups = [int(x) for x in topology.compute_group]
   executed = [int(k) != NODE_INPUT for k in graph.kind]
   succs = [[] for _ in range(n)]
@@ -273,7 +283,8 @@ def dispatch_reference(graph: Graph, placement, topology: Topology, costs,
     arrival = {dev: finish[v]}
     for dest in sorted({placement[w] for w in succs[v]} - {dev}):
       begin = max(finish[v], link_free.get((dev, dest), 0.0))
-      arrival[dest] = link_free[(dev, dest)] = begin + send_s[v, dev, dest]
+      arrival[dest] = begin + send_s[v, dev, dest]
+      link_free[(dev, dest)] = begin + hold_s[v, dev, dest]
     for w in succs[v]:
       ready[w] = max(ready[w], arrival[placement[w]])
       remaining[w] -= 1

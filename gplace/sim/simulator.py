@@ -49,8 +49,13 @@ Time:
   ``topology.batched_inputs``: the executor's one batched copy). Each
   link (ordered device pair) carries one transfer at a time, in priority
   order of the producers: the transfer of ``u`` starts at ``max(finish(u),
-  end of the previous transfer on that link)``. Transfers on different links
-  overlap freely, and with compute.
+  end of the previous transfer on that link)``. Where
+  ``topology.pipelined_links`` (``gplace.profile`` sets it: the executor
+  issues a step's copies in one ``jax.device_put``), the link is free again
+  after the bytes, ``send_bytes[u] / link_bandwidth[s, d]``, and the
+  latency only delays the arrival; the jitted kernels do not model this
+  and refuse such a topology. Transfers on different links overlap
+  freely, and with compute.
 * ``runtime_s`` is the latest finish time of any node; where devices have
   a ``Device.cluster_launch_s`` (a calibrated topology: ``gplace.profile``),
   :func:`simulate` adds it once per cluster the executor would launch for
@@ -281,7 +286,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
                             schedule)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
-  elif priority is None:
+  elif priority is None and not topology.pipelined_links:
     problem = cached_problem(make_problem, graph, topology, costs=costs,
                              order=order)
     result = _scan_in_parts(problem, array, return_schedule)
@@ -292,6 +297,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     if return_schedule:                 # the priority order it ran
       result = result._replace(order=ran.copy())
   else:
+    if priority is None:   # pipelined links: the host scheduler runs it
+      priority = order_priority(np.arange(graph.n_nodes) if order is None
+                                else order)
     result = _simulate_schedules(graph, topology, costs, array, priority,
                                  dynamic=False)
     result = _add_host_work(graph, topology, array, result, result.order)
@@ -411,6 +419,13 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   if _use_native(graph):
     return _native_schedules(graph, topology, costs, placements, priority,
                              dynamic=dynamic, ranks=ranks)
+  if topology.pipelined_links:
+    raise TopologyError(
+        f"Topology {topology.name!r} has pipelined_links, which only the "
+        "compiled host scheduler models (gplace.sim.native: numba, a "
+        "dependency of gplace, is missing or GPLACE_NATIVE=0). Install "
+        "numba, unset GPLACE_NATIVE, or use topology.replace("
+        "pipelined_links=False).")
   k, n = placements.shape
   n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
   problem = cached_problem(make_dispatch_problem, graph, topology,
@@ -550,11 +565,12 @@ def _per_placement(graph: Graph, topology: Topology, costs,
   plan = _add_host_work(graph, topology, placements, plan, plan.order)
   if schedule == "planned":
     return plan
-  # Fits in memory first, then faster (also when neither fits); ties:
-  # dynamic.
+  # Fits in memory first, then faster (also when neither fits); ties
+  # (within BEST_TIE): dynamic.
   oom_plan, oom_dynamic = np.asarray(plan.oom), np.asarray(dynamic.oom)
   take = (oom_plan < oom_dynamic) | ((oom_plan == oom_dynamic) & (
-      np.asarray(plan.runtime_s) < np.asarray(dynamic.runtime_s)))
+      np.asarray(plan.runtime_s)
+      < np.asarray(dynamic.runtime_s) * (1.0 - planned.BEST_TIE)))
   pick = lambda a, b: np.where(take.reshape((-1,) + (1,) * (np.ndim(a) - 1)),
                                np.asarray(a), np.asarray(b))
   return jax.tree_util.tree_map(pick, plan, dynamic)

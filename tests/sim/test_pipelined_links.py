@@ -1,0 +1,134 @@
+"""Tests of Topology.pipelined_links: a link is busy for a transfer's bytes
+only and its latency overlaps the next transfer, the same in the compiled
+host scheduler and both references; the jitted kernels refuse it."""
+
+import ml_collections
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gplace.errors import ConfigError, TopologyError
+from gplace.execution import profiler
+from gplace.graphs import json_format
+from gplace.graphs.graph import Graph, NODE_OP, random_dag
+from gplace.rl import validation
+from gplace.sim.dispatch import make_dispatch_problem
+from gplace.sim.problem import (link_hold_seconds, make_problem,
+                                transfer_seconds)
+from gplace.sim.reference import simulate_reference
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import local, preset
+from sim_cases import SETTINGS, assert_close_to_reference, random_topology
+
+
+@settings(SETTINGS, max_examples=10)
+@given(n_nodes=st.integers(4, 40), n_devices=st.integers(2, 4),
+       seed=st.integers(0, 10_000), batched=st.booleans(),
+       schedule=st.sampled_from(["static", "dynamic", "planned", "best"]))
+def test_fast_paths_match_the_reference(n_nodes, n_devices, seed, batched,
+                                        schedule):
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, n_inputs=3, seed=seed)
+  topology = random_topology(rng, n_devices).replace(
+      pipelined_links=True, batched_inputs=batched)
+  placements = rng.integers(0, n_devices, (3, graph.n_nodes))
+  result = simulate(graph, placements, topology, schedule=schedule,
+                    return_schedule=True)
+  for k in range(3):
+    # The event-driven reference, in the order the fast path ran.
+    ref = simulate_reference(graph, placements[k], topology,
+                             order=result.order[k])
+    assert_close_to_reference(result, k, ref)
+    if schedule == "dynamic":        # the reference's own list scheduler
+      own = simulate_reference(graph, placements[k], topology,
+                               schedule="dynamic")
+      np.testing.assert_array_equal(result.order[k], own.order)
+
+
+@settings(SETTINGS, max_examples=8)
+@given(n_nodes=st.integers(4, 60), n_devices=st.integers(2, 5),
+       seed=st.integers(0, 10_000))
+def test_a_fixed_order_is_never_slower_pipelined(n_nodes, n_devices, seed):
+  # In a fixed order every time is a max and sum of earlier ones, so a link
+  # freed sooner cannot delay anything.
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, seed=seed)
+  serial = random_topology(rng, n_devices)
+  pipelined = serial.replace(pipelined_links=True)
+  placements = rng.integers(0, n_devices, (8, graph.n_nodes))
+  order = np.arange(graph.n_nodes)
+  fast = np.asarray(simulate(graph, placements, pipelined,
+                             order=order).runtime_s)
+  slow = np.asarray(simulate(graph, placements, serial,
+                             order=order).runtime_s)
+  assert np.all(fast <= slow * (1 + 1e-6))
+
+
+def test_two_values_on_one_link_by_hand():
+  # a and b (device 1) both feed c (device 2): one link, two transfers of
+  # 0.1 s of bytes and 1 s of latency each.
+  graph = Graph.build(
+      names=["a", "b", "c"], op_type=["op"] * 3, kind=[NODE_OP] * 3,
+      out_shapes=[(1000,)] * 3, out_dtype=["float32"] * 3,
+      out_bytes=[4000] * 3, flops=[0.0] * 3, bytes_accessed=[0.0] * 3,
+      edges=[(0, 2, 4000), (1, 2, 4000)])
+  base = preset("1cpu+2gpu")
+  serial = base.replace(link_latency=np.ones((3, 3)),
+                        link_bandwidth=np.full((3, 3), 40_000.0))
+  pipelined = serial.replace(pipelined_links=True)
+  costs = np.zeros((3, 3))
+  placement = np.array([1, 1, 2])
+  for topology, want in ((serial, 2.2), (pipelined, 1.2)):
+    # serial: a holds the link 0-1.1 s, b 1.1-2.2 s; pipelined: a holds it
+    # 0-0.1 s and arrives at 1.1 s, b holds it 0.1-0.2 s, arrives at 1.2 s.
+    result = simulate(graph, placement, topology, costs=costs)
+    assert float(result.runtime_s) == pytest.approx(want, rel=1e-6)
+    ref = simulate_reference(graph, placement, topology, costs=costs)
+    assert ref.runtime_s == pytest.approx(want, rel=1e-12)
+  hold = link_hold_seconds(graph, pipelined)
+  np.testing.assert_allclose(hold[:2, 1, 2], 0.1)   # c sends nothing
+  np.testing.assert_allclose(transfer_seconds(graph, pipelined)[:2, 1, 2],
+                             1.1)
+  np.testing.assert_array_equal(link_hold_seconds(graph, serial),
+                                transfer_seconds(graph, serial))
+
+
+def test_the_jitted_kernels_refuse_pipelined_links():
+  graph = random_dag(12, seed=0)
+  topology = preset("1cpu+2gpu").replace(pipelined_links=True)
+  with pytest.raises(TopologyError, match="pipelined_links"):
+    make_problem(graph, topology)
+  with pytest.raises(TopologyError, match="pipelined_links"):
+    make_dispatch_problem(graph, topology)
+  make_dispatch_problem(graph, topology, host=True)   # the host scheduler's
+  assert validation.ignores_host_costs("simulator", topology)
+  assert not validation.ignores_host_costs("simulator_host", topology)
+  assert not validation.ignores_host_costs("simulator", preset("1cpu+2gpu"))
+
+
+def test_the_in_step_reward_is_refused_with_pipelined_links():
+  config = ml_collections.ConfigDict({"rl": {"reward": "simulator"}})
+  topology = preset("1cpu+2gpu").replace(pipelined_links=True)
+  with pytest.raises(ConfigError, match="pipelined_links"):
+    validation.check_reward_topology(config, topology)
+
+
+def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
+  topology = preset("1cpu+2gpu").replace(pipelined_links=True)
+  back = json_format.topology_from_dict(
+      json_format.topology_to_dict(topology), "topology")
+  assert back.pipelined_links
+  assert not json_format.topology_from_dict(
+      json_format.topology_to_dict(preset("1cpu+2gpu")),
+      "topology").pipelined_links
+  # gplace.profile's measured topology pipelines its links.
+  measured = profiler._measured_topology(  # pylint: disable=protected-access
+      local(), np.full(len(local().devices), 1e-5),
+      np.zeros((len(local().devices),) * 2),
+      np.full((len(local().devices),) * 2, 1e10), 1.0)
+  assert measured.pipelined_links
+
+
+def test_pipelined_links_must_be_a_bool():
+  with pytest.raises(TopologyError, match="pipelined_links"):
+    preset("1cpu+2gpu").replace(pipelined_links="yes")
