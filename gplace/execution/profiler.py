@@ -54,7 +54,9 @@ copy issue, and each cluster one launch):
   of the whole program costs;
 * the topology's ``link_latency`` is the fitted transfer latency times the
   calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
-  factor;
+  factor; its links are pipelined (``Topology.pipelined_links``: a link is
+  busy for a transfer's bytes only, as the executor's one ``device_put``
+  per step and device overlaps the copies' latencies);
 * ``Device.cluster_launch_s`` is the dispatch overhead times the
   calibrated launch factor: ``gplace.simulate`` adds it once per cluster
   the executor launches (:mod:`gplace.sim.clusters`);

@@ -223,9 +223,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     given placement; it may keep a device idle for a critical op). See
     :mod:`gplace.sim.planned`.
   * ``schedule="best"``: both, and per placement the faster (one that fits
-    in memory first, then the faster, also when neither fits; ties:
-    dynamic). What gplace reports a placement's
-    runtime as, and what its executor runs.
+    in memory first, then the faster, also when neither fits; ties, to
+    within ``gplace.sim.planned.BEST_TIE``: dynamic). What gplace reports a
+    placement's runtime as, and what its executor runs.
   * ``schedule="static"``: the priority order ``order`` (``[N]``, shared by
     all placements, or ``[K, N]``, one per placement); else the
     priority-respecting topological order of ``priority`` (``[N]`` or
