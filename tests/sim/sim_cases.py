@@ -62,3 +62,19 @@ def assert_close_to_reference(result, k: int, ref) -> None:
                              rtol=0, atol=RTOL * scale)
   np.testing.assert_allclose(np.asarray(result.peak_bytes[k]),
                              ref.peak_bytes, rtol=RTOL)
+
+
+def assert_runs_as_the_reference(graph, placements, topology,
+                                 schedule: str):
+  """``gplace.simulate`` of ``placements`` (``[K, N]``) in ``schedule``
+  equals the event-driven reference run in the order it chose; returns
+  the simulator's result."""
+  from gplace.sim.reference import simulate_reference  # pylint: disable=g-import-not-at-top
+  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
+  result = simulate(graph, placements, topology, schedule=schedule,
+                    return_schedule=True)
+  for k in range(len(placements)):
+    ref = simulate_reference(graph, placements[k], topology,
+                             order=result.order[k])
+    assert_close_to_reference(result, k, ref)
+  return result
