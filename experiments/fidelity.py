@@ -422,6 +422,12 @@ def main():
         print(f"{name} [{kind}] ({stat}): spearman {r['spearman']:.3f} "
               f"(ceiling {r['ceiling']:.3f}), median error "
               f"{r['error']:.1f}%", flush=True)
+    # What the table repeats at the end, for a run cut before it.
+    first = next(iter(results.values()))
+    print(f"{name}: fusion {first['fusion']:.3f}, link scale "
+          f"{first['link_scale']}, launch, copy ms {first['launch']}; "
+          f"profile {first['profile_s']:.0f} s, measured in "
+          f"{first['measure_s']:.0f} s", flush=True)
   header = ("| workload | nodes | placements | schedule | clusters | "
             "statistic | measured ms (min-max) | Spearman | noise ceiling | "
             "median abs err % | fusion | link scale | launch, copy ms | "
