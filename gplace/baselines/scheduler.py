@@ -59,7 +59,9 @@ class ListScheduler:
   link carries one transfer at a time. A transfer is booked when its first
   consumer on the remote device is placed, starting when both the producer
   and the link are done; until then ``data_ready`` estimates it from the
-  link's current queue (an estimate that can only grow).
+  link's current queue (an estimate that can only grow). With
+  ``topology.pipelined_links`` a transfer holds its link for its bytes
+  only; the latency delays its arrival.
 
   Memory follows the simulator's liveness model, in the order nodes are
   committed. Inputs, and copies of inputs on other devices, are resident for
@@ -106,6 +108,10 @@ class ListScheduler:
     _, group = np.unique(topology.compute_group, return_inverse=True)
     self.group = group.reshape(-1).tolist()
     self.latency = topology.link_latency.tolist()
+    # What of the latency keeps a link busy (none with pipelined links).
+    self.hold_latency = (np.zeros_like(topology.link_latency)
+                         if topology.pipelined_links
+                         else topology.link_latency).tolist()
     with np.errstate(divide="ignore"):
       inv = 1.0 / topology.link_bandwidth
     inv[~np.isfinite(inv)] = 0.0
@@ -206,10 +212,9 @@ class ListScheduler:
       elif dp != d and p * n_devices + d not in self.arrival:
         link = self.link_free[dp]
         t = link[d] if link[d] > self.finish[p] else self.finish[p]
-        t += (self.latency[dp][d]
-              + self.send_bytes[p] * self.inv_bandwidth[dp][d])
-        link[d] = t
-        self.arrival[p * n_devices + d] = t
+        carry = self.send_bytes[p] * self.inv_bandwidth[dp][d]
+        link[d] = t + (self.hold_latency[dp][d] + carry)
+        self.arrival[p * n_devices + d] = t + (self.latency[dp][d] + carry)
         if self.is_input[p]:
           self.resident_on[d] += self.send_bytes[p]
         else:

@@ -67,6 +67,7 @@ class PlannedProblem(NamedTuple):
   pred_src: np.ndarray         # [E] uint32, producers grouped by consumer
   send_bytes: np.ndarray       # [N] float64, largest out-edge
   latency: np.ndarray          # [D, D] float64
+  hold_latency: np.ndarray     # [D, D] float64 latency that holds the link
   inv_bandwidth: np.ndarray    # [D, D] float64 (0 where infinite)
   group_of_device: np.ndarray  # [D] uint32, compute group 0..G-1
   n_groups: int
@@ -99,6 +100,9 @@ def make_planned_problem(graph: Graph, topology: Topology,
       pred_src=contiguous(graph.edge_src[eids], np.uint32),
       send_bytes=send,
       latency=contiguous(topology.link_latency, np.float64),
+      hold_latency=contiguous(
+          0.0 * topology.link_latency if topology.pipelined_links
+          else topology.link_latency, np.float64),
       inv_bandwidth=np.ascontiguousarray(inv),
       group_of_device=contiguous(group.reshape(-1), np.uint32),
       n_groups=int(group.max()) + 1)
@@ -155,7 +159,7 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
   p = problem
   planned_kernels.plan_rows(
       lo, hi, placements, order, p.costs, p.is_input, p.pred_ptr,
-      p.pred_src, p.send_bytes, p.latency, p.inv_bandwidth,
+      p.pred_src, p.send_bytes, p.latency, p.hold_latency, p.inv_bandwidth,
       p.group_of_device, p.n_groups, int(max_gaps), out[0], out[1])
 
 

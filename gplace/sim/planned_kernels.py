@@ -168,9 +168,9 @@ def _insert(g, j, pos, s, f, node, chunks, n_chunks, c_start, c_end,
 
 @_jit
 def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
-              send_bytes, latency, inv_bandwidth, group_of_device, max_gaps,
-              chunks, n_chunks, c_start, c_end, c_node, c_len, c_gap,
-              arrival, link_free, start, finish):
+              send_bytes, latency, hold_latency, inv_bandwidth,
+              group_of_device, max_gaps, chunks, n_chunks, c_start, c_end,
+              c_node, c_len, c_gap, arrival, link_free, start, finish):
   """One placement's planned schedule: fills ``start`` and ``finish``
   (``[N]`` float64; 0 for graph inputs). ``node_order``: the nodes by
   decreasing priority, a topological order. The rest are work arrays: the
@@ -178,7 +178,9 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
   ``n_chunks [G]``, ``c_start``/``c_end``/``c_node [P, CHUNK]`` (the
   intervals and their nodes), ``c_len [P]``,
   ``c_gap [P]`` the longest gap inside each chunk),
-  ``arrival [N, D]`` (-1: no copy sent yet), ``link_free [D, D]``."""
+  ``arrival [N, D]`` (-1: no copy sent yet), ``link_free [D, D]``. A
+  copy keeps its link busy for its bytes and ``hold_latency`` (the
+  latency, or none with pipelined links) and arrives after the latency."""
   n_chunks[:] = 0
   n_pool = 0
   arrival[:] = -1.0
@@ -222,15 +224,15 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
         t = link_free[dp, d]
         if finish[p] > t:
           t = finish[p]
-        t += latency[dp, d] + send_bytes[p] * inv_bandwidth[dp, d]
-        link_free[dp, d] = t
-        arrival[p, d] = t
+        carry = send_bytes[p] * inv_bandwidth[dp, d]
+        link_free[dp, d] = t + (hold_latency[dp, d] + carry)
+        arrival[p, d] = t + (latency[dp, d] + carry)
 
 
 @_jit
 def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
-              pred_src, send_bytes, latency, inv_bandwidth, group_of_device,
-              n_groups, max_gaps, order, rank):
+              pred_src, send_bytes, latency, hold_latency, inv_bandwidth,
+              group_of_device, n_groups, max_gaps, order, rank):
   """The planned schedules of rows ``lo..hi`` of ``placements`` (``[K,
   N]``): ``order`` (``[K, N]`` int32: graph inputs first, then nodes by
   planned start, ties by id) and its inverse ``rank`` (each node's place
@@ -259,9 +261,9 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
   for row in range(lo, hi):
     _plan_one(placements[row], node_order[0 if shared else row], costs,
               is_input, pred_ptr, pred_src, send_bytes, latency,
-              inv_bandwidth, group_of_device, max_gaps, chunks, n_chunks,
-              c_start, c_end, c_node, c_len, c_gap, arrival, link_free,
-              start, finish)
+              hold_latency, inv_bandwidth, group_of_device, max_gaps, chunks,
+              n_chunks, c_start, c_end, c_node, c_len, c_gap, arrival,
+              link_free, start, finish)
     _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
                  c_start, c_node, c_len, head_j, head_pos, head_s, head_i,
                  zeros, order, rank)

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from gplace.baselines import common, list_scheduling
 from gplace.errors import ConfigError, TopologyError
 from gplace.execution import profiler
 from gplace.graphs import json_format
 from gplace.graphs.graph import Graph, NODE_OP, random_dag
 from gplace.rl import validation
 from gplace.sim.dispatch import make_dispatch_problem
+from gplace.sim.priority import order_priority
 from gplace.sim.problem import (link_hold_seconds, make_problem,
                                 transfer_seconds)
 from gplace.sim.reference import simulate_reference
@@ -61,19 +63,19 @@ def test_a_fixed_order_is_never_slower_pipelined(n_nodes, n_devices, seed):
 
 
 def test_two_values_on_one_link_by_hand():
-  # a and b (device 1) both feed c (device 2): one link, two transfers of
+  # a and b (device 1) feed c and e (device 2): one link, two transfers of
   # 0.1 s of bytes and 1 s of latency each.
   graph = Graph.build(
-      names=["a", "b", "c"], op_type=["op"] * 3, kind=[NODE_OP] * 3,
-      out_shapes=[(1000,)] * 3, out_dtype=["float32"] * 3,
-      out_bytes=[4000] * 3, flops=[0.0] * 3, bytes_accessed=[0.0] * 3,
-      edges=[(0, 2, 4000), (1, 2, 4000)])
+      names=["a", "b", "c", "e"], op_type=["op"] * 4, kind=[NODE_OP] * 4,
+      out_shapes=[(1000,)] * 4, out_dtype=["float32"] * 4,
+      out_bytes=[4000] * 4, flops=[0.0] * 4, bytes_accessed=[0.0] * 4,
+      edges=[(0, 2, 4000), (1, 3, 4000)])
   base = preset("1cpu+2gpu")
   serial = base.replace(link_latency=np.ones((3, 3)),
                         link_bandwidth=np.full((3, 3), 40_000.0))
   pipelined = serial.replace(pipelined_links=True)
-  costs = np.zeros((3, 3))
-  placement = np.array([1, 1, 2])
+  costs = np.zeros((4, 3))
+  placement = np.array([1, 1, 2, 2])
   for topology, want in ((serial, 2.2), (pipelined, 1.2)):
     # serial: a holds the link 0-1.1 s, b 1.1-2.2 s; pipelined: a holds it
     # 0-0.1 s and arrives at 1.1 s, b holds it 0.1-0.2 s, arrives at 1.2 s.
@@ -81,8 +83,13 @@ def test_two_values_on_one_link_by_hand():
     assert float(result.runtime_s) == pytest.approx(want, rel=1e-6)
     ref = simulate_reference(graph, placement, topology, costs=costs)
     assert ref.runtime_s == pytest.approx(want, rel=1e-12)
+    # The baselines' planners book the link the same way.
+    plan = list_scheduling.heft_schedule(
+        common.prepare(graph, topology, costs), np.arange(3),
+        order_priority(np.arange(4)), placement=placement)
+    assert plan.makespan_s == pytest.approx(want, rel=1e-12)
   hold = link_hold_seconds(graph, pipelined)
-  np.testing.assert_allclose(hold[:2, 1, 2], 0.1)   # c sends nothing
+  np.testing.assert_allclose(hold[:2, 1, 2], 0.1)   # c, e send nothing
   np.testing.assert_allclose(transfer_seconds(graph, pipelined)[:2, 1, 2],
                              1.1)
   np.testing.assert_array_equal(link_hold_seconds(graph, serial),

@@ -38,16 +38,20 @@ def _planned_orders(graph, topology, placements, priority, max_gaps,
 @settings(SETTINGS, max_examples=25)
 @given(n_nodes=st.integers(2, 300), n_devices=st.integers(1, 4),
        seed=st.integers(0, 10_000), max_gaps=st.sampled_from([0, 1, 3, 64]),
-       random_priority=st.booleans(), coarse_costs=st.booleans())
+       random_priority=st.booleans(), coarse_costs=st.booleans(),
+       pipelined=st.booleans())
 def test_the_compiled_planner_equals_the_python_list_scheduler(
-    n_nodes, n_devices, seed, max_gaps, random_priority, coarse_costs):
+    n_nodes, n_devices, seed, max_gaps, random_priority, coarse_costs,
+    pipelined):
   # Up to 300 nodes on few compute groups: chunks of busy intervals fill
   # and split; random priorities are not topological (sorted with
   # priority_order instead). Coarse costs (0, 1 or 2 units) give zero-length
   # ops and many equal starts: the order breaks those ties by id.
   rng = np.random.default_rng(seed)
   graph = random_dag(n_nodes, seed=seed, n_inputs=int(rng.integers(1, 4)))
-  topology = random_topology(rng, n_devices)
+  # Pipelined links: both book a copy's link for its bytes only.
+  topology = random_topology(rng, n_devices).replace(
+      pipelined_links=pipelined)
   placements = rng.integers(0, n_devices, (3, n_nodes))
   costs = (rng.integers(0, 3, (n_nodes, n_devices)) * 1e-3 if coarse_costs
            else None)
