@@ -108,10 +108,7 @@ class ListScheduler:
     _, group = np.unique(topology.compute_group, return_inverse=True)
     self.group = group.reshape(-1).tolist()
     self.latency = topology.link_latency.tolist()
-    # What of the latency keeps a link busy (none with pipelined links).
-    self.hold_latency = (np.zeros_like(topology.link_latency)
-                         if topology.pipelined_links
-                         else topology.link_latency).tolist()
+    self.hold_latency = topology.link_hold_latency.tolist()
     with np.errstate(divide="ignore"):
       inv = 1.0 / topology.link_bandwidth
     inv[~np.isfinite(inv)] = 0.0

@@ -100,9 +100,7 @@ def make_planned_problem(graph: Graph, topology: Topology,
       pred_src=contiguous(graph.edge_src[eids], np.uint32),
       send_bytes=send,
       latency=contiguous(topology.link_latency, np.float64),
-      hold_latency=contiguous(
-          0.0 * topology.link_latency if topology.pipelined_links
-          else topology.link_latency, np.float64),
+      hold_latency=contiguous(topology.link_hold_latency, np.float64),
       inv_bandwidth=np.ascontiguousarray(inv),
       group_of_device=contiguous(group.reshape(-1), np.uint32),
       n_groups=int(group.max()) + 1)

@@ -222,14 +222,9 @@ def link_hold_seconds(graph: Graph, topology: Topology) -> np.ndarray:
   its link busy: :func:`transfer_seconds`, less the latency where
   ``topology.pipelined_links`` (the latency then only delays the value's
   arrival, overlapping the link's next transfer)."""
-  hold = transfer_seconds(graph, topology)
   if topology.pipelined_links:
-    eye = np.eye(topology.n_devices, dtype=bool)
-    nbytes = send_bytes(graph).astype(np.float64)
-    inv_bw = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0,
-                                               topology.link_bandwidth))
-    hold = nbytes[:, None, None] * inv_bw[None]
-  return hold
+    topology = topology.replace(link_latency=topology.link_hold_latency)
+  return transfer_seconds(graph, topology)
 
 
 def check_serial_links(topology: Topology, caller: str) -> None:

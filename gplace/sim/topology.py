@@ -289,6 +289,13 @@ class Topology:
         src, dst]
     return np.where(src == dst, 0.0, t)
 
+  @property
+  def link_hold_latency(self) -> np.ndarray:
+    """``[D, D]`` float64 of each link's latency that keeps the link busy:
+    ``link_latency``, or zeros where ``pipelined_links``."""
+    return (np.zeros_like(self.link_latency) if self.pipelined_links
+            else self.link_latency)
+
   def replace(self, **changes) -> "Topology":
     return dataclasses.replace(self, **changes)
 
