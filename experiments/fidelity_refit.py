@@ -50,9 +50,9 @@ def uncalibrated(prof: profiler.Profile) -> tuple:
   """``(topology, costs)`` as ``gplace.profile`` had them before fitting
   links, launches and copies: the bare copy latencies and bandwidths it
   measured, the bare dispatch as each device's launch cost, no copy issue
-  cost, batched inputs allowed, links pipelined (as ``gplace.profile``
-  models them since 2026-11-28), and op costs gross of launches (summing
-  to the whole-program runs)."""
+  cost, batched inputs allowed, links pipelined as ``gplace.profile``
+  models them (``profiler.executor_pipelining``), and op costs gross of
+  launches (summing to the whole-program runs)."""
   topology = prof.topology
   latency = np.array(prof.transfer_latency_s)
   np.fill_diagonal(latency, 0.0)
@@ -61,7 +61,8 @@ def uncalibrated(prof: profiler.Profile) -> tuple:
                                         copy_issue_s=0.0)
                     for dev, s in zip(topology.devices, prof.dispatch_s)),
       link_latency=latency, link_bandwidth=np.array(prof.transfer_bandwidth),
-      batched_inputs=True, pipelined_links=True)
+      batched_inputs=True,
+      pipelined_links=profiler.executor_pipelining(topology.devices))
   return bare, prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
 
 

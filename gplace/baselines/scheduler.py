@@ -60,8 +60,8 @@ class ListScheduler:
   consumer on the remote device is placed, starting when both the producer
   and the link are done; until then ``data_ready`` estimates it from the
   link's current queue (an estimate that can only grow). With
-  ``topology.pipelined_links`` a transfer holds its link for its bytes
-  only; the latency delays its arrival.
+  ``topology.pipelined_links`` a transfer on a pipelined link holds it for
+  its bytes only; the latency delays its arrival.
 
   Memory follows the simulator's liveness model, in the order nodes are
   committed. Inputs, and copies of inputs on other devices, are resident for

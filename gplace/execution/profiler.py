@@ -56,7 +56,8 @@ copy issue, and each cluster one launch):
   calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
   factor; its links are pipelined (``Topology.pipelined_links``: a link is
   busy for a transfer's bytes only, as the executor's one ``device_put``
-  per step and device overlaps the copies' latencies);
+  per step and device overlaps the copies' latencies), except those from
+  an accelerator into the CPU (:func:`executor_pipelining`);
 * ``Device.cluster_launch_s`` is the dispatch overhead times the
   calibrated launch factor: ``gplace.simulate`` adds it once per cluster
   the executor launches (:mod:`gplace.sim.clusters`);
@@ -94,7 +95,8 @@ from gplace.execution import timing
 from gplace.graphs.capture import Program, trace_program
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
 from gplace.sim import simulator
-from gplace.sim.topology import Device, Topology, local
+from gplace.sim.topology import (Device, Topology, local,
+                                  pipelined_to_json)
 
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
 _FORMAT = "gplace.Profile"
@@ -172,7 +174,7 @@ class Profile:
         "topology": {
             "name": topo.name, "time_scale": topo.time_scale,
             "batched_inputs": topo.batched_inputs,
-            "pipelined_links": topo.pipelined_links,
+            "pipelined_links": pipelined_to_json(topo.pipelined_links),
             "devices": [dataclasses.asdict(d) for d in topo.devices]},
     }
     graph_path = path + ".graph.tmp.npz"
@@ -546,8 +548,7 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
   links: a link costs the fitted copy latency, each cluster one dispatch of
   its device (``Device.cluster_launch_s``, before calibration scales it),
   and a copy no issue cost until calibration fits one. Links are
-  pipelined (``Topology.pipelined_links``): the executor issues a step's
-  copies to one device in one ``jax.device_put``."""
+  pipelined as the executor's copies are (:func:`executor_pipelining`)."""
   topo_devices = tuple(
       dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
                           cluster_launch_s=float(dispatch[j]),
@@ -559,4 +560,24 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
       devices=topo_devices, link_bandwidth=bandwidth,
       link_latency=link_latency, compute_group=base.compute_group,
       name="local-calibrated", time_scale=time_scale, batched_inputs=True,
-      pipelined_links=True)
+      pipelined_links=executor_pipelining(topo_devices))
+
+
+def executor_pipelining(devices: Sequence[Device]) -> np.ndarray:
+  """``[D, D]`` bool ``Topology.pipelined_links`` of the executor's copies
+  between ``devices``: every link but those from an accelerator into a
+  CPU.
+
+  The executor issues a step's copies to one device in one
+  ``jax.device_put``. Into an accelerator (and between host devices) their
+  latencies overlap; values an accelerator computed reach the CPU one
+  after another, each its whole latency. On CPU + H200 (2026-11-28),
+  list-scheduled resnet50 placements that copy 74-160 GPU values to the
+  CPU ran 27-41 ms where links pipelined both ways predicted 7-11 ms
+  (0.18-0.27 ms more per value); holding that direction took the
+  default schedule's Spearman from 0.71 to 0.93 (RESULTS.md, "Copies out
+  of the GPU wait for each other").
+  """
+  into_cpu = np.array([dev.kind == "cpu" for dev in devices])
+  from_accelerator = ~into_cpu
+  return ~(from_accelerator[:, None] & into_cpu[None, :])

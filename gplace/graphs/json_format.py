@@ -27,7 +27,7 @@ The format (``version`` 1)::
       "compute_group": [0, 1, 2],                  # optional, one per device
       "time_scale": 1.0,                           # optional
       "batched_inputs": false,                     # optional
-      "pipelined_links": false                     # optional
+      "pipelined_links": false                     # optional: or [D][D]
     },
     "nodes": [
       {"id": "conv1",                 # unique string or integer, required
@@ -205,6 +205,7 @@ def _json_number(value: float) -> Optional[float]:
 
 def topology_to_dict(topology) -> dict:
   """The format's ``topology`` object of ``topology`` (exact round trip)."""
+  from gplace.sim.topology import pipelined_to_json  # pylint: disable=g-import-not-at-top
   matrix = lambda m: [[_json_number(v) for v in row] for row in m]
   return dict(
       name=topology.name,
@@ -216,7 +217,7 @@ def topology_to_dict(topology) -> dict:
       compute_group=topology.compute_group.tolist(),
       time_scale=float(topology.time_scale),
       batched_inputs=topology.batched_inputs,
-      pipelined_links=topology.pipelined_links)
+      pipelined_links=pipelined_to_json(topology.pipelined_links))
 
 
 def graph_from_json(data: Any, where: str, default_name: str = "graph"):

@@ -299,7 +299,7 @@ def ignores_host_costs(reward: str, topology) -> bool:
   and the host reward model both."""
   return reward in ("simulator", "simulator_dynamic") and bool(
       np.any(launch_costs(topology) > 0) or np.any(copy_costs(topology) > 0)
-      or topology.pipelined_links)
+      or topology.has_pipelined_links)
 
 
 def check_reward_topology(config, topology) -> None:
@@ -316,8 +316,8 @@ def check_reward_topology(config, topology) -> None:
         "cluster, an issue per copy), but the topology "
         f"{topology.name!r} does (cluster_launch_s "
         f"{ms(launch_costs(topology))}; copy_issue_s "
-        f"{ms(copy_costs(topology))}; pipelined_links "
-        f"{topology.pipelined_links}), as gplace.simulate and the results "
+        f"{ms(copy_costs(topology))}; pipelined links "
+        f"{topology.has_pipelined_links}), as gplace.simulate and the results "
         "table do. Train with --config.rl.reward=simulator_host, or set the "
         "devices' cluster_launch_s and copy_issue_s to 0 and "
         "pipelined_links to false in the topology file.")

@@ -219,10 +219,10 @@ def transfer_seconds(graph: Graph, topology: Topology) -> np.ndarray:
 
 def link_hold_seconds(graph: Graph, topology: Topology) -> np.ndarray:
   """``[N, D, D]`` float64 seconds a transfer of each node's output keeps
-  its link busy: :func:`transfer_seconds`, less the latency where
-  ``topology.pipelined_links`` (the latency then only delays the value's
-  arrival, overlapping the link's next transfer)."""
-  if topology.pipelined_links:
+  its link busy: :func:`transfer_seconds`, less the latency on the links
+  that ``topology.pipelined_links`` pipelines (the latency then only delays
+  the value's arrival, overlapping the link's next transfer)."""
+  if topology.has_pipelined_links:
     topology = topology.replace(link_latency=topology.link_hold_latency)
   return transfer_seconds(graph, topology)
 
@@ -231,7 +231,7 @@ def check_serial_links(topology: Topology, caller: str) -> None:
   """Raises TopologyError where ``topology.pipelined_links``: the jitted
   kernels (``caller``) hold a link for each transfer's latency too; only
   the host scheduler (:func:`gplace.simulate`) models pipelined links."""
-  if topology.pipelined_links:
+  if topology.has_pipelined_links:
     raise TopologyError(
         f"{caller} runs the jitted simulator, which holds a link for each "
         f"transfer's latency, but topology {topology.name!r} has "

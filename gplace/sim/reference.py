@@ -179,7 +179,7 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
     latency = (0.0 if topology.batched_inputs and kind[node] == NODE_INPUT
                else float(topology.link_latency[src, dst]))
     held = nbytes[node] / float(topology.link_bandwidth[src, dst])
-    if topology.pipelined_links:     # the link is free once the bytes left
+    if topology.pipelined_mask[src, dst]:  # free once the bytes left
       push(now + held, "link", link)
       push(now + held + latency, "arrival", (node, link))
     else:

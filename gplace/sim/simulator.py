@@ -50,8 +50,9 @@ Time:
   link (ordered device pair) carries one transfer at a time, in priority
   order of the producers: the transfer of ``u`` starts at ``max(finish(u),
   end of the previous transfer on that link)``. Where
-  ``topology.pipelined_links`` (``gplace.profile`` sets it: the executor
-  issues a step's copies in one ``jax.device_put``), the link is free again
+  ``topology.pipelined_links`` pipelines a link (``gplace.profile`` sets
+  it for every link but those from an accelerator into the CPU: the
+  executor issues a step's copies in one ``jax.device_put``), it is free again
   after the bytes, ``send_bytes[u] / link_bandwidth[s, d]``, and the
   latency only delays the arrival; the jitted kernels do not model this
   and refuse such a topology. Transfers on different links overlap
@@ -286,7 +287,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
                             schedule)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
-  elif priority is None and not topology.pipelined_links:
+  elif priority is None and not topology.has_pipelined_links:
     problem = cached_problem(make_problem, graph, topology, costs=costs,
                              order=order)
     result = _scan_in_parts(problem, array, return_schedule)
@@ -419,7 +420,7 @@ def _simulate_schedules(graph: Graph, topology: Topology, costs,
   if _use_native(graph):
     return _native_schedules(graph, topology, costs, placements, priority,
                              dynamic=dynamic, ranks=ranks)
-  if topology.pipelined_links:
+  if topology.has_pipelined_links:
     raise TopologyError(
         f"Topology {topology.name!r} has pipelined_links, which only the "
         "compiled host scheduler models (gplace.sim.native: numba, a "

@@ -137,6 +137,34 @@ def _check_devices(devices: Any) -> tuple[Device, ...]:
   return devices
 
 
+def _check_pipelined(value: Any, d: int) -> bool | np.ndarray:
+  """``pipelined_links`` as a bool, or as a read-only ``[d, d]`` bool array
+  where its links differ; TopologyError if it is neither."""
+  how = ("give True, False, or a [D, D] array of bools (one per link "
+         "[src, dst])")
+  if isinstance(value, (bool, np.bool_)):
+    return bool(value)
+  array = (np.asarray(value) if isinstance(value, (list, tuple, np.ndarray))
+           else None)
+  if array is None or array.dtype != np.bool_:
+    raise TopologyError(f"pipelined_links must be True, False or a [{d}, "
+                        f"{d}] bool array, got {value!r}; {how}.")
+  if array.shape != (d, d):
+    raise TopologyError(f"pipelined_links has shape {array.shape}, expected "
+                        f"({d}, {d}) for {d} devices; {how}.")
+  links = array[~np.eye(d, dtype=bool)]
+  if not links.any() or links.all():
+    return bool(links.size and links[0])
+  array = array.copy()
+  array.setflags(write=False)
+  return array
+
+
+def pipelined_to_json(value: bool | np.ndarray) -> bool | list:
+  """A ``Topology.pipelined_links`` as JSON: the bool, or nested lists."""
+  return value if isinstance(value, bool) else value.tolist()
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Topology:
   """Devices, links and shared-compute groups.
@@ -161,10 +189,15 @@ class Topology:
       only; its latency delays the value's arrival but overlaps the next
       transfer on that link, as the copies of one ``jax.device_put`` of
       many values do. False (presets): the link is busy for the latency
-      too, one transfer at a time. ``gplace.profile`` sets it (on CPU +
-      H200 the values of one executor step arrive about 2.6x sooner than
-      one latency each in turn: RESULTS.md, "Links held for the bytes
-      only").
+      too, one transfer at a time. True or False for every link, or a
+      ``[D, D]`` bool array per link (``[src, dst]``; the diagonal is
+      ignored; one that is the same on every link becomes that bool).
+      ``gplace.profile`` sets it per link
+      (:func:`gplace.execution.profiler.executor_pipelining`): on CPU +
+      H200 the values of one executor step moved into the GPU arrive about
+      2.6x sooner than one latency each in turn, where values the GPU
+      computed reach the CPU one after another (RESULTS.md, "Links held
+      for the bytes only" and "Copies out of the GPU wait for each other").
   """
 
   devices: tuple[Device, ...]
@@ -174,7 +207,7 @@ class Topology:
   name: str = "topology"
   time_scale: float = 1.0
   batched_inputs: bool = False
-  pipelined_links: bool = False
+  pipelined_links: bool | np.ndarray = False
 
   def __post_init__(self):
     devices = _check_devices(self.devices)
@@ -227,10 +260,8 @@ class Topology:
       raise TopologyError(f"batched_inputs must be True or False, got "
                           f"{self.batched_inputs!r}.")
     object.__setattr__(self, "batched_inputs", bool(self.batched_inputs))
-    if not isinstance(self.pipelined_links, (bool, np.bool_)):
-      raise TopologyError(f"pipelined_links must be True or False, got "
-                          f"{self.pipelined_links!r}.")
-    object.__setattr__(self, "pipelined_links", bool(self.pipelined_links))
+    object.__setattr__(self, "pipelined_links",
+                       _check_pipelined(self.pipelined_links, d))
     if not isinstance(self.name, str):
       raise TopologyError(f"A topology's name must be a str, got "
                           f"{type(self.name).__name__}.")
@@ -290,11 +321,24 @@ class Topology:
     return np.where(src == dst, 0.0, t)
 
   @property
+  def pipelined_mask(self) -> np.ndarray:
+    """``[D, D]`` bool: whether each link (``[src, dst]``) is pipelined
+    (``pipelined_links``)."""
+    if isinstance(self.pipelined_links, bool):
+      return np.full((self.n_devices,) * 2, self.pipelined_links)
+    return self.pipelined_links
+
+  @property
+  def has_pipelined_links(self) -> bool:
+    """Whether any link between two distinct devices is pipelined."""
+    return bool(self.pipelined_mask[~np.eye(self.n_devices, dtype=bool)]
+                .any())
+
+  @property
   def link_hold_latency(self) -> np.ndarray:
     """``[D, D]`` float64 of each link's latency that keeps the link busy:
-    ``link_latency``, or zeros where ``pipelined_links``."""
-    return (np.zeros_like(self.link_latency) if self.pipelined_links
-            else self.link_latency)
+    ``link_latency``, zero on the links that ``pipelined_links`` pipelines."""
+    return np.where(self.pipelined_mask, 0.0, self.link_latency)
 
   def replace(self, **changes) -> "Topology":
     return dataclasses.replace(self, **changes)

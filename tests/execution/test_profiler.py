@@ -132,6 +132,13 @@ def test_profile_save_load_round_trip(mlp_profile, tmp_path):
                                   getattr(prof, field))
   with pytest.raises(gplace.GplaceError, match="profile"):
     profiler.Profile.load(tmp_path / "missing.npz")
+  # Links pipelined on some links only (an accelerator's profile) too.
+  mask = np.ones((2, 2), bool)
+  mask[1, 0] = False
+  dataclasses.replace(prof, topology=prof.topology.replace(
+      pipelined_links=mask)).save(path)
+  np.testing.assert_array_equal(
+      profiler.Profile.load(path).topology.pipelined_mask, mask)
 
 
 def test_transfer_fit_is_positive():
@@ -188,6 +195,33 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
                                            order=o).runtime_s
                         for p, o in zip(placements, orders)])
   np.testing.assert_allclose(simulated, measured, rtol=1e-6)
+
+
+def test_held_links_of_a_pipelined_topology_cost_at_least_a_bare_copy():
+  # As gplace.profile models CPU + GPUs: links pipelined but those from a
+  # GPU into the CPU, whose copies wait for each other, each at least a
+  # bare copy: their factor is not fitted below 1 (the others are).
+  base = topology_lib.preset("1cpu+2gpu")
+  topology = base.replace(
+      pipelined_links=profiler.executor_pipelining(base.devices))
+  for into_cpu, want in ((4.0, 4.0), (0.25, 1.0)):
+    true = np.array([[1.0, 0.5, 0.5], [into_cpu, 1.0, 1.0],
+                     [into_cpu, 1.0, 1.0]])
+    graph, costs, placements, orders, measured = _link_fit_problem(
+        topology, true)
+    fitted, _, _, factors, _, _ = calibration.calibrate_links(
+        graph, topology, costs, placements, orders, measured)
+    np.testing.assert_allclose(factors[1:, 0], want, rtol=1e-6)
+    if into_cpu >= 1:      # within the bound: the fit reproduces the runs
+      simulated = np.array([simulator.simulate(graph, p, fitted, costs=costs,
+                                               order=o).runtime_s
+                            for p, o in zip(placements, orders)])
+      np.testing.assert_allclose(simulated, measured, rtol=1e-6)
+  # Where every link is held (presets), nothing bounds the fit.
+  graph, costs, placements, orders, measured = _link_fit_problem(base, true)
+  factors = calibration.calibrate_links(
+      graph, base, costs, placements, orders, measured)[3]
+  np.testing.assert_allclose(factors, true, rtol=1e-6)
 
 
 def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
