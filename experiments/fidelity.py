@@ -231,7 +231,8 @@ def evaluate(name, size, args_ns, devices):
   ok = ~failed
   refitted = None
   if n_calibration:
-    refitted = refit_in_rounds(prof, calibration_rounds, devices)
+    refitted = refit_in_rounds(prof, calibration_rounds,
+                               profiler.timing_classes(devices))
     for kind in kinds:
       result = simulator.simulate(
           graph, placements, refitted.topology, costs=refitted.costs,
@@ -278,15 +279,15 @@ def run_orders(schedules, n_nodes: int) -> np.ndarray:
 
 
 def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
-                    devices) -> profiler.Profile:
+                    classes) -> profiler.Profile:
   """``prof`` fitted again (``profiler.refit``) on the fastest call of each
   of its calibration runs (``profiler.calibration_runs``) over ``rounds
-  [R, D + C]`` seconds; devices that are timed alike (forced CPU devices)
-  share the fastest of their single-device runs, as ``gplace.profile``
-  has them."""
+  [R, D + C]`` seconds; devices that are timed alike (``classes [D]``,
+  ``profiler.timing_classes``: forced CPU devices) share the fastest of
+  their single-device runs, as ``gplace.profile`` has them."""
   fastest = rounds.min(axis=0)
-  d = len(devices)
-  classes = np.asarray(profiler.timing_classes(devices))
+  d = len(classes)
+  classes = np.asarray(classes)
   whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
                     if np.isfinite(fastest[:d][classes == classes[j]]).any()
                     else np.nan for j in range(d)])

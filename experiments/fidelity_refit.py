@@ -24,7 +24,10 @@ link, launch and copy factors (as the code stands now) on the calibration runs t
 profile kept, and scores that fit on the fidelity measurements: out of
 sample, what a change to the fit would have given on the same machine and
 measurements, without a new calibration run. The first row of each workload
-repeats the stored profile's figures.
+repeats the stored profile's figures. ``--in-rounds`` fits instead on the
+calibration runs measured in the fidelity rounds (dumps of ``fidelity.py
+--calibrate-in-rounds``), as its ``fastest, refit in rounds`` rows do; the
+first row then repeats those rows' stored figures.
 """
 
 import argparse
@@ -99,13 +102,24 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
   return best[1], best[2]
 
 
-def calibration_refit(prof: profiler.Profile) -> tuple:
+def calibration_refit(prof: profiler.Profile, rounds=None) -> tuple:
   """``(topology, costs)`` that ``gplace.profile``'s fit (as the code
-  stands) gives on ``prof``'s own calibration runs (``profiler.refit``)."""
+  stands) gives on ``prof``'s own calibration runs (``profiler.refit``),
+  or on those runs measured in fidelity's rounds (``rounds [R, D + C]``
+  seconds, as ``fidelity.refit_in_rounds`` fits them)."""
   if prof.calibration_placements is None:
     raise SystemExit("the profile kept no calibration runs (profiles from "
                      "before 2026-11-27 did not); --calibration needs them.")
-  again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
+  if rounds is not None:
+    # fidelity.py forces host devices as it is imported: only here.
+    from experiments.fidelity import refit_in_rounds  # pylint: disable=g-import-not-at-top
+    # Host devices time alike (profiler.timing_classes), each other alone.
+    kinds = [dev.kind for dev in prof.topology.devices]
+    classes = [kinds.index("cpu") if kind == "cpu" else j
+               for j, kind in enumerate(kinds)]
+    again = refit_in_rounds(prof, rounds, classes)
+  else:
+    again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
   return again.topology, again.costs
 
 
@@ -133,21 +147,36 @@ def main() -> None:
                       help="rerun gplace.profile's fit on the profile's own "
                       "calibration runs and score it out of sample, instead "
                       "of the in-sample grid")
+  parser.add_argument("--in-rounds", action="store_true",
+                      help="with --calibration: fit on the calibration runs "
+                      "measured in the fidelity rounds (dumps of fidelity.py "
+                      "--calibrate-in-rounds) instead of the profile's own")
   args = parser.parse_args()
+  if args.in_rounds and not args.calibration:
+    parser.error("--in-rounds goes with --calibration")
   profile_dir = args.profiles or args.dump
   if args.calibration:
-    print("| workload | stored profile: Spearman / err % | fit rerun on its "
-          "calibration runs: Spearman / err % | link factors 0->1 / 1->0 | "
+    stored, runs = (("stored refit in rounds", "calibration runs in the "
+                     "rounds") if args.in_rounds
+                    else ("stored profile", "calibration runs"))
+    print(f"| workload | {stored}: Spearman / err % | fit rerun on its "
+          f"{runs}: Spearman / err % | link factors 0->1 / 1->0 | "
           "launch ms | copy issue ms | batched inputs |")
     print("|---|---|---|---|---|---|---|")
     for name, size, prof, data in dumps(args.dump, profile_dir):
       ok = ~data["failed"]
       measured = measured_of(data, args.schedule, args.statistic)[ok]
-      topology, costs = calibration_refit(prof)
+      if args.in_rounds and "calibration_rounds" not in data:
+        raise SystemExit(f"{name} {size}: the dump has no calibration runs "
+                         "measured in rounds (fidelity.py "
+                         "--calibrate-in-rounds); drop --in-rounds.")
+      topology, costs = calibration_refit(
+          prof, data["calibration_rounds"] if args.in_rounds else None)
       predicted = np.asarray(simulator.simulate(
           prof.graph, data["placements"][ok], topology, costs=costs,
           order=data[f"order_{args.schedule}"][ok]).runtime_s, np.float64)
-      cal = score(data[f"predicted_{args.schedule}"][ok], measured)
+      stored = "predicted_refit_" if args.in_rounds else "predicted_"
+      cal = score(data[f"{stored}{args.schedule}"][ok], measured)
       fit = score(predicted, measured)
       factors = topology.link_latency / np.where(
           prof.transfer_latency_s > 0, prof.transfer_latency_s, 1.0)
