@@ -283,7 +283,7 @@ def print_placed_twice(name: str, labels: list[str],
   ``all_on_<d>`` in node-id order (``static_rounds [R, K]``). They are the
   same program in the same order, so their spread is noise that no model
   can predict (on CPU + H200 up to 1.6x, on forced CPU devices up to
-  1.33x: RESULTS.md, "Copies out of the GPU wait for each other")."""
+  1.3x: RESULTS.md, "Copies out of the GPU wait for each other")."""
   pairs = []
   for d in range(calibration_rounds.shape[1]):
     label = f"all_on_{d}"

@@ -175,8 +175,8 @@ def main() -> None:
       predicted = np.asarray(simulator.simulate(
           prof.graph, data["placements"][ok], topology, costs=costs,
           order=data[f"order_{args.schedule}"][ok]).runtime_s, np.float64)
-      stored = "predicted_refit_" if args.in_rounds else "predicted_"
-      cal = score(data[f"{stored}{args.schedule}"][ok], measured)
+      key = "predicted_refit_" if args.in_rounds else "predicted_"
+      cal = score(data[f"{key}{args.schedule}"][ok], measured)
       fit = score(predicted, measured)
       factors = topology.link_latency / np.where(
           prof.transfer_latency_s > 0, prof.transfer_latency_s, 1.0)
