@@ -306,19 +306,21 @@ def run_orders(schedules, n_nodes: int) -> np.ndarray:
 
 
 def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
-                    classes) -> profiler.Profile:
+                    classes, pipelined_links=None) -> profiler.Profile:
   """``prof`` fitted again (``profiler.refit``) on the fastest call of each
   of its calibration runs (``profiler.calibration_runs``) over ``rounds
   [R, D + C]`` seconds; devices that are timed alike (``classes [D]``,
   ``profiler.timing_classes``: forced CPU devices) share the fastest of
-  their single-device runs, as ``gplace.profile`` has them."""
+  their single-device runs, as ``gplace.profile`` has them.
+  ``pipelined_links``: as ``profiler.refit`` takes it (default: the
+  executor's now)."""
   fastest = rounds.min(axis=0)
   d = len(classes)
   classes = np.asarray(classes)
   whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
                     if np.isfinite(fastest[:d][classes == classes[j]]).any()
                     else np.nan for j in range(d)])
-  return profiler.refit(prof, fastest[d:], whole)
+  return profiler.refit(prof, fastest[d:], whole, pipelined_links)
 
 
 def link_scale_text(prof: profiler.Profile) -> str:
@@ -351,9 +353,12 @@ def dump(path, labels, placements, kinds, schedules, predicted, measured,
   ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed); with
   --calibrate-in-rounds also ``calibration_rounds [rounds, D + C]`` (each
   round's fastest call of ``profiler.calibration_runs``) and
-  ``predicted_refit_<kind> [K]``."""
+  ``predicted_refit_<kind> [K]``; ``host_reads`` ``"overlapped"``: the
+  executor started its read-backs of accelerator values early (dumps
+  without it are from before 2026-11-28's change, whose read-backs waited
+  for each other: ``profiler.executor_pipelining``)."""
   arrays = dict(labels=np.asarray(labels), placements=placements,
-                failed=failed)
+                failed=failed, host_reads=np.asarray("overlapped"))
   for kind in kinds:
     arrays[f"order_{kind}"] = run_orders(schedules[kind],
                                          placements.shape[1])

@@ -49,13 +49,22 @@ def score(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
           float(np.median(np.abs(predicted - measured) / measured) * 100))
 
 
-def uncalibrated(prof: profiler.Profile) -> tuple:
+def executor_links(prof: profiler.Profile, data) -> np.ndarray:
+  """The ``pipelined_links`` of the executor that measured ``data`` (a
+  fidelity dump): read-backs of accelerator values overlapping where the
+  dump says so (``host_reads``), else waiting for each other, as before
+  2026-11-28."""
+  overlapped = "host_reads" in data and str(data["host_reads"]) == "overlapped"
+  return profiler.executor_pipelining(prof.topology.devices, overlapped)
+
+
+def uncalibrated(prof: profiler.Profile, pipelined_links) -> tuple:
   """``(topology, costs)`` as ``gplace.profile`` had them before fitting
   links, launches and copies: the bare copy latencies and bandwidths it
   measured, the bare dispatch as each device's launch cost, no copy issue
-  cost, batched inputs allowed, links pipelined as ``gplace.profile``
-  models them (``profiler.executor_pipelining``), and op costs gross of
-  launches (summing to the whole-program runs)."""
+  cost, batched inputs allowed, links pipelined as the executor that
+  measured the dump copied (``pipelined_links``, :func:`executor_links`),
+  and op costs gross of launches (summing to the whole-program runs)."""
   topology = prof.topology
   latency = np.array(prof.transfer_latency_s)
   np.fill_diagonal(latency, 0.0)
@@ -65,15 +74,15 @@ def uncalibrated(prof: profiler.Profile) -> tuple:
                     for dev, s in zip(topology.devices, prof.dispatch_s)),
       link_latency=latency, link_bandwidth=np.array(prof.transfer_bandwidth),
       batched_inputs=True,
-      pipelined_links=profiler.executor_pipelining(topology.devices))
+      pipelined_links=pipelined_links)
   return bare, prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
 
 
 def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
-          measured: np.ndarray) -> tuple[dict, np.ndarray]:
+          measured: np.ndarray, pipelined_links) -> tuple[dict, np.ndarray]:
   """The grid point with the least median absolute log error, and its
   ``[K]`` predictions."""
-  topology, gross = uncalibrated(prof)
+  topology, gross = uncalibrated(prof, pipelined_links)
   directions = 2.0 ** np.arange(-4.0, 4.01, 0.5)
   launches = [0.0, 1e-5, 3e-5, 1e-4, 3e-4]
   groups = [tuple(np.asarray(topology.compute_group).tolist())]
@@ -102,7 +111,8 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
   return best[1], best[2]
 
 
-def calibration_refit(prof: profiler.Profile, rounds=None) -> tuple:
+def calibration_refit(prof: profiler.Profile, pipelined_links,
+                      rounds=None) -> tuple:
   """``(topology, costs)`` that ``gplace.profile``'s fit (as the code
   stands) gives on ``prof``'s own calibration runs (``profiler.refit``),
   or on those runs measured in fidelity's rounds (``rounds [R, D + C]``
@@ -117,9 +127,10 @@ def calibration_refit(prof: profiler.Profile, rounds=None) -> tuple:
     kinds = [dev.kind for dev in prof.topology.devices]
     classes = [kinds.index("cpu") if kind == "cpu" else j
                for j, kind in enumerate(kinds)]
-    again = refit_in_rounds(prof, rounds, classes)
+    again = refit_in_rounds(prof, rounds, classes, pipelined_links)
   else:
-    again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
+    again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s,
+                           pipelined_links)
   return again.topology, again.costs
 
 
@@ -171,7 +182,8 @@ def main() -> None:
                          "measured in rounds (fidelity.py "
                          "--calibrate-in-rounds); drop --in-rounds.")
       topology, costs = calibration_refit(
-          prof, data["calibration_rounds"] if args.in_rounds else None)
+          prof, executor_links(prof, data),
+          data["calibration_rounds"] if args.in_rounds else None)
       predicted = np.asarray(simulator.simulate(
           prof.graph, data["placements"][ok], topology, costs=costs,
           order=data[f"order_{args.schedule}"][ok]).runtime_s, np.float64)
@@ -200,7 +212,8 @@ def main() -> None:
     measured = measured_of(data, args.schedule, args.statistic)[ok]
     calibrated = data[f"predicted_{args.schedule}"][ok]
     params, predicted = refit(prof, data["placements"][ok],
-                              data[f"order_{args.schedule}"][ok], measured)
+                              data[f"order_{args.schedule}"][ok], measured,
+                              executor_links(prof, data))
     cal, fit = score(calibrated, measured), score(predicted, measured)
     print(f"| {name} {size} | {cal[0]:.3f} / {cal[1]:.1f} | {fit[0]:.3f} / "
           f"{fit[1]:.1f} | {params} |", flush=True)

@@ -9,9 +9,13 @@ bare copy of a resting array (``gplace.profile``'s ``fit_transfer``). This
 script times, for ``k`` values of ``--bytes`` each that one executable has
 just produced on the source device:
 
-* ``put``: ``jax.device_put(values, dst)``, what the executor does now;
+* ``put``: ``jax.device_put(values, dst)``, what the executor did until
+  2026-11-28;
 * ``get``: ``jax.device_get(values)`` (every copy to the host started before
   any is awaited), then ``jax.device_put`` of the host arrays;
+* ``prefetch``: ``copy_to_host_async()`` of every value, then
+  ``jax.device_put(values, dst)``: what the executor does now between
+  platforms (``gplace.execution.plan.defer_host_copies``);
 * ``packed``: the values flattened into one buffer on the source device (one
   more executable), one copy, and split back on the destination.
 
@@ -69,6 +73,11 @@ def main() -> None:
       times.append(time.perf_counter() - start)
     return statistics.median(times)
 
+  def prefetched_put(values, dst):
+    for value in values:
+      value.copy_to_host_async()
+    return jax.device_put(values, dst)
+
   for src, dst in ((last, first), (first, last)):
     on_src = jax.sharding.SingleDeviceSharding(src)
     on_dst = jax.sharding.SingleDeviceSharding(dst)
@@ -83,6 +92,7 @@ def main() -> None:
       methods = {
           "put": lambda: jax.device_put(produce(x), dst),
           "get": lambda: jax.device_put(jax.device_get(produce(x)), dst),
+          "prefetch": lambda: prefetched_put(produce(x), dst),
           "packed": lambda: unpack(jax.device_put(pack(produce(x)), dst)),
       }
       want = [np.asarray(v) for v in produce(x)]
@@ -100,7 +110,8 @@ def main() -> None:
       print(f"{row['src']:>14} -> {row['dst']:<14} k={k:3d}  producer "
             f"{row['producer_us']:7.1f} us; per value: put "
             f"{row['put_us_per_value']:7.1f} us, get "
-            f"{row['get_us_per_value']:7.1f} us, packed "
+            f"{row['get_us_per_value']:7.1f} us, prefetch "
+            f"{row['prefetch_us_per_value']:7.1f} us, packed "
             f"{row['packed_us_per_value']:7.1f} us", flush=True)
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:

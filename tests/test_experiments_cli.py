@@ -123,7 +123,7 @@ def test_bench_train_step_flags():
     bench_train_step.parse_args(["--loss=sgd"])
 
 
-def test_transfer_costs_moves_equal_values_three_ways(tmp_path):
+def test_transfer_costs_moves_equal_values_four_ways(tmp_path):
   # The script checks every method's values against the source's and that
   # they land on the destination; two forced host devices here.
   out = tmp_path / "transfers.json"
@@ -139,5 +139,5 @@ def test_transfer_costs_moves_equal_values_three_ways(tmp_path):
   assert [(r["count"], r["src"] != r["dst"]) for r in rows] == [
       (1, True), (3, True)] * 2
   for row in rows:
-    for method in ("put", "get", "packed"):
+    for method in ("put", "get", "prefetch", "packed"):
       assert f"{method}_us_per_value" in row

@@ -111,7 +111,8 @@ def _link_grid(scales: np.ndarray, topology: Topology, kinds: list[str],
   """The factors the fit tries on the links of ``link_class`` (source kind,
   destination kind): all of ``scales``, or those of at least 1 where the
   topology pipelines some links but holds these. A held link there is one
-  whose copies wait for each other (an accelerator's values into the CPU,
+  whose copies wait for each other (an accelerator's values into the CPU
+  as the executor copied them before 2026-11-28,
   :func:`gplace.execution.profiler.executor_pipelining`): each then costs
   at least a bare copy of a resting value, the latency measured."""
   mask = topology.pipelined_mask

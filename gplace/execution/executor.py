@@ -35,7 +35,10 @@ sub-programs it compiles):
 4. At call time arguments are put on the device of their input node (where
    the parameter lives); a value read on another device is moved there once
    per destination (``jax.device_put``); outputs land on the device of their
-   output node.
+   output node. A copy between platforms (CPU and GPU) starts reading the
+   value back to the host as soon as it exists and is put on its
+   destination right before its first reader
+   (:func:`gplace.execution.plan.defer_host_copies`).
 
 As under ``jax.jit``, an op with side effects (``io_callback``,
 ``jax.debug.print``) runs once per call even when nothing reads its result,
@@ -267,6 +270,9 @@ class PlacedFunction:
         results = executable(*[slots[s] for s in in_slots])
         for slot, value in zip(out_slots, results):
           slots[slot] = value
+      elif step[0] == "fetch":
+        for i in step[1]:
+          slots[i].copy_to_host_async()
       else:
         _, srcs, dsts, device = step
         moved = jax.device_put([slots[i] for i in srcs], device)

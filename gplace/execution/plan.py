@@ -7,7 +7,11 @@ Where it sits: :class:`gplace.execution.executor.PlacedFunction` builds one
 *slots* (one value on one device) that a call replays without any lookups.
 Copies between devices are batched per destination and sent as soon as a
 value exists (parameters first, results right after their cluster), as the
-simulator assumes.
+simulator assumes. A copy between platforms (CPU and GPU: two PJRT clients)
+is read back to the host, which ``jax.device_put`` does one value at a time
+and waits for; those values are instead read back asynchronously as soon as
+they exist (``jax.Array.copy_to_host_async``) and put on their destination
+right before their first reader (:func:`defer_host_copies`).
 
 Host-side Python; only the cluster functions it compiles are traced.
 """
@@ -15,7 +19,7 @@ Host-side Python; only the cluster functions it compiles are traced.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -33,7 +37,8 @@ class Plan:
   """The compiled, flattened schedule of one placed program.
 
   Values live in ``slots``; a slot is one value on one device. Steps are
-  ``("put", src_slots, dst_slots, device)`` (one batched copy) or
+  ``("put", src_slots, dst_slots, device)`` (one batched copy),
+  ``("fetch", src_slots)`` (start reading values back to the host) or
   ``("run", executable, in_slots, out_slots)``.
   """
   n_slots: int
@@ -87,8 +92,11 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
   transfer_bytes = 0
   var_bytes = value_bytes(program)
 
+  slot_device: list[int] = []
+
   def new_slot(var, device_index):
     slot_of[(var, device_index)] = len(slot_of)
+    slot_device.append(device_index)
     return slot_of[(var, device_index)]
 
   pending: dict[int, tuple[list[int], list[int]]] = {}
@@ -184,6 +192,9 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
     else:
       output_slots.append(read(ref.var, device_index))
   flush()
+  steps = defer_host_copies(
+      steps, slot_device,
+      lambda src, dst: crosses_platform(devices[src], devices[dst]))
   return Plan(n_slots=len(slot_of), arg_slots=arg_slots,
                arg_devices=arg_devices,
                arg_shardings=[jax.sharding.SingleDeviceSharding(d)
@@ -193,3 +204,70 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
                schedule=schedule, n_transfers=n_transfers,
                transfer_bytes=transfer_bytes,
                compile_s=compile_s, n_compiled=n_compiled, n_cached=n_cached)
+
+
+def crosses_platform(src: Any, dst: Any) -> bool:
+  """Whether a copy from jax device ``src`` to ``dst`` goes between
+  platforms (CPU and GPU are separate PJRT clients; ``jax.device_put``
+  then reads the value back to the host, synchronously)."""
+  return src.platform != dst.platform
+
+
+def defer_host_copies(steps: list[tuple], slot_device: list[int],
+                      crosses: Callable[[int, int], bool]) -> list[tuple]:
+  """Splits off the copies that go through the host and defers them.
+
+  ``jax.device_put`` of a value onto a device of another PJRT client reads
+  the value back to the host first (``jax.Array._value``), one value after
+  another, and waits for each: for the whole computation that produces it
+  and then the copy (on CPU + H200, about 0.27 ms a value, serially:
+  RESULTS.md, "Copies out of the GPU wait for each other"). In its place
+  this puts a ``("fetch", src_slots)`` step (``copy_to_host_async`` of each
+  value: every read-back starts as soon as its value exists, and they
+  overlap) and moves the ``put`` to right before the first step that reads
+  one of its destination slots (or to the end, for program outputs), so the
+  host waits for a value only when a reader needs it. Copies that stay
+  inside one client keep their place.
+
+  Args:
+    steps: a plan's steps (see :class:`Plan`), in dispatch order.
+    slot_device: ``[n_slots]`` device index of each slot.
+    crosses: ``(src_device_index, dst_device_index) -> bool``, whether a
+      copy between those devices goes through the host.
+
+  Returns:
+    The new steps; the same copies, each destination slot written once
+    before it is read.
+  """
+  out: list[tuple] = []
+  waiting: list[tuple] = []             # deferred ("put", ...) steps
+
+  def release(needed) -> None:
+    keep = []
+    for put in waiting:
+      if needed is None or not needed.isdisjoint(put[2]):
+        out.append(put)
+      else:
+        keep.append(put)
+    waiting[:] = keep
+
+  for step in steps:
+    if step[0] == "put":
+      _, srcs, dsts, device = step
+      late = [crosses(slot_device[s], slot_device[d])
+              for s, d in zip(srcs, dsts)]
+      if any(late):
+        near = [(s, d) for s, d, x in zip(srcs, dsts, late) if not x]
+        far = [(s, d) for s, d, x in zip(srcs, dsts, late) if x]
+        if near:
+          out.append(("put", [s for s, _ in near], [d for _, d in near],
+                      device))
+        out.append(("fetch", [s for s, _ in far]))
+        waiting.append(("put", [s for s, _ in far], [d for _, d in far],
+                        device))
+        continue
+    elif step[0] == "run":
+      release(set(step[2]))
+    out.append(step)
+  release(None)
+  return out

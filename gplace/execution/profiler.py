@@ -56,8 +56,8 @@ copy issue, and each cluster one launch):
   calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
   factor; its links are pipelined (``Topology.pipelined_links``: a link is
   busy for a transfer's bytes only, as the executor's one ``device_put``
-  per step and device overlaps the copies' latencies), except those from
-  an accelerator into the CPU (:func:`executor_pipelining`);
+  per step and device overlaps the copies' latencies, and its read-backs
+  of accelerator values overlap: :func:`executor_pipelining`);
 * ``Device.cluster_launch_s`` is the dispatch overhead times the
   calibrated launch factor: ``gplace.simulate`` adds it once per cluster
   the executor launches (:mod:`gplace.sim.clusters`);
@@ -438,7 +438,8 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
 
 
 def refit(prof: Profile, calibration_s: np.ndarray,
-          whole_program_s: np.ndarray) -> Profile:
+          whole_program_s: np.ndarray,
+          pipelined_links: bool | np.ndarray | None = None) -> Profile:
   """``prof`` calibrated again on new measurements of its own runs.
 
   The op times, dispatch overheads and bare copies stay; the fusion
@@ -455,6 +456,10 @@ def refit(prof: Profile, calibration_s: np.ndarray,
       in ``prof.calibration_orders`` (NaN: failed, left out).
     whole_program_s: ``[D]`` seconds of the whole program on each device
       alone (one cluster).
+    pipelined_links: the ``Topology.pipelined_links`` to fit with (default:
+      the executor's now, :func:`executor_pipelining`); measurements taken
+      by an older executor want the links it had (``experiments/
+      fidelity_refit.py`` passes them).
 
   Returns:
     A new :class:`Profile` with the new measurements.
@@ -478,7 +483,8 @@ def refit(prof: Profile, calibration_s: np.ndarray,
   return _fitted(prof.graph, prof.topology, prof.op_time_s, prof.dispatch_s,
                  prof.transfer_latency_s, prof.transfer_bandwidth,
                  whole_program_s, prof.calibration_placements,
-                 prof.calibration_orders, calibration_s, prof.profile_s)
+                 prof.calibration_orders, calibration_s, prof.profile_s,
+                 pipelined_links)
 
 
 def calibration_runs(prof: Profile) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -509,7 +515,8 @@ def _fitted(graph: Graph, base: Topology, op_time: np.ndarray,
             dispatch: np.ndarray, latency: np.ndarray,
             bandwidth: np.ndarray, whole: np.ndarray, blocks: np.ndarray,
             schedules: np.ndarray, measured: np.ndarray,
-            profile_s: float) -> Profile:
+            profile_s: float,
+            pipelined_links: bool | np.ndarray | None = None) -> Profile:
   """The profile of these measurements: fusion factors from the whole
   program on each device (``whole [D]``; NaN, a failed run: 1x), then links,
   launches and copies fitted on the calibration runs (``blocks`` run in
@@ -521,7 +528,7 @@ def _fitted(graph: Graph, base: Topology, op_time: np.ndarray,
   costs = compute * fusion[None, :]
   d = len(dispatch)
   topology = _measured_topology(base, dispatch, latency, bandwidth,
-                                float(np.median(fusion)))
+                                float(np.median(fusion)), pipelined_links)
   link_scale, link_scales = 1.0, np.ones((d, d))
   launch_scales, copy_scales = np.ones(d), np.zeros(d)
   if np.isfinite(measured).any():
@@ -543,12 +550,15 @@ def _fitted(graph: Graph, base: Topology, op_time: np.ndarray,
 
 def _measured_topology(base: Topology, dispatch: np.ndarray,
                        latency: np.ndarray, bandwidth: np.ndarray,
-                       time_scale: float) -> Topology:
+                       time_scale: float,
+                       pipelined_links: bool | np.ndarray | None = None
+                       ) -> Topology:
   """``base`` (``local(devices)``) with measured dispatch overheads and
   links: a link costs the fitted copy latency, each cluster one dispatch of
   its device (``Device.cluster_launch_s``, before calibration scales it),
   and a copy no issue cost until calibration fits one. Links are
-  pipelined as the executor's copies are (:func:`executor_pipelining`)."""
+  pipelined as the executor's copies are (:func:`executor_pipelining`),
+  unless ``pipelined_links`` says otherwise."""
   topo_devices = tuple(
       dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
                           cluster_launch_s=float(dispatch[j]),
@@ -560,24 +570,37 @@ def _measured_topology(base: Topology, dispatch: np.ndarray,
       devices=topo_devices, link_bandwidth=bandwidth,
       link_latency=link_latency, compute_group=base.compute_group,
       name="local-calibrated", time_scale=time_scale, batched_inputs=True,
-      pipelined_links=executor_pipelining(topo_devices))
+      pipelined_links=(executor_pipelining(topo_devices)
+                       if pipelined_links is None else pipelined_links))
 
 
-def executor_pipelining(devices: Sequence[Device]) -> np.ndarray:
+def executor_pipelining(devices: Sequence[Device],
+                        overlapped_host_reads: bool = True) -> np.ndarray:
   """``[D, D]`` bool ``Topology.pipelined_links`` of the executor's copies
-  between ``devices``: every link but those from an accelerator into a
-  CPU.
+  between ``devices``.
 
   The executor issues a step's copies to one device in one
-  ``jax.device_put``. Into an accelerator (and between host devices) their
-  latencies overlap; values an accelerator computed reach the CPU one
-  after another, each its whole latency. On CPU + H200 (2026-11-28),
-  list-scheduled resnet50 placements that copy 74-160 GPU values to the
-  CPU ran 27-41 ms where links pipelined both ways predicted 7-11 ms
-  (0.18-0.27 ms more per value); holding that direction took the
+  ``jax.device_put``; into an accelerator (and between host devices) their
+  latencies overlap. A value an accelerator computed reaches the CPU
+  through the host: ``jax.device_put`` reads it back, one value after
+  another, each its whole latency. On CPU + H200 (2026-11-28),
+  list-scheduled resnet50 placements that copied 74-160 GPU values to the
+  CPU that way ran 27-41 ms where links pipelined both ways predicted 7-11
+  ms (0.18-0.27 ms more per value); holding that direction took the
   default schedule's Spearman from 0.71 to 0.93 (RESULTS.md, "Copies out
-  of the GPU wait for each other").
+  of the GPU wait for each other"). The executor now starts those
+  read-backs as soon as each value exists, all overlapping
+  (:func:`gplace.execution.plan.defer_host_copies`), so every link is
+  pipelined.
+
+  Args:
+    devices: the topology's devices (``Device.kind``).
+    overlapped_host_reads: False for measurements of the executor before
+      that change (every link pipelined but those from an accelerator into
+      a CPU).
   """
   into_cpu = np.array([dev.kind == "cpu" for dev in devices])
+  if overlapped_host_reads:
+    return np.ones((len(devices),) * 2, bool)
   from_accelerator = ~into_cpu
   return ~(from_accelerator[:, None] & into_cpu[None, :])

@@ -192,12 +192,13 @@ class Topology:
       too, one transfer at a time. True or False for every link, or a
       ``[D, D]`` bool array per link (``[src, dst]``; the diagonal is
       ignored; one that is the same on every link becomes that bool).
-      ``gplace.profile`` sets it per link
+      ``gplace.profile`` sets it as the executor copies
       (:func:`gplace.execution.profiler.executor_pipelining`): on CPU +
       H200 the values of one executor step moved into the GPU arrive about
-      2.6x sooner than one latency each in turn, where values the GPU
-      computed reach the CPU one after another (RESULTS.md, "Links held
-      for the bytes only" and "Copies out of the GPU wait for each other").
+      2.6x sooner than one latency each in turn (RESULTS.md, "Links held
+      for the bytes only"); values the GPU computed reached the CPU one
+      after another until the executor started their read-backs early
+      ("Copies out of the GPU wait for each other").
   """
 
   devices: tuple[Device, ...]

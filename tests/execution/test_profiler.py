@@ -198,12 +198,13 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
 
 
 def test_held_links_of_a_pipelined_topology_cost_at_least_a_bare_copy():
-  # As gplace.profile models CPU + GPUs: links pipelined but those from a
-  # GPU into the CPU, whose copies wait for each other, each at least a
-  # bare copy: their factor is not fitted below 1 (the others are).
+  # As gplace.profile modelled CPU + GPUs before the executor's read-backs
+  # overlapped: links pipelined but those from a GPU into the CPU, whose
+  # copies wait for each other, each at least a bare copy: their factor is
+  # not fitted below 1 (the others are).
   base = topology_lib.preset("1cpu+2gpu")
-  topology = base.replace(
-      pipelined_links=profiler.executor_pipelining(base.devices))
+  topology = base.replace(pipelined_links=profiler.executor_pipelining(
+      base.devices, overlapped_host_reads=False))
   for into_cpu, want in ((4.0, 4.0), (0.25, 1.0)):
     true = np.array([[1.0, 0.5, 0.5], [into_cpu, 1.0, 1.0],
                      [into_cpu, 1.0, 1.0]])

@@ -167,15 +167,18 @@ def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
   assert measured.pipelined_links is True       # host devices only
 
 
-def test_the_executor_pipelines_every_link_but_accelerator_to_cpu():
+def test_the_executor_pipelines_every_link():
   devices = [Device(name, kind, 1e12, 1e11, 1e9)
              for name, kind in (("cpu:0", "cpu"), ("gpu:0", "gpu"),
                                 ("gpu:1", "gpu"))]
-  mask = profiler.executor_pipelining(devices)
+  assert profiler.executor_pipelining(devices).shape == (3, 3)
+  assert profiler.executor_pipelining(devices).all()
+  # Before its read-backs overlapped: held from an accelerator into the CPU.
+  mask = profiler.executor_pipelining(devices, overlapped_host_reads=False)
   np.testing.assert_array_equal(mask, [[True, True, True],
                                        [False, True, True],
                                        [False, True, True]])
-  assert profiler.executor_pipelining(devices[:1]).all()
+  assert profiler.executor_pipelining(devices[:1], False).all()
 
 
 @pytest.mark.parametrize("value, match", [
