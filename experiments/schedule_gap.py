@@ -8,16 +8,28 @@ scheduler's placement in its own planned order and under
 order as a priority (so the only difference left is the dynamic rule's
 work conservation).
 
+With ``--bandwidth-scales 1,2,4`` a second table keeps each scheduler's
+placement and order (planned on the preset) and simulates them with every
+link's bandwidth multiplied by each factor: where the own order's lead
+over the default schedule is link contention, it goes with more bandwidth.
+With ``--jitter 0.01`` a third table runs the dynamic schedule with
+``--jitter-samples`` bottom-level priorities each multiplied by
+``exp(jitter * z)``, ``z`` standard normal: how far the default's figure
+is from what nearly the same priority gives.
+
   python -m experiments.schedule_gap --workloads rnnlm2,gnmt4
+  python -m experiments.schedule_gap --workloads rnnlm2 --schedulers m_sct \
+      --bandwidth-scales 1,2,4,1000 --jitter 0.01
 """
 
 import argparse
 
+import numpy as np
 
 import gplace
 from gplace import baselines
 from gplace.baselines import common, list_scheduling
-from gplace.sim.priority import order_priority
+from gplace.sim.priority import bottom_level, order_priority
 from gplace.sim.topology import preset
 
 from experiments.baselines import CACHE, load_graph
@@ -34,8 +46,17 @@ def main(argv=None) -> None:
   parser.add_argument("--size", default="paper", help="tiny | small | paper")
   parser.add_argument("--cache", default=CACHE,
                       help="directory of captured graphs (.npz)")
+  parser.add_argument("--bandwidth-scales", default="",
+                      help="comma-separated link bandwidth factors for the "
+                      "second table (empty: no such table)")
+  parser.add_argument("--jitter", type=float, default=0.0,
+                      help="sigma of the log-normal noise on the bottom "
+                      "level for the third table (0: no such table)")
+  parser.add_argument("--jitter-samples", type=int, default=64,
+                      help="noisy priorities per placement in that table")
   args = parser.parse_args(argv)
   topology = preset(args.topology)
+  plans = []
   print("| workload | scheduler | own s | dynamic, bottom level | dynamic, "
         "HEFT rank | dynamic, own order as priority |")
   print("|---|---|---:|---:|---:|---:|")
@@ -45,6 +66,7 @@ def main(argv=None) -> None:
         common.prepare(graph, topology, None), common.gpu_devices(topology))
     for scheduler in args.schedulers.split(","):
       plan = baselines.plan(scheduler, graph, topology)
+      plans.append((name, scheduler, graph, plan))
       own = float(gplace.simulate(graph, plan.placement, topology,
                                   order=plan.order).runtime_s)
       cells = []
@@ -55,6 +77,53 @@ def main(argv=None) -> None:
         cells.append(f"{runtime:.4f} ({100 * (runtime / own - 1):+.1f}%)")
       print(f"| {name} | {scheduler} | {own:.4f} | " + " | ".join(cells)
             + " |", flush=True)
+  if args.bandwidth_scales:
+    bandwidth_table(plans, topology,
+                    [float(x) for x in args.bandwidth_scales.split(",")])
+  if args.jitter > 0:
+    jitter_table(plans, topology, args.jitter, args.jitter_samples)
+
+
+def bandwidth_table(plans, topology, scales) -> None:
+  """Own order against the default schedule, links ``scales`` x faster."""
+  print("\n| workload | scheduler | " + " | ".join(
+      f"bandwidth x{x:g}: own s / default s" for x in scales) + " |")
+  print("|---|---|" + "---:|" * len(scales))
+  for name, scheduler, graph, plan in plans:
+    cells = []
+    for scale in scales:
+      fast = topology.replace(link_bandwidth=topology.link_bandwidth * scale)
+      own = float(gplace.simulate(graph, plan.placement, fast,
+                                  order=plan.order).runtime_s)
+      default = float(gplace.simulate(graph, plan.placement, fast).runtime_s)
+      cells.append(f"{own:.4f} / {default:.4f} "
+                   f"({100 * (default / own - 1):+.1f}%)")
+    print(f"| {name} | {scheduler} | " + " | ".join(cells) + " |",
+          flush=True)
+
+
+def jitter_table(plans, topology, sigma: float, samples: int) -> None:
+  """The dynamic schedule under ``samples`` noisy bottom levels."""
+  print(f"\n| workload | scheduler | own s | dynamic, bottom level | "
+        f"dynamic, bottom level x exp({sigma:g} z): min / median / max "
+        f"({samples} samples) |")
+  print("|---|---|---:|---:|---:|")
+  rng = np.random.default_rng(0)
+  for name, scheduler, graph, plan in plans:
+    own = float(gplace.simulate(graph, plan.placement, topology,
+                                order=plan.order).runtime_s)
+    level = bottom_level(graph, topology)
+    exact = float(gplace.simulate(graph, plan.placement, topology,
+                                  schedule="dynamic").runtime_s)
+    noisy = level[None] * np.exp(
+        sigma * rng.standard_normal((samples, graph.n_nodes)))
+    runs = np.asarray(gplace.simulate(
+        graph, np.tile(plan.placement, (samples, 1)), topology,
+        schedule="dynamic", priority=noisy).runtime_s, np.float64)
+    gap = lambda t: f"{t:.4f} ({100 * (t / own - 1):+.1f}%)"
+    print(f"| {name} | {scheduler} | {own:.4f} | {gap(exact)} | "
+          f"{gap(runs.min())} / {gap(float(np.median(runs)))} / "
+          f"{gap(runs.max())} |", flush=True)
 
 
 if __name__ == "__main__":

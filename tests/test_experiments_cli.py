@@ -141,3 +141,20 @@ def test_transfer_costs_moves_equal_values_four_ways(tmp_path):
   for row in rows:
     for method in ("put", "get", "prefetch", "packed"):
       assert f"{method}_us_per_value" in row
+
+
+def test_schedule_gap_tables_agree_at_the_preset_bandwidth(tmp_path, capsys):
+  from experiments import schedule_gap  # pylint: disable=g-import-not-at-top
+  schedule_gap.main(["--workloads", "wavenet2", "--size", "tiny",
+                     "--schedulers", "m_etf", "--cache", str(tmp_path),
+                     "--bandwidth-scales", "1,1000", "--jitter", "0.01",
+                     "--jitter-samples", "4"])
+  tables = [[line.split(" | ") for line in block.splitlines()[2:]]
+            for block in capsys.readouterr().out.strip().split("\n\n")]
+  assert [len(t) for t in tables] == [1, 1, 1]
+  own = tables[0][0][2]
+  # Scale 1 is the preset: the same own order and default schedule.
+  assert tables[1][0][2].startswith(f"{own} / ")
+  assert tables[2][0][2] == own
+  # The jitter table's exact column is the first table's dynamic one.
+  assert tables[2][0][3] == tables[0][0][3]
