@@ -58,7 +58,7 @@ python3 -c "import jax; print('jax', jax.__version__, jax.devices(), jax.devices
 MATRIX="tests/execution/test_executor.py -q -p no:cacheprovider -k matches_jit"
 step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   python3 -m pytest $MATRIX -n 8
-step transfers 60 python3 experiments/transfer_costs.py --counts 1,8,32 \
+step transfers 90 python3 experiments/transfer_costs.py --counts 1,8,32 \
   --json "$OUT/transfer_costs.json"
 step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
