@@ -35,9 +35,9 @@ sub-programs it compiles):
 4. At call time arguments are put on the device of their input node (where
    the parameter lives); a value read on another device is moved there once
    per destination (``jax.device_put``); outputs land on the device of their
-   output node. A copy between platforms (CPU and GPU) starts reading the
-   value back to the host as soon as it exists and is put on its
-   destination right before its first reader
+   output node. A copy between platforms (CPU and GPU) is put on its
+   destination right before its first reader, and a value an accelerator
+   computed starts its way back to the host as soon as it exists
    (:func:`gplace.execution.plan.defer_host_copies`).
 
 As under ``jax.jit``, an op with side effects (``io_callback``,

@@ -9,9 +9,10 @@ Copies between devices are batched per destination and sent as soon as a
 value exists (parameters first, results right after their cluster), as the
 simulator assumes. A copy between platforms (CPU and GPU: two PJRT clients)
 is read back to the host, which ``jax.device_put`` does one value at a time
-and waits for; those values are instead read back asynchronously as soon as
-they exist (``jax.Array.copy_to_host_async``) and put on their destination
-right before their first reader (:func:`defer_host_copies`).
+and waits for; such copies are instead put on their destination right
+before their first reader, and values on an accelerator start their
+read-back as soon as they exist (``jax.Array.copy_to_host_async``;
+:func:`defer_host_copies`).
 
 Host-side Python; only the cluster functions it compiles are traced.
 """
@@ -194,7 +195,8 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
   flush()
   steps = defer_host_copies(
       steps, slot_device,
-      lambda src, dst: crosses_platform(devices[src], devices[dst]))
+      lambda src, dst: crosses_platform(devices[src], devices[dst]),
+      lambda src: devices[src].platform != "cpu")
   return Plan(n_slots=len(slot_of), arg_slots=arg_slots,
                arg_devices=arg_devices,
                arg_shardings=[jax.sharding.SingleDeviceSharding(d)
@@ -214,7 +216,9 @@ def crosses_platform(src: Any, dst: Any) -> bool:
 
 
 def defer_host_copies(steps: list[tuple], slot_device: list[int],
-                      crosses: Callable[[int, int], bool]) -> list[tuple]:
+                      crosses: Callable[[int, int], bool],
+                      read_back: Callable[[int], bool] = lambda src: True
+                      ) -> list[tuple]:
   """Splits off the copies that go through the host and defers them.
 
   ``jax.device_put`` of a value onto a device of another PJRT client reads
@@ -222,18 +226,22 @@ def defer_host_copies(steps: list[tuple], slot_device: list[int],
   another, and waits for each: for the whole computation that produces it
   and then the copy (on CPU + H200, about 0.27 ms a value, serially:
   RESULTS.md, "Copies out of the GPU wait for each other"). In its place
-  this puts a ``("fetch", src_slots)`` step (``copy_to_host_async`` of each
-  value: every read-back starts as soon as its value exists, and they
-  overlap) and moves the ``put`` to right before the first step that reads
-  one of its destination slots (or to the end, for program outputs), so the
-  host waits for a value only when a reader needs it. Copies that stay
-  inside one client keep their place.
+  this puts a ``("fetch", src_slots)`` step for the values that live on an
+  accelerator (``copy_to_host_async`` of each: every read-back starts as
+  soon as its value exists, and they overlap; a CPU value is read in place)
+  and moves the ``put`` to right before the first step that reads one of
+  its destination slots (or to the end, for program outputs), so the host
+  waits for a value only when a reader needs it. Copies that stay inside
+  one client keep their place.
 
   Args:
     steps: a plan's steps (see :class:`Plan`), in dispatch order.
     slot_device: ``[n_slots]`` device index of each slot.
     crosses: ``(src_device_index, dst_device_index) -> bool``, whether a
       copy between those devices goes through the host.
+    read_back: ``src_device_index -> bool``, whether a value there is read
+      back to the host asynchronously first (not on a CPU, where the host
+      reads it in place; an early copy would only cost a memcpy).
 
   Returns:
     The new steps; the same copies, each destination slot written once
@@ -262,7 +270,9 @@ def defer_host_copies(steps: list[tuple], slot_device: list[int],
         if near:
           out.append(("put", [s for s, _ in near], [d for _, d in near],
                       device))
-        out.append(("fetch", [s for s, _ in far]))
+        fetch = [s for s, _ in far if read_back(slot_device[s])]
+        if fetch:
+          out.append(("fetch", fetch))
         waiting.append(("put", [s for s, _ in far], [d for _, d in far],
                         device))
         continue

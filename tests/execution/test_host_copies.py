@@ -42,6 +42,10 @@ def test_defer_host_copies_moves_each_put_to_its_first_reader():
   gpu = {1, 2}
   crosses = lambda a, b: (a in gpu) != (b in gpu)
   got = plan_lib.defer_host_copies(steps, slot_device, crosses)
+  # A CPU value is read in place: not fetched, only put late.
+  on_cpu = plan_lib.defer_host_copies(steps, slot_device, crosses,
+                                      lambda src: src in gpu)
+  assert on_cpu == got[1:]
   # The arg's copy into the GPU is fetched where it was and put right
   # before run A, its reader.
   assert got[:3] == [("fetch", [0]), ("put", [0], [6], "d1"),
@@ -75,8 +79,14 @@ def test_defer_host_copies_leaves_same_platform_plans_alone():
 
 @pytest.fixture
 def every_copy_through_the_host(monkeypatch):
-  """Treats every copy between two devices as one between platforms."""
+  """Treats every copy between two devices as one between platforms, and
+  device 0 alone as a CPU (its values read in place, the others fetched)."""
   monkeypatch.setattr(plan_lib, "crosses_platform", lambda a, b: a != b)
+  defer = plan_lib.defer_host_copies
+  monkeypatch.setattr(
+      plan_lib, "defer_host_copies",
+      lambda steps, slot_device, crosses, read_back: defer(
+          steps, slot_device, crosses, lambda src: src != 0))
 
 
 @pytest.mark.parametrize("mode", ["cluster", "op"])
