@@ -13,9 +13,10 @@ just produced on the source device:
   2026-11-28;
 * ``get``: ``jax.device_get(values)`` (every copy to the host started before
   any is awaited), then ``jax.device_put`` of the host arrays;
-* ``prefetch``: ``copy_to_host_async()`` of every value, then
-  ``jax.device_put(values, dst)``: what the executor does now between
-  platforms (``gplace.execution.plan.defer_host_copies``);
+* ``prefetch``: ``copy_to_host_async()`` of every value not on a CPU,
+  then ``jax.device_put(values, dst)``: what the executor does now between
+  platforms (``gplace.execution.plan.defer_host_copies``; out of a CPU it
+  is ``put``);
 * ``packed``: the values flattened into one buffer on the source device (one
   more executable), one copy, and split back on the destination.
 
@@ -75,7 +76,8 @@ def main() -> None:
 
   def prefetched_put(values, dst):
     for value in values:
-      value.copy_to_host_async()
+      if value.devices().pop().platform != "cpu":
+        value.copy_to_host_async()
     return jax.device_put(values, dst)
 
   for src, dst in ((last, first), (first, last)):
