@@ -165,7 +165,8 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   comes back through a synchronising copy (dearer than a bare one).
   Devices of one kind (forced CPU devices) keep one link factor. Where the
   topology pipelines some links but holds others (``gplace.profile`` on an
-  accelerator: values it computed reach the CPU one after another), a held
+  accelerator before 2026-11-28, whose executor brought the values it
+  computed to the CPU one after another), a held
   link's factor is at least 1 (:func:`_link_grid`): the calibration runs
   move few such values, and on CPU + H200 a fit left free put that
   latency at 1/32 of a bare copy and ranked resnet50 small's fidelity

@@ -51,8 +51,9 @@ Time:
   order of the producers: the transfer of ``u`` starts at ``max(finish(u),
   end of the previous transfer on that link)``. Where
   ``topology.pipelined_links`` pipelines a link (``gplace.profile`` sets
-  it for every link but those from an accelerator into the CPU: the
-  executor issues a step's copies in one ``jax.device_put``), it is free again
+  it as the executor copies, :func:`gplace.execution.profiler.
+  executor_pipelining`: a step's copies in one ``jax.device_put``, values
+  read back from an accelerator all at once), it is free again
   after the bytes, ``send_bytes[u] / link_bandwidth[s, d]``, and the
   latency only delays the arrival; the jitted kernels do not model this
   and refuse such a topology. Transfers on different links overlap
