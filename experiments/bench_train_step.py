@@ -29,11 +29,12 @@ import numpy as np
 
 from experiments.configs import quickstart
 from gplace.graphs import graph as graph_lib
+from gplace.rl import chunks
 from gplace.rl import data
 from gplace.rl import grouping
+from gplace.rl import reward_setup
 from gplace.rl import rewards as rewards_lib
 from gplace.rl import state as state_lib
-from gplace.rl import train
 from gplace.sim import topology
 
 
@@ -61,7 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "scan (a lax.scan chunk of rl_step); host: the "
                       "quickstart's own step, sample -> gplace.simulate on "
                       "the host in --reward_schedule -> update "
-                      "(gplace.rl.train.run_chunk)")
+                      "(gplace.rl.chunks.run_chunk)")
   parser.add_argument("--reward_schedule", default="auto",
                       choices=("auto", "best", "dynamic"),
                       help="with --reward=host: config.rl.reward_schedule")
@@ -113,17 +114,17 @@ def main(argv=None) -> None:
     host_s = time.time() - t0
     policy = state_lib.create_policy(config, topo.n_devices)
     optimizer = state_lib.create_optimizer(config)
-    fns = train.make_step_fns(policy, optimizer,
-                              state_lib.create_hparams(config), parallel=1)
+    fns = chunks.make_step_fns(policy, optimizer,
+                               state_lib.create_hparams(config), parallel=1)
     state = state_lib.create_train_state(config, batch, policy, optimizer)
     batch = jax.tree.map(jax.numpy.asarray, batch)
     t0 = time.time()
     if host:
       config.rl.reward_schedule = args.reward_schedule
-      schedule = data.reward_schedule(config, size)
-      rewards = train.HostRewards([rewards_lib.Scorer(
+      schedule = reward_setup.reward_schedule(config, size)
+      rewards = chunks.HostRewards([rewards_lib.Scorer(
           graph, topo, schedule=schedule)], np.asarray([size]))
-      compiled = functools.partial(train.run_chunk, fns, target=None,
+      compiled = functools.partial(chunks.run_chunk, fns, target=None,
                                    length=args.steps, warm_start=False,
                                    host_rewards=rewards)
       state, _ = compiled(state, batch)  # compiles the sample and update

@@ -42,8 +42,8 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
    shared, loaded machine; the median is what ``gplace.measure`` reports.
 
 With ``--calibrate-in-rounds`` the profile's own calibration runs
-(``profiler.calibration_runs``) are measured in the same rounds, the profile
-is fitted again on them (``profiler.refit``: fusion, links, launches,
+(``fitting.calibration_runs``) are measured in the same rounds, the profile
+is fitted again on them (``fitting.refit``: fusion, links, launches,
 copies; op times stay) and its predictions are scored as one more statistic,
 ``fastest, refit in rounds``. The fit still sees only its calibration
 placements; what changes is that it and the placements it predicts are
@@ -80,7 +80,9 @@ from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disa
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import calibration  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import fitting  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution.profile_file import Profile  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Each placement's measurement: (statistic, its per-round summary of the
@@ -120,7 +122,7 @@ def load_profile(name, size, fn, args, devices, fresh, repeats, cache=CACHE,
   path = os.path.join(cache,
                       f"profile_{name}_{size}_{platforms}_fastest.npz")
   if os.path.exists(path) and not fresh:
-    return profiler.Profile.load(path)
+    return Profile.load(path)
   prof = profiler.profile(fn, *args, devices=devices, repeats=repeats,
                           calibration_rounds=calibration_rounds)
   os.makedirs(cache, exist_ok=True)
@@ -203,7 +205,7 @@ def evaluate(name, size, args_ns, devices):
   # --calibrate-in-rounds: the profile's own calibration runs, measured in
   # the same rounds, to fit it again on the same machine state.
   if args_ns.calibrate_in_rounds and prof.calibration_placements is not None:
-    for i, (placement, order) in enumerate(profiler.calibration_runs(prof)):
+    for i, (placement, order) in enumerate(fitting.calibration_runs(prof)):
       placed[(_CALIBRATION, i)] = executor.place(fn, graph, placement,
                                                  devices, schedule=order)
       runs.append((_CALIBRATION, i))
@@ -305,14 +307,14 @@ def run_orders(schedules, n_nodes: int) -> np.ndarray:
                    else np.asarray(o, np.int64) for o in schedules])
 
 
-def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
-                    classes, pipelined_links=None) -> profiler.Profile:
-  """``prof`` fitted again (``profiler.refit``) on the fastest call of each
-  of its calibration runs (``profiler.calibration_runs``) over ``rounds
+def refit_in_rounds(prof: Profile, rounds: np.ndarray,
+                    classes, pipelined_links=None) -> Profile:
+  """``prof`` fitted again (``fitting.refit``) on the fastest call of each
+  of its calibration runs (``fitting.calibration_runs``) over ``rounds
   [R, D + C]`` seconds; devices that are timed alike (``classes [D]``,
   ``profiler.timing_classes``: forced CPU devices) share the fastest of
   their single-device runs, as ``gplace.profile`` has them.
-  ``pipelined_links``: as ``profiler.refit`` takes it (default: the
+  ``pipelined_links``: as ``fitting.refit`` takes it (default: the
   executor's now)."""
   fastest = rounds.min(axis=0)
   d = len(classes)
@@ -320,10 +322,10 @@ def refit_in_rounds(prof: profiler.Profile, rounds: np.ndarray,
   whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
                     if np.isfinite(fastest[:d][classes == classes[j]]).any()
                     else np.nan for j in range(d)])
-  return profiler.refit(prof, fastest[d:], whole, pipelined_links)
+  return fitting.refit(prof, fastest[d:], whole, pipelined_links)
 
 
-def link_scale_text(prof: profiler.Profile) -> str:
+def link_scale_text(prof: Profile) -> str:
   """The calibrated link factor: one number, or ``0->1 / 1->0`` where the
   calibration fitted one per direction (CPU + GPU)."""
   scales = prof.link_scales
@@ -333,7 +335,7 @@ def link_scale_text(prof: profiler.Profile) -> str:
   return f"{scales[0, 1]:.2f} / {scales[1, 0]:.2f}"
 
 
-def launch_text(prof: profiler.Profile) -> str:
+def launch_text(prof: Profile) -> str:
   """Each device's calibrated host costs in ms, per cluster
   (``cluster_launch_s``) and per copy into it (``copy_issue_s``): one
   number each where all devices share it, else one per device."""
@@ -352,11 +354,11 @@ def dump(path, labels, placements, kinds, schedules, predicted, measured,
   ``predicted_<kind> [K]`` s, ``clusters_<kind> [K]``, and per statistic
   ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed); with
   --calibrate-in-rounds also ``calibration_rounds [rounds, D + C]`` (each
-  round's fastest call of ``profiler.calibration_runs``) and
+  round's fastest call of ``fitting.calibration_runs``) and
   ``predicted_refit_<kind> [K]``; ``host_reads`` ``"overlapped"``: the
   executor started its read-backs of accelerator values early (dumps
   without it are from before 2026-11-28's change, whose read-backs waited
-  for each other: ``profiler.executor_pipelining``)."""
+  for each other: ``fitting.executor_pipelining``)."""
   arrays = dict(labels=np.asarray(labels), placements=placements,
                 failed=failed, host_reads=np.asarray("overlapped"))
   for kind in kinds:
@@ -398,7 +400,7 @@ def main():
   parser.add_argument("--calibrate-in-rounds", action="store_true",
                       help="also measure the profile's calibration runs in "
                       "the same rounds, fit the profile again on them "
-                      "(profiler.refit) and report its predictions as one "
+                      "(fitting.refit) and report its predictions as one "
                       "more statistic: calibration and measurement then "
                       "see the same host speed")
   parser.add_argument("--mode", default="cluster",

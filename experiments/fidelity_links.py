@@ -23,11 +23,11 @@ import numpy as np
 from scipy import stats
 
 from gplace.execution import calibration
-from gplace.execution import profiler
+from gplace.execution.profile_file import Profile
 from gplace.sim import simulator
 
 
-def predictions(prof: profiler.Profile, placements: np.ndarray,
+def predictions(prof: Profile, placements: np.ndarray,
                 orders: np.ndarray, factors: np.ndarray) -> np.ndarray:
   """``[K]`` simulated seconds with the profile's links scaled by
   ``factors [D, D]`` instead of its calibrated ones."""
@@ -50,7 +50,7 @@ def dumps(dump_dir: str, profile_dir: str):
     if len(profiles) != 1:
       raise SystemExit(f"{name}: expected one profile in {profile_dir}, "
                        f"found {len(profiles)}")
-    yield name, size, profiler.Profile.load(profiles[0]), np.load(path)
+    yield name, size, Profile.load(profiles[0]), np.load(path)
 
 
 def add_dump_flags(parser: argparse.ArgumentParser) -> None:

@@ -39,7 +39,8 @@ from scipy import stats
 
 from experiments.fidelity_links import add_dump_flags, dumps
 from gplace.execution import calibration
-from gplace.execution import profiler
+from gplace.execution import fitting
+from gplace.execution.profile_file import Profile
 from gplace.sim import simulator
 
 
@@ -49,16 +50,16 @@ def score(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
           float(np.median(np.abs(predicted - measured) / measured) * 100))
 
 
-def executor_links(prof: profiler.Profile, data) -> np.ndarray:
+def executor_links(prof: Profile, data) -> np.ndarray:
   """The ``pipelined_links`` of the executor that measured ``data`` (a
   fidelity dump): read-backs of accelerator values overlapping where the
   dump says so (``host_reads``), else waiting for each other, as before
   2026-11-28."""
   overlapped = "host_reads" in data and str(data["host_reads"]) == "overlapped"
-  return profiler.executor_pipelining(prof.topology.devices, overlapped)
+  return fitting.executor_pipelining(prof.topology.devices, overlapped)
 
 
-def uncalibrated(prof: profiler.Profile, pipelined_links) -> tuple:
+def uncalibrated(prof: Profile, pipelined_links) -> tuple:
   """``(topology, costs)`` as ``gplace.profile`` had them before fitting
   links, launches and copies: the bare copy latencies and bandwidths it
   measured, the bare dispatch as each device's launch cost, no copy issue
@@ -78,7 +79,7 @@ def uncalibrated(prof: profiler.Profile, pipelined_links) -> tuple:
   return bare, prof.costs * (prof.whole_program_s / prof.costs.sum(0))[None]
 
 
-def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
+def refit(prof: Profile, placements: np.ndarray, orders: np.ndarray,
           measured: np.ndarray, pipelined_links) -> tuple[dict, np.ndarray]:
   """The grid point with the least median absolute log error, and its
   ``[K]`` predictions."""
@@ -111,10 +112,10 @@ def refit(prof: profiler.Profile, placements: np.ndarray, orders: np.ndarray,
   return best[1], best[2]
 
 
-def calibration_refit(prof: profiler.Profile, pipelined_links,
+def calibration_refit(prof: Profile, pipelined_links,
                       rounds=None) -> tuple:
   """``(topology, costs)`` that ``gplace.profile``'s fit (as the code
-  stands) gives on ``prof``'s own calibration runs (``profiler.refit``),
+  stands) gives on ``prof``'s own calibration runs (``fitting.refit``),
   or on those runs measured in fidelity's rounds (``rounds [R, D + C]``
   seconds, as ``fidelity.refit_in_rounds`` fits them)."""
   if prof.calibration_placements is None:
@@ -129,7 +130,7 @@ def calibration_refit(prof: profiler.Profile, pipelined_links,
                for j, kind in enumerate(kinds)]
     again = refit_in_rounds(prof, rounds, classes, pipelined_links)
   else:
-    again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s,
+    again = fitting.refit(prof, prof.calibration_s, prof.whole_program_s,
                            pipelined_links)
   return again.topology, again.costs
 

@@ -70,7 +70,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import gplace
 from gplace import plotting, search
 from gplace.autoplace.candidates import baseline_rows
-from gplace.rl import reports
+from gplace.rl import run_outputs
 from gplace.rl import train
 from gplace.rl.refine import START_GIVEN
 from gplace.sim.topology import preset
@@ -189,8 +189,8 @@ def run_rl(config, workdir: str) -> RLRun:
   start = time.perf_counter()
   result = train.train_and_evaluate(config, workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
-  all_records = reports.read_metrics(
-      os.path.join(workdir, reports.METRICS_FILE))
+  all_records = run_outputs.read_metrics(
+      os.path.join(workdir, run_outputs.METRICS_FILE))
   records = [r for r in all_records if r["phase"] == "rl"]
   k = config.rl.num_samples
   first = records[0]["step"] - 1 if records else 0
@@ -199,7 +199,7 @@ def run_rl(config, workdir: str) -> RLRun:
   best = np.array([np.nan if r["best_runtime_s"][0] is None
                    else r["best_runtime_s"][0] for r in records], np.float64)
   step_wall = np.array([r.get("wall_s", np.nan) for r in records], np.float64)
-  greedy = [r for r in all_records if r["phase"] == reports.GREEDY_PHASE]
+  greedy = [r for r in all_records if r["phase"] == run_outputs.GREEDY_PHASE]
   greedy_curve = (np.array([(r["step"] - first) * k for r in greedy]),
                   np.array([np.nan if r["greedy_runtime_s"][0] is None
                             else r["greedy_runtime_s"][0] for r in greedy],

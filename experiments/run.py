@@ -26,9 +26,9 @@ from absl import logging
 from ml_collections import config_flags
 
 from gplace.errors import ConfigError, GplaceError
+from gplace.rl import config_fields
 from gplace.rl import pretrain
 from gplace.rl import train
-from gplace.rl import validation
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (experiments/configs/*.py); "
@@ -62,7 +62,7 @@ def unknown_override(argv: list[str]) -> str:
     match = _OVERRIDE.match(arg)
     if match:
       try:
-        validation.check_override(config, match.group(1))
+        config_fields.check_override(config, match.group(1))
       except ConfigError as err:
         return f"{type(err).__name__}: {err}"
   return ""

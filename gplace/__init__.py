@@ -26,7 +26,8 @@ from gplace.graphs import features
 from gplace.graphs.coarsening import coarsen, expand, Coarsening
 from gplace.execution.executor import place, PlacedFunction
 from gplace.execution.timing import measure, Measurement
-from gplace.execution.profiler import profile, Profile
+from gplace.execution.profile_file import Profile
+from gplace.execution.profiler import profile
 from gplace.sim.simulator import simulate, SimResult
 from gplace.sim.bounds import lower_bound
 from gplace.sim import topology

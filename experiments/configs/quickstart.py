@@ -86,10 +86,10 @@ def get_config():
       # default schedule, as the baselines and the table), "dynamic" (its
       # cheaper half: a third of the cost on paper gnmt4, and a placement's
       # default-schedule runtime is never slower), or "auto": dynamic on
-      # graphs of over 10,000 ops (gplace.rl.data.AUTO_DYNAMIC_NODES), where
-      # the planned half is two thirds of a train step. The policy's own
-      # placements and the best one sampled are scored in "best" at the end
-      # either way.
+      # graphs of over 10,000 ops
+      # (gplace.rl.reward_setup.AUTO_DYNAMIC_NODES), where the planned half
+      # is two thirds of a train step. The policy's own placements and the
+      # best one sampled are scored in "best" at the end either way.
       reward_schedule="auto",
       # The simulator is fast: many samples per step, few steps.
       # ppo_epochs: gradient steps per batch of samples. 4 (was 2) learns

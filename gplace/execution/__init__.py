@@ -13,4 +13,5 @@ into the steps a call replays; ``executor`` runs them (:func:`place`;
 
 from gplace.execution.executor import place, PlacedFunction, default_devices
 from gplace.execution.timing import measure, Measurement
-from gplace.execution.profiler import profile, Profile
+from gplace.execution.profile_file import Profile
+from gplace.execution.profiler import profile

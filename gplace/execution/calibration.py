@@ -113,7 +113,7 @@ def _link_grid(scales: np.ndarray, topology: Topology, kinds: list[str],
   topology pipelines some links but holds these. A held link there is one
   whose copies wait for each other (an accelerator's values into the CPU
   as the executor copied them before 2026-11-28,
-  :func:`gplace.execution.profiler.executor_pipelining`): each then costs
+  :func:`gplace.execution.fitting.executor_pipelining`): each then costs
   at least a bare copy of a resting value, the latency measured."""
   mask = topology.pipelined_mask
   held = [not mask[i, j] for i, a in enumerate(kinds)

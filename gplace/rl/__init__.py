@@ -1,17 +1,23 @@
 """Learning placements: distributions, losses, rewards, the jitted update.
 
 The modules, in the order a training run uses them (imports only go down
-this list; ``update`` names the state's types in annotations only):
+this list; ``update`` names the state's types, ``warm_start`` and
+``reward_setup`` the data module's, in annotations only):
 
 * ``train``: :func:`~gplace.rl.train.train_and_evaluate`, the loop over
   jitted chunks (loads orbax and the config machinery: import it directly).
 * ``pretrain``: :func:`~gplace.rl.pretrain.pretrain`, one policy over
   switched batches of many graphs (the same chunks; import it directly).
+* ``chunks``: the jitted chunks of steps both loops run, and their
+  schedule.
 * ``policy_file``: a trained policy's parameters and config in one
   ``.npz``, what pretraining writes, fine-tuning starts from and
   ``gplace.optimize`` applies zero-shot.
-* ``validation``: config checks before anything is compiled.
+* ``validation``: config checks before anything is compiled;
+  ``config_fields``: the numeric fields' ranges and ``--config`` overrides.
 * ``data``: graphs -> padded :class:`Batch` es (host side).
+* ``warm_start``: the baseline placements a policy imitates first.
+* ``reward_setup``: a batch's stacked simulator problems and host scorers.
 * ``state``: :class:`TrainState`, :class:`RLHyperparams`, and their
   construction from a config.
 * ``update``: sample, score, update, written once for one or many devices.
@@ -21,7 +27,8 @@ this list; ``update`` names the state's types in annotations only):
 * ``distributions``: sampling, log-probabilities, entropy, exploration.
 * ``rewards``: runtimes -> rewards, host and simulator scoring.
 * ``types``: :class:`Batch`, :class:`Rollout`, function types.
-* ``checkpoint``, ``reports``: what a run saves and writes.
+* ``checkpoint``, ``run_outputs``, ``reports``: what a run saves and
+  writes, and its final table.
 
 The names below are the ones most users need; ``gplace`` imports this
 package lazily.

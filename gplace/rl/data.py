@@ -3,10 +3,15 @@
 Where this sits: :mod:`gplace.rl.train` calls, in order,
 :func:`make_topology`, :func:`setup_graphs` (capture or load each workload,
 score every baseline under the simulator, pick the failure penalty),
-:func:`warm_start_targets`, :func:`make_batch` (pad every graph to one
-budget, stack graphs and simulator problems into a
+:func:`gplace.rl.warm_start.warm_start_targets`, :func:`make_batch` (pad
+every graph to one budget, stack graphs and simulator problems into a
 :class:`~gplace.rl.types.Batch`) and, for measured rewards,
-:func:`host_reward_fns`. Host-side numpy; nothing here is traced.
+:func:`gplace.rl.reward_setup.host_reward_fns`. This module holds the
+workloads and topology a config names, each graph's set-up
+(:class:`GraphSetup`) and the padded batch; the simulator problems stacked
+into a batch and the host scorers are in :mod:`gplace.rl.reward_setup`, the
+warm-start targets in :mod:`gplace.rl.warm_start`. Host-side numpy; nothing
+here is traced.
 """
 
 from __future__ import annotations
@@ -16,26 +21,27 @@ import re
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
-import jax
 import numpy as np
 
 from gplace import baselines
 from gplace import workloads
-from gplace.errors import BudgetError, PlacementError, WorkloadError
+from gplace.errors import WorkloadError
 from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
 from gplace.graphs import json_format
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.rl import grouping
-from gplace.rl.rewards import ScheduledProblem, Scorer, simulate_host
+from gplace.rl.reward_setup import (critical_paths, make_scorer,
+                                    placement_devices,
+                                    stacked_dispatch_problems,
+                                    stacked_problems)
+from gplace.rl.rewards import simulate_host
 from gplace.rl.types import Batch
+from gplace.rl.warm_start import warm_start_target
 from gplace.sim import bounds
 from gplace.sim import simulator
-from gplace.sim.simulator import DEFAULT_SCHEDULE
 from gplace.sim import topology as topology_lib
-from gplace.sim.dispatch import PAD_PRIORITY, make_dispatch_problem
-from gplace.sim.priority import bottom_level
 from gplace.workloads import resolve
 
 # A graph name of the form "random_dag:N[:seed]" (tests and benchmarks).
@@ -97,33 +103,6 @@ def planned_runtimes(graph: Graph, plans: Mapping, topology, costs=None
   return out
 
 
-class WarmStart(NamedTuple):
-  """The supervised targets of the warm start, one per graph.
-
-  Attributes:
-    baseline_names: the baseline each graph imitates.
-    placements: ``int32 [B, N_sim]`` per node (0 on padding nodes).
-    runtime_s: ``f32 [B]``, the baselines' runtimes.
-    targets: ``int32 [B, N_pad]``, what the policy is fit to: ``placements``
-      itself, or with groups the majority device of each group; for an
-      ordering policy ``[B, A]``, the teacher actions of the plan (order and
-      devices, :func:`ordered_warm_start_targets`).
-    priority: ordering policies only: ``f32 [B, N_sim]``, the schedule the
-      baselines run in (``runtime_s`` is measured in it); else None.
-    target_runtime_s: ordering policies only: ``f32 [B]``, the runtime of
-      ``targets`` themselves as the loop scores the policy's actions (with
-      groups: each group's majority device, in the groups' order), which
-      the warm start can reach at best; else None.
-  """
-
-  baseline_names: list
-  placements: np.ndarray
-  runtime_s: np.ndarray
-  targets: np.ndarray
-  priority: Optional[np.ndarray] = None
-  target_runtime_s: Optional[np.ndarray] = None
-
-
 def selected_baselines(config) -> Optional[list[str]]:
   """The names in ``config.baselines`` (comma-separated, blanks skipped);
   None for ``"all"``."""
@@ -140,14 +119,6 @@ def workload_names(config) -> list[str]:
 def is_random_dag(name: str) -> bool:
   """Whether ``name`` is of the form ``random_dag:N[:seed]``."""
   return RANDOM_DAG.match(name) is not None
-
-
-def placement_devices() -> list:
-  """Local devices a placement indexes: CPUs first, then accelerators, as the
-  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
-  exists)."""
-  from gplace.execution import executor  # pylint: disable=g-import-not-at-top
-  return executor.default_devices()
 
 
 #: ``config.topology`` value that takes the devices from the workload's
@@ -258,42 +229,6 @@ def workload_costs(name: str, workload: Workload, topology, config,
   return costs
 
 
-def make_scorer(graph: Graph, fn, args, topology, config,
-                devices: Optional[Sequence] = None, costs=None,
-                schedule: str = DEFAULT_SCHEDULE) -> Scorer:
-  """The host :class:`~gplace.rl.rewards.Scorer` ``config.rl.reward`` and
-  ``config.executor`` ask for (simulated in ``schedule`` with ``costs``,
-  ``[N, D]`` measured seconds, if given)."""
-  return Scorer(graph, topology, fn=fn, args=args,
-                executor=config.rl.reward == "executor", devices=devices,
-                repeats=config.executor.repeats,
-                warmup=config.executor.warmup, costs=costs,
-                schedule=schedule)
-
-
-#: ``config.rl.reward_schedule="auto"`` scores RL's samples of graphs of
-#: more ops than this in the dynamic schedule: there the planned half of the
-#: default schedule is two thirds of a train step (paper gnmt4, 30,079
-#: ops: 0.98 s of simulation per 64 samples in "best", 0.31 s in "dynamic").
-AUTO_DYNAMIC_NODES = 10_000
-
-
-def reward_schedule(config, n_nodes: int) -> str:
-  """The schedule RL's samples of a graph of ``n_nodes`` ops are simulated
-  in on the host (``config.rl.reward_schedule``): ``"best"``
-  (``gplace.simulate``'s default, as the baselines and the final table are
-  scored), ``"dynamic"`` (its cheaper half), or for ``"auto"`` the dynamic
-  one above :data:`AUTO_DYNAMIC_NODES` ops and the default below. Other
-  rewards than ``"simulator_host"`` score in their own way: ``"best"``
-  here."""
-  schedule = config.rl.get("reward_schedule", DEFAULT_SCHEDULE)
-  if config.rl.reward != "simulator_host":   # other rewards: their own
-    return DEFAULT_SCHEDULE
-  if schedule == "auto":
-    return "dynamic" if n_nodes > AUTO_DYNAMIC_NODES else DEFAULT_SCHEDULE
-  return schedule
-
-
 def setup_graphs(config, topology, names: Sequence[str],
                  log: Callable[[str], None] = print) -> list[GraphSetup]:
   """Captures the graphs, scores the baselines, picks failure penalties."""
@@ -357,125 +292,6 @@ def group_settings(config) -> tuple[int, str, int]:
   if groups is None:
     return 0, "colocation", 0
   return (int(groups.max_groups), str(groups.rule), int(groups.min_nodes))
-
-
-def warm_start_target(setup: GraphSetup, which: str):
-  """``(name, placement [N], runtime_s)`` of the warm-start baseline
-  (``which``: a baseline name, or ``"best"``)."""
-  if which == "best":
-    name = min(setup.baseline_runtime_s, key=setup.baseline_runtime_s.get)
-  else:
-    name = which
-  return name, setup.baselines[name], setup.baseline_runtime_s[name]
-
-
-def warm_start_targets(setups: Sequence[GraphSetup], which: str,
-                       num_padded_nodes: int,
-                       batch: Optional[Batch] = None) -> WarmStart:
-  """:func:`warm_start_target` of every graph, padded to ``N_sim`` nodes;
-  with a ``batch`` of groups, the policy's targets are each group's majority
-  device (:func:`gplace.rl.grouping.group_placement`)."""
-  names = []
-  placements = np.zeros((len(setups), num_padded_nodes), np.int32)
-  runtime_s = np.full(len(setups), np.inf, np.float32)
-  for b, setup in enumerate(setups):
-    name, placement, runtime = warm_start_target(setup, which)
-    names.append(name)
-    placements[b, :setup.graph.n_nodes] = placement
-    runtime_s[b] = runtime
-  targets = placements
-  if batch is not None and batch.group_of is not None:
-    targets = np.asarray(grouping.group_placement(
-        placements, batch.group_of, batch.graphs.nodes["mask"].shape[1],
-        batch.device_mask.shape[-1]))
-  return WarmStart(names, placements, runtime_s, targets)
-
-
-def best_schedule(setup: GraphSetup, name: str, placement: np.ndarray,
-                  topology) -> tuple[np.ndarray, float]:
-  """``(order int [N], runtime_s)``: the faster of two schedules for a
-  baseline's placement, both run as a static order: the baseline's own
-  plan (list schedulers, :func:`gplace.baselines.plan`) and the order of
-  ``gplace.simulate``'s default schedule (the faster of the dynamic and
-  planned ones)."""
-  graph = setup.graph
-
-  def score(result):
-    runtime = float(np.asarray(result.runtime_s).reshape(-1)[0])
-    oom = bool(np.asarray(result.oom).reshape(-1)[0])
-    return np.inf if oom else runtime
-
-  # The default schedule's order replays to its own result (tested), so it
-  # is scored as simulated.
-  default = simulator.simulate(graph, placement, topology,
-                               return_schedule=True)
-  scored = [(score(default),
-             np.asarray(default.order).reshape(-1, graph.n_nodes)[0])]
-  if name in baselines.schedulers():
-    order = np.asarray(baselines.plan(name, graph, topology).order)
-    scored.append((score(simulator.simulate(graph, placement, topology,
-                                            order=order)), order))
-  runtime, order = min(scored, key=lambda pair: pair[0])
-  return np.asarray(order, np.int64), runtime
-
-
-def ordered_warm_start_targets(setups: Sequence[GraphSetup], which: str,
-                               batch: Batch, topology,
-                               plan_actions: Callable) -> WarmStart:
-  """The warm start of an ordering policy (DOPPLER): each graph's baseline
-  placement in its best order (:func:`best_schedule`), as the
-  teacher actions ``plan_actions(placement, order, senders, receivers,
-  num_padded)`` of the policy (with groups: each group's majority device,
-  groups ordered by their first node in the schedule)."""
-  num_sim = grouping.num_simulated_nodes(batch)
-  num_padded = batch.graphs.nodes["mask"].shape[1]
-  names, targets, target_runtime_s = [], [], []
-  placements = np.zeros((len(setups), num_sim), np.int32)
-  priority = np.full((len(setups), num_sim), PAD_PRIORITY, np.float32)
-  runtime_s = np.full(len(setups), np.inf, np.float32)
-  for b, setup in enumerate(setups):
-    name, placement, _ = warm_start_target(setup, which)
-    order, runtime = best_schedule(setup, name, placement, topology)
-    n = setup.graph.n_nodes
-    names.append(name)
-    placements[b, :n] = placement
-    priority[b, order] = -np.arange(n, dtype=np.float32)
-    runtime_s[b] = runtime
-    coarse = getattr(setup, "coarsening", None)
-    if coarse is None:
-      targets.append(plan_actions(placement, order, setup.graph.edge_src,
-                                  setup.graph.edge_dst, num_padded))
-      target_runtime_s.append(runtime)
-      continue
-    group_of = np.asarray(coarse.group_of)
-    votes = np.zeros((coarse.n_groups, topology.n_devices), np.int64)
-    np.add.at(votes, (group_of, placement), 1)
-    first = np.full(coarse.n_groups, n, np.int64)
-    np.minimum.at(first, group_of[order], np.arange(n))
-    actions = plan_actions(votes.argmax(1), np.argsort(first, kind="stable"),
-                           coarse.graph.edge_src, coarse.graph.edge_dst,
-                           num_padded)
-    targets.append(actions)
-    target_runtime_s.append(_runtime_of_group_actions(
-        setup.graph, group_of, actions, topology))
-  return WarmStart(names, placements, runtime_s,
-                   np.stack(targets).astype(np.int32), priority,
-                   np.asarray(target_runtime_s, np.float32))
-
-
-def _runtime_of_group_actions(graph: Graph, group_of: np.ndarray,
-                              actions: np.ndarray, topology) -> float:
-  """The runtime of an ordering policy's group actions (order, then a
-  device per step), scored as the loop scores them."""
-  steps = actions.shape[0] // 2
-  order, devices = actions[:steps], actions[steps:]
-  group_device = np.zeros(steps, np.int32)
-  group_device[order] = devices
-  priority = np.asarray(grouping.order_priority(
-      order[None, None], group_of[None]))[0, 0]
-  runtime, oom = simulate_host(graph, group_device[group_of][None],
-                               topology, priority[None])
-  return float(np.inf if oom[0] else runtime[0])
 
 
 def make_batch(setups: Sequence[GraphSetup], topology, *,
@@ -547,9 +363,9 @@ def hint_placements(setups: Sequence[GraphSetup], num_simulated: int,
                     group_of: Optional[np.ndarray], node_mask: np.ndarray,
                     n_devices: int) -> np.ndarray:
   """The ``"hint"`` node input of a batch: each graph's best baseline
-  (:func:`warm_start_target` ``"best"``: the fastest under the training
-  reward, the default schedule for simulated rewards), with groups each
-  group's majority device.
+  (:func:`~gplace.rl.warm_start.warm_start_target` ``"best"``: the fastest
+  under the training reward, the default schedule for simulated rewards),
+  with groups each group's majority device.
 
   Args:
     setups: ``B`` graphs; one without baselines gets no hint.
@@ -603,79 +419,3 @@ def _joint_budget(graphs: Sequence[Graph]) -> features_lib.Budget:
   return features_lib.Budget(max(b.n_nodes for b in budgets),
                              max(b.n_edges for b in budgets),
                              max(b.n_graphs for b in budgets))
-
-
-def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
-                     costs: Optional[Sequence] = None):
-  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``
-  (``costs``: per graph ``[N, D]`` measured seconds or None).
-
-  Raises:
-    BudgetError: the graphs need more simulator steps than 8x the node
-      budget.
-  """
-  n_steps = n_nodes
-  costs = costs if costs is not None else [None] * len(graphs)
-  for _ in range(4):
-    try:
-      problems = [simulator.make_problem(g, topology, costs=c,
-                                         n_nodes=n_nodes, n_steps=n_steps)
-                  for g, c in zip(graphs, costs)]
-      break
-    except (PlacementError, BudgetError):
-      # High-degree nodes take several simulator steps: a larger budget.
-      n_steps *= 2
-  else:
-    raise BudgetError("The graphs need more simulator steps than 8x their "
-                      "node budget (nodes of very high degree); split or "
-                      "coarsen them (gplace.coarsen) first.")
-  return jax.tree.map(lambda *xs: np.stack(xs), *problems)
-
-
-def critical_paths(graphs: Sequence[Graph], topology, n_nodes: int,
-                   costs: Optional[Sequence] = None) -> np.ndarray:
-  """Each graph's critical-path priority
-  (:func:`gplace.sim.priority.bottom_level`, with its ``[N, D]`` measured
-  ``costs`` if given), padded with 0 to ``n_nodes``: ``float32 [B,
-  n_nodes]``."""
-  costs = costs if costs is not None else [None] * len(graphs)
-  out = np.zeros((len(graphs), n_nodes), np.float32)
-  for b, (g, c) in enumerate(zip(graphs, costs)):
-    out[b, :g.n_nodes] = bottom_level(g, topology, c)
-  return out
-
-
-def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
-                              n_nodes: int, n_edges: Optional[int] = None,
-                              costs: Optional[Sequence] = None,
-                              critical_path: Optional[np.ndarray] = None
-                              ) -> ScheduledProblem:
-  """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
-  one budget for all graphs, with their critical-path priorities, stacked
-  ``[B, ...]``; padding nodes get the lowest priority. ``n_edges``: the edge
-  budget (default: the largest graph's); ``costs``: per graph ``[N, D]``
-  measured seconds or None; ``critical_path``: :func:`critical_paths` of
-  the same arguments, if already computed."""
-  if n_edges is None:
-    n_edges = max(max(g.n_edges for g in graphs), 1)
-  costs = costs if costs is not None else [None] * len(graphs)
-  if critical_path is None:
-    critical_path = critical_paths(graphs, topology, n_nodes, costs)
-  problems = [make_dispatch_problem(g, topology, costs=c, n_nodes=n_nodes,
-                                    n_edges=n_edges)
-              for g, c in zip(graphs, costs)]
-  is_node = np.arange(n_nodes)[None, :] < np.array(
-      [g.n_nodes for g in graphs])[:, None]
-  stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)
-  return ScheduledProblem(stacked, np.where(is_node, critical_path,
-                                            PAD_PRIORITY).astype(np.float32))
-
-
-def host_reward_fns(setups: Sequence[GraphSetup], topology,
-                    config) -> list[Scorer]:
-  """One measured (or simulated) reward function per graph, for
-  :func:`gplace.rl.rewards.host_scored_rollout`."""
-  return [make_scorer(s.graph, s.fn, s.args, topology, config,
-                      devices=placement_devices(), costs=s.costs,
-                      schedule=reward_schedule(config, s.graph.n_nodes))
-          for s in setups]

@@ -6,7 +6,8 @@ experiments/configs/pretrain.py`` calls :func:`pretrain`; its result is a
 policy file (:mod:`gplace.rl.policy_file`) that
 ``config.policy_init`` fine-tunes (:func:`gplace.rl.train.train_and_evaluate`)
 and :func:`gplace.optimize` applies zero-shot. Host-side orchestration around
-the same jitted chunks as the single-graph loop (:mod:`gplace.rl.train`).
+the same jitted chunks (:mod:`gplace.rl.chunks`) as the single-graph loop
+(:mod:`gplace.rl.train`).
 
 What GO does and what this does (Zhou et al. 2020, sec. 3.3 and 4.2; see
 ``../shared/PAPERS.md``):
@@ -56,18 +57,21 @@ from gplace.errors import ConfigError
 from gplace.rl import data
 from gplace.rl import policy_file
 from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.chunks import (Schedule, _cached_step_fns, replicate,
+                              run_chunk, unreplicate)
+from gplace.rl.config_fields import lookup
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.reports import best_classical
+from gplace.rl.reward_setup import make_scorer
 from gplace.rl.rewards import dispatch_reward, simulator_reward
 from gplace.sim.dispatch import BUFFER_WIDTH
 from gplace.rl.state import (create_hparams, create_optimizer, create_policy,
                              fresh_adam_moments)
-from gplace.rl.train import (Schedule, _cached_step_fns, prepare_workdir,
-                             replicate, restore_or_init, run_chunk,
-                             unreplicate)
-from gplace.rl.validation import (check_reward_topology, lookup,
+from gplace.rl.train import prepare_workdir, restore_or_init
+from gplace.rl.validation import (check_reward_topology,
                                   num_parallel_devices, validate_config)
+from gplace.rl.warm_start import warm_start_targets
 from gplace.policies import is_sequential
 
 POLICY_FILE = "policy.npz"
@@ -259,9 +263,9 @@ def _warm_targets(config, setups, members, batches) -> Optional[list]:
   graph's best baseline, or the named one); None without a warm start."""
   if config.warm_start.baseline == "none":
     return None
-  return [data.warm_start_targets([setups[i] for i in m],
-                                  config.warm_start.baseline,
-                                  num_simulated_nodes(batch), batch).targets
+  return [warm_start_targets([setups[i] for i in m],
+                             config.warm_start.baseline,
+                             num_simulated_nodes(batch), batch).targets
           for m, batch in zip(members, batches)]
 
 
@@ -292,8 +296,8 @@ def _greedy_ratios(config, params, policy, setups, topology, members,
   for m, batch in zip(members, batches):
     own = evaluate_policy(
         params, batch, apply_fn=policy.apply,
-        reward_fns=[data.make_scorer(setups[i].graph, None, None, topology,
-                                     config, costs=setups[i].costs)
+        reward_fns=[make_scorer(setups[i].graph, None, None, topology,
+                                config, costs=setups[i].costs)
                     for i in m],
         num_nodes=[setups[i].graph.n_nodes for i in m], num_samples=1,
         seed=int(config.seed))

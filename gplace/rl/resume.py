@@ -14,7 +14,7 @@ import os
 from typing import Any, Mapping
 
 from gplace.errors import ConfigError, first_line
-from gplace.rl import reports
+from gplace.rl import run_outputs
 
 # Fields a resumed run may change: how long it runs, where chunks end (every
 # step computes the same; the RNG is in the state), how it reports, and the
@@ -84,13 +84,13 @@ def check_resume(config, workdir: str, checkpoint_step: int) -> None:
   Raises:
     ConfigError: the fields that differ (saved -> new) and the fix.
   """
-  path = os.path.join(workdir, reports.CONFIG_FILE)
+  path = os.path.join(workdir, run_outputs.CONFIG_FILE)
   try:
-    saved = reports.read_json(path)
+    saved = run_outputs.read_json(path)
   except (OSError, ValueError) as err:
     raise ConfigError(
         f"{workdir} holds checkpoints (step {checkpoint_step}) but its "
-        f"{reports.CONFIG_FILE} cannot be read ({first_line(err)}), so "
+        f"{run_outputs.CONFIG_FILE} cannot be read ({first_line(err)}), so "
         f"nothing says they come from this config; {_FRESH_START}.") from err
   if not isinstance(saved, Mapping):
     raise ConfigError(f"{path} does not hold a config object; "

@@ -8,15 +8,17 @@ Where this sits: ``experiments/run.py`` parses flags and calls
    refuses a workdir whose checkpoints come from another config (or, with
    ``config.train.resume=False``, deletes them) and writes ``config.json``.
 2. :mod:`gplace.rl.data` (host side): capture the workload(s), score every
-   baseline, pick the warm-start targets, pad the graphs into one batch.
+   baseline, pick the warm-start targets (:mod:`gplace.rl.warm_start`), pad
+   the graphs into one batch.
 3. :func:`restore_or_init`: the policy, optimizer and
    :class:`~gplace.rl.state.TrainState` (:mod:`gplace.rl.state`), restored
    from the newest intact checkpoint in the workdir if there is one.
-4. :func:`run_loop`, a Python loop over jitted chunks (:func:`make_step_fns`:
-   a ``lax.scan`` of warm-start or RL steps from :mod:`gplace.rl.update`
-   under ``jax.pmap``; with real measurements, ``config.rl.reward =
-   "executor"``, sampling and update stay jitted and the measurement runs on
-   the host between them). After each chunk the periodic actions:
+4. :func:`run_loop`, a Python loop over jitted chunks
+   (:func:`gplace.rl.chunks.make_step_fns`: a ``lax.scan`` of warm-start or
+   RL steps from :mod:`gplace.rl.update` under ``jax.pmap``; with real
+   measurements, ``config.rl.reward = "executor"``, sampling and update stay
+   jitted and the measurement runs on the host between them). After each
+   chunk the periodic actions (:mod:`gplace.rl.run_outputs`):
    ``metrics.jsonl``, ``best_placement.json``, the progress bar, a
    ``progress_fn`` hook, and every ``config.train.checkpoint_every`` steps an
    orbax checkpoint, ``results.json`` and the learning curve. Resuming gives
@@ -27,10 +29,14 @@ Where this sits: ``experiments/run.py`` parses flags and calls
    (:mod:`gplace.rl.evaluation`); with ``config.refine.evaluations`` that
    greedy placement refined op by op by a second, per-op policy trained on
    single-op moves (:mod:`gplace.rl.refine`), reported in rows of its own;
-   then (:mod:`gplace.rl.reports`) learning
+   then (:mod:`gplace.rl.run_outputs`, :mod:`gplace.rl.reports`) learning
    curve, results, the table of those rows and the best placement found vs
    every baseline and the lower bound, and one line per output file saying
    where it went.
+
+This module holds the set-up of a run (state, warm start, rewards), the loop
+and the final result; the compiled chunks and their schedule are in
+:mod:`gplace.rl.chunks`.
 """
 
 from __future__ import annotations
@@ -43,31 +49,33 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from gplace.rl import checkpoint
 from gplace.rl import data
 from gplace.rl import policy_file
 from gplace.rl import reports
+from gplace.rl import reward_setup
+from gplace.rl import run_outputs
 from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.chunks import (HostRewards, Schedule, StepFns,
+                              _cached_step_fns, replicate, run_chunk,
+                              unreplicate)
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
-from gplace.rl.grouping import expand_on_host, num_simulated_nodes
+from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.refine import (START_GIVEN as REFINE_START_GIVEN,
                               RefineResult, refine_placement)
-from gplace.rl.rewards import (dispatch_reward, host_scored_rollout,
-                               simulator_reward)
+from gplace.rl.resume import check_resume, config_record
+from gplace.rl.rewards import dispatch_reward, simulator_reward
 from gplace.rl.state import (TrainState, create_hparams, create_optimizer,
                              create_policy, create_train_state,
                              fresh_adam_moments)
-from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
-                              supervised_step, update_from_rollout)
-from gplace.rl.resume import check_resume, config_record
 from gplace.rl.validation import (check_reward_topology, num_parallel_devices,
                                   validate_config)
+from gplace.rl.warm_start import (WarmStart, ordered_warm_start_targets,
+                                  warm_start_targets)
 from gplace.sim.simulator import DEFAULT_SCHEDULE
 
-AXIS = "devices"
 # Called after every chunk with the step and its last metrics; returning True
 # ends the run there (it is then evaluated and reported as finished).
 ProgressFn = Callable[[int, dict], Optional[bool]]
@@ -97,187 +105,8 @@ class TrainResult(NamedTuple):
   refined: list = []
 
 
-# -- jitted chunks ------------------------------------------------------------
-
-
-class StepFns(NamedTuple):
-  """The compiled pieces of a run (``num_steps`` is a static argument)."""
-  supervised_chunk: Callable  # (state, batch, target, num_steps)
-  rl_chunk: Optional[Callable]  # (state, batch, num_steps), simulator
-  sample: Callable  # (state, batch) -> (state, rollout), host rewards
-  update: Callable  # (state, batch, rollout) -> (state, metrics)
-  optimizer: optax.GradientTransformation
-
-
-def make_step_fns(policy, optimizer, hparams, *, parallel: int,
-                  label_smoothing: float = 0.0,
-                  simulate_fn=simulator_reward) -> StepFns:
-  """Builds the jitted / pmapped chunk functions.
-
-  With ``parallel > 1`` the chunks run under ``jax.pmap`` over that many
-  local devices with a replicated state (leading device axis) and a
-  broadcast batch.
-  """
-  apply_fn = policy.apply
-
-  def supervised_chunk(state, batch, target, num_steps, axis_name=None):
-    step = functools.partial(supervised_step, apply_fn=apply_fn,
-                             optimizer=optimizer,
-                             label_smoothing=label_smoothing,
-                             axis_name=axis_name)
-    return scan_chunk(step, state, batch, target, num_steps=num_steps)
-
-  def rl_chunk(state, batch, num_steps, axis_name=None):
-    step = functools.partial(rl_step, apply_fn=apply_fn, optimizer=optimizer,
-                             hparams=hparams, simulate_fn=simulate_fn,
-                             axis_name=axis_name)
-    return scan_chunk(step, state, batch, num_steps=num_steps)
-
-  sample = jax.jit(functools.partial(sample_rollout, apply_fn=apply_fn,
-                                     hparams=hparams))
-  update = jax.jit(functools.partial(update_from_rollout, apply_fn=apply_fn,
-                                     optimizer=optimizer, hparams=hparams))
-  if parallel > 1:
-    devices = jax.local_devices()[:parallel]
-    sup = jax.pmap(functools.partial(supervised_chunk, axis_name=AXIS),
-                   axis_name=AXIS, in_axes=(0, None, None),
-                   static_broadcasted_argnums=(3,), devices=devices)
-    rlc = jax.pmap(functools.partial(rl_chunk, axis_name=AXIS),
-                   axis_name=AXIS, in_axes=(0, None),
-                   static_broadcasted_argnums=(2,), devices=devices)
-  else:
-    sup = jax.jit(supervised_chunk, static_argnums=(3,))
-    rlc = jax.jit(rl_chunk, static_argnums=(2,))
-  return StepFns(sup, rlc, sample, update, optimizer)
-
-
-@functools.lru_cache(maxsize=8)
-def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
-                     simulate_fn=simulator_reward):
-  """Same model, optimizer and settings -> the same compiled functions (a run
-  resumed in the same process does not compile again)."""
-  return make_step_fns(policy, optimizer, hparams, parallel=parallel,
-                       label_smoothing=label_smoothing,
-                       simulate_fn=simulate_fn)
-
-
-def replicate(tree, n: int):
-  """A leading device axis of size ``n`` (for pmap), on the first ``n``
-  local devices; identity for 1.
-
-  The copies are laid out as a pmap lays out its outputs, so the chunk that
-  starts a run (or a resumed one) hits the compile of the chunks that
-  follow; host arrays would compile every chunk function once more.
-  """
-  if n == 1:
-    return tree
-  host = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x),
-                                                (n,) + np.shape(x)), tree)
-  return _device_identity(n)(host)
-
-
-@functools.lru_cache(maxsize=8)
-def _device_identity(n: int) -> Callable:
-  # Same axis name as the chunks: it names the mesh of their outputs.
-  return jax.pmap(lambda x: x, axis_name=AXIS,
-                  devices=jax.local_devices()[:n])
-
-
-def unreplicate(tree, n: int):
-  """The first copy of a replicated tree, as numpy arrays; identity for 1.
-  (Reads device 0's shard: indexing ``x[0]`` dispatches one gather per
-  leaf, seconds for a whole train state.)"""
-  if n == 1:
-    return tree
-  return jax.tree.map(lambda x: np.asarray(
-      x.addressable_data(0) if isinstance(x, jax.Array) else x)[0], tree)
-
-
-def chunk_schedule(step: int, *, warm_steps: int, total_steps: int,
-                   chunk_steps: int, checkpoint_every: int,
-                   greedy_every: int = 0) -> int:
-  """Steps in the next chunk: up to ``chunk_steps``, never across the end of
-  the warm start, a checkpoint step, a greedy-scoring step (every
-  ``greedy_every`` RL steps; 0: none) or the end. Depends only on ``step``,
-  so a resumed run replays the uninterrupted schedule."""
-  bounds = [total_steps, (step // checkpoint_every + 1) * checkpoint_every]
-  if step < warm_steps:
-    bounds.append(warm_steps)
-  elif greedy_every > 0:
-    bounds.append(warm_steps + ((step - warm_steps) // greedy_every + 1)
-                  * greedy_every)
-  return max(1, min([chunk_steps] + [b - step for b in bounds]))
-
-
-class Schedule(NamedTuple):
-  """Which steps are warm-start steps, where chunks end, when to save."""
-  warm_steps: int
-  total_steps: int
-  chunk_steps: int
-  checkpoint_every: int
-  greedy_every: int = 0
-
-  @classmethod
-  def from_config(cls, config, warm_start: bool) -> "Schedule":
-    warm_steps = int(config.warm_start.steps) if warm_start else 0
-    return cls(warm_steps, warm_steps + int(config.train.num_steps),
-               int(config.train.chunk_steps),
-               int(config.train.checkpoint_every),
-               int(config.train.get("greedy_every", 0)))
-
-  def phase(self, step: int) -> str:
-    """``"warm_start"`` or ``"rl"``: the phase of the step after ``step``."""
-    return "warm_start" if step < self.warm_steps else "rl"
-
-  def next_chunk(self, step: int) -> int:
-    """:func:`chunk_schedule` at ``step``."""
-    return chunk_schedule(step, warm_steps=self.warm_steps,
-                          total_steps=self.total_steps,
-                          chunk_steps=self.chunk_steps,
-                          checkpoint_every=self.checkpoint_every,
-                          greedy_every=self.greedy_every)
-
-  def checkpoint_due(self, step: int) -> bool:
-    return step % self.checkpoint_every == 0 or step == self.total_steps
-
-  def greedy_due(self, step: int) -> bool:
-    """Whether the policy's greedy placement is scored after ``step``:
-    every ``greedy_every`` RL steps and after the last (never when 0)."""
-    if self.greedy_every <= 0 or step <= self.warm_steps:
-      return False
-    return ((step - self.warm_steps) % self.greedy_every == 0
-            or step == self.total_steps)
-
-
-class HostRewards(NamedTuple):
-  """Measured rewards: one reward function per graph, real node counts."""
-  reward_fns: list
-  num_nodes: np.ndarray
-
-
-def run_chunk(fns: StepFns, state, batch, target, length: int, *,
-              warm_start: bool, host_rewards: Optional[HostRewards] = None):
-  """``length`` warm-start or RL steps; returns ``(state, metrics [L, ...])``
-  (replicated over the device axis under pmap)."""
-  if warm_start:
-    return fns.supervised_chunk(state, batch, target, length)
-  if host_rewards is None:
-    return fns.rl_chunk(state, batch, length)
-  all_metrics = []
-  for _ in range(length):  # single device: measure between sample and update
-    state, rollout = fns.sample(state, batch)
-    scored = host_scored_rollout(rollout._replace(
-        placements=expand_on_host(rollout.placements, batch.group_of)),
-                                 *host_rewards)
-    rollout = rollout._replace(runtime_s=scored.runtime_s,
-                               failed=scored.failed)
-    state, metrics = fns.update(state, batch, rollout)
-    all_metrics.append(metrics)
-  return state, jax.tree.map(lambda *xs: jnp.stack(xs), *all_metrics)
-
-
 def restore_or_init(config, batch, policy, optimizer,
-                    warm: Optional[data.WarmStart], checkpointer: Checkpointer,
+                    warm: Optional[WarmStart], checkpointer: Checkpointer,
                     log: Callable[[str], None]) -> TrainState:
   """The newest intact checkpoint of the workdir (corrupted newer ones are
   skipped, see :meth:`Checkpointer.restore_latest`), or a fresh state whose
@@ -316,7 +145,7 @@ def prepare_workdir(config, workdir: str, log: Callable[[str], None]) -> str:
   Raises:
     ConfigError: the saved config differs in a field that changes results.
   """
-  directory = os.path.join(workdir, reports.CHECKPOINT_DIR)
+  directory = os.path.join(workdir, run_outputs.CHECKPOINT_DIR)
   steps = checkpoint.saved_steps(directory)
   if steps and not config.train.get("resume", True):
     checkpoint.discard(directory)
@@ -324,27 +153,27 @@ def prepare_workdir(config, workdir: str, log: Callable[[str], None]) -> str:
         f"{', '.join(map(str, steps))} in {directory}; starting over")
   elif steps:
     check_resume(config, workdir, steps[-1])
-  reports.write_json(os.path.join(workdir, reports.CONFIG_FILE),
-                     config_record(config))
+  run_outputs.write_json(os.path.join(workdir, run_outputs.CONFIG_FILE),
+                         config_record(config))
   return directory
 
 
 def warm_start(config, setups, batch, log, *, topology=None,
-               policy=None) -> Optional[data.WarmStart]:
+               policy=None) -> Optional[WarmStart]:
   """The warm-start targets (None for ``config.warm_start.baseline ==
   "none"``), logged per graph. An ordering ``policy`` (DOPPLER) imitates
   the baseline's placement in its best order
-  (:func:`gplace.rl.data.ordered_warm_start_targets`)."""
+  (:func:`gplace.rl.warm_start.ordered_warm_start_targets`)."""
   if config.warm_start.baseline == "none":
     return None
   plan_actions = (policy_fns(policy).plan_actions if policy is not None
                   else None)
   if plan_actions is not None:
-    warm = data.ordered_warm_start_targets(
+    warm = ordered_warm_start_targets(
         setups, config.warm_start.baseline, batch, topology, plan_actions)
   else:
-    warm = data.warm_start_targets(setups, config.warm_start.baseline,
-                                   num_simulated_nodes(batch), batch)
+    warm = warm_start_targets(setups, config.warm_start.baseline,
+                              num_simulated_nodes(batch), batch)
   for b, (s, name, runtime) in enumerate(zip(setups, warm.baseline_names,
                                              warm.runtime_s)):
     if warm.priority is None:
@@ -365,7 +194,7 @@ def host_rewards_for(config, setups, topology) -> Optional[HostRewards]:
   inside the jitted step, in node-id order or in the default schedule)."""
   if config.rl.reward not in ("executor", "simulator_host"):
     return None
-  return HostRewards(data.host_reward_fns(setups, topology, config),
+  return HostRewards(reward_setup.host_reward_fns(setups, topology, config),
                      np.asarray([s.graph.n_nodes for s in setups]))
 
 
@@ -423,7 +252,7 @@ def train_and_evaluate(config, workdir: str, *,
   num_nodes = [s.graph.n_nodes for s in setups]
 
   # RL's samples may be simulated in a cheaper schedule than the table's.
-  same_schedule = all(data.reward_schedule(config, s.graph.n_nodes)
+  same_schedule = all(reward_setup.reward_schedule(config, s.graph.n_nodes)
                       == DEFAULT_SCHEDULE for s in setups)
 
   @functools.lru_cache(maxsize=1)
@@ -432,8 +261,8 @@ def train_and_evaluate(config, workdir: str, *,
     schedule, as the baselines, whatever schedule RL trains in."""
     if host_rewards is not None and same_schedule:
       return host_rewards.reward_fns
-    return [data.make_scorer(s.graph, s.fn, s.args, topology, config,
-                             costs=s.costs) for s in setups]
+    return [reward_setup.make_scorer(s.graph, s.fn, s.args, topology,
+                                     config, costs=s.costs) for s in setups]
 
   def greedy_fn(state):
     """``[B]`` runtimes of the policy's greedy placements (no samples)."""
@@ -445,10 +274,11 @@ def train_and_evaluate(config, workdir: str, *,
                     max_to_keep=config.train.max_to_keep) as checkpointer:
     state = restore_or_init(config, batch, policy, optimizer, warm,
                             checkpointer, log)
-    with reports.RunOutputs(workdir, setups, topology, state.best_runtime_s,
-                            total_steps=schedule.total_steps,
-                            first_step=int(state.step),
-                            progress_bar=config.progress_bar) as outputs:
+    with run_outputs.RunOutputs(workdir, setups, topology,
+                                state.best_runtime_s,
+                                total_steps=schedule.total_steps,
+                                first_step=int(state.step),
+                                progress_bar=config.progress_bar) as outputs:
       loop = run_loop(fns, state, batch, target, schedule, outputs,
                       checkpointer, parallel=parallel,
                       host_rewards=host_rewards, progress_fn=progress_fn,
@@ -469,7 +299,7 @@ def train_and_evaluate(config, workdir: str, *,
   result = _final_result(config, workdir, setups, topology, loop, outputs,
                          finished, own, log, refined,
                          rescore=None if same_schedule else reward_fns())
-  for line in reports.output_lines(workdir):
+  for line in run_outputs.output_lines(workdir):
     log(line)
   return result
 
@@ -536,7 +366,7 @@ class LoopResult(NamedTuple):
 
 
 def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
-             outputs: reports.RunOutputs, checkpointer: Checkpointer, *,
+             outputs: run_outputs.RunOutputs, checkpointer: Checkpointer, *,
              parallel: int, host_rewards: Optional[HostRewards],
              progress_fn: Optional[ProgressFn],
              stop_after_step: Optional[int], run_start: float,
@@ -611,7 +441,7 @@ def _final_result(config, workdir, setups, topology, loop: LoopResult,
   tables = []
   if finished:
     refined = list(refined) or [None] * len(own)
-    tables = reports.write_final_report(
+    tables = run_outputs.write_final_report(
         workdir, setups, best_runtime, data.workload_names(config), topology,
         log=log if config.print_table else None, step=loop.step,
         policy_rows=[e.rows() + (r.rows() if r else [])

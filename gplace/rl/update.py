@@ -1,8 +1,8 @@
 """The RL and warm-start updates, written once for one device or many.
 
-Where this sits: :mod:`gplace.rl.train` jits (or pmaps) chunks of these steps;
-they sample placements from the policy (:mod:`gplace.rl.distributions`),
-score them (a :data:`~gplace.rl.types.SimulateFn` inside the step, or host
+Where this sits: :mod:`gplace.rl.chunks` jits (or pmaps) chunks of these
+steps; they sample placements from the policy
+(:mod:`gplace.rl.distributions`), score them (a :data:`~gplace.rl.types.SimulateFn` inside the step, or host
 rewards in between :func:`sample_rollout` and :func:`update_from_rollout`),
 turn runtimes into advantages (:mod:`gplace.rl.rewards`, baselines in the
 :class:`~gplace.rl.state.TrainState`), and take gradient steps on

@@ -12,7 +12,9 @@ two agree to 1e-6 relative (graphs of up to 40 nodes; see Precision).
 
 Modules: :mod:`gplace.sim.problem` builds the arrays (host side),
 :mod:`gplace.sim.scan` is the jitted scan, :mod:`gplace.sim.kernel` compiles
-its loops as single CPU kernels; this module holds the public wrapper.
+its loops as single CPU kernels, :mod:`gplace.sim.runner` runs batches of
+placements through them on the host's cores; this module holds the public
+wrapper and its argument checks.
 
 The model
 ---------
@@ -95,28 +97,21 @@ in ``random_dag``), otherwise within ~1e-7 relative per step.
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
-from typing import Optional
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
+from gplace.sim import runner
 from gplace.sim.cache import cached_problem
-from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
-                                 make_dispatch_problem)
-from gplace.sim import clusters, native, planned
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, check_orders,
                                 flag_constraint_violations,
                                 make_problem, send_bytes)
-from gplace.sim.priority import (bottom_level, check_priority,
-                                 order_priority, priority_order)
+from gplace.sim.priority import (check_priority, order_priority,
+                                 priority_order)
 from gplace.sim.scan import simulate_problem
 from gplace.sim.topology import Topology, check_topology
 
@@ -125,20 +120,6 @@ __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
            "check_order", "make_problem", "one_kernel_loops",
            "send_bytes",
            "simulate", "simulate_problem"]
-
-_simulate_jit = jax.jit(simulate_problem, static_argnames=("return_schedule",),
-                        compiler_options=COMPILER_OPTIONS or None)
-
-
-def _dispatch(*args, **kwargs):
-  """:func:`dispatch_problem` under a jit of its own, traced in
-  :func:`one_kernel_loops` (a separate function, so its trace cache is never
-  shared with a caller's ``jax.jit(dispatch_problem)``)."""
-  return dispatch_problem(*args, **kwargs)
-
-
-_dispatch_jit = jax.jit(_dispatch, static_argnames=("dynamic",),
-                        compiler_options=COMPILER_OPTIONS or None)
 
 
 def _check_topology(topology) -> None:
@@ -284,27 +265,28 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   if priority is not None and priority.ndim == 1 and schedule == "static":
     order, priority = priority_order(priority, graph), None
   if schedule in _PER_PLACEMENT:
-    result = _per_placement(graph, topology, costs, array, priority,
-                            schedule)
+    result = runner.per_placement(graph, topology, costs, array, priority,
+                                  schedule)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   elif priority is None and not topology.has_pipelined_links:
     problem = cached_problem(make_problem, graph, topology, costs=costs,
                              order=order)
-    result = _scan_in_parts(problem, array, return_schedule)
+    result = runner.scan_in_parts(problem, array, return_schedule)
     ran = np.broadcast_to(np.asarray(
         np.arange(graph.n_nodes) if order is None else order, np.int32),
                           array.shape)
-    result = _add_host_work(graph, topology, array, result, ran)
+    result = runner.add_host_work(graph, topology, array, result, ran)
     if return_schedule:                 # the priority order it ran
       result = result._replace(order=ran.copy())
   else:
     if priority is None:   # pipelined links: the host scheduler runs it
       priority = order_priority(np.arange(graph.n_nodes) if order is None
                                 else order)
-    result = _simulate_schedules(graph, topology, costs, array, priority,
-                                 dynamic=False)
-    result = _add_host_work(graph, topology, array, result, result.order)
+    result = runner.simulate_schedules(graph, topology, costs, array,
+                                       priority, dynamic=False)
+    result = runner.add_host_work(graph, topology, array, result,
+                                  result.order)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
@@ -314,199 +296,6 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
 
-
-def bucket(size: int, smallest: int = 16) -> int:
-  """``size`` rounded up to a shape bucket: a multiple of ``smallest`` up to
-  ``4 * smallest``, then to an eighth of the enclosing power of two (at most
-  12.5% padding), so that graphs of similar size share one compilation."""
-  size = max(int(size), 1)
-  if size <= 4 * smallest:
-    return -(-size // smallest) * smallest
-  step = 1 << (size.bit_length() - 4)
-  return -(-size // step) * step
-
-
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-    else (os.cpu_count() or 1)
-_POOL = None
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-  """Threads that run parts of a batch of list schedules concurrently."""
-  global _POOL
-  if _POOL is None:
-    _POOL = concurrent.futures.ThreadPoolExecutor(
-        _CORES, thread_name_prefix="gplace-simulate")
-  return _POOL
-
-
-#: Smallest batch (nodes x placements) that the compiled host kernels split
-#: across the cores: a hand-off to the threads costs tens of microseconds,
-#: about what 2^14 node-placements take to schedule.
-_HOST_SPLIT_MIN = 1 << 14
-
-
-def _run_parts(work, k: int, n: int) -> list:
-  """Calls ``work(rows)`` on contiguous slices covering ``0..k`` (equal
-  where ``k`` divides evenly), one per core, from the threads of
-  :func:`_pool` (the compiled host kernels run without the GIL), or on one
-  slice where the batch of ``k`` placements of ``n`` nodes is below
-  :data:`_HOST_SPLIT_MIN`; returns the results in slice order."""
-  parts = max(min(_CORES, k), 1) if k * n >= _HOST_SPLIT_MIN else 1
-  bounds = np.linspace(0, k, parts + 1).astype(int)
-  slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
-  if parts == 1:
-    return [work(slices[0])]
-  return list(_pool().map(work, slices))
-
-
-#: Smallest batch (nodes x placements) that the shared-order scan splits
-#: across the cores; below it, a thread hand-off costs more than it saves.
-_SPLIT_MIN = 1 << 16
-
-
-def _scan_in_parts(problem: SimProblem, placements: np.ndarray,
-                   return_schedule: bool) -> SimResult:
-  """:func:`simulate_problem` of ``placements`` (``[K, N]``), on CPU in
-  equal parts of the batch, one per core, from threads of their own (XLA
-  runs the scan's loops on one core; placements are independent, so the
-  results are the same row for row). Batches below :data:`_SPLIT_MIN`
-  node-placements, or that do not split evenly, run whole."""
-  k, n = placements.shape
-
-  def run(rows: slice) -> SimResult:
-    with one_kernel_loops():         # (a context variable: set per thread)
-      return _simulate_jit(problem, jnp.asarray(placements[rows]),
-                           return_schedule=return_schedule)
-
-  parts = min(_CORES, k)
-  if (jax.default_backend() != "cpu" or parts < 2 or k % parts
-      or k * n < _SPLIT_MIN):
-    return run(slice(None))
-  # Each thread waits for its own part (np.asarray). Measured (RESULTS.md,
-  # "The shared-order scan on all cores"): with the results awaited by the
-  # caller instead, the split lost to one call at 1k and 80k nodes.
-  in_thread = lambda rows: jax.tree_util.tree_map(np.asarray, run(rows))
-  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
-                                *_run_parts(in_thread, k, n))
-
-
-def _critical_path(graph: Graph, topology: Topology, costs=None):
-  """``(bottom level float64 [N], as float32 [N], its native ranks or
-  None)``: the default schedules' priority, built once per graph (a
-  :func:`~gplace.sim.cache.cached_problem` builder) instead of at every
-  call."""
-  level = bottom_level(graph, topology, costs)
-  steer = level.astype(np.float32)
-  ranks = native.priority_ranks(steer) if _use_native(graph) else None
-  return level, steer, ranks
-
-
-def _simulate_schedules(graph: Graph, topology: Topology, costs,
-                        placements: np.ndarray,
-                        priority: Optional[np.ndarray], *,
-                        dynamic: bool) -> SimResult:
-  """Per-placement schedules of ``placements`` (``[K, N]``) through the
-  jitted list scheduler, on a problem padded to shape buckets (nodes,
-  edges, placements; see :func:`bucket`) so that calls on graphs of
-  similar sizes reuse one compilation. Padding nodes run nowhere, have no
-  edges or bytes and the lowest priority; they are removed from the
-  returned order, so results equal the unpadded problem's (tested).
-  ``priority``: ``[N]`` / ``[K, N]`` float32, or None for the critical
-  path."""
-  ranks = None
-  if priority is None:                   # the critical path, built once
-    _, priority, ranks = cached_problem(_critical_path, graph, topology,
-                                        costs=costs)
-  if _use_native(graph):
-    return _native_schedules(graph, topology, costs, placements, priority,
-                             dynamic=dynamic, ranks=ranks)
-  if topology.has_pipelined_links:
-    raise TopologyError(
-        f"Topology {topology.name!r} has pipelined_links, which only the "
-        "compiled host scheduler models (gplace.sim.native: numba, a "
-        "dependency of gplace, is missing or GPLACE_NATIVE=0). Install "
-        "numba, unset GPLACE_NATIVE, or use topology.replace("
-        "pipelined_links=False).")
-  k, n = placements.shape
-  n_pad, k_pad = bucket(n), 1 << max(k - 1, 0).bit_length()
-  problem = cached_problem(make_dispatch_problem, graph, topology,
-                           costs=costs, n_nodes=n_pad,
-                           n_edges=bucket(graph.n_edges))
-  padded = np.zeros((k_pad, n_pad), np.int32)
-  padded[:k, :n] = placements
-  padded[k:, :n] = placements[0]
-  prio = np.full((k_pad, n_pad), PAD_PRIORITY, np.float32)
-  priority = np.broadcast_to(priority, (k, n))
-  prio[:k, :n] = priority
-  prio[k:, :n] = priority[0]
-
-  def run(rows: slice) -> SimResult:
-    with one_kernel_loops():         # (a context variable: set per thread)
-      return _dispatch_jit(problem, jnp.asarray(padded[rows]),
-                           jnp.asarray(prio[rows]), dynamic=dynamic)
-
-  # Placements are scheduled one by one on CPU: parts of the batch run on
-  # the machine's cores from threads of their own (XLA runs a program's
-  # loops on one core).
-  parts = min(_CORES, k_pad) if jax.default_backend() == "cpu" else 1
-  parts = 1 << (parts.bit_length() - 1)          # k_pad / parts: a power of 2
-  if parts == 1:
-    result = run(slice(None))
-  else:
-    size = k_pad // parts
-    pieces = list(_pool().map(run, [slice(i * size, (i + 1) * size)
-                                    for i in range(parts)]))
-    result = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs),
-                                    *pieces)
-  order = np.asarray(result.order)[:k]
-  order = order[order < n].reshape(k, n)
-  return SimResult(runtime_s=result.runtime_s[:k],
-                   peak_bytes=result.peak_bytes[:k], oom=result.oom[:k],
-                   start_s=result.start_s[:k, :n],
-                   finish_s=result.finish_s[:k, :n], order=order)
-
-
-def _use_native(graph: Graph) -> bool:
-  """Whether per-placement schedules of ``graph`` run through
-  :mod:`gplace.sim.native`."""
-  return native.available() and graph.n_nodes <= native.MAX_NODES
-
-
-def _native_schedules(graph: Graph, topology: Topology, costs,
-                      placements: np.ndarray, priority, *, dynamic: bool,
-                      ranks=None) -> SimResult:
-  """:func:`_simulate_schedules` through the compiled host scheduler of
-  :mod:`gplace.sim.native` (same schedules, bit for bit), parts of the
-  batch on the machine's cores. ``ranks``: the priorities'
-  :func:`~gplace.sim.native.priority_ranks` where the caller has them."""
-  k, n = placements.shape
-  problem = cached_problem(native.make_native_problem, graph, topology,
-                           costs=costs)
-  rows = np.ascontiguousarray(placements, np.int32)
-  if ranks is None:
-    ranks = native.priority_ranks(priority)
-  out = native.empty_schedules(k, problem)
-  _run_parts(lambda part: native.schedule_batch(problem, rows, ranks,
-                                                dynamic, out, part), k, n)
-  memory = np.asarray(topology.memory_bytes, np.float32)
-  return SimResult(runtime_s=out.finish.max(axis=1), peak_bytes=out.peak,
-                   oom=(out.peak > memory[None, :]).any(axis=1),
-                   start_s=out.start, finish_s=out.finish, order=out.order)
-
-
-def _add_host_work(graph: Graph, topology: Topology, placements: np.ndarray,
-                  result: SimResult, orders) -> SimResult:
-  """``result`` with the executor's host work (cluster launches and copy
-  issues, :func:`gplace.sim.clusters.host_costs`) added to ``runtime_s``;
-  unchanged when no device of ``topology`` has a ``cluster_launch_s`` or a
-  ``copy_issue_s``. ``orders``: ``[K, N]`` the priority orders the
-  placements ran in."""
-  extra = clusters.host_costs(graph, topology, placements, orders)
-  if extra is None:
-    return result
-  runtime = np.asarray(result.runtime_s, np.float64) + extra
-  return result._replace(runtime_s=runtime.astype(np.float32))
 
 
 def _check_schedule(graph, topology, costs, n_samples, order, priority,
@@ -536,43 +325,3 @@ def _check_schedule(graph, topology, costs, n_samples, order, priority,
   if priority is not None:
     priority = check_priority(priority, graph.n_nodes, n_samples)
   return order, priority
-
-
-def _per_placement(graph: Graph, topology: Topology, costs,
-                   placements: np.ndarray, priority, schedule: str
-                   ) -> SimResult:
-  """``placements`` (``[K, N]``) each in its own ``"dynamic"``,
-  ``"planned"`` or ``"best"`` schedule (``priority``: ``[N]`` / ``[K, N]``
-  float32, or None for the critical path)."""
-  if priority is None:          # float64 level: HEFT's rank, for the plan
-    plan_by, steer = cached_problem(_critical_path, graph, topology,
-                                    costs=costs)[0], None
-  else:
-    steer = plan_by = priority
-  if schedule != "planned":
-    dynamic = _simulate_schedules(graph, topology, costs, placements, steer,
-                                  dynamic=True)
-    dynamic = _add_host_work(graph, topology, placements, dynamic,
-                            dynamic.order)
-    if schedule == "dynamic":
-      return dynamic
-  orders, ranks = planned.planned_orders(graph, topology, costs, placements,
-                                         plan_by, _run_parts)
-  if _use_native(graph):               # the ranks are the orders' inverse
-    plan = _native_schedules(graph, topology, costs, placements, None,
-                             dynamic=False, ranks=(ranks, orders))
-  else:
-    plan = _simulate_schedules(graph, topology, costs, placements,
-                               order_priority(orders), dynamic=False)
-  plan = _add_host_work(graph, topology, placements, plan, plan.order)
-  if schedule == "planned":
-    return plan
-  # Fits in memory first, then faster (also when neither fits); ties
-  # (within BEST_TIE): dynamic.
-  oom_plan, oom_dynamic = np.asarray(plan.oom), np.asarray(dynamic.oom)
-  take = (oom_plan < oom_dynamic) | ((oom_plan == oom_dynamic) & (
-      np.asarray(plan.runtime_s)
-      < np.asarray(dynamic.runtime_s) * (1.0 - planned.BEST_TIE)))
-  pick = lambda a, b: np.where(take.reshape((-1,) + (1,) * (np.ndim(a) - 1)),
-                               np.asarray(a), np.asarray(b))
-  return jax.tree_util.tree_map(pick, plan, dynamic)

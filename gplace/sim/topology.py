@@ -193,7 +193,7 @@ class Topology:
       ``[D, D]`` bool array per link (``[src, dst]``; the diagonal is
       ignored; one that is the same on every link becomes that bool).
       ``gplace.profile`` sets it as the executor copies
-      (:func:`gplace.execution.profiler.executor_pipelining`): on CPU +
+      (:func:`gplace.execution.fitting.executor_pipelining`): on CPU +
       H200 the values of one executor step moved into the GPU arrive about
       2.6x sooner than one latency each in turn (RESULTS.md, "Links held
       for the bytes only"); values the GPU computed reached the CPU one

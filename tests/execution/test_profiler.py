@@ -11,7 +11,9 @@ import pytest
 
 import gplace
 from gplace.execution import calibration
+from gplace.execution import fitting
 from gplace.execution import profiler
+from gplace.execution.profile_file import Profile
 from gplace.sim import clusters
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
@@ -77,7 +79,7 @@ def test_profile_feeds_the_simulator(mlp_profile):
 
 def test_refit_on_the_same_measurements_gives_the_same_profile(mlp_profile):
   prof, _, _ = mlp_profile
-  again = profiler.refit(prof, prof.calibration_s, prof.whole_program_s)
+  again = fitting.refit(prof, prof.calibration_s, prof.whole_program_s)
   np.testing.assert_array_equal(again.costs, prof.costs)
   assert again.topology.devices == prof.topology.devices
   np.testing.assert_array_equal(again.topology.link_latency,
@@ -85,7 +87,7 @@ def test_refit_on_the_same_measurements_gives_the_same_profile(mlp_profile):
   assert again.topology.batched_inputs == prof.topology.batched_inputs
   np.testing.assert_array_equal(again.copy_scales, prof.copy_scales)
   # A host twice as slow: twice the fusion factor, the same op times.
-  slower = profiler.refit(prof, 2 * prof.calibration_s,
+  slower = fitting.refit(prof, 2 * prof.calibration_s,
                           2 * prof.whole_program_s)
   np.testing.assert_allclose(slower.fusion_factor, 2 * prof.fusion_factor)
   np.testing.assert_array_equal(slower.op_time_s, prof.op_time_s)
@@ -94,7 +96,7 @@ def test_refit_on_the_same_measurements_gives_the_same_profile(mlp_profile):
 
 def test_calibration_runs_are_what_refit_takes(mlp_profile):
   prof, _, _ = mlp_profile
-  runs = profiler.calibration_runs(prof)
+  runs = fitting.calibration_runs(prof)
   assert len(runs) == 2 + len(prof.calibration_placements)
   for j in range(2):
     np.testing.assert_array_equal(runs[j][0], j)
@@ -104,18 +106,18 @@ def test_calibration_runs_are_what_refit_takes(mlp_profile):
 def test_refit_refuses_bad_measurements(mlp_profile):
   prof, _, _ = mlp_profile
   with pytest.raises(gplace.GplaceError, match="calibration seconds"):
-    profiler.refit(prof, prof.calibration_s[:-1], prof.whole_program_s)
+    fitting.refit(prof, prof.calibration_s[:-1], prof.whole_program_s)
   bare = dataclasses.replace(prof, calibration_placements=None,
                              calibration_orders=None, calibration_s=None)
   with pytest.raises(gplace.GplaceError, match="no calibration runs"):
-    profiler.refit(bare, np.ones(3), prof.whole_program_s)
+    fitting.refit(bare, np.ones(3), prof.whole_program_s)
 
 
 def test_profile_save_load_round_trip(mlp_profile, tmp_path):
   prof, _, _ = mlp_profile
   path = tmp_path / "profile.npz"
   prof.save(path)
-  loaded = profiler.Profile.load(path)
+  loaded = Profile.load(path)
   assert loaded.graph == prof.graph
   np.testing.assert_array_equal(loaded.costs, prof.costs)
   np.testing.assert_array_equal(loaded.topology.link_latency,
@@ -131,14 +133,14 @@ def test_profile_save_load_round_trip(mlp_profile, tmp_path):
     np.testing.assert_array_equal(getattr(loaded, field),
                                   getattr(prof, field))
   with pytest.raises(gplace.GplaceError, match="profile"):
-    profiler.Profile.load(tmp_path / "missing.npz")
+    Profile.load(tmp_path / "missing.npz")
   # Links pipelined on some links only (an accelerator's profile) too.
   mask = np.ones((2, 2), bool)
   mask[1, 0] = False
   dataclasses.replace(prof, topology=prof.topology.replace(
       pipelined_links=mask)).save(path)
   np.testing.assert_array_equal(
-      profiler.Profile.load(path).topology.pipelined_mask, mask)
+      Profile.load(path).topology.pipelined_mask, mask)
 
 
 def test_transfer_fit_is_positive():
@@ -203,7 +205,7 @@ def test_held_links_of_a_pipelined_topology_cost_at_least_a_bare_copy():
   # copies wait for each other, each at least a bare copy: their factor is
   # not fitted below 1 (the others are).
   base = topology_lib.preset("1cpu+2gpu")
-  topology = base.replace(pipelined_links=profiler.executor_pipelining(
+  topology = base.replace(pipelined_links=fitting.executor_pipelining(
       base.devices, overlapped_host_reads=False))
   for into_cpu, want in ((4.0, 4.0), (0.25, 1.0)):
     true = np.array([[1.0, 0.5, 0.5], [into_cpu, 1.0, 1.0],

@@ -16,11 +16,12 @@ from experiments.configs import doppler as doppler_config
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
-from gplace.policies import doppler
+from gplace.policies import doppler, doppler_context
 from gplace.rl import data, grouping, rewards
-from gplace.rl.data import stacked_dispatch_problems
 from gplace.rl.policy_fns import policy_fns
+from gplace.rl.reward_setup import stacked_dispatch_problems
 from gplace.rl.validation import validate_config
+from gplace.rl.warm_start import ordered_warm_start_targets
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 from test_colocrl import greedy_before_and_after
@@ -112,7 +113,7 @@ def test_critical_path_levels_of_a_chain_and_a_fork():
   # 0 -> 1 -> 3, 0 -> 2 -> 3 with costs 1, 2, 5, 1 and transfers 0.5.
   cost = jnp.asarray([1.0, 2.0, 5.0, 1.0])
   senders, receivers = jnp.asarray([0, 0, 1, 2]), jnp.asarray([1, 2, 3, 3])
-  bottom, top = doppler.critical_path_levels(
+  bottom, top = doppler_context.critical_path_levels(
       cost, jnp.full(4, 0.5), senders, receivers, jnp.ones(4, bool))
   np.testing.assert_allclose(bottom, [8.0, 3.5, 6.5, 1.0])
   np.testing.assert_allclose(top, [0.0, 1.5, 1.5, 7.0])
@@ -274,7 +275,7 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   setups = data.setup_graphs(config, topology, data.workload_names(config),
                              log=lambda _: None)
   batch = data.make_batch(setups, topology, with_problems=False)
-  warm = data.ordered_warm_start_targets(
+  warm = ordered_warm_start_targets(
       setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)
   graph, n = setups[0].graph, setups[0].graph.n_nodes
   num_padded = batch.graphs.nodes["mask"].shape[1]
@@ -299,7 +300,7 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   setups = data.setup_graphs(config, topology, data.workload_names(config),
                              log=lambda _: None)
   batch = data.make_batch(setups, topology, with_problems=False)
-  warm = data.ordered_warm_start_targets(
+  warm = ordered_warm_start_targets(
       setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)
   coarse = setups[0].coarsening.graph
   num_padded = batch.graphs.nodes["mask"].shape[1]

@@ -11,7 +11,7 @@ from gplace import baselines
 from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs.graph import random_dag
 from gplace import policies
-from gplace.rl import data, grouping, reports
+from gplace.rl import data, grouping, reports, reward_setup, warm_start
 from gplace.rl.evaluation import policy_placements
 from gplace.sim import bounds
 from gplace.sim import topology as topology_lib
@@ -155,10 +155,10 @@ def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
     calls.append(n_steps)
     raise PlacementError("needs more steps")
 
-  monkeypatch.setattr(data.simulator, "make_problem", make_problem)
+  monkeypatch.setattr(reward_setup.simulator, "make_problem", make_problem)
   with pytest.raises(BudgetError, match="simulator steps"):
-    data.stacked_problems([random_dag(10, seed=0)],
-                          topology_lib.preset("1cpu+2gpu"), 64)
+    reward_setup.stacked_problems([random_dag(10, seed=0)],
+                                  topology_lib.preset("1cpu+2gpu"), 64)
   assert calls == [64, 128, 256, 512]
 
 
@@ -174,8 +174,9 @@ def test_setup_graphs_scores_baselines_and_picks_the_penalty():
   assert setup.lower_bound_s == bounds.lower_bound(setup.graph, topology)
   assert setup.lower_bound_s <= min(setup.baseline_runtime_s.values())
   # 10x the best single-device runtime.
-  single = data.make_scorer(setup.graph, None, None, topology, config)(
-      np.tile(np.arange(3)[:, None], (1, 30)))
+  single = reward_setup.make_scorer(
+      setup.graph, None, None, topology, config)(
+          np.tile(np.arange(3)[:, None], (1, 30)))
   np.testing.assert_allclose(setup.failing_runtime_s,
                              config.rl.oom_penalty_factor * single.min())
   assert "random_dag:30:1: 30 nodes" in lines[0]
@@ -214,22 +215,22 @@ def test_warm_start_targets_pick_the_best_baseline_and_pad():
   setup = _setup(graph)._replace(
       baselines={"a": np.full(5, 1, np.int32), "b": np.full(5, 2, np.int32)},
       baseline_runtime_s={"a": 2.0, "b": 1.0})
-  warm = data.warm_start_targets([setup, setup], "best", 8)
+  warm = warm_start.warm_start_targets([setup, setup], "best", 8)
   assert warm.baseline_names == ["b", "b"]
   np.testing.assert_array_equal(warm.placements[0], [2] * 5 + [0] * 3)
   np.testing.assert_array_equal(warm.runtime_s, [1.0, 1.0])
-  warm = data.warm_start_targets([setup], "a", 8)
+  warm = warm_start.warm_start_targets([setup], "a", 8)
   assert warm.baseline_names == ["a"] and warm.runtime_s[0] == 2.0
 
 
 def test_auto_reward_schedule_is_dynamic_only_on_large_graphs():
   config = quickstart.get_config()
   assert config.rl.reward_schedule == "auto"
-  big = data.AUTO_DYNAMIC_NODES + 1
-  assert data.reward_schedule(config, big) == "dynamic"
-  assert data.reward_schedule(config, big - 1) == "best"
+  big = reward_setup.AUTO_DYNAMIC_NODES + 1
+  assert reward_setup.reward_schedule(config, big) == "dynamic"
+  assert reward_setup.reward_schedule(config, big - 1) == "best"
   config.rl.reward_schedule = "best"
-  assert data.reward_schedule(config, big) == "best"
+  assert reward_setup.reward_schedule(config, big) == "best"
   # Rewards scored elsewhere (in the jitted step, measured) keep theirs.
   config.rl.update(reward_schedule="dynamic", reward="simulator")
-  assert data.reward_schedule(config, 10) == "best"
+  assert reward_setup.reward_schedule(config, 10) == "best"

@@ -16,9 +16,9 @@ from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.policies import create_policy
 from gplace.rl import data
 from gplace.rl import update
-from gplace.rl.data import stacked_problems
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import coarsen_for_policy
+from gplace.rl.reward_setup import stacked_problems
 from gplace.rl.rewards import Scorer, simulator_reward
 from gplace.rl.state import RLHyperparams, init_train_state
 from gplace.rl.types import Batch

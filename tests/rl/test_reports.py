@@ -1,4 +1,5 @@
-"""Tests of gplace.rl.reports: metrics files, best placements, tables."""
+"""Tests of gplace.rl.reports and gplace.rl.run_outputs: metrics files, best
+placements, tables."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import numpy as np
 
 from gplace.graphs.graph import random_dag
 from gplace.rl import reports
+from gplace.rl import run_outputs
 from gplace.sim import topology as topology_lib
 
 
@@ -68,8 +70,8 @@ def test_tables_list_list_schedulers_in_their_own_plan_and_pick_the_best():
 def test_chunk_records_number_steps_and_interpolate_time():
   metrics = {"loss": np.array([1.0, 2.0]),
              "best_runtime_s": np.array([[1.0, 2.0], [0.5, 2.0]])}
-  records = reports.chunk_records(4, "rl", metrics, start_s=10.0,
-                                  elapsed_s=2.0)
+  records = run_outputs.chunk_records(4, "rl", metrics, start_s=10.0,
+                                      elapsed_s=2.0)
   assert [r["step"] for r in records] == [5, 6]
   assert [r["wall_s"] for r in records] == [11.0, 12.0]
   assert records[1]["best_runtime_s"] == [0.5, 2.0]
@@ -78,24 +80,24 @@ def test_chunk_records_number_steps_and_interpolate_time():
 
 
 def test_metrics_writer_trims_lines_after_the_resumed_step(tmp_path):
-  path = str(tmp_path / reports.METRICS_FILE)
-  with reports.MetricsWriter(path) as writer:
+  path = str(tmp_path / run_outputs.METRICS_FILE)
+  with run_outputs.MetricsWriter(path) as writer:
     writer.write([{"step": s, "phase": "rl"} for s in (1, 2, 3, 4)])
-  with reports.MetricsWriter(path, resume_step=2) as writer:
-    assert [r["step"] for r in reports.read_metrics(path)] == [1, 2]
+  with run_outputs.MetricsWriter(path, resume_step=2) as writer:
+    assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2]
     writer.write([{"step": 3, "phase": "rl"}])
-  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2, 3]
+  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2, 3]
   # A fresh run (step 0) starts an empty file.
-  reports.MetricsWriter(path).close()
-  assert reports.read_metrics(path) == []
+  run_outputs.MetricsWriter(path).close()
+  assert run_outputs.read_metrics(path) == []
 
 
 def test_best_placement_json_content_and_rewrites(tmp_path):
   topology = topology_lib.preset("1cpu+2gpu")
   graphs = [_summary(4, "a"), _summary(3, "b")]
-  path = str(tmp_path / reports.BEST_PLACEMENT_FILE)
-  writer = reports.BestPlacementWriter(path, graphs, topology,
-                                       np.array([1.0, 1.0]))
+  path = str(tmp_path / run_outputs.BEST_PLACEMENT_FILE)
+  writer = run_outputs.BestPlacementWriter(path, graphs, topology,
+                                           np.array([1.0, 1.0]))
   placement = np.array([[0, 1, 2, 1, 0], [2, 2, 0, 0, 0]])
   writer.update(3, placement, np.array([1.0, 1.0]))
   assert not os.path.exists(path)  # nothing improved
@@ -134,35 +136,36 @@ def test_best_placement_json_content_and_rewrites(tmp_path):
 
 
 def test_progress_postfix_by_phase():
-  rl = reports.progress_postfix(4, 2.0, [1e-3, 3e-3],
-                                {"phase": "rl", "mean_runtime_s": 5e-3,
-                                 "entropy": 0.25})
+  rl = run_outputs.progress_postfix(4, 2.0, [1e-3, 3e-3],
+                                    {"phase": "rl", "mean_runtime_s": 5e-3,
+                                     "entropy": 0.25})
   assert rl == {"best_ms": "2", "steps/s": "2.00", "mean_ms": "5",
                 "entropy": "0.250"}
-  warm = reports.progress_postfix(2, 1.0, [1e-3], {"phase": "warm_start",
-                                                   "accuracy": 0.5})
+  warm = run_outputs.progress_postfix(2, 1.0, [1e-3],
+                                      {"phase": "warm_start",
+                                       "accuracy": 0.5})
   assert warm["accuracy"] == "0.500" and "entropy" not in warm
 
 
 def test_final_report_writes_results_and_curve(tmp_path):
   workdir = str(tmp_path)
-  with reports.MetricsWriter(os.path.join(workdir,
-                                          reports.METRICS_FILE)) as writer:
+  with run_outputs.MetricsWriter(os.path.join(
+      workdir, run_outputs.METRICS_FILE)) as writer:
     writer.write([{"step": 1, "phase": "warm_start", "accuracy": 0.5}] + [
         {"step": s, "phase": "rl", "mean_runtime_s": 3e-3,
          "best_runtime_s": [2e-3]} for s in (2, 3)])
   lines = []
-  tables = reports.write_final_report(
+  tables = run_outputs.write_final_report(
       workdir, [_summary()], [1.5e-3], ["g"],
       topology_lib.preset("1cpu+2gpu"), log=lines.append)
   assert tables == [{"slow": 4e-3, "fast": 2e-3, "oom": float("inf"),
                      "gplace": 1.5e-3, "lower_bound": 1e-3}]
-  with open(os.path.join(workdir, reports.RESULTS_FILE)) as f:
+  with open(os.path.join(workdir, run_outputs.RESULTS_FILE)) as f:
     results = json.load(f)
   assert results["tables"][0]["oom"] is None  # inf is not JSON
   assert results["workloads"] == ["g"]
   assert results["topology"] == "1cpu+2gpu"
-  assert os.path.getsize(os.path.join(workdir, reports.CURVE_FILE)) > 0
+  assert os.path.getsize(os.path.join(workdir, run_outputs.CURVE_FILE)) > 0
   assert len(lines) == 1 and lines[0].startswith("g (4 nodes)")
 
 
@@ -178,9 +181,9 @@ def strict_load(text):
 def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   workdir = str(tmp_path)
   inf, nan = float("inf"), float("nan")
-  metrics_path = os.path.join(workdir, reports.METRICS_FILE)
-  with reports.MetricsWriter(metrics_path) as writer:
-    writer.write(reports.chunk_records(
+  metrics_path = os.path.join(workdir, run_outputs.METRICS_FILE)
+  with run_outputs.MetricsWriter(metrics_path) as writer:
+    writer.write(run_outputs.chunk_records(
         0, "rl", {"mean_runtime_s": np.array([inf, 3e-3], np.float32),
                   "best_runtime_s": np.array([[inf], [nan]], np.float32)},
         start_s=0.0, elapsed_s=1.0))
@@ -192,23 +195,24 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   topology = topology_lib.preset("1cpu+2gpu")
   all_oom = Summary("g", random_dag(4, seed=0, name="g"),
                     {"a": inf, "b": inf}, nan)
-  best_path = os.path.join(workdir, reports.BEST_PLACEMENT_FILE)
-  reports.BestPlacementWriter(best_path, [all_oom], topology,
-                              np.array([inf])).write(
-                                  2, np.zeros((1, 4), np.int32),
-                                  np.array([inf], np.float32))
+  best_path = os.path.join(workdir, run_outputs.BEST_PLACEMENT_FILE)
+  run_outputs.BestPlacementWriter(best_path, [all_oom], topology,
+                                  np.array([inf])).write(
+                                      2, np.zeros((1, 4), np.int32),
+                                      np.array([inf], np.float32))
   with open(best_path) as f:
     assert strict_load(f.read())["graphs"][0]["runtime_s"] is None
   with warnings.catch_warnings():
     warnings.simplefilter("error")  # no All-NaN / log-scale warnings
-    reports.write_final_report(workdir, [all_oom], [inf], ["g"], topology,
-                               step=2)
-  with open(os.path.join(workdir, reports.RESULTS_FILE)) as f:
+    run_outputs.write_final_report(workdir, [all_oom], [inf], ["g"],
+                                   topology, step=2)
+  with open(os.path.join(workdir, run_outputs.RESULTS_FILE)) as f:
     results = strict_load(f.read())
   assert results["tables"] == [{"a": None, "b": None, "gplace": None,
                                 "lower_bound": None}]
   assert results["step"] == 2 and results["finished"] is True
-  reports.write_json(os.path.join(workdir, "x.json"), {"v": [np.float32(inf)]})
+  run_outputs.write_json(os.path.join(workdir, "x.json"),
+                         {"v": [np.float32(inf)]})
   with open(os.path.join(workdir, "x.json")) as f:
     assert strict_load(f.read()) == {"v": [None]}
 
@@ -216,13 +220,14 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
 def test_results_at_every_checkpoint_and_a_fresh_start(tmp_path):
   workdir = str(tmp_path)
   topology = topology_lib.preset("1cpu+2gpu")
-  (tmp_path / reports.RESULTS_FILE).write_text("{\"stale\": true}")
-  (tmp_path / reports.CURVE_FILE).write_bytes(b"stale")
-  with reports.RunOutputs(workdir, [_summary()], topology, [2e-3],
-                          total_steps=4, first_step=0,
-                          progress_bar=False) as outputs:
-    assert not (tmp_path / reports.RESULTS_FILE).exists()  # not this run's
-    assert not (tmp_path / reports.CURVE_FILE).exists()
+  (tmp_path / run_outputs.RESULTS_FILE).write_text("{\"stale\": true}")
+  (tmp_path / run_outputs.CURVE_FILE).write_bytes(b"stale")
+  with run_outputs.RunOutputs(workdir, [_summary()], topology, [2e-3],
+                              total_steps=4, first_step=0,
+                              progress_bar=False) as outputs:
+    # Not this run's:
+    assert not (tmp_path / run_outputs.RESULTS_FILE).exists()
+    assert not (tmp_path / run_outputs.CURVE_FILE).exists()
 
     class State(NamedTuple):
       best_placement: np.ndarray
@@ -235,25 +240,25 @@ def test_results_at_every_checkpoint_and_a_fresh_start(tmp_path):
                                                               [1.5e-3]])},
                         state, start_s=0.0, elapsed_s=1.0)
     outputs.at_checkpoint(2, state)
-  with open(tmp_path / reports.RESULTS_FILE) as f:
+  with open(tmp_path / run_outputs.RESULTS_FILE) as f:
     results = json.load(f)
   assert results["step"] == 2 and results["finished"] is False
   assert results["tables"][0]["gplace"] == 1.5e-3
-  assert (tmp_path / reports.CURVE_FILE).stat().st_size > 0
-  lines = reports.output_lines(workdir)
+  assert (tmp_path / run_outputs.CURVE_FILE).stat().st_size > 0
+  lines = run_outputs.output_lines(workdir)
   assert [line.split()[-1] for line in lines] == [
       os.path.join(workdir, name) for name in (
-          reports.BEST_PLACEMENT_FILE, reports.METRICS_FILE,
-          reports.RESULTS_FILE, reports.CURVE_FILE)]
+          run_outputs.BEST_PLACEMENT_FILE, run_outputs.METRICS_FILE,
+          run_outputs.RESULTS_FILE, run_outputs.CURVE_FILE)]
 
 
 def test_a_half_written_metrics_line_is_dropped_on_resume(tmp_path):
-  path = str(tmp_path / reports.METRICS_FILE)
-  with reports.MetricsWriter(path) as writer:
+  path = str(tmp_path / run_outputs.METRICS_FILE)
+  with run_outputs.MetricsWriter(path) as writer:
     writer.write([{"step": 1, "phase": "rl"}, {"step": 2, "phase": "rl"}])
   with open(path, "a") as f:
     f.write('{"step": 3, "pha')  # killed while writing
-  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2]
-  with reports.MetricsWriter(path, resume_step=2) as writer:
+  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2]
+  with run_outputs.MetricsWriter(path, resume_step=2) as writer:
     writer.write([{"step": 3, "phase": "rl"}])
-  assert [r["step"] for r in reports.read_metrics(path)] == [1, 2, 3]
+  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2, 3]

@@ -131,10 +131,11 @@ def test_simulator_reward_is_jittable_and_matches_the_host():
 
 
 def test_dispatch_reward_is_the_default_schedule_of_padded_graphs():
-  from gplace.rl import data
+  from gplace.rl import reward_setup
   graphs = [random_dag(20, seed=1), random_dag(13, seed=2)]
   topology = topology_lib.preset("1cpu+2gpu")
-  stacked = data.stacked_dispatch_problems(graphs, topology, n_nodes=24)
+  stacked = reward_setup.stacked_dispatch_problems(graphs, topology,
+                                                   n_nodes=24)
   rng = np.random.default_rng(0)
   for b, graph in enumerate(graphs):
     problem = jax.tree.map(lambda x: x[b], stacked)

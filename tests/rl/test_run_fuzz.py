@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 import pytest
 
 from gplace.errors import ConfigError
-from gplace.rl import reports
+from gplace.rl import config_fields
+from gplace.rl import run_outputs
 from gplace.rl import validation
 from test_validation import _set, tiny_config
 
@@ -75,10 +76,10 @@ ANY_VALUE = st.one_of(
     st.integers(-10, 10), st.integers(), st.floats(allow_nan=True,
                                                    allow_infinity=True),
     st.booleans(), st.none(), st.text(max_size=5))
-NUMERIC_FIELDS = sorted(set(validation.INT_FIELDS) | set(
-    validation.FLOAT_FIELDS) | {f"policy.{k}" for k in
-                                validation.POLICY_INT_FIELDS} | {
-                                    "rl.num_samples"})
+NUMERIC_FIELDS = sorted(set(config_fields.INT_FIELDS) | set(
+    config_fields.FLOAT_FIELDS) | {f"policy.{k}" for k in
+                                   config_fields.POLICY_INT_FIELDS} | {
+                                       "rl.num_samples"})
 
 
 @hypothesis.settings(max_examples=150, deadline=None, database=None)
@@ -105,7 +106,7 @@ def test_any_value_of_any_numeric_field_passes_or_is_a_config_error(
     min_size=1, max_size=4).map(".".join))
 def test_any_override_path_is_known_or_one_clear_line(path):
   try:
-    validation.check_override(_config(), path)
+    config_fields.check_override(_config(), path)
   except ConfigError as err:
     assert str(err).startswith(f"--config.{path}: ")
     assert "\n" not in str(err)
@@ -128,6 +129,6 @@ def _reject_constant(name):
 @hypothesis.given(tree=JSON_TREES)
 def test_written_json_is_strict_whatever_the_numbers(tmp_path_factory, tree):
   path = os.path.join(tmp_path_factory.getbasetemp(), "fuzz.json")
-  reports.write_json(path, {"value": tree})
+  run_outputs.write_json(path, {"value": tree})
   with open(path) as f:
     json.loads(f.read(), parse_constant=_reject_constant)

@@ -16,6 +16,7 @@ from experiments.configs import quickstart
 from gplace import baselines as baselines_lib
 from gplace.errors import ConfigError
 from gplace.graphs.graph import random_dag
+from gplace.rl import chunks
 from gplace.rl import train
 from gplace.sim import topology as topology_lib
 from gplace.sim.simulator import simulate
@@ -138,8 +139,8 @@ def test_unwritable_workdir_fails_at_start(tmp_path):
 
 
 def test_chunks_never_cross_the_warm_start_a_checkpoint_or_the_end():
-  schedule = train.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
-                            checkpoint_every=4)
+  schedule = chunks.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
+                             checkpoint_every=4)
   step, lengths = 0, []
   while step < schedule.total_steps:
     lengths.append(schedule.next_chunk(step))
@@ -151,8 +152,8 @@ def test_chunks_never_cross_the_warm_start_a_checkpoint_or_the_end():
 
 
 def test_chunks_also_end_where_the_greedy_placement_is_scored():
-  schedule = train.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
-                            checkpoint_every=100, greedy_every=2)
+  schedule = chunks.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
+                             checkpoint_every=100, greedy_every=2)
   step, ends = 0, []
   while step < schedule.total_steps:
     step += schedule.next_chunk(step)
@@ -182,19 +183,21 @@ def test_the_greedy_placement_is_scored_during_training(tmp_path):
 
 def test_replicate_round_trip():
   tree = {"a": np.arange(3), "b": np.float32(2.0)}
-  replicated = train.replicate(tree, 4)
+  replicated = chunks.replicate(tree, 4)
   assert replicated["a"].shape == (4, 3)
   jax.tree.map(np.testing.assert_array_equal,
-               train.unreplicate(replicated, 4), tree)
-  assert train.replicate(tree, 1) is tree
+               chunks.unreplicate(replicated, 4), tree)
+  assert chunks.replicate(tree, 1) is tree
 
 
 # The order a training run reads gplace.rl in; a module may import only
-# modules after it (``update`` names the state's types in annotations only).
-LAYERS = ("pretrain", "train", "validation", "resume", "data", "state",
+# modules after it (``update`` names the state's types, ``warm_start`` and
+# ``reward_setup`` the data module's, in annotations only).
+LAYERS = ("pretrain", "train", "chunks", "validation", "config_fields",
+          "resume", "data", "warm_start", "reward_setup", "state",
           "evaluation", "refine", "update", "policy_fns", "grouping",
           "losses", "distributions", "rewards", "types", "policy_file",
-          "checkpoint", "reports")
+          "checkpoint", "run_outputs", "reports")
 
 
 def _rl_imports(module):

@@ -7,6 +7,7 @@ import pytest
 
 from experiments.configs import quickstart
 from gplace.errors import ConfigError
+from gplace.rl import config_fields
 from gplace.rl import data
 from gplace.rl import validation
 
@@ -113,7 +114,7 @@ def test_executor_rewards_need_several_devices(monkeypatch):
   config = tiny_config()
   config.rl.reward = "executor"
   config.workload = "rnnlm2"
-  monkeypatch.setattr(validation.data, "placement_devices",
+  monkeypatch.setattr(validation.reward_setup, "placement_devices",
                       lambda: jax.devices()[:1])
   with pytest.raises(ConfigError, match="xla_force_host_platform_device"):
     validation.validate_rl(config)
@@ -158,7 +159,7 @@ def test_issue_13_values_name_field_value_and_fix(tmp_path, path, value):
 
 def _bad_values(valid):
   """Values just outside ``valid`` (and non-finite / mistyped ones)."""
-  if isinstance(valid, validation.IntRange):
+  if isinstance(valid, config_fields.IntRange):
     bad = [valid.minimum - 1, float(valid.example), True, "3"]
     if valid.maximum is not None:
       bad.append(valid.maximum)
@@ -170,17 +171,17 @@ def _bad_values(valid):
   return bad
 
 
-@pytest.mark.parametrize("path", sorted({**validation.INT_FIELDS,
-                                         **validation.FLOAT_FIELDS}))
+@pytest.mark.parametrize("path", sorted({**config_fields.INT_FIELDS,
+                                         **config_fields.FLOAT_FIELDS}))
 def test_every_numeric_field_is_range_checked(tmp_path, path):
-  valid = {**validation.INT_FIELDS, **validation.FLOAT_FIELDS}[path]
+  valid = {**config_fields.INT_FIELDS, **config_fields.FLOAT_FIELDS}[path]
   config = tiny_config()
   _set(config, path, valid.example)
-  validation.validate_numbers(config)  # the example is valid
+  config_fields.validate_numbers(config)  # the example is valid
   for value in _bad_values(valid):
     _set(config, path, value)
     with pytest.raises(ConfigError, match=f"config.{path}="):
-      validation.validate_numbers(config)
+      config_fields.validate_numbers(config)
 
 
 @pytest.mark.parametrize("path,value", [
@@ -197,11 +198,11 @@ def test_bool_fields_and_missing_fields(tmp_path):
   config = tiny_config()
   _set(config, "train.resume", "yes")
   with pytest.raises(ConfigError, match="train.resume='yes': must be True"):
-    validation.validate_numbers(config)
+    config_fields.validate_numbers(config)
   config = tiny_config()
   del config.train["num_steps"]
   with pytest.raises(ConfigError, match="config.train.num_steps is missing"):
-    validation.validate_numbers(config)
+    config_fields.validate_numbers(config)
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -259,7 +260,7 @@ def test_graph_cache_must_hold_the_graphs_or_be_writable(tmp_path):
 ])
 def test_unknown_overrides_name_the_closest_fields(path, expected):
   with pytest.raises(ConfigError) as info:
-    validation.check_override(tiny_config(), path)
+    config_fields.check_override(tiny_config(), path)
   assert expected in str(info.value)
   assert "\n" not in str(info.value)
-  validation.check_override(tiny_config(), "rl.num_samples")
+  config_fields.check_override(tiny_config(), "rl.num_samples")

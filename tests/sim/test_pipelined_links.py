@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from gplace.baselines import common, list_scheduling
 from gplace.errors import ConfigError, TopologyError
-from gplace.execution import profiler
+from gplace.execution import fitting
 from gplace.graphs import json_format
 from gplace.graphs.graph import Graph, NODE_OP, random_dag
 from gplace.rl import validation
@@ -160,7 +160,7 @@ def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
   assert preset("1cpu+2gpu").replace(
       pipelined_links=np.eye(3, dtype=bool)).pipelined_links is False
   # gplace.profile's measured topology pipelines the executor's links.
-  measured = profiler._measured_topology(  # pylint: disable=protected-access
+  measured = fitting.measured_topology(
       local(), np.full(len(local().devices), 1e-5),
       np.zeros((len(local().devices),) * 2),
       np.full((len(local().devices),) * 2, 1e10), 1.0)
@@ -171,14 +171,14 @@ def test_the_executor_pipelines_every_link():
   devices = [Device(name, kind, 1e12, 1e11, 1e9)
              for name, kind in (("cpu:0", "cpu"), ("gpu:0", "gpu"),
                                 ("gpu:1", "gpu"))]
-  assert profiler.executor_pipelining(devices).shape == (3, 3)
-  assert profiler.executor_pipelining(devices).all()
+  assert fitting.executor_pipelining(devices).shape == (3, 3)
+  assert fitting.executor_pipelining(devices).all()
   # Before its read-backs overlapped: held from an accelerator into the CPU.
-  mask = profiler.executor_pipelining(devices, overlapped_host_reads=False)
+  mask = fitting.executor_pipelining(devices, overlapped_host_reads=False)
   np.testing.assert_array_equal(mask, [[True, True, True],
                                        [False, True, True],
                                        [False, True, True]])
-  assert profiler.executor_pipelining(devices[:1], False).all()
+  assert fitting.executor_pipelining(devices[:1], False).all()
 
 
 @pytest.mark.parametrize("value, match", [

@@ -15,7 +15,8 @@ from gplace.sim import planned
 from gplace.sim.planned import BEST_TIE
 from gplace.sim.priority import bottom_level, order_priority, priority_order
 from gplace.sim.reference import planned_reference, simulate_reference
-from gplace.sim.simulator import _run_parts, simulate
+from gplace.sim.runner import run_parts
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
 from sim_cases import SETTINGS, assert_close_to_reference, is_topological
 from sim_cases import random_topology
@@ -155,13 +156,13 @@ def test_the_planner_threads_and_the_python_fallback_agree(monkeypatch):
   placements = np.random.default_rng(4).integers(0, 3, (5, 250))
   level = bottom_level(graph, topology)
   batch = planned.planned_orders(graph, topology, None, placements, level,
-                                 _run_parts)
+                                 run_parts)
   for k in range(5):
     np.testing.assert_array_equal(
         batch[0][k], planned_reference(graph, placements[k], topology))
   monkeypatch.setattr(planned, "_HAS_NUMBA", False)
   slow = planned.planned_orders(graph, topology, None, placements, level,
-                                _run_parts)
+                                run_parts)
   np.testing.assert_array_equal(slow[0], batch[0])
   np.testing.assert_array_equal(slow[1], batch[1])
 

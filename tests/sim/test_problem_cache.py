@@ -7,7 +7,7 @@ import pytest
 
 import gplace
 from gplace.graphs.graph import random_dag
-from gplace.sim import cache, native, simulator
+from gplace.sim import cache, native, runner, simulator
 from gplace.sim.topology import preset
 
 
@@ -18,7 +18,8 @@ def builds(monkeypatch):
   counts = {"make_problem": 0, "make_dispatch_problem": 0,
             "make_native_problem": 0}
   for name in counts:
-    module = native if name == "make_native_problem" else simulator
+    module = {"make_problem": simulator, "make_dispatch_problem": runner,
+              "make_native_problem": native}[name]
     real = getattr(module, name)
 
     def counted(*args, _real=real, _name=name, **kwargs):

@@ -12,7 +12,7 @@ from gplace.errors import (GplaceError, PlacementError, ScheduleError,
 from gplace.graphs.graph import random_dag
 from gplace.sim.bounds import lower_bound
 from gplace.sim.priority import priority_order
-from gplace.sim import simulator
+from gplace.sim import runner
 from gplace.sim.simulator import SimResult, simulate
 from gplace.sim.topology import Topology, preset
 
@@ -22,10 +22,10 @@ def test_simulate_compiles_once_per_shape():
   graph = random_dag(25, seed=7)
   rng = np.random.default_rng(0)
   simulate(graph, rng.integers(0, 3, (4, 25)), topology)
-  before = simulator._simulate_jit._cache_size()
+  before = runner.simulate_jit._cache_size()
   for _ in range(3):
     simulate(graph, rng.integers(0, 3, (4, 25)), topology)
-  assert simulator._simulate_jit._cache_size() == before
+  assert runner.simulate_jit._cache_size() == before
 
 
 def test_single_placement_and_result_type():
@@ -119,10 +119,10 @@ def test_the_shared_order_scan_splits_the_batch_without_changing_it(
   graph = random_dag(1200, avg_degree=2.5, n_inputs=4, seed=4)
   topology = preset("1cpu+4gpu")
   placements = np.random.default_rng(3).integers(0, 5, (64, graph.n_nodes))
-  monkeypatch.setattr(simulator, "_CORES", 2)
+  monkeypatch.setattr(runner, "CORES", 2)
   split = simulate(graph, placements, topology, schedule="static",
                    return_schedule=True)
-  monkeypatch.setattr(simulator, "_SPLIT_MIN", 1 << 40)
+  monkeypatch.setattr(runner, "SPLIT_MIN", 1 << 40)
   whole = simulate(graph, placements, topology, schedule="static",
                    return_schedule=True)
   for field in ("runtime_s", "peak_bytes", "oom", "start_s", "finish_s",

@@ -1,0 +1,218 @@
+"""From measurements to the simulator's inputs: fitting a :class:`Profile`.
+
+Where it sits: :func:`gplace.profile` (:mod:`gplace.execution.profiler`)
+measures op times, dispatch overheads, bare copies and placed calibration
+runs; this module fits them into a calibrated
+:class:`~gplace.sim.topology.Topology` and a cost table
+(:func:`fitted_profile`), and fits a profile again on new measurements of
+its own calibration runs (:func:`refit`, what ``experiments/fidelity.py
+--calibrate-in-rounds`` uses). The link, launch and copy factors come from
+:func:`gplace.execution.calibration.calibrate_links`.
+
+How the measurements enter the simulator's model (which charges each node
+its cost on its device, each cross-device value one link transfer and one
+copy issue, and each cluster one launch):
+
+* ``costs[v, d] = fusion_factor[d] * compute_s[v, d]`` for op nodes (zero for
+  inputs and outputs), so a single-device placement costs what ``jax.jit``
+  of the whole program costs;
+* the topology's ``link_latency`` is the fitted transfer latency times the
+  calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
+  factor; its links are pipelined (``Topology.pipelined_links``: a link is
+  busy for a transfer's bytes only, as the executor's one ``device_put``
+  per step and device overlaps the copies' latencies, and its read-backs
+  of accelerator values overlap: :func:`executor_pipelining`);
+* ``Device.cluster_launch_s`` is the dispatch overhead times the
+  calibrated launch factor: ``gplace.simulate`` adds it once per cluster
+  the executor launches (:mod:`gplace.sim.clusters`);
+* ``Device.copy_issue_s`` is the dispatch overhead times the calibrated
+  copy factor: ``gplace.simulate`` adds it once per value copied into the
+  device (host time, which the link's transfer time does not include);
+* ``Device.launch_overhead_s`` records the dispatch overhead and
+  ``Topology.time_scale`` the fusion factor (the simulator reads neither when
+  it is given ``costs``; they make the topology's roofline usable alone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from gplace.errors import ExecutionError
+from gplace.execution.calibration import calibrate_links
+from gplace.execution.profile_file import Profile
+from gplace.graphs.graph import Graph, NODE_OP
+from gplace.sim.topology import Device, Topology
+
+
+def refit(prof: Profile, calibration_s: np.ndarray,
+          whole_program_s: np.ndarray,
+          pipelined_links: bool | np.ndarray | None = None) -> Profile:
+  """``prof`` calibrated again on new measurements of its own runs.
+
+  The op times, dispatch overheads and bare copies stay; the fusion
+  factors, link, launch and copy factors are fitted again, exactly as
+  :func:`gplace.profile` fits them. Use it where the host's speed drifts:
+  measure the calibration runs (:func:`calibration_runs`) in the same
+  interleaved rounds as the placements to predict, so that the fit and what
+  it predicts see the same machine (``experiments/fidelity.py --calibrate-in-rounds``).
+
+  Args:
+    prof: a profile with calibration runs (``gplace.profile`` with
+      ``calibration_placements > 0`` on two or more devices).
+    calibration_s: ``[C]`` seconds of ``prof.calibration_placements`` run
+      in ``prof.calibration_orders`` (NaN: failed, left out).
+    whole_program_s: ``[D]`` seconds of the whole program on each device
+      alone (one cluster).
+    pipelined_links: the ``Topology.pipelined_links`` to fit with (default:
+      the executor's now, :func:`executor_pipelining`); measurements taken
+      by an older executor want the links it had (``experiments/
+      fidelity_refit.py`` passes them).
+
+  Returns:
+    A new :class:`Profile` with the new measurements.
+
+  Raises:
+    ExecutionError: ``prof`` has no calibration runs, or the measurements
+      have the wrong shape.
+  """
+  if prof.calibration_placements is None:
+    raise ExecutionError(
+        "This profile has no calibration runs to fit again; profile with "
+        "calibration_placements > 0 on two or more devices.")
+  calibration_s = np.asarray(calibration_s, np.float64)
+  whole_program_s = np.asarray(whole_program_s, np.float64)
+  if calibration_s.shape != (len(prof.calibration_placements),) or (
+      whole_program_s.shape != (prof.topology.n_devices,)):
+    raise ExecutionError(
+        f"refit wants [{len(prof.calibration_placements)}] calibration "
+        f"seconds and [{prof.topology.n_devices}] whole-program seconds, "
+        f"got shapes {calibration_s.shape} and {whole_program_s.shape}.")
+  return fitted_profile(prof.graph, prof.topology, prof.op_time_s,
+                        prof.dispatch_s, prof.transfer_latency_s,
+                        prof.transfer_bandwidth, whole_program_s,
+                        prof.calibration_placements,
+                        prof.calibration_orders, calibration_s,
+                        prof.profile_s, pipelined_links)
+
+
+def calibration_runs(prof: Profile) -> list[tuple[np.ndarray, np.ndarray]]:
+  """``(placement [N], order [N])`` of each run :func:`refit` takes:
+  the whole program on each device alone (in node-id order), then each
+  calibration placement in its order."""
+  n = prof.graph.n_nodes
+  singles = [(np.full(n, j, np.int32), np.arange(n))
+             for j in range(prof.topology.n_devices)]
+  if prof.calibration_placements is None:
+    return singles
+  return singles + list(zip(prof.calibration_placements,
+                            prof.calibration_orders))
+
+
+def compute_times(graph: Graph, op_time: np.ndarray,
+                  dispatch: np.ndarray) -> np.ndarray:
+  """``[N, D]`` op compute seconds: what remains of each op's time after
+  the dispatch, with a floor of a tenth so no op is free; 0 for inputs and
+  outputs."""
+  is_op = graph.kind == NODE_OP
+  return np.where(is_op[:, None],
+                  np.maximum(op_time - dispatch[None, :], 0.1 * op_time),
+                  0.0)
+
+
+def fitted_profile(graph: Graph, base: Topology, op_time: np.ndarray,
+                   dispatch: np.ndarray, latency: np.ndarray,
+                   bandwidth: np.ndarray, whole: np.ndarray,
+                   blocks: np.ndarray, schedules: np.ndarray,
+                   measured: np.ndarray, profile_s: float,
+                   pipelined_links: bool | np.ndarray | None = None
+                   ) -> Profile:
+  """The profile of these measurements: fusion factors from the whole
+  program on each device (``whole [D]``; NaN, a failed run: 1x), then links,
+  launches and copies fitted on the calibration runs (``blocks`` run in
+  ``schedules``, ``measured [C]`` seconds)."""
+  is_op = graph.kind == NODE_OP
+  compute = compute_times(graph, op_time, dispatch)
+  whole = np.where(np.isfinite(whole), whole, compute.sum(0))  # failed: 1x
+  fusion = whole / np.maximum(compute.sum(0), 1e-12)
+  costs = compute * fusion[None, :]
+  d = len(dispatch)
+  topology = measured_topology(base, dispatch, latency, bandwidth,
+                                float(np.median(fusion)), pipelined_links)
+  link_scale, link_scales = 1.0, np.ones((d, d))
+  launch_scales, copy_scales = np.ones(d), np.zeros(d)
+  if np.isfinite(measured).any():
+    (topology, costs, link_scale, link_scales, launch_scales,
+     copy_scales) = calibrate_links(graph, topology, costs, blocks,
+                                     schedules, measured)
+  return Profile(graph=graph, topology=topology, costs=costs,
+                 op_time_s=np.where(is_op[:, None], op_time, 0.0),
+                 dispatch_s=dispatch, fusion_factor=fusion,
+                 whole_program_s=whole, transfer_latency_s=latency,
+                 transfer_bandwidth=bandwidth, link_scale=link_scale,
+                 link_scales=link_scales, launch_scales=launch_scales,
+                 copy_scales=copy_scales,
+                 calibration_placements=blocks if len(blocks) else None,
+                 calibration_orders=schedules if len(blocks) else None,
+                 calibration_s=measured if len(blocks) else None,
+                 profile_s=profile_s)
+
+
+def measured_topology(base: Topology, dispatch: np.ndarray,
+                      latency: np.ndarray, bandwidth: np.ndarray,
+                      time_scale: float,
+                      pipelined_links: bool | np.ndarray | None = None
+                      ) -> Topology:
+  """``base`` (``local(devices)``) with measured dispatch overheads and
+  links: a link costs the fitted copy latency, each cluster one dispatch of
+  its device (``Device.cluster_launch_s``, before calibration scales it),
+  and a copy no issue cost until calibration fits one. Links are
+  pipelined as the executor's copies are (:func:`executor_pipelining`),
+  unless ``pipelined_links`` says otherwise."""
+  topo_devices = tuple(
+      dataclasses.replace(dev, launch_overhead_s=float(dispatch[j]),
+                          cluster_launch_s=float(dispatch[j]),
+                          copy_issue_s=0.0)
+      for j, dev in enumerate(base.devices))
+  link_latency = np.array(latency, np.float64)
+  np.fill_diagonal(link_latency, 0.0)
+  return Topology(
+      devices=topo_devices, link_bandwidth=bandwidth,
+      link_latency=link_latency, compute_group=base.compute_group,
+      name="local-calibrated", time_scale=time_scale, batched_inputs=True,
+      pipelined_links=(executor_pipelining(topo_devices)
+                       if pipelined_links is None else pipelined_links))
+
+
+def executor_pipelining(devices: Sequence[Device],
+                        overlapped_host_reads: bool = True) -> np.ndarray:
+  """``[D, D]`` bool ``Topology.pipelined_links`` of the executor's copies
+  between ``devices``.
+
+  The executor issues a step's copies to one device in one
+  ``jax.device_put``; into an accelerator (and between host devices) their
+  latencies overlap. A value an accelerator computed reaches the CPU
+  through the host: ``jax.device_put`` reads it back, one value after
+  another, each its whole latency. On CPU + H200 (2026-11-28),
+  list-scheduled resnet50 placements that copied 74-160 GPU values to the
+  CPU that way ran 27-41 ms where links pipelined both ways predicted 7-11
+  ms (0.18-0.27 ms more per value); holding that direction took the
+  default schedule's Spearman from 0.71 to 0.93 (RESULTS.md, "Copies out
+  of the GPU wait for each other"). The executor now starts those
+  read-backs as soon as each value exists, all overlapping
+  (:func:`gplace.execution.plan.defer_host_copies`), so every link is
+  pipelined.
+
+  Args:
+    devices: the topology's devices (``Device.kind``).
+    overlapped_host_reads: False for measurements of the executor before
+      that change (every link pipelined but those from an accelerator into
+      a CPU).
+  """
+  into_cpu = np.array([dev.kind == "cpu" for dev in devices])
+  if overlapped_host_reads:
+    return np.ones((len(devices),) * 2, bool)
+  from_accelerator = ~into_cpu
+  return ~(from_accelerator[:, None] & into_cpu[None, :])

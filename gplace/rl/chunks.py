@@ -1,0 +1,206 @@
+"""The jitted chunks of a training run, and the steps each one covers.
+
+Where this sits: :func:`gplace.rl.train.run_loop` (and
+:mod:`gplace.rl.pretrain`) loops in Python over chunks that
+:func:`make_step_fns` compiles: a ``lax.scan`` of warm-start or RL steps
+from :mod:`gplace.rl.update`, under ``jax.pmap`` over the local devices
+with a replicated state (:func:`replicate`, :func:`unreplicate`); with host
+rewards (:class:`HostRewards`) sampling and update stay jitted and the
+measurement runs on the host between them (:func:`run_chunk`).
+:class:`Schedule` says how many steps each chunk takes
+(:func:`chunk_schedule`); it depends only on the step, so a resumed run
+replays the uninterrupted schedule.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from gplace.rl.grouping import expand_on_host
+from gplace.rl.rewards import host_scored_rollout, simulator_reward
+from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
+                              supervised_step, update_from_rollout)
+
+AXIS = "devices"
+
+
+class StepFns(NamedTuple):
+  """The compiled pieces of a run (``num_steps`` is a static argument)."""
+  supervised_chunk: Callable  # (state, batch, target, num_steps)
+  rl_chunk: Optional[Callable]  # (state, batch, num_steps), simulator
+  sample: Callable  # (state, batch) -> (state, rollout), host rewards
+  update: Callable  # (state, batch, rollout) -> (state, metrics)
+  optimizer: optax.GradientTransformation
+
+
+def make_step_fns(policy, optimizer, hparams, *, parallel: int,
+                  label_smoothing: float = 0.0,
+                  simulate_fn=simulator_reward) -> StepFns:
+  """Builds the jitted / pmapped chunk functions.
+
+  With ``parallel > 1`` the chunks run under ``jax.pmap`` over that many
+  local devices with a replicated state (leading device axis) and a
+  broadcast batch.
+  """
+  apply_fn = policy.apply
+
+  def supervised_chunk(state, batch, target, num_steps, axis_name=None):
+    step = functools.partial(supervised_step, apply_fn=apply_fn,
+                             optimizer=optimizer,
+                             label_smoothing=label_smoothing,
+                             axis_name=axis_name)
+    return scan_chunk(step, state, batch, target, num_steps=num_steps)
+
+  def rl_chunk(state, batch, num_steps, axis_name=None):
+    step = functools.partial(rl_step, apply_fn=apply_fn, optimizer=optimizer,
+                             hparams=hparams, simulate_fn=simulate_fn,
+                             axis_name=axis_name)
+    return scan_chunk(step, state, batch, num_steps=num_steps)
+
+  sample = jax.jit(functools.partial(sample_rollout, apply_fn=apply_fn,
+                                     hparams=hparams))
+  update = jax.jit(functools.partial(update_from_rollout, apply_fn=apply_fn,
+                                     optimizer=optimizer, hparams=hparams))
+  if parallel > 1:
+    devices = jax.local_devices()[:parallel]
+    sup = jax.pmap(functools.partial(supervised_chunk, axis_name=AXIS),
+                   axis_name=AXIS, in_axes=(0, None, None),
+                   static_broadcasted_argnums=(3,), devices=devices)
+    rlc = jax.pmap(functools.partial(rl_chunk, axis_name=AXIS),
+                   axis_name=AXIS, in_axes=(0, None),
+                   static_broadcasted_argnums=(2,), devices=devices)
+  else:
+    sup = jax.jit(supervised_chunk, static_argnums=(3,))
+    rlc = jax.jit(rl_chunk, static_argnums=(2,))
+  return StepFns(sup, rlc, sample, update, optimizer)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
+                     simulate_fn=simulator_reward):
+  """Same model, optimizer and settings -> the same compiled functions (a run
+  resumed in the same process does not compile again)."""
+  return make_step_fns(policy, optimizer, hparams, parallel=parallel,
+                       label_smoothing=label_smoothing,
+                       simulate_fn=simulate_fn)
+
+
+def replicate(tree, n: int):
+  """A leading device axis of size ``n`` (for pmap), on the first ``n``
+  local devices; identity for 1.
+
+  The copies are laid out as a pmap lays out its outputs, so the chunk that
+  starts a run (or a resumed one) hits the compile of the chunks that
+  follow; host arrays would compile every chunk function once more.
+  """
+  if n == 1:
+    return tree
+  host = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x),
+                                                (n,) + np.shape(x)), tree)
+  return _device_identity(n)(host)
+
+
+@functools.lru_cache(maxsize=8)
+def _device_identity(n: int) -> Callable:
+  # Same axis name as the chunks: it names the mesh of their outputs.
+  return jax.pmap(lambda x: x, axis_name=AXIS,
+                  devices=jax.local_devices()[:n])
+
+
+def unreplicate(tree, n: int):
+  """The first copy of a replicated tree, as numpy arrays; identity for 1.
+  (Reads device 0's shard: indexing ``x[0]`` dispatches one gather per
+  leaf, seconds for a whole train state.)"""
+  if n == 1:
+    return tree
+  return jax.tree.map(lambda x: np.asarray(
+      x.addressable_data(0) if isinstance(x, jax.Array) else x)[0], tree)
+
+
+def chunk_schedule(step: int, *, warm_steps: int, total_steps: int,
+                   chunk_steps: int, checkpoint_every: int,
+                   greedy_every: int = 0) -> int:
+  """Steps in the next chunk: up to ``chunk_steps``, never across the end of
+  the warm start, a checkpoint step, a greedy-scoring step (every
+  ``greedy_every`` RL steps; 0: none) or the end. Depends only on ``step``,
+  so a resumed run replays the uninterrupted schedule."""
+  bounds = [total_steps, (step // checkpoint_every + 1) * checkpoint_every]
+  if step < warm_steps:
+    bounds.append(warm_steps)
+  elif greedy_every > 0:
+    bounds.append(warm_steps + ((step - warm_steps) // greedy_every + 1)
+                  * greedy_every)
+  return max(1, min([chunk_steps] + [b - step for b in bounds]))
+
+
+class Schedule(NamedTuple):
+  """Which steps are warm-start steps, where chunks end, when to save."""
+  warm_steps: int
+  total_steps: int
+  chunk_steps: int
+  checkpoint_every: int
+  greedy_every: int = 0
+
+  @classmethod
+  def from_config(cls, config, warm_start: bool) -> "Schedule":
+    warm_steps = int(config.warm_start.steps) if warm_start else 0
+    return cls(warm_steps, warm_steps + int(config.train.num_steps),
+               int(config.train.chunk_steps),
+               int(config.train.checkpoint_every),
+               int(config.train.get("greedy_every", 0)))
+
+  def phase(self, step: int) -> str:
+    """``"warm_start"`` or ``"rl"``: the phase of the step after ``step``."""
+    return "warm_start" if step < self.warm_steps else "rl"
+
+  def next_chunk(self, step: int) -> int:
+    """:func:`chunk_schedule` at ``step``."""
+    return chunk_schedule(step, warm_steps=self.warm_steps,
+                          total_steps=self.total_steps,
+                          chunk_steps=self.chunk_steps,
+                          checkpoint_every=self.checkpoint_every,
+                          greedy_every=self.greedy_every)
+
+  def checkpoint_due(self, step: int) -> bool:
+    return step % self.checkpoint_every == 0 or step == self.total_steps
+
+  def greedy_due(self, step: int) -> bool:
+    """Whether the policy's greedy placement is scored after ``step``:
+    every ``greedy_every`` RL steps and after the last (never when 0)."""
+    if self.greedy_every <= 0 or step <= self.warm_steps:
+      return False
+    return ((step - self.warm_steps) % self.greedy_every == 0
+            or step == self.total_steps)
+
+
+class HostRewards(NamedTuple):
+  """Measured rewards: one reward function per graph, real node counts."""
+  reward_fns: list
+  num_nodes: np.ndarray
+
+
+def run_chunk(fns: StepFns, state, batch, target, length: int, *,
+              warm_start: bool, host_rewards: Optional[HostRewards] = None):
+  """``length`` warm-start or RL steps; returns ``(state, metrics [L, ...])``
+  (replicated over the device axis under pmap)."""
+  if warm_start:
+    return fns.supervised_chunk(state, batch, target, length)
+  if host_rewards is None:
+    return fns.rl_chunk(state, batch, length)
+  all_metrics = []
+  for _ in range(length):  # single device: measure between sample and update
+    state, rollout = fns.sample(state, batch)
+    scored = host_scored_rollout(rollout._replace(
+        placements=expand_on_host(rollout.placements, batch.group_of)),
+                                 *host_rewards)
+    rollout = rollout._replace(runtime_s=scored.runtime_s,
+                               failed=scored.failed)
+    state, metrics = fns.update(state, batch, rollout)
+    all_metrics.append(metrics)
+  return state, jax.tree.map(lambda *xs: jnp.stack(xs), *all_metrics)

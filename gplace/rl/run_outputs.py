@@ -1,0 +1,464 @@
+"""What a training run writes: metrics, the best placement, the progress bar,
+the learning curve and ``results.json``.
+
+Where this sits: near the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.train`
+calls these after every chunk (:class:`RunOutputs`) and at the end
+(:func:`write_final_report`, :func:`output_lines`). Host-side; every function
+receives plain values (arrays, dicts, and graph summaries: anything with the
+attributes of :class:`gplace.rl.reports.GraphSummary`, such as
+``gplace.rl.data.GraphSetup``). The rows and the text of the final table are
+in :mod:`gplace.rl.reports`.
+
+Every file is strict JSON: a non-finite number (``inf`` for an OOM or failed
+placement, NaN) is written as ``null`` (:func:`json_safe`), so any JSON
+parser reads it. ``results.json`` and ``learning_curve.png`` are rewritten at
+every checkpoint (``"finished": false``) and at the end of the run
+(``"finished": true``), so a run killed early still leaves them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from gplace import plotting
+from gplace.rl.reports import (GraphSummary, best_classical, format_table,
+                               result_tables)
+from gplace.sim.topology import Topology
+
+METRICS_FILE = "metrics.jsonl"
+#: ``phase`` of the ``metrics.jsonl`` lines that score the policy's greedy
+#: placement during training (``config.train.greedy_every``).
+GREEDY_PHASE = "greedy"
+BEST_PLACEMENT_FILE = "best_placement.json"
+CURVE_FILE = "learning_curve.png"
+RESULTS_FILE = "results.json"
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+# What a run leaves in its workdir, in the order the end of a run lists it.
+OUTPUTS = ((BEST_PLACEMENT_FILE, "best placement per graph"),
+           (METRICS_FILE, "metrics of every train step"),
+           (RESULTS_FILE, "runtimes vs baselines and bound"),
+           (CURVE_FILE, "learning curve"),
+           (CONFIG_FILE, "the run's config"),
+           (CHECKPOINT_DIR, "checkpoints (rerun to resume)"))
+
+
+def json_safe(obj: Any) -> Any:
+  """``obj`` with every non-finite float (``inf``: OOM or failed, NaN) as
+  None (JSON ``null``) and numpy scalars and arrays as Python values: what a
+  strict JSON parser accepts."""
+  if isinstance(obj, Mapping):
+    return {k: json_safe(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [json_safe(v) for v in obj]
+  if isinstance(obj, np.ndarray):
+    return json_safe(obj.tolist())
+  if isinstance(obj, (bool, np.bool_)):
+    return bool(obj)
+  if isinstance(obj, numbers.Integral):
+    return int(obj)
+  if isinstance(obj, numbers.Real):
+    value = float(obj)
+    return value if math.isfinite(value) else None
+  return obj
+
+
+def write_json(path: str, obj) -> None:
+  """Writes ``obj`` as strict JSON (:func:`json_safe`) atomically."""
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(json_safe(obj), f, allow_nan=False)
+  os.replace(tmp, path)
+
+
+def read_json(path: str) -> Any:
+  """The content of a JSON file.
+
+  Raises:
+    OSError: it cannot be read. ValueError: it is not JSON.
+  """
+  with open(path) as f:
+    return json.load(f)
+
+
+def output_lines(workdir: str) -> list[str]:
+  """One line per output of :data:`OUTPUTS` that ``workdir`` holds: what it
+  is and its path."""
+  return [f"[gplace] {what:<33} {os.path.join(workdir, name)}"
+          for name, what in OUTPUTS
+          if os.path.exists(os.path.join(workdir, name))]
+
+
+# -- metrics.jsonl -------------------------------------------------------------
+
+
+def chunk_records(first_step: int, phase: str,
+                  metrics: Mapping[str, np.ndarray], start_s: float,
+                  elapsed_s: float) -> list[dict]:
+  """One JSON-ready record per step of a chunk.
+
+  Args:
+    first_step: steps taken before the chunk (records count from
+      ``first_step + 1``).
+    phase: ``"warm_start"`` or ``"rl"``.
+    metrics: stacked ``[L, ...]`` per metric, for the ``L`` steps.
+    start_s: seconds from the start of the run to the start of the chunk.
+    elapsed_s: seconds the chunk took; ``wall_s`` of its steps is
+      interpolated over it (set-up and compiles included).
+
+  Returns:
+    ``L`` dicts with ``step``, ``phase``, ``wall_s`` and every metric (a
+    float, or a list for per-graph metrics).
+  """
+  length = len(next(iter(metrics.values())))
+  records = []
+  for i in range(length):
+    record = {"step": first_step + i + 1, "phase": phase,
+              "wall_s": round(start_s + elapsed_s * (i + 1) / length, 3)}
+    for key, value in metrics.items():
+      value = np.asarray(value[i])
+      record[key] = value.tolist() if value.ndim else float(value)
+    records.append(record)
+  return records
+
+
+def _parse_record(line: str) -> Optional[dict]:
+  """One ``metrics.jsonl`` line; None for a blank or half-written one (a run
+  killed while writing)."""
+  try:
+    record = json.loads(line)
+  except ValueError:
+    return None
+  return record if isinstance(record, dict) and "step" in record else None
+
+
+def trim_metrics(path: str, last_step: int) -> None:
+  """Drops lines written after the checkpoint a run resumes from (all of them
+  for ``last_step=0``), and half-written ones."""
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    lines = [l for l in f if (r := _parse_record(l)) is not None
+             and r["step"] <= last_step]
+  with open(path, "w") as f:
+    f.writelines(l if l.endswith("\n") else l + "\n" for l in lines)
+
+
+def read_metrics(path: str) -> list[dict]:
+  """The records of a ``metrics.jsonl`` file (``null`` for non-finite
+  numbers; half-written lines skipped)."""
+  with open(path) as f:
+    return [r for l in f if (r := _parse_record(l)) is not None]
+
+
+class MetricsWriter:
+  """Appends one JSON line per train step to ``metrics.jsonl`` (strict JSON:
+  non-finite numbers as ``null``).
+
+  Args:
+    path: the file.
+    resume_step: the step the run starts from: later lines (left by an
+      interrupted run) are dropped, so the file always matches the state.
+  """
+
+  def __init__(self, path: str, resume_step: int = 0):
+    self.path = path
+    trim_metrics(path, resume_step)
+    self._file = open(path, "a")  # pylint: disable=consider-using-with
+
+  def write(self, records: Sequence[dict]) -> None:
+    for record in records:
+      self._file.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+# -- best_placement.json -------------------------------------------------------
+
+
+#: ``best_placement.json``'s ``schedule``: how its runtime was simulated.
+DEFAULT_SCHEDULE = "dynamic"
+OWN_SCHEDULE = "dynamic: order as priority"
+
+
+def best_placement_record(graphs: Sequence[GraphSummary],
+                          best_placement: np.ndarray,
+                          best_runtime_s: np.ndarray, topology: Topology,
+                          step: int, best_priority=None) -> dict:
+  """The content of ``best_placement.json``: per graph its runtime (written
+  as ``null`` while nothing fits in memory), the device name of every real
+  node, and its ``schedule``: ``"dynamic"`` (``gplace.simulate``'s
+  default), or for an ordering policy ``"dynamic: order as priority"`` with
+  ``order``, the node ids in the policy's order (``gplace.simulate(...,
+  priority=p)`` with ``p[order[i]] = -i`` reproduces the runtime).
+
+  Args:
+    graphs: ``B`` graph summaries.
+    best_placement: ``int [B, N_pad]``.
+    best_runtime_s: ``[B]``.
+    topology: names the devices.
+    step: the train step it was found by.
+    best_priority: ``[B, N_pad]`` (ordering policies) or None.
+  """
+  best = np.asarray(best_placement)
+  runtime = np.asarray(best_runtime_s)
+  out = {"step": int(step), "topology": topology.name,
+         "device_names": topology.device_names, "graphs": []}
+  for b, s in enumerate(graphs):
+    n = s.graph.n_nodes
+    devices = best[b, :n]
+    record = {
+        "workload": s.name, "runtime_s": float(runtime[b]),
+        "schedule": DEFAULT_SCHEDULE,
+        "placement": [{"node": i, "name": str(s.graph.names[i]),
+                       "device": topology.device_names[int(d)]}
+                      for i, d in enumerate(devices)]}
+    if best_priority is not None:
+      priority = np.asarray(best_priority)[b, :n]
+      record["schedule"] = OWN_SCHEDULE
+      record["order"] = [int(i) for i in np.argsort(-priority,
+                                                    kind="stable")]
+    out["graphs"].append(record)
+  return out
+
+
+class BestPlacementWriter:
+  """Rewrites ``best_placement.json`` whenever a graph's best runtime drops.
+
+  Args:
+    path: the file.
+    graphs: ``B`` graph summaries.
+    topology: names the devices.
+    best_runtime_s: ``[B]`` the best runtimes already known (from a restored
+      state): only improvements on these are written.
+  """
+
+  def __init__(self, path: str, graphs: Sequence[GraphSummary],
+               topology: Topology, best_runtime_s: np.ndarray):
+    self.path, self.graphs, self.topology = path, graphs, topology
+    self._best_seen = np.array(best_runtime_s, copy=True)
+
+  def update(self, step: int, best_placement, best_runtime_s,
+             force: bool = False, best_priority=None) -> None:
+    """Writes if any best runtime improved (or ``force``)."""
+    best_now = np.asarray(best_runtime_s)
+    if force or np.any(best_now < self._best_seen):
+      self.write(step, best_placement, best_now, best_priority)
+
+  def write(self, step: int, best_placement, best_runtime_s,
+            best_priority=None) -> None:
+    write_json(self.path, best_placement_record(
+        self.graphs, best_placement, best_runtime_s, self.topology, step,
+        best_priority))
+    self._best_seen = np.array(best_runtime_s, copy=True)
+
+
+# -- progress bar --------------------------------------------------------------
+
+
+class ProgressBar:
+  """A tqdm bar over train steps, with the best runtime and the last metrics
+  as its postfix; does nothing when disabled or tqdm is missing."""
+
+  def __init__(self, total: int, initial: int, enabled: bool = True):
+    try:
+      from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+      self._bar = tqdm(total=total, initial=initial, disable=not enabled,
+                       dynamic_ncols=True)
+    except ImportError:  # pragma: no cover
+      self._bar = None
+
+  def update(self, length: int, elapsed_s: float, best_runtime_s,
+             last: Mapping[str, float]) -> None:
+    """Advances by a chunk of ``length`` steps; ``last``: its last record."""
+    if self._bar is None:
+      return
+    self._bar.update(length)
+    self._bar.set_postfix(progress_postfix(length, elapsed_s, best_runtime_s,
+                                           last))
+
+  def close(self) -> None:
+    if self._bar is not None:
+      self._bar.close()
+
+
+def progress_postfix(length: int, elapsed_s: float, best_runtime_s,
+                     last: Mapping[str, float]) -> dict:
+  """The bar's postfix: mean best runtime, speed, and the phase's metrics."""
+  post = {"best_ms": f"{np.mean(np.asarray(best_runtime_s)) * 1e3:.4g}",
+          "steps/s": f"{length / max(elapsed_s, 1e-9):.2f}"}
+  if last["phase"] == "rl":
+    post.update(mean_ms=f"{last['mean_runtime_s'] * 1e3:.4g}",
+                entropy=f"{last['entropy']:.3f}")
+  else:
+    post.update(accuracy=f"{last['accuracy']:.3f}")
+  return post
+
+
+# -- all of them, after every chunk --------------------------------------------
+
+
+class RunOutputs:
+  """The files and the bar a run updates after every chunk: ``metrics.jsonl``
+  (:class:`MetricsWriter`), ``best_placement.json``
+  (:class:`BestPlacementWriter`) and the :class:`ProgressBar`; at every
+  checkpoint ``results.json`` and ``learning_curve.png``
+  (:meth:`at_checkpoint`). A fresh run (``first_step=0``) first removes the
+  results, curve and best placement an earlier run left in ``workdir``.
+
+  Args:
+    workdir: where the files go.
+    graphs: ``B`` graph summaries.
+    topology: names the devices.
+    best_runtime_s: ``[B]`` best runtimes of the (restored) state.
+    total_steps: the run's last step.
+    first_step: the step the run starts from (0, or a restored step).
+    progress_bar: show the bar.
+  """
+
+  def __init__(self, workdir: str, graphs: Sequence[GraphSummary],
+               topology: Topology, best_runtime_s, *, total_steps: int,
+               first_step: int, progress_bar: bool = True):
+    self.workdir, self.graphs, self.topology = workdir, graphs, topology
+    if first_step == 0:
+      for name in (RESULTS_FILE, CURVE_FILE, BEST_PLACEMENT_FILE):
+        if os.path.exists(os.path.join(workdir, name)):
+          os.remove(os.path.join(workdir, name))
+    self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
+                                 resume_step=first_step)
+    self.best = BestPlacementWriter(
+        os.path.join(workdir, BEST_PLACEMENT_FILE), graphs, topology,
+        best_runtime_s)
+    self.bar = ProgressBar(total_steps, first_step, enabled=progress_bar)
+
+  def after_chunk(self, first_step: int, phase: str,
+                  metrics: Mapping[str, np.ndarray], state, *,
+                  start_s: float, elapsed_s: float) -> dict:
+    """Records a chunk that started after ``first_step``; ``state``: anything
+    with ``best_placement [B, N_pad]`` and ``best_runtime_s [B]`` (the
+    ``TrainState`` after the chunk). Returns the chunk's last record."""
+    records = chunk_records(first_step, phase, metrics, start_s, elapsed_s)
+    self.metrics.write(records)
+    step = records[-1]["step"]
+    self.best.update(step, state.best_placement, state.best_runtime_s,
+                     force=first_step == 0,
+                     best_priority=getattr(state, "best_priority", None))
+    self.bar.update(len(records), elapsed_s, state.best_runtime_s,
+                    records[-1])
+    return records[-1]
+
+  def after_greedy(self, step: int, greedy_runtime_s, *,
+                   start_s: float) -> None:
+    """Records the policy's greedy placement scored after ``step``: one
+    ``metrics.jsonl`` line with ``"phase": "greedy"`` and
+    ``greedy_runtime_s`` (``[B]``, seconds; ``null`` where it failed)."""
+    self.metrics.write([{
+        "step": int(step), "phase": GREEDY_PHASE,
+        "wall_s": round(start_s, 3),
+        "greedy_runtime_s": [float(r) for r in greedy_runtime_s]}])
+
+  def ensure_best_placement(self, state) -> None:
+    """Writes ``best_placement.json`` if no chunk has (a resumed run that had
+    nothing left to do)."""
+    if not os.path.exists(self.best.path):
+      self.best.write(int(state.step), state.best_placement,
+                      state.best_runtime_s,
+                      getattr(state, "best_priority", None))
+
+  def at_checkpoint(self, step: int, state) -> None:
+    """Rewrites ``results.json`` (``"finished": false``) and the learning
+    curve for ``state`` (anything with ``best_runtime_s [B]``) at ``step``."""
+    write_results(self.workdir, self.graphs,
+                  np.asarray(state.best_runtime_s).tolist(),
+                  [g.name for g in self.graphs], self.topology, step=step,
+                  finished=False)
+
+  def close(self) -> None:
+    self.metrics.close()
+    self.bar.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+# -- results.json and the end of a run -----------------------------------------
+
+
+def write_results(workdir: str, graphs: Sequence[GraphSummary],
+                  best_runtime_s: Sequence[float],
+                  workload_names: Sequence[str], topology: Topology, *,
+                  step: Optional[int], finished: bool,
+                  policy_records: Optional[Sequence[Mapping]] = None
+                  ) -> list[dict]:
+  """``results.json`` and the learning curve PNG (from ``metrics.jsonl``).
+
+  ``results.json`` holds ``step``, ``finished``, ``workloads``,
+  ``topology`` and ``tables``: per graph
+  :func:`~gplace.rl.reports.result_tables` with ``null`` for OOM / failed
+  rows and for a bound that does not apply.
+
+  Args:
+    workdir: the run's directory.
+    graphs: ``B`` graph summaries.
+    best_runtime_s: ``B`` best runtimes so far.
+    workload_names: names of the ``B`` graphs.
+    topology: the run's topology (its name is written).
+    step: the train step they are from.
+    finished: the run has reached its last step.
+
+  Returns:
+    :func:`~gplace.rl.reports.result_tables`.
+  """
+  records = read_metrics(os.path.join(workdir, METRICS_FILE))
+  plotting.plot_learning_curve(
+      os.path.join(workdir, CURVE_FILE), records,
+      best_baseline_s=float(np.mean([best_classical(g)[1]
+                                     for g in graphs])),
+      lower_bound_s=float(np.mean([g.lower_bound_s for g in graphs])))
+  tables = result_tables(graphs, best_runtime_s, policy_records)
+  write_json(os.path.join(workdir, RESULTS_FILE),
+             {"step": step, "finished": finished, "tables": tables,
+              "workloads": list(workload_names), "topology": topology.name})
+  return tables
+
+
+def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
+                       best_runtime_s: Sequence[float],
+                       workload_names: Sequence[str], topology: Topology,
+                       log: Optional[Callable[[str], None]] = None, *,
+                       step: Optional[int] = None,
+                       policy_rows: Optional[Sequence] = None,
+                       policy_records: Optional[Sequence[Mapping]] = None,
+                       verdicts: Optional[Sequence[str]] = None,
+                       best_found_name: str = "gplace best found"
+                       ) -> list[dict]:
+  """:func:`write_results` of a finished run and (with ``log``) one table
+  per graph (:func:`~gplace.rl.reports.format_table`; ``policy_rows[b]``
+  and ``verdicts[b]``: graph ``b``'s); returns
+  :func:`~gplace.rl.reports.result_tables`."""
+  tables = write_results(workdir, graphs, best_runtime_s, workload_names,
+                         topology, step=step, finished=True,
+                         policy_records=policy_records)
+  if log is not None:
+    for b, (s, runtime) in enumerate(zip(graphs, best_runtime_s)):
+      log(format_table(s, runtime, best_found_name,
+                       policy_rows[b] if policy_rows else (),
+                       verdicts[b] if verdicts else ""))
+  return tables
