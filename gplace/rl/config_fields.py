@@ -116,11 +116,13 @@ def lookup(config, path: str, default: Any = _MISSING) -> Any:
   return node
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+  """Whether ``value`` is an integer (numpy's included), not a bool."""
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value) -> bool:
+def is_real(value) -> bool:
+  """Whether ``value`` is a real number (an int included), not a bool."""
   return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -154,7 +156,9 @@ def _in_range(value, valid: FloatRange) -> bool:
   return math.isfinite(value) and above and below
 
 
-def _out_of_range(path: str, value, valid_text: str, example) -> ConfigError:
+def out_of_range(path: str, value, valid_text: str, example) -> ConfigError:
+  """The error of ``config.<path>=value``: what it must be, and an example
+  override that fixes it."""
   return ConfigError(f"config.{path}={value!r}: must be {valid_text}; use "
                      f"e.g. --config.{path}={example}.")
 
@@ -173,11 +177,11 @@ def validate_numbers(config) -> None:
                         f"it (e.g. {valid.example}).")
     if isinstance(valid, IntRange):
       text = describe_int_range(valid)
-      if not _is_int(value) or value < valid.minimum or (
+      if not is_int(value) or value < valid.minimum or (
           valid.maximum is not None and value >= valid.maximum):
-        raise _out_of_range(path, value, text, valid.example)
-    elif not _is_real(value) or not _in_range(value, valid):
-      raise _out_of_range(path, value, describe_float_range(valid),
+        raise out_of_range(path, value, text, valid.example)
+    elif not is_real(value) or not _in_range(value, valid):
+      raise out_of_range(path, value, describe_float_range(valid),
                           valid.example)
   for path in BOOL_FIELDS:
     value = lookup(config, path, True)

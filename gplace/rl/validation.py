@@ -29,8 +29,8 @@ from gplace.graphs import interchange
 from gplace.rl import data
 from gplace.rl import policy_file
 from gplace.rl import reward_setup
-from gplace.rl.config_fields import (POLICY_INT_FIELDS, IntRange, _is_int,
-                                     _is_real, _out_of_range,
+from gplace.rl.config_fields import (POLICY_INT_FIELDS, IntRange, is_int,
+                                     is_real, out_of_range,
                                      describe_int_range, lookup,
                                      validate_numbers)
 from gplace.rl.policy_fns import policy_fns
@@ -184,13 +184,13 @@ def validate_policy(config) -> None:
                       f"{', '.join(policies.policy_names())}.")
   for key, value in hparams.items():
     valid = POLICY_INT_FIELDS.get(key, IntRange(0, None, 1))
-    if _is_int(value) and value < valid.minimum:
-      raise _out_of_range(f"policy.{key}", value, describe_int_range(valid),
+    if is_int(value) and value < valid.minimum:
+      raise out_of_range(f"policy.{key}", value, describe_int_range(valid),
                           valid.example)
-    if _is_real(value) and not _is_int(value) and not math.isfinite(value):
-      raise _out_of_range(f"policy.{key}", value, "a finite number", 1.0)
+    if is_real(value) and not is_int(value) and not math.isfinite(value):
+      raise out_of_range(f"policy.{key}", value, "a finite number", 1.0)
   hidden, heads = hparams.get("hidden_size"), hparams.get("num_heads")
-  if _is_int(hidden) and _is_int(heads) and hidden % heads:
+  if is_int(hidden) and is_int(heads) and hidden % heads:
     raise ConfigError(
         f"config.policy.hidden_size={hidden} must be divisible by "
         f"config.policy.num_heads={heads}; use e.g. "
@@ -330,8 +330,8 @@ def validate_rl(config) -> None:
                       "--config.groups.max_groups=0 to place ops.")
   n_dev = num_parallel_devices(config)
   k = rl.num_samples
-  if not _is_int(k) or k < 1 or k % n_dev:
-    good = n_dev * max(1, -(-int(k) // n_dev)) if _is_int(k) else 4 * n_dev
+  if not is_int(k) or k < 1 or k % n_dev:
+    good = n_dev * max(1, -(-int(k) // n_dev)) if is_int(k) else 4 * n_dev
     raise ConfigError(
         f"config.rl.num_samples={k!r} must be a positive multiple of the "
         f"{n_dev} local devices the update is split over; use e.g. "

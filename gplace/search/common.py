@@ -98,13 +98,13 @@ class Units(NamedTuple):
 # -- validated settings ----------------------------------------------------------
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_positive_int(value, name: str, hint: str) -> int:
   """``value`` as an int if it is an integer ``>= 1``, else SearchError."""
-  if not _is_int(value) or value < 1:
+  if not is_int(value) or value < 1:
     raise SearchError(f"{name} must be a positive integer, got {value!r}; "
                       f"{hint}")
   return int(value)
@@ -123,7 +123,7 @@ def check_move_size(move_size, units: Units) -> int:
   if move_size is None:
     return min(DEFAULT_MOVE_SIZE, units.n_units)
   what = "nodes" if units.n_units == len(units.group_of) else "groups"
-  if not _is_int(move_size) or not 1 <= move_size <= units.n_units:
+  if not is_int(move_size) or not 1 <= move_size <= units.n_units:
     raise SearchError(
         f"move_size must be an integer in 1..{units.n_units} (the number of "
         f"{what} a move can redraw), got {move_size!r}; pass a value in that "
