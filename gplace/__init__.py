@@ -55,7 +55,7 @@ def __getattr__(name):
 
 
 def __dir__():
-  return sorted(list(globals()) + list(_LAZY_SUBPACKAGES))
+  return sorted(set(globals()) | set(_LAZY_SUBPACKAGES))
 
 
 # Modules that moved into subpackages in 0.2 keep their old import paths.
