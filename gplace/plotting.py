@@ -14,8 +14,21 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from gplace.graphs.graph import Graph, NODE_OP
-from gplace.sim.topology import Topology
+from gplace.graphs.graph import Graph, NODE_OP, check_graph
+from gplace.graphs.placement import check_placements
+from gplace.sim.topology import Topology, check_topology
+
+
+def _checked(graph, placement, topology, caller: str) -> np.ndarray:
+  """``placement`` as ``[N]`` int32 after checking all three arguments.
+
+  Raises:
+    GraphError, TopologyError, PlacementError: as :func:`gplace.simulate`.
+  """
+  check_graph(graph, caller)
+  check_topology(topology, caller)
+  return check_placements(placement, graph, topology.n_devices,
+                          device_names=topology.device_names, batched=False)
 
 
 def _axes(ax, figsize):
@@ -51,15 +64,16 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     ax: matplotlib axes to draw into (default: a new figure).
     max_ops: draw at most this many of the longest ops (big graphs).
     title: axes title (default: graph name and simulated runtime).
-    **schedule_args: ``order=``, ``priority=`` or ``schedule="static"``,
-      as in ``gplace.simulate`` (default: its default, the dynamic schedule).
+    **schedule_args: ``order=``, ``priority=`` or ``schedule=``, as in
+      ``gplace.simulate`` (default: its default schedule, ``"best"``).
 
   Returns:
     The axes.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
+  placement = _checked(graph, placement, topology,
+                       "gplace.plotting.plot_schedule")
   ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices))
-  placement = np.asarray(placement)
   start, finish, runtime = schedule(graph, placement, topology, costs,
                                     **schedule_args)
   ops = np.flatnonzero((graph.kind == NODE_OP) & (finish > start))
@@ -90,6 +104,9 @@ def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
                      topology: Topology, *, ax=None):
   """Stacked bars: share of the graph's FLOPs each placement gives each
   device, one bar per named placement (e.g. every baseline)."""
+  placements = {name: _checked(graph, placement, topology,
+                               f"gplace.plotting.plot_device_load[{name!r}]")
+                for name, placement in placements.items()}
   ax = _axes(ax, (1.5 + 0.8 * len(placements), 3.5))
   names = list(placements)
   total = max(graph.flops.sum(), 1.0)
@@ -137,8 +154,9 @@ def plot_placement_graph(graph: Graph, placement, topology: Topology, *,
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   from matplotlib.collections import LineCollection  # pylint: disable=g-import-not-at-top
+  placement = _checked(graph, placement, topology,
+                       "gplace.plotting.plot_placement_graph")
   ax = _axes(ax, (10, 4))
-  placement = np.asarray(placement)
   xy = graph_layout(graph)
   segments = np.stack([xy[graph.edge_src], xy[graph.edge_dst]], 1)
   ax.add_collection(LineCollection(segments, colors="0.8", linewidths=0.5,

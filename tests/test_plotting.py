@@ -4,8 +4,10 @@ import os
 
 import matplotlib
 import numpy as np
+import pytest
 
 from gplace import plotting
+from gplace.errors import GraphError, PlacementError, TopologyError
 from gplace.graphs.graph import NODE_OP, random_dag
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
@@ -75,6 +77,22 @@ def test_plot_device_load_shares_sum_to_one():
     heights[int(round(patch.get_x() + patch.get_width() / 2))] += (
         patch.get_height())
   np.testing.assert_allclose(heights, 1.0)
+
+
+@pytest.mark.parametrize("plot", [
+    plotting.plot_schedule, plotting.plot_placement_graph,
+    lambda graph, placement, topology: plotting.plot_device_load(
+        graph, {"p": placement}, topology)])
+def test_plots_reject_bad_arguments_before_drawing(plot):
+  graph, topology, placement = _setup()
+  with pytest.raises(TopologyError, match="topology"):
+    plot(graph, topology, placement)          # arguments swapped
+  with pytest.raises(GraphError, match="graph"):
+    plot("graph", placement, topology)
+  with pytest.raises(PlacementError, match="length 31"):
+    plot(graph, np.zeros(31, int), topology)
+  with pytest.raises(PlacementError, match="devices 0..2"):
+    plot(graph, np.full(30, 3), topology)
 
 
 def test_learning_curve_png_and_nothing_without_rl_records(tmp_path):
