@@ -55,8 +55,8 @@ import jax
 import jraph
 import numpy as np
 
-from gplace.errors import BudgetError
-from gplace.graphs.graph import KIND_NAMES, MAX_RANK, Graph
+from gplace.errors import BudgetError, GraphError
+from gplace.graphs.graph import KIND_NAMES, MAX_RANK, Graph, check_graph
 
 
 # -- op-type vocabulary ---------------------------------------------------------
@@ -191,7 +191,11 @@ def node_features(graph: Graph) -> np.ndarray:
 
   Returns:
     ``[N, n_node_features]`` float32.
+
+  Raises:
+    GraphError: ``graph`` is not a :class:`Graph`.
   """
+  check_graph(graph, "gplace.features.node_features")
   n = graph.n_nodes
   depth = graph.depth.astype(np.float64)
   max_depth = depth.max() if n else 0.0
@@ -216,7 +220,11 @@ def edge_features(graph: Graph) -> np.ndarray:
 
   Returns:
     ``[E, n_edge_features]`` float32 (the ``reversed`` column is 0).
+
+  Raises:
+    GraphError: ``graph`` is not a :class:`Graph`.
   """
+  check_graph(graph, "gplace.features.edge_features")
   out = np.zeros((graph.n_edges, n_edge_features), np.float32)
   out[:, 0] = np.log1p(graph.edge_bytes.astype(np.float64))
   return out
@@ -236,13 +244,22 @@ class Budget(NamedTuple):
 
 
 def _as_graph_list(graph_or_graphs) -> list[Graph]:
+  """``[graph]`` or the sequence's graphs; GraphError for anything else."""
   if isinstance(graph_or_graphs, Graph):
     return [graph_or_graphs]
-  graphs = list(graph_or_graphs)
-  for g in graphs:
+  fix = ("pass a gplace.Graph (gplace.capture(fn, *args)) or a list of "
+         "them")
+  try:
+    if isinstance(graph_or_graphs, (str, bytes)):
+      raise TypeError
+    graphs = list(graph_or_graphs)
+  except TypeError:
+    raise GraphError(f"Expected a gplace Graph or a sequence of them, got "
+                     f"{type(graph_or_graphs).__name__}; {fix}.") from None
+  for i, g in enumerate(graphs):
     if not isinstance(g, Graph):
-      raise BudgetError(
-          f"Expected a gplace Graph or a sequence of them, got {type(g)!r}.")
+      raise GraphError(f"Expected a gplace Graph or a sequence of them, but "
+                       f"item {i} is a {type(g).__name__}; {fix}.")
   return graphs
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from gplace.graphs import features
 from gplace.graphs.features import Budget, BudgetError
+from gplace.errors import GraphError
 from gplace.graphs.graph import (Graph, MAX_RANK, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                           random_dag)
 
@@ -283,3 +284,16 @@ def test_unpad_node_values_axis():
     features.unpad_node_values(placements, gt, 2, axis=1)
   with pytest.raises(BudgetError):
     features.unpad_node_values(placements[:, :5], gt, 0, axis=1)
+
+
+@pytest.mark.parametrize("fn", [features.node_features, features.edge_features,
+                                features.to_graphs_tuple, features.budget_for])
+@pytest.mark.parametrize("bad", ["not a graph", 3, None])
+def test_feature_functions_need_a_graph(fn, bad):
+  with pytest.raises(GraphError, match="Graph"):
+    fn(bad)
+
+
+def test_a_batch_names_the_item_that_is_not_a_graph():
+  with pytest.raises(GraphError, match="item 1 is a dict"):
+    features.to_graphs_tuple([random_dag(5), {}])
