@@ -78,7 +78,8 @@ import jraph
 from gplace.errors import PolicyError
 from gplace.graphs import features as features_lib
 from gplace.policies import seq2seq
-from gplace.policies.base import ActionScores, register_policy
+from gplace.policies.base import (ActionScores, module_fields,
+                                  register_policy, reject_unknown)
 
 
 class ColocRLPolicy(nn.Module):
@@ -227,7 +228,6 @@ def create_colocrl_policy(num_devices: int, **hparams) -> ColocRLPolicy:
   Raises:
     PolicyError: an unknown hyperparameter or a value that cannot work.
   """
-  seq2seq.reject_unknown(
-      "ColocRL", hparams,
-      seq2seq.module_fields(ColocRLPolicy) - {"num_devices"})
+  reject_unknown("ColocRL", hparams,
+                 module_fields(ColocRLPolicy) - {"num_devices"})
   return ColocRLPolicy(num_devices=num_devices, **hparams)

@@ -74,7 +74,8 @@ import jraph
 from gplace.errors import PolicyError
 from gplace.graphs import features as features_lib
 from gplace.policies import seq2seq
-from gplace.policies.base import ActionScores, register_policy
+from gplace.policies.base import (ActionScores, module_fields,
+                                  register_policy, reject_unknown)
 from gplace.policies.colocrl import validate_seq2seq_fields
 
 # grappler: num_groups = min(256, 20 x devices) when unset.
@@ -320,6 +321,5 @@ def create_hdp_policy(num_devices: int, **hparams) -> HDPPolicy:
     PolicyError: an unknown hyperparameter or a value that cannot work
       (e.g. ``num_groups`` below ``num_devices``).
   """
-  seq2seq.reject_unknown("HDP", hparams,
-                         seq2seq.module_fields(HDPPolicy) - {"num_devices"})
+  reject_unknown("HDP", hparams, module_fields(HDPPolicy) - {"num_devices"})
   return HDPPolicy(num_devices=num_devices, **hparams)

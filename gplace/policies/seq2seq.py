@@ -46,7 +46,6 @@ import jraph
 import numpy as np
 
 from gplace.errors import PolicyError
-from gplace.policies.base import module_fields, reject_unknown  # noqa: F401
 from gplace.graphs import features as features_lib
 from gplace.policies.go import relative_position_encoding
 from gplace.policies.layers import NEG_INF
