@@ -77,11 +77,15 @@ class PolicyError(GplaceError):
   """An unknown policy family, or policy hyperparameters that cannot work."""
 
 
+def is_int(value) -> bool:
+  """Whether ``value`` is an integer (numpy's included), not a bool."""
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_seed(seed, caller: str, error: type) -> int:
   """``seed`` as an int in ``[0, 2**31)`` (what numpy, pymetis and CP-SAT
   all take), else ``error`` naming ``caller``."""
-  if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)
-      or not 0 <= seed < 2**31):
+  if not is_int(seed) or not 0 <= seed < 2**31:
     raise error(f"{caller}: seed must be an integer in [0, 2**31), got "
                 f"{seed!r}; pass e.g. seed=0.")
   return int(seed)

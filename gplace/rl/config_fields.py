@@ -19,7 +19,7 @@ import math
 import numbers
 from typing import Any, NamedTuple, Optional
 
-from gplace.errors import ConfigError
+from gplace.errors import ConfigError, is_int
 
 
 class IntRange(NamedTuple):
@@ -114,11 +114,6 @@ def lookup(config, path: str, default: Any = _MISSING) -> Any:
       return default
     node = node[key]
   return node
-
-
-def is_int(value) -> bool:
-  """Whether ``value`` is an integer (numpy's included), not a bool."""
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def is_real(value) -> bool:

@@ -23,16 +23,16 @@ import numpy as np
 from gplace import baselines
 from gplace import policies
 from gplace import workloads
-from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
+from gplace.errors import (ConfigError, GplaceError, PolicyError, first_line,
+                           is_int)
 from gplace.graphs import coarsening
 from gplace.graphs import interchange
 from gplace.rl import data
 from gplace.rl import policy_file
 from gplace.rl import reward_setup
-from gplace.rl.config_fields import (POLICY_INT_FIELDS, IntRange, is_int,
-                                     is_real, out_of_range,
-                                     describe_int_range, lookup,
-                                     validate_numbers)
+from gplace.rl.config_fields import (POLICY_INT_FIELDS, IntRange,
+                                     describe_int_range, is_real, lookup,
+                                     out_of_range, validate_numbers)
 from gplace.rl.policy_fns import policy_fns
 from gplace.workloads import resolve
 from gplace.sim import topology as topology_lib

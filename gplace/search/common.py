@@ -23,7 +23,7 @@ import numpy as np
 
 from gplace.baselines.common import prepare
 from gplace.errors import (GplaceError, GraphError, PlacementError,
-                           SearchError, check_seed)
+                           SearchError, check_seed, is_int)
 from gplace.graphs.coarsening import Coarsening, coarsen
 from gplace.graphs.constraints import (coarse_constraints, has_constraints,
                                        repair)
@@ -96,10 +96,6 @@ class Units(NamedTuple):
 
 
 # -- validated settings ----------------------------------------------------------
-
-
-def is_int(value) -> bool:
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_positive_int(value, name: str, hint: str) -> int:

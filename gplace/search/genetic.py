@@ -15,11 +15,9 @@ so the best placement never leaves it.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from gplace.errors import SearchError
+from gplace.errors import SearchError, is_int
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BUDGET, SearchResult,
                                   check_fraction, check_positive_int,
@@ -39,18 +37,15 @@ def check_settings(population, elite, tournament, crossover_kind,
       ``tournament`` outside ``1..population``, an unknown crossover, or
       ``mutation_rate`` outside ``[0, 1]``.
   """
-  def integer(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-  if not integer(population) or population < 2:
+  if not is_int(population) or population < 2:
     raise SearchError(
         f"population must be an integer >= 2 (crossover needs two parents), "
         f"got {population!r}; e.g. population=64.")
-  if not integer(elite) or not 0 <= elite < population:
+  if not is_int(elite) or not 0 <= elite < population:
     raise SearchError(
         f"elite must be an integer in 0..{population - 1} (parents kept "
         f"into the next generation), got {elite!r}.")
-  if not integer(tournament) or not 1 <= tournament <= population:
+  if not is_int(tournament) or not 1 <= tournament <= population:
     raise SearchError(
         f"tournament must be an integer in 1..{population} (members per "
         f"tournament; 1 picks parents uniformly), got {tournament!r}.")
