@@ -148,13 +148,22 @@ def test_schedule_gap_tables_agree_at_the_preset_bandwidth(tmp_path, capsys):
   schedule_gap.main(["--workloads", "wavenet2", "--size", "tiny",
                      "--schedulers", "m_etf", "--cache", str(tmp_path),
                      "--bandwidth-scales", "1,1000", "--jitter", "0.01",
-                     "--jitter-samples", "4"])
+                     "--jitter-samples", "4", "--priority-variants"])
   tables = [[line.split(" | ") for line in block.splitlines()[2:]]
             for block in capsys.readouterr().out.strip().split("\n\n")]
-  assert [len(t) for t in tables] == [1, 1, 1]
+  assert [len(t) for t in tables] == [1, 1, 1, 1]
   own = tables[0][0][2]
   # Scale 1 is the preset: the same own order and default schedule.
   assert tables[1][0][2].startswith(f"{own} / ")
   assert tables[2][0][2] == own
   # The jitter table's exact column is the first table's dynamic one.
   assert tables[2][0][3] == tables[0][0][3]
+  # Default + best of the draws: no slower than the default or any draw.
+  seconds = lambda cell: float(cell.split()[0])
+  default = seconds(tables[1][0][2].split(" / ")[1])
+  fastest_draw = seconds(tables[2][0][4].split(" / ")[0])
+  assert seconds(tables[2][0][5]) == min(default, fastest_draw)
+  # The bottom-level variant's dynamic cell is the first table's.
+  assert tables[3][0][2] == own
+  assert tables[3][0][3].split(" / ")[0] == (
+      tables[0][0][3].split("(")[1].rstrip(")"))
