@@ -16,7 +16,9 @@
 #   4. experiments/bench_train_step.py at 80k nodes on the GPU;
 #   5. the slow rest of the executor matrix, as far as time allows;
 #   6. experiments/cross_platform.py: jax.jit(fn) on the CPU against on the
-#      GPU, no placement (the yardstick for the matrix's training steps).
+#      GPU, no placement (the yardstick for the matrix's training steps);
+#   7. simulator_gpu: the jitted simulator (both schedules) vmapped over
+#      4096 placements on the GPU.
 #
 #   bash experiments/device_check.sh [STEPS]   # e.g. executor,fidelity
 #
@@ -72,7 +74,10 @@ step fidelity ${FID_LIMIT:-200} python3 experiments/fidelity.py \
 # The dumps and profiles in one file ($OUT brings back at most 8 files, and
 # none whose name holds a '+', as the profiles' names do).
 [ -d /tmp/fdump ] && tar -C /tmp -cf "$OUT/fidelity_data.tar" fdump fcache
-step train_step 80 python3 experiments/bench_train_step.py --sizes=80000
+step simulator_gpu ${SIMGPU_LIMIT:-90} python3 experiments/bench_simulator.py \
+  --sizes 1000 10000 --placements 4096 --repeats 3 --schedules static dynamic \
+  --reference-placements 1 --json "$OUT/bench_simulator_gpu.json"
+step train_step ${TRAIN_LIMIT:-80} python3 experiments/bench_train_step.py --sizes=80000
 step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12
 step cross_platform 90 python3 experiments/cross_platform.py \

@@ -16,7 +16,9 @@ import os
 import time
 from typing import Iterable
 
+from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.workloads.registry import get, names as all_names
 
 
 TABLE_HEADER = ("| workload | size | step | nodes | edges | FLOPs | input MiB "
@@ -44,8 +46,6 @@ def capture_workload(name: str, size: str = "tiny",
     ``(graph, seconds)``: the graph, named ``<name>_<size>_<step>``, and the
     wall-clock seconds that building and capturing took.
   """
-  from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
-  from gplace.workloads import get  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
   fn, args = get(name, size, step, abstract=True)
   graph = capture(fn, *args, name=f"{name}_{size}_{step}")
@@ -64,7 +64,6 @@ def zoo_rows(size: str = "tiny", step: str = "train",
       ``<name>_<size>_<step>.npz``.
     progress: optional callable receiving each :class:`ZooRow` as it is made.
   """
-  from gplace.workloads import names as all_names  # pylint: disable=g-import-not-at-top
   rows = []
   for name in (names or all_names()):
     graph, seconds = capture_workload(name, size, step)
