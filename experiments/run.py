@@ -1,4 +1,5 @@
-"""Trains a placement policy: parses flags and calls gplace.rl.train.
+"""Trains a placement policy: parses flags and calls gplace.rl.train (or
+gplace.rl.pretrain for a config with a ``pretrain`` section).
 
   python experiments/run.py --config experiments/configs/quickstart.py \
       --workdir /tmp/gplace_quickstart [--config.rl.num_samples=64 ...]
@@ -11,9 +12,11 @@ workload that does not exist, a corrupted checkpoint) exits with status 1
 and one line ``ErrorType: message``, without absl's usage text.
 """
 
+import difflib
 import os
 import re
 import sys
+from typing import Any
 
 # Configs import each other as experiments.configs.*: the repository root
 # must be importable however this script is started.
@@ -26,9 +29,10 @@ from absl import logging
 from ml_collections import config_flags
 
 from gplace.errors import ConfigError, GplaceError
-from gplace.rl import config_fields
-from gplace.rl import pretrain
-from gplace.rl import train
+from gplace.rl import data
+from gplace.rl import pretraining
+from gplace.rl import settings as settings_lib
+from gplace.rl import training
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (experiments/configs/*.py); "
@@ -62,10 +66,53 @@ def unknown_override(argv: list[str]) -> str:
     match = _OVERRIDE.match(arg)
     if match:
       try:
-        config_fields.check_override(config, match.group(1))
+        check_override(config, match.group(1))
       except ConfigError as err:
         return f"{type(err).__name__}: {err}"
   return ""
+
+
+_MISSING = object()
+
+
+def lookup(config, path: str, default: Any = _MISSING) -> Any:
+  """``config.a.b`` for ``path="a.b"``; ``default`` where a key is missing."""
+  node = config
+  for key in path.split("."):
+    if not hasattr(node, "keys") or key not in node:
+      return default
+    node = node[key]
+  return node
+
+
+def check_override(config, path: str) -> None:
+  """Checks that ``--config.<path>=...`` names a field of ``config``.
+
+  Raises:
+    ConfigError: one line naming the unknown key and the closest valid
+      ones (difflib), or every key of its group when none is close.
+  """
+  node, walked, keys_in_path = config, [], path.split(".")
+  for depth, key in enumerate(keys_in_path):
+    where = "config." + ".".join(walked) if walked else "the config"
+    if not hasattr(node, "keys"):
+      raise ConfigError(f"--config.{path}: {where} is a value ({node!r}), "
+                        f"not a group of fields; set --config."
+                        f"{'.'.join(walked)}=... instead.")
+    if key not in node:
+      keys = sorted(node.keys())
+      tail = keys_in_path[depth + 1:]
+      # Only candidates under which the rest of the path exists.
+      close = [c for c in difflib.get_close_matches(key, keys, n=3,
+                                                    cutoff=0.5)
+               if lookup(node[c], ".".join(tail)) is not _MISSING or not tail]
+      prefix = "--config." + "".join(k + "." for k in walked)
+      rest = "".join("." + k for k in keys_in_path[depth + 1:])
+      hint = (f"did you mean {' or '.join(prefix + c + rest for c in close)}?"
+              if close else f"{where} has {', '.join(keys)}.")
+      raise ConfigError(f"--config.{path}: unknown field {key!r} in "
+                        f"{where}; {hint}")
+    node, walked = node[key], walked + [key]
 
 
 _HELP_FLAGS = ("-h", "--help", "-?", "--helpshort", "--helpfull")
@@ -93,6 +140,22 @@ def error_line(err: GplaceError) -> str:
   return f"{type(err).__name__}: " + " ".join(str(err).split())
 
 
+def run(config, workdir: str, **kwargs):
+  """Runs what ``config`` describes into ``workdir``: its settings, graphs
+  and topology (:func:`gplace.rl.settings.from_config`,
+  :func:`gplace.rl.data.load_experiment`) handed to
+  :func:`gplace.rl.train`, or for a config with a ``pretrain``
+  section to :func:`gplace.rl.pretrain`; ``kwargs`` go to them
+  (``log``, ``stop_after_step``; ``progress`` for training)."""
+  experiment = settings_lib.from_config(config)
+  log = kwargs.get("log", print)
+  loaded, topology = data.load_experiment(experiment, log=log)
+  entry = (pretraining.pretrain if experiment.settings.pretrain is not None
+           else training.train)
+  return entry(loaded, topology, experiment.policy, experiment.settings,
+               workdir=workdir, **kwargs)
+
+
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     sys.stderr.write(f"run.py takes no positional arguments, got "
@@ -103,7 +166,7 @@ def main(argv: list[str]) -> None:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   try:
-    pretraining = "pretrain" in config  # one policy over many graphs
+    "pretrain" in config  # pylint: disable=pointless-statement
   except OSError as err:  # ml_collections could not load the file
     reason = [line.strip() for line in str(err).splitlines() if line.strip()]
     sys.stderr.write(f"ConfigError: --config cannot be loaded ({reason[-1]});"
@@ -111,10 +174,7 @@ def main(argv: list[str]) -> None:
                      "experiments/configs/quickstart.py.\n")
     sys.exit(2)
   try:
-    if pretraining:
-      pretrain.pretrain(config, _WORKDIR.value)
-    else:
-      train.train_and_evaluate(config, _WORKDIR.value)
+    run(config, _WORKDIR.value)
   except GplaceError as err:
     # One clear line and a nonzero status: absl's UsageError would print
     # the whole usage text first and bury it.

@@ -14,6 +14,8 @@ batches of four graphs switched every chunk (gplace.rl.pretrain).
   python experiments/transfer.py --policy /tmp/gplace_pretrain/policy.npz
 """
 
+import ml_collections
+
 from experiments.configs import quickstart
 
 TRAIN_GRAPHS = ("rnnlm2", "rnnlm4", "transformer_xl2", "transformer_xl4",
@@ -44,7 +46,7 @@ def get_config():
   config.train.chunk_steps = 10
   config.train.checkpoint_every = 100
   config.print_table = False
-  config.pretrain = quickstart.ml_collections.ConfigDict(dict(
+  config.pretrain = ml_collections.ConfigDict(dict(
       graphs_per_batch=4,
       # The dynamic scheduler's candidate buffer: 256 slots hold the ready
       # parameter updates of these graphs (64 overflow; see

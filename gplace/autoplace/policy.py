@@ -1,49 +1,42 @@
 """Learned candidates for :func:`gplace.optimize`: a pretrained policy
 zero-shot or fine-tuned on the graph, or GO trained from scratch on it.
 
-Where it sits: :func:`gplace.optimize` calls :func:`zero_shot_candidates`
-(``method="pretrained"``, and ``"auto"`` whenever a policy fits the
-topology), :func:`finetune_candidates` (``method="finetune"``, and
-``"auto"`` given a minute to spare) and :func:`policy_candidates`
-(``method="policy"``). Every candidate is the policy's own placement,
-labelled as such: its greedy (argmax) placement, the best of its fresh
-samples, or the best it sampled while training; none comes from a search.
-
-* **Zero-shot**: the policy file's parameters
-  (:mod:`gplace.rl.policy_file`; by default the one gplace ships for the
-  topology, ``gplace/pretrained/go_<topology>.npz``, made by
-  ``experiments/configs/pretrain.py``) applied to the graph, coarsened as in
-  pretraining. Seconds; no training code or config library needed.
-* **Fine-tuning** and **from scratch** run the training loop of
-  ``experiments/run.py`` (:func:`gplace.rl.train.train_and_evaluate`)
-  unchanged on the graph saved as a graph file: fine-tuning with the policy
-  file's own training config (``config.policy_init``, no warm start, at most
-  :data:`FINETUNE_STEPS` steps, as GO's "< 50 steps"), from scratch with the
-  quickstart config (``experiments/configs/quickstart.py``, so a checkout).
-  The budget ends a run between chunks; its policy is then evaluated.
-
-Both training paths score with the topology's roofline costs on a preset or
-``"local"`` topology. Host-side orchestration.
+Every candidate is the policy's own placement, labelled as such: its greedy
+(argmax) placement, the best of its fresh samples, or the best it sampled
+while training; none comes from a search. Zero-shot applies a policy file
+(:mod:`gplace.rl.policy_file`, by default the one shipped for the topology)
+to the graph; fine-tuning and training from scratch call
+:func:`gplace.rl.train` on the graph, topology and costs held in memory,
+stopped by the budget between chunks. Host-side orchestration.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
-import tempfile
 import time
 from typing import Any, Optional
 
 import jax
 import numpy as np
 
-from gplace.errors import ConfigError, SearchError
+from gplace import policies
+from gplace.errors import SearchError
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.candidates import Candidate, score
 from gplace.autoplace.inputs import Problem
-from gplace.graphs import interchange
+from gplace.rl import checks
+from gplace.rl import data
+from gplace.rl import grouping
 from gplace.rl import policy_file as policy_file_lib
+from gplace.rl import settings as settings_lib
+from gplace.rl import training
+from gplace.rl.evaluation import jitted_policy_placements
+from gplace.rl.settings import DEFAULT_POLICY, PolicySettings, TrainSettings
+from gplace.rl.types import GraphSetup
+from gplace.workloads import Workload
 
 # Steps per jitted chunk: how often the budget is checked.
 CHUNK_STEPS = 10
@@ -104,8 +97,6 @@ def zero_shot_candidates(problem: Problem,
   Raises:
     ConfigError: the file's parameters do not fit its own policy settings.
   """
-  from gplace.rl import data, grouping  # pylint: disable=g-import-not-at-top
-  from gplace.rl.evaluation import jitted_policy_placements  # pylint: disable=g-import-not-at-top
   name = str(loaded.policy.get("name", "go"))
   model = _policy_model(json.dumps(loaded.policy, sort_keys=True),
                         loaded.n_devices)
@@ -125,7 +116,7 @@ def zero_shot_candidates(problem: Problem,
       known = {plan.label: np.asarray(plan.placement, np.int32)}
       known_s = {plan.label: plan.runtime_s}
       label += f" (given the {plan.label} plan)"
-  setup = data.GraphSetup(problem.graph.name, problem.graph, None, None,
+  setup = GraphSetup(problem.graph.name, problem.graph, None, None,
                           known, known_s, float("nan"), float("inf"), coarse)
   batch = data.make_batch([setup], problem.topology, with_problems=False)
   batch = jax.tree.map(jax.numpy.asarray, batch)
@@ -148,7 +139,6 @@ def zero_shot_candidates(problem: Problem,
 def _policy_model(policy_json: str, n_devices: int):
   """One module per policy setting, so its jitted sampler compiles once per
   graph size (not once per call)."""
-  from gplace import policies  # pylint: disable=g-import-not-at-top
   hparams = json.loads(policy_json)
   return policies.create_policy(hparams.pop("name", "go"), n_devices,
                                 **hparams)
@@ -159,64 +149,42 @@ def finetune_candidates(problem: Problem,
                         *, time_s: float, seed: int,
                         steps: int = FINETUNE_STEPS) -> list[Candidate]:
   """The pretrained policy fine-tuned on ``problem.graph`` for at most
-  ``steps`` RL steps (fewer if ``time_s`` runs out): its greedy placement
-  afterwards and the best placement it sampled while fine-tuning.
-
-  Raises:
-    ConfigError: ml_collections is missing (``pip install ml_collections``).
-  """
-  config = config_from_record(
-      {k: v for k, v in loaded.config.items() if k != "pretrain"})
-  config.policy_init = loaded.path
-  config.warm_start.baseline = "none"
+  ``steps`` RL steps (fewer if ``time_s`` runs out), with the settings it
+  was trained with (a file's record read as its version read it), no warm
+  start: its greedy placement afterwards and the best placement it sampled
+  while fine-tuning."""
+  record = {k: v for k, v in loaded.config.items() if k != "pretrain"}
+  settings = settings_lib.from_record(record, legacy=True).replace(
+      policy_init=loaded.path, warm_start=dict(baseline="none"))
   label = f"pretrained {str(loaded.policy.get('name', 'go')).upper()} " \
           "fine-tuned"
   if loaded.policy.get("hint"):
     label += " (given the best default-schedule baseline's plan)"
-  return train_candidates(problem, config, time_s=time_s, seed=seed,
+  return train_candidates(problem, PolicySettings.from_record(loaded.policy),
+                          settings, time_s=time_s, seed=seed,
                           max_steps=steps, label=label)
 
 
 def policy_candidates(problem: Problem, *, time_s: float,
                       seed: int) -> list[Candidate]:
-  """GO trained by RL on ``problem.graph`` from scratch (the quickstart
-  config) for about ``time_s`` seconds (at least one chunk of
-  :data:`CHUNK_STEPS`): its greedy placement at the end and the best
-  placement it sampled.
-
-  Raises:
-    ConfigError: the quickstart config cannot be imported.
-  """
-  return train_candidates(problem, _quickstart_config(), time_s=time_s,
-                          seed=seed, max_steps=MAX_STEPS,
+  """GO trained by RL on ``problem.graph`` from scratch (the default
+  settings, :data:`DEFAULT_POLICY`) for about ``time_s`` seconds (at least
+  one chunk of :data:`CHUNK_STEPS`): its greedy placement at the end and
+  the best placement it sampled."""
+  return train_candidates(problem, DEFAULT_POLICY, TrainSettings(),
+                          time_s=time_s, seed=seed, max_steps=MAX_STEPS,
                           label="GO trained on this graph")
 
 
-def config_from_record(record: dict):
-  """A training config (``ml_collections.ConfigDict``) from its JSON record
-  (a policy file's ``config``, or a run's ``config.json``).
-
-  Raises:
-    ConfigError: ml_collections is not installed.
-  """
-  try:
-    import ml_collections  # pylint: disable=g-import-not-at-top
-  except ImportError as err:
-    raise ConfigError("gplace.optimize: fine-tuning needs ml_collections "
-                      "(pip install ml_collections).") from err
-  return ml_collections.ConfigDict(record)
-
-
-def train_candidates(problem: Problem, config, *,
-                     time_s: float, seed: int, max_steps: int,
-                     label: str) -> list[Candidate]:
-  """Runs the training loop with ``config`` on ``problem.graph`` (saved to
-  a temporary graph file with its topology and costs) until ``max_steps``
-  RL steps or ``time_s`` seconds, whichever ends first (checked between
-  chunks), then scores, in the default schedule, the policy's greedy
-  placement and the best placement it sampled, labelled ``"<label>
-  (<steps> steps): greedy"`` and ``"...: best sampled"``."""
-  from gplace.rl import train, validation  # pylint: disable=g-import-not-at-top
+def train_candidates(problem: Problem, policy: PolicySettings,
+                     settings: TrainSettings, *, time_s: float, seed: int,
+                     max_steps: int, label: str) -> list[Candidate]:
+  """Trains ``policy`` with ``settings`` on ``problem`` (its graph,
+  topology and costs) until ``max_steps`` RL steps or ``time_s`` seconds,
+  whichever ends first (checked between chunks), then scores, in the
+  default schedule, the policy's greedy placement and the best placement it
+  sampled, labelled ``"<label> (<steps> steps): greedy"`` and ``"...: best
+  sampled"``."""
   deadline = time.perf_counter() + time_s
   steps = [0]
 
@@ -225,29 +193,20 @@ def train_candidates(problem: Problem, config, *,
     steps[0] = step
     return time.perf_counter() > deadline
 
-  with tempfile.TemporaryDirectory(prefix="gplace_optimize_") as tmp:
-    # The graph with its devices and costs: the loop trains on exactly the
-    # problem placed here (a preset, the local devices or a custom
-    # topology; roofline or measured costs).
-    graph_path = os.path.join(tmp, "graph.json")
-    interchange.save(graph_path, problem.graph, topology=problem.topology,
-                     costs=problem.costs)
-    config.workload = graph_path
-    config.topology = "file"
-    if validation.ignores_host_costs(config.rl.reward, problem.topology):
-      # The host reward charges a profiled topology's launches and copy
-      # issues, as the candidates are scored.
-      config.rl.reward = "simulator_host"
-    config.seed = seed
-    config.pmap = False
-    config.progress_bar = config.print_table = False
-    config.train.update(num_steps=max_steps,
-                        chunk_steps=min(CHUNK_STEPS, max_steps),
-                        checkpoint_every=max_steps, resume=False,
-                        eval_samples=NUM_SAMPLES)
-    result = train.train_and_evaluate(config, os.path.join(tmp, "run"),
-                                      progress_fn=stop_when_spent,
-                                      log=lambda line: None)
+  rl = settings.rl
+  if checks.ignores_host_costs(rl.reward, problem.topology):
+    # The host reward charges a profiled topology's launches and copy
+    # issues, as the candidates are scored.
+    rl = dataclasses.replace(rl, reward="simulator_host")
+  settings = settings.replace(
+      rl=rl, seed=seed, pmap=False, progress_bar=False, print_table=False,
+      train=dict(num_steps=max_steps,
+                 chunk_steps=min(CHUNK_STEPS, max_steps),
+                 checkpoint_every=max_steps, resume=False,
+                 eval_samples=NUM_SAMPLES))
+  workload = Workload(problem.graph.name, problem.graph, costs=problem.costs)
+  result = training.train([workload], problem.topology, policy, settings,
+                           progress=stop_when_spent, log=lambda line: None)
   out = []
   n = problem.graph.n_nodes
   if result.policy:
@@ -259,17 +218,3 @@ def train_candidates(problem: Problem, config, *,
     out.append(Candidate(f"{label} ({steps[0]} steps): best sampled", best,
                          None, float(score(problem, best[None]).runtime_s[0])))
   return out
-
-
-def _quickstart_config():
-  try:
-    from experiments.configs import quickstart  # pylint: disable=g-import-not-at-top
-  except ImportError as err:
-    raise ConfigError(
-        "gplace.optimize: method='policy' trains with the quickstart config "
-        "(experiments/configs/quickstart.py), which is not importable here; "
-        "run from a gplace checkout with `pip install -e \".[dev]\"` (it "
-        "needs ml_collections), or use method='search'.") from err
-  return quickstart.get_config()
-
-

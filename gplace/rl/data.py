@@ -1,91 +1,42 @@
 """Graphs -> padded batches: the input pipeline of training.
 
-Where this sits: :mod:`gplace.rl.train` calls, in order,
-:func:`make_topology`, :func:`setup_graphs` (capture or load each workload,
-score every baseline under the simulator, pick the failure penalty),
-:func:`gplace.rl.warm_start.warm_start_targets`, :func:`make_batch` (pad
-every graph to one budget, stack graphs and simulator problems into a
-:class:`~gplace.rl.types.Batch`) and, for measured rewards,
-:func:`gplace.rl.reward_setup.host_reward_fns`. This module holds the
-workloads and topology a config names, each graph's set-up
-(:class:`GraphSetup`) and the padded batch; the simulator problems stacked
-into a batch and the host scorers are in :mod:`gplace.rl.reward_setup`, the
-warm-start targets in :mod:`gplace.rl.warm_start`. Host-side numpy; nothing
-here is traced.
+:func:`setup_graphs` turns workloads into :class:`~gplace.rl.types.GraphSetup`
+s (every baseline scored, the failure penalty, the coarsening the policy
+places), and :func:`make_batch` pads them to one budget and stacks them,
+with their simulator problems, into a :class:`~gplace.rl.types.Batch`.
+:func:`experiment_topology` resolves a topology named by a config.
+Host-side numpy; nothing here is traced.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from gplace import baselines
-from gplace import workloads
-from gplace.errors import WorkloadError
+from gplace import workloads as workloads_lib
+from gplace.errors import ConfigError, WorkloadError
 from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
 from gplace.graphs import json_format
-from gplace.graphs.capture import capture
-from gplace.graphs.graph import Graph, random_dag
+from gplace.graphs.graph import Graph
 from gplace.rl import grouping
 from gplace.rl.reward_setup import (critical_paths, make_scorer,
                                     placement_devices,
                                     stacked_dispatch_problems,
                                     stacked_problems)
 from gplace.rl.rewards import simulate_host
-from gplace.rl.types import Batch
+from gplace.rl.settings import Experiment, TrainSettings
+from gplace.rl.workdir import write_probe
+from gplace.rl.types import Batch, GraphSetup
 from gplace.rl.warm_start import warm_start_target
 from gplace.sim import bounds
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
-from gplace.workloads import resolve
-
-# A graph name of the form "random_dag:N[:seed]" (tests and benchmarks).
-RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
-
-
-class GraphSetup(NamedTuple):
-  """Everything host-side about one graph of the batch.
-
-  Attributes:
-    name: workload name.
-    graph: the op graph.
-    fn, args: the runnable workload (None for random DAGs).
-    baselines: ``{name: [N] int32}`` placements.
-    baseline_runtime_s: ``{name: float}`` (simulated or measured; inf = OOM /
-      failed).
-    lower_bound_s: a lower bound on the runtime.
-    failing_runtime_s: the runtime charged to failed placements.
-    coarsening: the groups the policy places
-      (:func:`gplace.rl.grouping.coarsen_for_policy`), or None: it places
-      ops.
-    costs: ``[N, D]`` float64 measured seconds per node and device (a graph
-      file's ``cost_s``), or None: the topology's roofline.
-    planned_runtime_s: ``{name: float}`` for each list scheduler among
-      ``baselines`` (``gplace.baselines.schedulers()``): its placement
-      simulated in its own planned op order (inf = OOM), the runtime it was
-      planned for; None where not scored (measured rewards: the executor
-      runs its own dispatch order). ``baseline_runtime_s`` stays the default
-      schedule's, which warm starts and pretraining read; reports compare
-      with the best of both (``gplace.rl.reports.classical_runtimes``).
-  """
-
-  name: str
-  graph: Graph
-  fn: Any
-  args: Any
-  baselines: dict
-  baseline_runtime_s: dict
-  lower_bound_s: float
-  failing_runtime_s: float
-  coarsening: Any = None
-  costs: Optional[np.ndarray] = None
-  planned_runtime_s: Optional[dict] = None
-
+from gplace.workloads import Workload
 
 def planned_runtimes(graph: Graph, plans: Mapping, topology, costs=None
                      ) -> dict[str, float]:
@@ -103,152 +54,128 @@ def planned_runtimes(graph: Graph, plans: Mapping, topology, costs=None
   return out
 
 
-def selected_baselines(config) -> Optional[list[str]]:
-  """The names in ``config.baselines`` (comma-separated, blanks skipped);
-  None for ``"all"``."""
-  if config.baselines == "all":
-    return None
-  return [b.strip() for b in str(config.baselines).split(",") if b.strip()]
-
-
-def workload_names(config) -> list[str]:
-  """The graphs of the batch: ``config.workload`` split at commas."""
-  return [w.strip() for w in str(config.workload).split(",") if w.strip()]
-
-
-def is_random_dag(name: str) -> bool:
-  """Whether ``name`` is of the form ``random_dag:N[:seed]``."""
-  return RANDOM_DAG.match(name) is not None
-
-
-#: ``config.topology`` value that takes the devices from the workload's
-#: graph file (:mod:`gplace.graphs.json_format`'s ``topology``).
+#: The topology name that takes the devices from the workloads' graph files
+#: (:mod:`gplace.graphs.json_format`'s ``topology``).
 FILE_TOPOLOGY = "file"
 
 
-def make_topology(config) -> topology_lib.Topology:
-  """``config.topology``: a preset name, ``"local"`` for this machine's
-  devices, or ``"file"`` for the topology the workloads' graph files give
+def experiment_topology(name: str, loaded: Sequence[Workload]
+                        ) -> topology_lib.Topology:
+  """The topology ``name`` names: a preset, ``"local"`` for this machine's
+  devices, or ``"file"`` for the one the graph files of ``loaded`` give
   (every one the same).
 
   Raises:
     WorkloadError: ``"file"`` with a workload that is not a graph file with
       a topology, or files whose topologies differ.
   """
-  if config.topology == "local":
+  if name == "local":
     return topology_lib.local(placement_devices())
-  if config.topology != FILE_TOPOLOGY:
-    return topology_lib.preset(config.topology)
-  found = []
-  for name in workload_names(config):
-    loaded = (resolve.load_reference(name) if resolve.is_reference(name)
-              else None)
-    if loaded is None or loaded.topology is None:
+  if name != FILE_TOPOLOGY:
+    return topology_lib.preset(name)
+  for workload in loaded:
+    if workload.topology is None:
       raise WorkloadError(
           f"config.topology='file' takes the devices from the workload's "
-          f"graph file, but {name!r} is not a graph file with a 'topology' "
-          "(see gplace.graphs.json_format); name a preset or 'local' "
-          "instead.")
-    found.append(loaded.topology)
+          f"graph file, but {workload.name!r} is not a graph file with a "
+          "'topology' (see gplace.graphs.json_format); name a preset or "
+          "'local' instead.")
   as_dict = json_format.topology_to_dict
-  if any(as_dict(t) != as_dict(found[0]) for t in found[1:]):
+  first = loaded[0].topology
+  if any(as_dict(w.topology) != as_dict(first) for w in loaded[1:]):
     raise WorkloadError(
         "config.topology='file', but the workloads' graph files describe "
         "different topologies; train graphs of one topology together.")
-  return found[0]
+  return first
 
 
-class Workload(NamedTuple):
-  """A loaded workload: its graph, the runnable function and arguments (or
-  None), and a graph file's own topology and measured ``[N, D]`` costs (or
-  None)."""
-  graph: Graph
-  fn: Any = None
-  args: Any = None
-  topology: Any = None
-  costs: Optional[np.ndarray] = None
-
-
-def load_graph(name: str, config) -> Workload:
-  """The :class:`Workload` of a workload name, ``random_dag:N[:seed]``, a
-  graph file (``.npz`` / ``.json``) or ``module:function``
-  (:mod:`gplace.workloads.resolve`; ``fn`` and ``args`` are None unless it
-  gives a function to capture).
+def load_experiment(experiment: Experiment,
+                    log: Callable[[str], None] = print
+                    ) -> tuple[list[Workload], topology_lib.Topology]:
+  """The workloads and topology an :class:`~gplace.rl.settings.Experiment`
+  names (captured, or read from its graph cache; runnable for measured
+  rewards).
 
   Raises:
-    WorkloadError: an unknown workload, size or step, or a function
-      reference that cannot be imported or called.
-    GraphError: a graph file that is missing or malformed.
+    ConfigError: the graph cache lacks a graph and cannot be written.
+    WorkloadError: a workload or graph file that cannot be loaded.
   """
-  match = RANDOM_DAG.match(name)
-  if match:
-    seed = int(match.group(2) or config.seed)
-    return Workload(random_dag(int(match.group(1)), seed=seed, name=name))
-  if resolve.is_reference(name):       # a graph file or module:function
-    found = resolve.load_reference(name)
-    return Workload(found.graph, found.fn, found.args, found.topology,
-                    found.costs)
-  abstract = config.rl.reward != "executor"
-  cache_dir = str(config.get("graph_cache", "") or "")
-  cache_path = (os.path.join(cache_dir, f"{name}_{config.workload_size}_"
-                             f"{config.workload_step}.npz")
-                if cache_dir and abstract else None)
-  if cache_path and os.path.exists(cache_path):
-    # Simulated rewards need only the graph (as experiments/baselines.py
-    # caches it), not the runnable function.
-    return Workload(Graph.load(cache_path).replace(name=name))
-  fn, args = workloads.get(name, config.workload_size, config.workload_step,
-                           abstract=abstract, seed=config.seed)
-  graph = capture(fn, *args).replace(name=name)
-  if cache_path:
-    os.makedirs(cache_dir, exist_ok=True)
-    graph.save(cache_path)
-  return Workload(graph, fn, args)
+  settings = experiment.settings
+  runnable = settings.rl.reward == "executor"
+  cache = experiment.graph_cache if not runnable else ""
+  if cache:
+    _check_graph_cache(cache, [
+        workloads_lib.cache_path(cache, name, experiment.workload_size,
+                                 experiment.workload_step)
+        for name in experiment.workloads
+        if not workloads_lib.is_random_dag(name)
+        and not workloads_lib.resolve.is_reference(name)])
+  loaded = [workloads_lib.load(name, experiment.workload_size,
+                               experiment.workload_step, runnable=runnable,
+                               cache_dir=cache or None, seed=settings.seed)
+            for name in experiment.workloads]
+  topology = experiment_topology(experiment.topology, loaded)
+  for workload in loaded:
+    if workload.topology is not None and experiment.topology != FILE_TOPOLOGY:
+      log(f"[gplace] {workload.name}: the file's own topology "
+          f"({workload.topology.name!r}) is not used; config.topology="
+          f"{experiment.topology!r} is (--config.topology=file uses the "
+          "file's).")
+  return loaded, topology
 
 
-def workload_costs(name: str, workload: Workload, topology, config,
-                   log: Callable[[str], None]) -> Optional[np.ndarray]:
-  """The measured costs a graph file gives, if they fit ``topology``; says
-  so when the file's own topology is not the one used.
+def _check_graph_cache(cache_dir: str, paths: Sequence[str]) -> None:
+  """The graph cache must hold ``paths`` or be writable.
 
   Raises:
-    WorkloadError: the file's costs have another device count than
-      ``topology``.
+    ConfigError: graphs are missing and the directory cannot be written.
   """
-  if workload.topology is not None and config.topology != FILE_TOPOLOGY:
-    log(f"[gplace] {name}: the file's own topology "
-        f"({workload.topology.name!r}) is not used; config.topology="
-        f"{config.topology!r} is (--config.topology=file uses the file's).")
+  missing = [os.path.basename(p) for p in paths if not os.path.isfile(p)]
+  if not missing:
+    return
+  err = write_probe(cache_dir)
+  if err is not None:
+    raise ConfigError(
+        f"config.graph_cache={cache_dir!r} lacks {', '.join(missing)} and "
+        f"cannot be written ({err}); pass a writable directory, or "
+        "--config.graph_cache='' to capture every time.") from err
+
+
+def check_costs(workload: Workload, topology) -> Optional[np.ndarray]:
+  """The measured ``[N, D]`` costs a graph file gives, if any.
+
+  Raises:
+    WorkloadError: they are for another device count than ``topology``.
+  """
   costs = workload.costs
   if costs is not None and costs.shape[1] != topology.n_devices:
     raise WorkloadError(
-        f"{name}: the file's measured costs are for {costs.shape[1]} "
-        f"devices, but the topology has {topology.n_devices}; use the "
-        "file's topology (--config.topology=file) or a file for these "
-        "devices.")
+        f"{workload.name}: the file's measured costs are for "
+        f"{costs.shape[1]} devices, but the topology has "
+        f"{topology.n_devices}; use the file's topology "
+        "(--config.topology=file) or a file for these devices.")
   return costs
 
 
-def setup_graphs(config, topology, names: Sequence[str],
+def setup_graphs(loaded: Sequence[Workload], topology,
+                 settings: TrainSettings,
                  log: Callable[[str], None] = print) -> list[GraphSetup]:
-  """Captures the graphs, scores the baselines, picks failure penalties."""
+  """Scores the baselines of each workload (with ``settings.seed``, under
+  ``settings.rl``'s reward), picks failure penalties, and coarsens each
+  graph for the policy (``settings.groups``)."""
   out = []
-  max_groups, rule, min_nodes = group_settings(config)
-  for name in names:
+  groups = settings.groups
+  for workload in loaded:
     t0 = time.time()
-    workload = load_graph(name, config)
     graph, fn, args = workload.graph, workload.fn, workload.args
-    costs = workload_costs(name, workload, topology, config, log)
-    scorer = make_scorer(graph, fn, args, topology, config,
-                         devices=placement_devices()
-                         if config.topology == "local" else None,
-                         costs=costs)
+    costs = check_costs(workload, topology)
+    scorer = make_scorer(graph, fn, args, topology, settings, costs=costs)
     # Each baseline's plan: its placement and, for a list scheduler, the op
     # order it planned (no second planning run for the own-plan rows).
-    only = selected_baselines(config)
+    names = (settings.baselines if settings.baselines is not None
+             else baselines.names())
     plans = {b: baselines.plan(b, graph, topology, costs=costs,
-                               seed=config.seed)
-             for b in (only if only is not None else baselines.names())}
+                               seed=settings.seed) for b in names}
     placements = {b: np.asarray(p.placement, np.int32)
                   for b, p in plans.items()}
     names_b = list(placements)
@@ -264,34 +191,25 @@ def setup_graphs(config, topology, names: Sequence[str],
                                      topology, costs=costs)
       reference = float(runtime_any[0])
     out.append(GraphSetup(
-        name=name, graph=graph, fn=fn, args=args,
+        name=workload.name, graph=graph, fn=fn, args=args,
         baselines=placements,
         baseline_runtime_s=dict(zip(names_b, map(float, runtimes))),
         # A simulated bound says nothing about measured runtimes.
         lower_bound_s=(float("nan") if scorer.executor
                        else bounds.lower_bound(graph, topology, costs)),
-        failing_runtime_s=float(config.rl.oom_penalty_factor * reference),
-        coarsening=grouping.coarsen_for_policy(graph, max_groups=max_groups,
-                                               rule=rule,
-                                               min_nodes=min_nodes),
+        failing_runtime_s=float(settings.rl.oom_penalty_factor * reference),
+        coarsening=grouping.coarsen_for_policy(
+            graph, max_groups=groups.max_groups, rule=groups.rule,
+            min_nodes=groups.min_nodes),
         costs=costs,
         planned_runtime_s=(None if scorer.executor else
                            planned_runtimes(graph, plans, topology, costs))))
     grouped = out[-1].coarsening is not None
-    log(f"[gplace] {name}: {graph.n_nodes} nodes, {graph.n_edges} edges, "
-        f"baselines scored in {time.time() - t0:.1f}s" + (
+    log(f"[gplace] {workload.name}: {graph.n_nodes} nodes, {graph.n_edges} "
+        f"edges, baselines scored in {time.time() - t0:.1f}s" + (
             f"; the policy places {out[-1].coarsening.n_groups} groups"
             if grouped else ""))
   return out
-
-
-def group_settings(config) -> tuple[int, str, int]:
-  """``(max_groups, rule, min_nodes)`` of ``config.groups`` (grouping off
-  for a config without it)."""
-  groups = config.get("groups", None)
-  if groups is None:
-    return 0, "colocation", 0
-  return (int(groups.max_groups), str(groups.rule), int(groups.min_nodes))
 
 
 def make_batch(setups: Sequence[GraphSetup], topology, *,
@@ -310,7 +228,7 @@ def make_batch(setups: Sequence[GraphSetup], topology, *,
     schedule: ``"static"`` or ``"dynamic"``: which simulator's problems.
     pad_like: pad to the budget of these graphs (a superset of
       ``setups``), so that batches drawn from one set share every shape and
-      one compiled step (:mod:`gplace.rl.pretrain` switches between them);
+      one compiled step (:mod:`gplace.rl.pretraining` switches between them);
       default ``setups``.
 
   Returns:

@@ -1,6 +1,6 @@
 """The policy's own placements at the end of a run: greedy and sampled.
 
-Where this sits: :func:`gplace.rl.train.train_and_evaluate` calls
+Where this sits: :func:`gplace.rl.train` calls
 :func:`evaluate_policy` after the last train step; :mod:`gplace.rl.reports`
 prints its rows next to the run's best found placement and every baseline.
 

@@ -1,8 +1,8 @@
-"""A trained policy in one file: its parameters and the config that made it.
+"""A trained policy in one file: its parameters and the settings that made it.
 
-Where this sits: :func:`gplace.rl.pretrain.pretrain` writes one at the end of
+Where this sits: :func:`gplace.rl.pretrain` writes one at the end of
 pretraining (and gplace ships one, :func:`shipped_policy_path`);
-:func:`gplace.rl.train.train_and_evaluate` starts from one when
+:func:`gplace.rl.train` starts from one when
 ``config.policy_init`` names it (fine-tuning), and :func:`gplace.optimize`
 applies one zero-shot. Host-side numpy, no JAX tracing.
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from gplace import policies
 from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
+from gplace.rl.settings import PolicySettings, TrainSettings, to_record
 
 FORMAT = "gplace-policy/1"
 META_KEY = "__meta__"
@@ -79,15 +80,16 @@ def _unflatten(flat: Mapping[str, np.ndarray]) -> dict:
   return tree
 
 
-def save_policy(path: str, params: Any, config: Any, topology: Any,
-                **facts: Any) -> str:
-  """Writes ``params`` and ``config`` (a ConfigDict or mapping with
-  ``policy`` and ``groups``) to ``path`` (``.npz``), atomically.
+def save_policy(path: str, params: Any, policy: PolicySettings,
+                settings: TrainSettings, topology: Any, **facts: Any) -> str:
+  """Writes ``params`` with the settings that made them to ``path``
+  (``.npz``), atomically.
 
   Args:
     path: the file to write (its directory is created).
     params: the policy's parameters (unreplicated; nested mappings).
-    config: the training config.
+    policy: the policy's settings.
+    settings: the training settings.
     topology: the :class:`~gplace.Topology` it was trained for.
     **facts: JSON-serialisable extras kept in ``meta`` (e.g. ``steps``,
       ``trained_on``).
@@ -95,10 +97,9 @@ def save_policy(path: str, params: Any, config: Any, topology: Any,
   Returns:
     ``path``.
   """
-  record = (json.loads(config.to_json_best_effort())
-            if hasattr(config, "to_json_best_effort") else dict(config))
+  record = dict(to_record(settings), policy=policy.record())
   meta = dict(facts, format=FORMAT, policy=record["policy"],
-              groups=record.get("groups", {}), topology=topology.name,
+              groups=record["groups"], topology=topology.name,
               n_devices=int(topology.n_devices), config=record)
   arrays = _flatten(dict(params))
   if META_KEY in arrays:
@@ -197,17 +198,15 @@ def _policy_defaults(name: Any, n_devices: int) -> dict:
   return defaults
 
 
-def policy_differences(policy_file: PolicyFile, config: Any,
+def policy_differences(policy_file: PolicyFile, policy: PolicySettings,
                        n_devices: int) -> list[str]:
-  """What keeps ``policy_file`` from initialising ``config``'s policy on
+  """What keeps ``policy_file`` from initialising ``policy`` on
   ``n_devices`` devices: ``"policy.hidden_size: 64 (file) vs 32"`` lines
   (empty if none). A setting only one side names compares as the policy's
-  default (a file written before a switch existed matches a config that
-  leaves it off)."""
-  record = (json.loads(config.to_json_best_effort())
-            if hasattr(config, "to_json_best_effort") else dict(config))
+  default (a file written before a switch existed matches settings that
+  leave it off)."""
   diffs = []
-  wanted = dict(record.get("policy", {}))
+  wanted = policy.record()
   defaults = _policy_defaults(wanted.get("name", policy_file.policy.get(
       "name")), n_devices)
   for key in sorted(set(policy_file.policy) | set(wanted)):

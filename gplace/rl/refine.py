@@ -1,6 +1,6 @@
 """Refining a placement op by op: a per-op policy trained on its own moves.
 
-Where this sits: the group-level learner (:mod:`gplace.rl.train` with
+Where this sits: the group-level learner (:mod:`gplace.rl.training` with
 ``config.groups``) places a few hundred op groups, and every op runs on its
 group's device. It cannot split a group, and on some graphs that is where it
 stops (``experiments/RESULTS.md``, "The ceiling of the group action space").

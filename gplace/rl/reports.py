@@ -1,7 +1,7 @@
 """The final table of a run: the learned placement against every baseline and
 the lower bound.
 
-Where this sits: the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.train` and
+Where this sits: the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.training` and
 :mod:`gplace.rl.run_outputs` call these at every checkpoint and at the end.
 Host-side; every function receives plain values (arrays, dicts, and graph
 summaries: anything with the attributes of :class:`GraphSummary`, such as

@@ -8,71 +8,66 @@ priorities :func:`stacked_dispatch_problems` for the dynamic schedule);
 host rewards (measured on :func:`placement_devices`, or simulated in the
 schedule :func:`reward_schedule` picks) call one
 :class:`~gplace.rl.rewards.Scorer` per graph, which
-:func:`host_reward_fns` builds for :mod:`gplace.rl.train`. Host-side numpy;
+:func:`host_reward_fns` builds for :mod:`gplace.rl.training`. Host-side numpy;
 nothing here is traced.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 import jax
 import numpy as np
 
 from gplace.errors import BudgetError, PlacementError
+from gplace.execution import executor
 from gplace.graphs.graph import Graph
 from gplace.rl.rewards import ScheduledProblem, Scorer
+from gplace.rl.settings import RLSettings, TrainSettings
+from gplace.rl.types import GraphSetup
 from gplace.sim import simulator
 from gplace.sim.simulator import DEFAULT_SCHEDULE
 from gplace.sim.dispatch import PAD_PRIORITY, make_dispatch_problem
 from gplace.sim.priority import bottom_level
-
-if TYPE_CHECKING:  # annotations only: the data module sits above this one
-  from gplace.rl.data import GraphSetup
 
 
 def placement_devices() -> list:
   """Local devices a placement indexes: CPUs first, then accelerators, as the
   executor orders them (so CPU+GPU is the heterogeneous case where a GPU
   exists)."""
-  from gplace.execution import executor  # pylint: disable=g-import-not-at-top
   return executor.default_devices()
 
 
-def make_scorer(graph: Graph, fn, args, topology, config,
+def make_scorer(graph: Graph, fn, args, topology, settings: TrainSettings,
                 devices: Optional[Sequence] = None, costs=None,
                 schedule: str = DEFAULT_SCHEDULE) -> Scorer:
-  """The host :class:`~gplace.rl.rewards.Scorer` ``config.rl.reward`` and
-  ``config.executor`` ask for (simulated in ``schedule`` with ``costs``,
-  ``[N, D]`` measured seconds, if given)."""
+  """The host :class:`~gplace.rl.rewards.Scorer` of ``settings.rl.reward``:
+  measured with ``settings.executor`` for ``"executor"``, else simulated in
+  ``schedule`` with ``costs`` (``[N, D]`` measured seconds) if given."""
   return Scorer(graph, topology, fn=fn, args=args,
-                executor=config.rl.reward == "executor", devices=devices,
-                repeats=config.executor.repeats,
-                warmup=config.executor.warmup, costs=costs,
+                executor=settings.rl.reward == "executor", devices=devices,
+                repeats=settings.executor.repeats,
+                warmup=settings.executor.warmup, costs=costs,
                 schedule=schedule)
 
 
-#: ``config.rl.reward_schedule="auto"`` scores RL's samples of graphs of
+#: ``rl.reward_schedule="auto"`` scores RL's samples of graphs of
 #: more ops than this in the dynamic schedule: there the planned half of the
 #: default schedule is two thirds of a train step (paper gnmt4, 30,079
 #: ops: 0.98 s of simulation per 64 samples in "best", 0.31 s in "dynamic").
 AUTO_DYNAMIC_NODES = 10_000
 
 
-def reward_schedule(config, n_nodes: int) -> str:
+def reward_schedule(rl: RLSettings, n_nodes: int) -> str:
   """The schedule RL's samples of a graph of ``n_nodes`` ops are simulated
-  in on the host (``config.rl.reward_schedule``): ``"best"``
-  (``gplace.simulate``'s default, as the baselines and the final table are
-  scored), ``"dynamic"`` (its cheaper half), or for ``"auto"`` the dynamic
-  one above :data:`AUTO_DYNAMIC_NODES` ops and the default below. Other
-  rewards than ``"simulator_host"`` score in their own way: ``"best"``
-  here."""
-  schedule = config.rl.get("reward_schedule", DEFAULT_SCHEDULE)
-  if config.rl.reward != "simulator_host":   # other rewards: their own
+  in on the host: ``rl.reward_schedule``, with ``"auto"`` the dynamic one
+  above :data:`AUTO_DYNAMIC_NODES` ops and the default below; rewards other
+  than ``"simulator_host"`` score in their own way (``"best"`` here)."""
+  if rl.reward != "simulator_host":
     return DEFAULT_SCHEDULE
-  if schedule == "auto":
+  if rl.reward_schedule == "auto":
     return "dynamic" if n_nodes > AUTO_DYNAMIC_NODES else DEFAULT_SCHEDULE
-  return schedule
+  return rl.reward_schedule
 
 
 def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
@@ -142,10 +137,10 @@ def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
 
 
 def host_reward_fns(setups: Sequence[GraphSetup], topology,
-                    config) -> list[Scorer]:
+                    settings: TrainSettings) -> list[Scorer]:
   """One measured (or simulated) reward function per graph, for
   :func:`gplace.rl.rewards.host_scored_rollout`."""
-  return [make_scorer(s.graph, s.fn, s.args, topology, config,
+  return [make_scorer(s.graph, s.fn, s.args, topology, settings,
                       devices=placement_devices(), costs=s.costs,
-                      schedule=reward_schedule(config, s.graph.n_nodes))
+                      schedule=reward_schedule(settings.rl, s.graph.n_nodes))
           for s in setups]

@@ -4,7 +4,7 @@ Where this sits: :mod:`gplace.rl.update` turns scored rollouts into rewards
 with :func:`effective_runtime` / :func:`reward`; :func:`simulator_reward`
 scores placements inside the jitted step, :class:`Scorer` on the host
 (simulated or measured on real devices, used by :mod:`gplace.rl.data` for the
-baselines and by :mod:`gplace.rl.train` for executor rewards), and
+baselines and by :mod:`gplace.rl.training` for executor rewards), and
 :func:`host_scored_rollout` fills a rollout from host scores.
 
 Reward ``-sqrt(runtime_s)`` (ColocRL, HDP). A failed placement (out of

@@ -1,7 +1,7 @@
 """What a training run writes: metrics, the best placement, the progress bar,
 the learning curve and ``results.json``.
 
-Where this sits: near the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.train`
+Where this sits: near the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.training`
 calls these after every chunk (:class:`RunOutputs`) and at the end
 (:func:`write_final_report`, :func:`output_lines`). Host-side; every function
 receives plain values (arrays, dicts, and graph summaries: anything with the
@@ -321,7 +321,7 @@ class RunOutputs:
   results, curve and best placement an earlier run left in ``workdir``.
 
   Args:
-    workdir: where the files go.
+    workdir: where the files go; None: no files (only the bar).
     graphs: ``B`` graph summaries.
     topology: names the devices.
     best_runtime_s: ``[B]`` best runtimes of the (restored) state.
@@ -330,19 +330,21 @@ class RunOutputs:
     progress_bar: show the bar.
   """
 
-  def __init__(self, workdir: str, graphs: Sequence[GraphSummary],
+  def __init__(self, workdir: Optional[str], graphs: Sequence[GraphSummary],
                topology: Topology, best_runtime_s, *, total_steps: int,
                first_step: int, progress_bar: bool = True):
     self.workdir, self.graphs, self.topology = workdir, graphs, topology
-    if first_step == 0:
-      for name in (RESULTS_FILE, CURVE_FILE, BEST_PLACEMENT_FILE):
-        if os.path.exists(os.path.join(workdir, name)):
-          os.remove(os.path.join(workdir, name))
-    self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
-                                 resume_step=first_step)
-    self.best = BestPlacementWriter(
-        os.path.join(workdir, BEST_PLACEMENT_FILE), graphs, topology,
-        best_runtime_s)
+    self.metrics = self.best = None
+    if workdir is not None:
+      if first_step == 0:
+        for name in (RESULTS_FILE, CURVE_FILE, BEST_PLACEMENT_FILE):
+          if os.path.exists(os.path.join(workdir, name)):
+            os.remove(os.path.join(workdir, name))
+      self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
+                                   resume_step=first_step)
+      self.best = BestPlacementWriter(
+          os.path.join(workdir, BEST_PLACEMENT_FILE), graphs, topology,
+          best_runtime_s)
     self.bar = ProgressBar(total_steps, first_step, enabled=progress_bar)
 
   def after_chunk(self, first_step: int, phase: str,
@@ -352,11 +354,11 @@ class RunOutputs:
     with ``best_placement [B, N_pad]`` and ``best_runtime_s [B]`` (the
     ``TrainState`` after the chunk). Returns the chunk's last record."""
     records = chunk_records(first_step, phase, metrics, start_s, elapsed_s)
-    self.metrics.write(records)
-    step = records[-1]["step"]
-    self.best.update(step, state.best_placement, state.best_runtime_s,
-                     force=first_step == 0,
-                     best_priority=getattr(state, "best_priority", None))
+    if self.workdir is not None:
+      self.metrics.write(records)
+      self.best.update(records[-1]["step"], state.best_placement,
+                       state.best_runtime_s, force=first_step == 0,
+                       best_priority=getattr(state, "best_priority", None))
     self.bar.update(len(records), elapsed_s, state.best_runtime_s,
                     records[-1])
     return records[-1]
@@ -366,6 +368,8 @@ class RunOutputs:
     """Records the policy's greedy placement scored after ``step``: one
     ``metrics.jsonl`` line with ``"phase": "greedy"`` and
     ``greedy_runtime_s`` (``[B]``, seconds; ``null`` where it failed)."""
+    if self.metrics is None:
+      return
     self.metrics.write([{
         "step": int(step), "phase": GREEDY_PHASE,
         "wall_s": round(start_s, 3),
@@ -374,7 +378,7 @@ class RunOutputs:
   def ensure_best_placement(self, state) -> None:
     """Writes ``best_placement.json`` if no chunk has (a resumed run that had
     nothing left to do)."""
-    if not os.path.exists(self.best.path):
+    if self.best is not None and not os.path.exists(self.best.path):
       self.best.write(int(state.step), state.best_placement,
                       state.best_runtime_s,
                       getattr(state, "best_priority", None))
@@ -388,7 +392,8 @@ class RunOutputs:
                   finished=False)
 
   def close(self) -> None:
-    self.metrics.close()
+    if self.metrics is not None:
+      self.metrics.close()
     self.bar.close()
 
   def __enter__(self):
@@ -439,7 +444,8 @@ def write_results(workdir: str, graphs: Sequence[GraphSummary],
   return tables
 
 
-def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
+def write_final_report(workdir: Optional[str],
+                       graphs: Sequence[GraphSummary],
                        best_runtime_s: Sequence[float],
                        workload_names: Sequence[str], topology: Topology,
                        log: Optional[Callable[[str], None]] = None, *,
@@ -449,13 +455,17 @@ def write_final_report(workdir: str, graphs: Sequence[GraphSummary],
                        verdicts: Optional[Sequence[str]] = None,
                        best_found_name: str = "gplace best found"
                        ) -> list[dict]:
-  """:func:`write_results` of a finished run and (with ``log``) one table
-  per graph (:func:`~gplace.rl.reports.format_table`; ``policy_rows[b]``
-  and ``verdicts[b]``: graph ``b``'s); returns
+  """:func:`write_results` of a finished run (none without a ``workdir``)
+  and (with ``log``) one table per graph
+  (:func:`~gplace.rl.reports.format_table`; ``policy_rows[b]`` and
+  ``verdicts[b]``: graph ``b``'s); returns
   :func:`~gplace.rl.reports.result_tables`."""
-  tables = write_results(workdir, graphs, best_runtime_s, workload_names,
-                         topology, step=step, finished=True,
-                         policy_records=policy_records)
+  if workdir is None:
+    tables = result_tables(graphs, best_runtime_s, policy_records)
+  else:
+    tables = write_results(workdir, graphs, best_runtime_s, workload_names,
+                           topology, step=step, finished=True,
+                           policy_records=policy_records)
   if log is not None:
     for b, (s, runtime) in enumerate(zip(graphs, best_runtime_s)):
       log(format_table(s, runtime, best_found_name,

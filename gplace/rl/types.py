@@ -14,11 +14,13 @@ devices.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jraph
 import numpy as np
+
+from gplace.graphs.graph import Graph
 
 # apply_fn(params, graphs, device_mask) -> logits f32 [N, D]: the policy
 # interface of gplace.policies.
@@ -94,3 +96,42 @@ class Rollout(NamedTuple):
   failed: jax.Array
   actions: Any = None
   priority: Any = None
+
+
+class GraphSetup(NamedTuple):
+  """Everything host-side about one graph of the batch.
+
+  Attributes:
+    name: workload name.
+    graph: the op graph.
+    fn, args: the runnable workload (None for random DAGs).
+    baselines: ``{name: [N] int32}`` placements.
+    baseline_runtime_s: ``{name: float}`` (simulated or measured; inf = OOM /
+      failed).
+    lower_bound_s: a lower bound on the runtime.
+    failing_runtime_s: the runtime charged to failed placements.
+    coarsening: the groups the policy places
+      (:func:`gplace.rl.grouping.coarsen_for_policy`), or None: it places
+      ops.
+    costs: ``[N, D]`` float64 measured seconds per node and device (a graph
+      file's ``cost_s``), or None: the topology's roofline.
+    planned_runtime_s: ``{name: float}`` for each list scheduler among
+      ``baselines`` (``gplace.baselines.schedulers()``): its placement
+      simulated in its own planned op order (inf = OOM), the runtime it was
+      planned for; None where not scored (measured rewards: the executor
+      runs its own dispatch order). ``baseline_runtime_s`` stays the default
+      schedule's, which warm starts and pretraining read; reports compare
+      with the best of both (``gplace.rl.reports.classical_runtimes``).
+  """
+
+  name: str
+  graph: Graph
+  fn: Any
+  args: Any
+  baselines: dict
+  baseline_runtime_s: dict
+  lower_bound_s: float
+  failing_runtime_s: float
+  coarsening: Any = None
+  costs: Optional[np.ndarray] = None
+  planned_runtime_s: Optional[dict] = None

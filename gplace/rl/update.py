@@ -24,7 +24,7 @@ placement (``state.best_placement`` is per node).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -35,10 +35,10 @@ from gplace.rl.losses import (ppo_objective, reinforce_objective,
                               sequential_supervised_loss, supervised_loss)
 from gplace.rl.policy_fns import PolicyFns, policy_fns
 from gplace.rl.rewards import effective_runtime
+from gplace.rl.settings import RLSettings
+from gplace.rl.state import TrainState
 from gplace.rl.types import ApplyFn, Batch, Rollout, SimulateFn
 
-if TYPE_CHECKING:  # annotations only: the state module sits above this one
-  from gplace.rl.state import RLHyperparams, TrainState
 
 
 def _pmean(x, axis_name):
@@ -51,7 +51,7 @@ def _axis_size_and_index(axis_name):
   return jax.lax.axis_size(axis_name), jax.lax.axis_index(axis_name)
 
 
-def _fns(apply_fn, hparams: Optional[RLHyperparams] = None) -> PolicyFns:
+def _fns(apply_fn, hparams: Optional[RLSettings] = None) -> PolicyFns:
   """The policy (module, bound ``apply`` or :class:`PolicyFns`) as
   :class:`PolicyFns`."""
   eps = hparams.explore_epsilon if hparams is not None else 0.0
@@ -59,7 +59,7 @@ def _fns(apply_fn, hparams: Optional[RLHyperparams] = None) -> PolicyFns:
 
 
 def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
-                   hparams: RLHyperparams,
+                   hparams: RLSettings,
                    axis_name: Optional[str] = None):
   """Samples this device's share of ``K`` placements per graph.
 
@@ -113,7 +113,7 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
 def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
                         apply_fn: ApplyFn,
                         optimizer: optax.GradientTransformation,
-                        hparams: RLHyperparams,
+                        hparams: RLSettings,
                         axis_name: Optional[str] = None):
   """Baseline, advantages, policy update and best placement from a scored
   rollout; the same on every device of ``axis_name``.
@@ -212,7 +212,7 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   return new_state, metrics
 
 
-def _entropy_args(hparams: RLHyperparams) -> dict:
+def _entropy_args(hparams: RLSettings) -> dict:
   return dict(entropy_weight=hparams.entropy_weight,
               entropy_floor=hparams.entropy_floor,
               floor_weight=hparams.entropy_floor_weight)
@@ -242,7 +242,7 @@ def _best_of(rollout: Rollout, runtime, axis_name):
 
 
 def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
-            optimizer: optax.GradientTransformation, hparams: RLHyperparams,
+            optimizer: optax.GradientTransformation, hparams: RLSettings,
             simulate_fn: SimulateFn, axis_name: Optional[str] = None):
   """One whole RL step with simulated rewards: sample, simulate, update.
 

@@ -12,7 +12,7 @@ policy's hint input. Host-side numpy; nothing here is traced.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -20,12 +20,10 @@ from gplace import baselines
 from gplace.graphs.graph import Graph
 from gplace.rl import grouping
 from gplace.rl.rewards import simulate_host
-from gplace.rl.types import Batch
+from gplace.rl.types import Batch, GraphSetup
 from gplace.sim import simulator
 from gplace.sim.dispatch import PAD_PRIORITY
 
-if TYPE_CHECKING:  # annotations only: the data module sits above this one
-  from gplace.rl.data import GraphSetup
 
 
 class WarmStart(NamedTuple):

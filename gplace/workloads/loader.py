@@ -50,6 +50,12 @@ def is_random_dag(name: str) -> bool:
   return isinstance(name, str) and RANDOM_DAG.match(name) is not None
 
 
+def is_graph_file(name: str) -> bool:
+  """Whether ``name`` is a graph file path (``.npz`` / ``.json``)."""
+  return resolve.is_reference(name) and not resolve.FUNCTION_REFERENCE.match(
+      name)
+
+
 def cache_path(cache_dir: str, name: str, size: str, step: str) -> str:
   """The cache file of a zoo workload's captured graph."""
   return os.path.join(cache_dir, f"{name}_{size}_{step}.npz")

@@ -4,10 +4,10 @@ fine-tuning on graphs it has never seen (GO's transfer setting).
 Where this sits: ``experiments/pretrain.py --config
 experiments/configs/pretrain.py`` calls :func:`pretrain`; its result is a
 policy file (:mod:`gplace.rl.policy_file`) that
-``config.policy_init`` fine-tunes (:func:`gplace.rl.train.train_and_evaluate`)
+``config.policy_init`` fine-tunes (:func:`gplace.rl.train`)
 and :func:`gplace.optimize` applies zero-shot. Host-side orchestration around
 the same jitted chunks (:mod:`gplace.rl.chunks`) as the single-graph loop
-(:mod:`gplace.rl.train`).
+(:mod:`gplace.rl.training`).
 
 What GO does and what this does (Zhou et al. 2020, sec. 3.3 and 4.2; see
 ``../shared/PAPERS.md``):
@@ -47,36 +47,37 @@ import functools
 import json
 import os
 import time
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gplace.errors import ConfigError
+from gplace.graphs.graph import Graph
+from gplace.policies import is_sequential
 from gplace.rl import data
 from gplace.rl import policy_file
+from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
-from gplace.rl.chunks import (Schedule, _cached_step_fns, replicate,
-                              run_chunk, unreplicate)
-from gplace.rl.config_fields import lookup
+from gplace.rl.checks import check_run, num_parallel_devices
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import num_simulated_nodes
+from gplace.rl.loop import (Schedule, cached_step_fns, replicate, run_chunk,
+                            unreplicate)
 from gplace.rl.reports import best_classical
 from gplace.rl.reward_setup import make_scorer
 from gplace.rl.rewards import dispatch_reward, simulator_reward
-from gplace.sim.dispatch import BUFFER_WIDTH
-from gplace.rl.state import (create_hparams, create_optimizer, create_policy,
-                             fresh_adam_moments)
-from gplace.rl.train import prepare_workdir, restore_or_init
-from gplace.rl.validation import (check_reward_topology,
-                                  num_parallel_devices, validate_config)
+from gplace.rl.settings import (IN_STEP_REWARDS, PolicySettings,
+                                TrainSettings)
+from gplace.rl.state import create_optimizer, fresh_adam_moments
+from gplace.rl.training import as_workloads, restore_or_init
 from gplace.rl.warm_start import warm_start_targets
-from gplace.policies import is_sequential
+from gplace.sim.topology import Topology
+from gplace.workloads import Workload
 
 POLICY_FILE = "policy.npz"
 METRICS_FILE = "pretrain_metrics.jsonl"
-IN_STEP_REWARDS = ("simulator_dynamic", "simulator")
 
 
 class PretrainResult(NamedTuple):
@@ -116,48 +117,41 @@ def batch_at(step: int, chunk_steps: int, num_batches: int) -> int:
   return (step // chunk_steps) % num_batches
 
 
-def validate_pretrain(config) -> None:
-  """What pretraining needs beyond a training run's config.
+def check_pretrain(policy: PolicySettings, settings: TrainSettings) -> None:
+  """What pretraining needs beyond a training run's settings.
 
   Raises:
-    ConfigError: no ``config.pretrain``, a non-positive
-      ``graphs_per_batch``, a host reward, a graph-specific policy
-      (``free_logits > 0``), or a sequential policy.
+    ConfigError: no ``settings.pretrain``, a host reward, a graph-specific
+      policy (``free_logits > 0``), or a sequential policy.
   """
-  per_batch = lookup(config, "pretrain.graphs_per_batch", None)
-  if per_batch is None:
-    raise ConfigError("config.pretrain.graphs_per_batch is missing; start "
-                      "from experiments/configs/pretrain.py.")
-  if isinstance(per_batch, bool) or not isinstance(per_batch, int) or (
-      per_batch < 1):
-    raise ConfigError(f"config.pretrain.graphs_per_batch={per_batch!r}: must "
-                      "be a positive integer; use e.g. "
-                      "--config.pretrain.graphs_per_batch=4.")
-  if config.rl.reward not in IN_STEP_REWARDS:
-    raise ConfigError(f"config.rl.reward={config.rl.reward!r}: pretraining "
+  if settings.pretrain is None:
+    raise ConfigError("Pretraining needs settings.pretrain "
+                      "(PretrainSettings; experiments/configs/pretrain.py "
+                      "sets config.pretrain).")
+  if not settings.rl.in_step:
+    raise ConfigError(f"config.rl.reward={settings.rl.reward!r}: pretraining "
                       f"scores inside the jitted step; use one of "
                       f"{IN_STEP_REWARDS}.")
-  width = config.pretrain.get("dispatch_width", BUFFER_WIDTH)
-  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-    raise ConfigError(f"config.pretrain.dispatch_width={width!r}: must be a "
-                      "positive integer; use e.g. "
-                      "--config.pretrain.dispatch_width=256.")
-  if int(config.policy.get("free_logits", 0)):
+  free_logits = policy.hparams.get("free_logits", 0)
+  if free_logits:
     raise ConfigError(
-        f"config.policy.free_logits={config.policy.free_logits}: a "
-        "per-position logit offset is specific to one graph and does not "
-        "transfer; use --config.policy.free_logits=0 for a pretrained "
-        "policy.")
+        f"config.policy.free_logits={free_logits}: a per-position logit "
+        "offset is specific to one graph and does not transfer; use "
+        "--config.policy.free_logits=0 for a pretrained policy.")
 
 
-def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
+def pretrain(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
+             policy: PolicySettings, settings: TrainSettings, *, workdir: str,
+             log: Callable[[str], None] = print,
              stop_after_step: Optional[int] = None) -> PretrainResult:
-  """Trains one policy over every graph of ``config.workload``.
+  """Trains one policy over every graph of ``graphs``.
 
   Args:
-    config: a training config (``experiments/configs/quickstart.py``'s
-      fields) with ``pretrain.graphs_per_batch``; see
-      ``experiments/configs/pretrain.py``.
+    graphs: the training graphs (as for :func:`gplace.rl.train`).
+    topology: the devices.
+    policy: a one-shot policy family (e.g. ``"go"``), ``free_logits=0``.
+    settings: training settings with ``pretrain`` set
+      (:class:`~gplace.rl.settings.PretrainSettings`).
     workdir: output directory: ``checkpoints/`` (resumed as a training run
       is), ``config.json``, ``pretrain_metrics.jsonl`` (one line per chunk)
       and, at the end, ``policy.npz``.
@@ -166,47 +160,48 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
       without writing the policy file (simulates a preempted run).
 
   Raises:
-    ConfigError: see :func:`validate_pretrain` and
-      :func:`gplace.rl.validation.validate_config`.
+    ConfigError: see :func:`check_pretrain` and
+      :func:`gplace.rl.checks.check_run`.
   """
   began, workdir = time.time(), os.path.abspath(workdir)
-  validate_pretrain(config)
-  validate_config(config, workdir)
-  checkpoint_dir = prepare_workdir(config, workdir, log)
-  topology, parallel = data.make_topology(config), num_parallel_devices(config)
-  check_reward_topology(config, topology)
-  policy = create_policy(config, topology.n_devices)
-  if is_sequential(policy):
-    raise ConfigError(f"config.policy.name={config.policy.name!r}: "
-                      "pretraining takes a one-shot policy (e.g. 'go').")
-  names = data.workload_names(config)
-  setups = data.setup_graphs(config, topology, names, log=log)
-  dynamic = config.rl.reward == "simulator_dynamic"
-  members = batch_members(len(setups), int(config.pretrain.graphs_per_batch))
+  check_pretrain(policy, settings)
+  loaded = as_workloads(graphs)
+  module = check_run(loaded, topology, policy, settings)
+  if is_sequential(module):
+    raise ConfigError(f"config.policy.name={policy.name!r}: pretraining "
+                      "takes a one-shot policy (e.g. 'go').")
+  parallel = num_parallel_devices(settings)
+  checkpoint_dir = workdir_lib.prepare_workdir(
+      workdir, workdir_lib.run_record(settings, policy, topology, loaded),
+      settings, log)
+  names = [w.name for w in loaded]
+  setups = data.setup_graphs(loaded, topology, settings, log=log)
+  dynamic = settings.rl.reward == "simulator_dynamic"
+  members = batch_members(len(setups), settings.pretrain.graphs_per_batch)
   batches = [data.make_batch([setups[i] for i in m], topology,
                              schedule="dynamic" if dynamic else "static",
                              pad_like=setups) for m in members]
-  targets = _warm_targets(config, setups, members, batches)
-  schedule = Schedule.from_config(config, warm_start=targets is not None)
-  optimizer = create_optimizer(config)
-  width = int(config.pretrain.get("dispatch_width", BUFFER_WIDTH))
-  fns = _cached_step_fns(policy, create_hparams(config), optimizer, parallel,
-                         float(config.warm_start.get("label_smoothing", 0.0)),
-                         _dispatch_reward(width) if dynamic
-                         else simulator_reward)
+  targets = _warm_targets(settings, setups, members, batches)
+  schedule = Schedule.from_settings(settings, warm_start=targets is not None)
+  optimizer = create_optimizer(settings)
+  width = settings.pretrain.dispatch_width
+  fns = cached_step_fns(module, settings.rl, optimizer, parallel,
+                        float(settings.warm_start.label_smoothing),
+                        _dispatch_reward(width) if dynamic
+                        else simulator_reward)
   reference = [float(np.mean([best_classical(setups[i])[1] for i in m]))
                for m in members]
   log(f"[gplace] pretraining on {len(setups)} graphs in {len(members)} "
       f"batches of {len(members[0])}, {schedule.total_steps} steps")
-  chunk = int(config.train.chunk_steps)
+  chunk = settings.train.chunk_steps
   with Checkpointer(checkpoint_dir,
-                    max_to_keep=config.train.max_to_keep) as checkpointer:
-    state = restore_or_init(config, batches[0], policy, optimizer, None,
+                    max_to_keep=settings.train.max_to_keep) as checkpointer:
+    state = restore_or_init(settings, batches[0], module, optimizer, None,
                             checkpointer, log)
     blank, per_batch = state, {}
     current = batch_at(int(state.step), chunk, len(batches))
     step = int(state.step)
-    fresh = bool(config.rl.get("fresh_optimizer", False))
+    fresh = settings.rl.fresh_optimizer
     with open(os.path.join(workdir, METRICS_FILE), "a") as metrics_file:
       while step < schedule.total_steps and (stop_after_step is None
                                              or step < stop_after_step):
@@ -241,11 +236,11 @@ def pretrain(config, workdir: str, *, log: Callable[[str], None] = print,
   ratios = {}
   path = os.path.join(workdir, POLICY_FILE)
   if finished:
-    ratios = _greedy_ratios(config, state.params, policy, setups, topology,
+    ratios = _greedy_ratios(settings, state.params, module, setups, topology,
                             members, batches)
     policy_file.save_policy(
-        path, state.params, config, topology, steps=step, trained_on=names,
-        greedy_vs_best_baseline=ratios)
+        path, state.params, policy, settings, topology, steps=step,
+        trained_on=names, greedy_vs_best_baseline=ratios)
     log(f"[gplace] wrote the pretrained policy to {path}")
   return PretrainResult(state.params, path if finished else "", step, names,
                         ratios, time.time() - began)
@@ -258,13 +253,14 @@ def _dispatch_reward(width: int):
   return functools.partial(dispatch_reward, width=width)
 
 
-def _warm_targets(config, setups, members, batches) -> Optional[list]:
+def _warm_targets(settings: TrainSettings, setups, members,
+                  batches) -> Optional[list]:
   """Per batch, the warm start's targets ``int32 [B, N_pad]`` (each
   graph's best baseline, or the named one); None without a warm start."""
-  if config.warm_start.baseline == "none":
+  if not settings.warm_start.enabled:
     return None
   return [warm_start_targets([setups[i] for i in m],
-                             config.warm_start.baseline,
+                             settings.warm_start.baseline,
                              num_simulated_nodes(batch), batch).targets
           for m, batch in zip(members, batches)]
 
@@ -287,8 +283,8 @@ def _chunk_record(step: int, phase: str, batch: int, metrics: dict,
   return record
 
 
-def _greedy_ratios(config, params, policy, setups, topology, members,
-                   batches) -> dict:
+def _greedy_ratios(settings: TrainSettings, params, policy, setups, topology,
+                   members, batches) -> dict:
   """Per training graph: its greedy placement's runtime over its best
   classical plan's in any schedule (:func:`gplace.rl.reports.best_classical`;
   each graph scored once, in the batch it first appears)."""
@@ -297,10 +293,10 @@ def _greedy_ratios(config, params, policy, setups, topology, members,
     own = evaluate_policy(
         params, batch, apply_fn=policy.apply,
         reward_fns=[make_scorer(setups[i].graph, None, None, topology,
-                                config, costs=setups[i].costs)
+                                settings, costs=setups[i].costs)
                     for i in m],
         num_nodes=[setups[i].graph.n_nodes for i in m], num_samples=1,
-        seed=int(config.seed))
+        seed=settings.seed)
     for i, e in zip(m, own):
       best = best_classical(setups[i])[1]
       ratios.setdefault(setups[i].name, round(e.greedy_runtime_s / best, 4))

@@ -1,7 +1,7 @@
 """The jitted chunks of a training run, and the steps each one covers.
 
 Where this sits: :func:`gplace.rl.train.run_loop` (and
-:mod:`gplace.rl.pretrain`) loops in Python over chunks that
+:mod:`gplace.rl.pretraining`) loops in Python over chunks that
 :func:`make_step_fns` compiles: a ``lax.scan`` of warm-start or RL steps
 from :mod:`gplace.rl.update`, under ``jax.pmap`` over the local devices
 with a replicated state (:func:`replicate`, :func:`unreplicate`); with host
@@ -15,19 +15,28 @@ replays the uninterrupted schedule.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional
+import time
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gplace.rl import run_outputs
+from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.grouping import expand_on_host
 from gplace.rl.rewards import host_scored_rollout, simulator_reward
+from gplace.rl.settings import TrainSettings
+from gplace.rl.state import fresh_adam_moments
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)
 
 AXIS = "devices"
+
+# Called after every chunk with the step and its last metrics; returning True
+# ends the run there (it is then evaluated and reported as finished).
+ProgressFn = Callable[[int, dict], Optional[bool]]
 
 
 class StepFns(NamedTuple):
@@ -82,7 +91,7 @@ def make_step_fns(policy, optimizer, hparams, *, parallel: int,
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
+def cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
                      simulate_fn=simulator_reward):
   """Same model, optimizer and settings -> the same compiled functions (a run
   resumed in the same process does not compile again)."""
@@ -148,12 +157,14 @@ class Schedule(NamedTuple):
   greedy_every: int = 0
 
   @classmethod
-  def from_config(cls, config, warm_start: bool) -> "Schedule":
-    warm_steps = int(config.warm_start.steps) if warm_start else 0
-    return cls(warm_steps, warm_steps + int(config.train.num_steps),
-               int(config.train.chunk_steps),
-               int(config.train.checkpoint_every),
-               int(config.train.get("greedy_every", 0)))
+  def from_settings(cls, settings: TrainSettings,
+                    warm_start: bool) -> "Schedule":
+    """The schedule of ``settings.train``; ``warm_start``: whether the run
+    starts with ``settings.warm_start.steps`` supervised steps."""
+    warm_steps = settings.warm_start.steps if warm_start else 0
+    loop = settings.train
+    return cls(warm_steps, warm_steps + loop.num_steps, loop.chunk_steps,
+               loop.checkpoint_every, loop.greedy_every)
 
   def phase(self, step: int) -> str:
     """``"warm_start"`` or ``"rl"``: the phase of the step after ``step``."""
@@ -204,3 +215,66 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
     state, metrics = fns.update(state, batch, rollout)
     all_metrics.append(metrics)
   return state, jax.tree.map(lambda *xs: jnp.stack(xs), *all_metrics)
+
+
+# -- the loop -----------------------------------------------------------------
+
+
+class LoopResult(NamedTuple):
+  """Where :func:`run_loop` stopped: the (unreplicated) state, its step, and
+  the RL steps per second of the last chunk."""
+  state: Any
+  step: int
+  steps_per_second: float
+
+
+def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
+             outputs: run_outputs.RunOutputs,
+             checkpointer: Optional[Checkpointer], *,
+             parallel: int, host_rewards: Optional[HostRewards],
+             progress_fn: Optional[ProgressFn],
+             stop_after_step: Optional[int], run_start: float,
+             fresh_optimizer: bool = False,
+             greedy_fn: Optional[Callable[[Any], Sequence[float]]] = None
+             ) -> LoopResult:
+  """Chunks from ``state.step`` to ``schedule.total_steps`` (or
+  ``stop_after_step``); after each the outputs, the ``progress_fn`` hook, and
+  at checkpoint steps a checkpoint, ``results.json`` and the curve. With
+  ``fresh_optimizer``, Adam's moments are reset when RL starts after a warm
+  start (:func:`~gplace.rl.state.fresh_adam_moments`). With ``greedy_fn``
+  (``state -> [B]`` runtimes of the policy's greedy placements), it is
+  called at the steps :meth:`Schedule.greedy_due` names, and its runtimes
+  go to ``metrics.jsonl``; those scorings are not train samples."""
+  state_dev = replicate(state, parallel)
+  batch_dev = jax.tree.map(jnp.asarray, batch)
+  step, steps_per_second = int(state.step), 0.0
+  while step < schedule.total_steps:
+    length, phase = schedule.next_chunk(step), schedule.phase(step)
+    if fresh_optimizer and step == schedule.warm_steps > 0:
+      # Depends only on the step: a run resumed here resets as well.
+      state = unreplicate(state_dev, parallel)
+      state_dev = replicate(state.replace(
+          opt_state=fresh_adam_moments(state.opt_state)), parallel)
+    t0 = time.time()
+    state_dev, metrics = run_chunk(fns, state_dev, batch_dev, target, length,
+                                   warm_start=phase == "warm_start",
+                                   host_rewards=host_rewards)
+    metrics = jax.tree.map(np.asarray, unreplicate(metrics, parallel))
+    jax.block_until_ready(state_dev)
+    elapsed = time.time() - t0
+    if phase == "rl":
+      steps_per_second = length / max(elapsed, 1e-9)
+    state = unreplicate(state_dev, parallel)
+    last = outputs.after_chunk(step, phase, metrics, state,
+                               start_s=t0 - run_start, elapsed_s=elapsed)
+    step += length
+    if greedy_fn is not None and schedule.greedy_due(step):
+      outputs.after_greedy(step, greedy_fn(state),
+                           start_s=time.time() - run_start)
+    stop = progress_fn is not None and bool(progress_fn(step, last))
+    if schedule.checkpoint_due(step) and checkpointer is not None:
+      checkpointer.save(step, state)
+      outputs.at_checkpoint(step, state)
+    if stop or (stop_after_step is not None and step >= stop_after_step):
+      break
+  return LoopResult(state, step, steps_per_second)

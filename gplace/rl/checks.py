@@ -1,0 +1,175 @@
+"""Checks of a run's settings against its topology, policy and graphs.
+
+:func:`check_run` is the first thing :func:`gplace.rl.train` and
+:func:`gplace.rl.pretrain` do, before anything is scored, traced or
+compiled: each problem raises :class:`~gplace.errors.ConfigError` naming
+the setting, its value and what to use instead. (A setting's own range is
+checked where it is declared, :mod:`gplace.rl.settings`.)
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from gplace.errors import ConfigError, GplaceError, PolicyError
+from gplace.execution import inputs
+from gplace.rl import policy_file
+from gplace.rl.policy_fns import policy_fns
+from gplace.rl.reward_setup import placement_devices
+from gplace.rl.settings import PolicySettings, TrainSettings
+from gplace.sim.clusters import copy_costs, launch_costs
+
+
+def num_parallel_devices(settings: TrainSettings) -> int:
+  """Devices the RL update is split over: the local devices (pmap) for
+  rewards scored in the step, else 1 (or with ``pmap=False``)."""
+  if not settings.rl.in_step or not settings.pmap:
+    return 1
+  return jax.local_device_count()
+
+
+def check_run(graphs: Sequence, topology, policy: PolicySettings,
+              settings: TrainSettings):
+  """Everything about a run that its settings alone do not decide; returns
+  the policy module for ``topology``.
+
+  Args:
+    graphs: the workloads (anything with ``name``, ``fn``).
+    topology: the devices.
+    policy: the policy's settings.
+    settings: the run's settings.
+
+  Raises:
+    ConfigError: a problem, named with the setting that fixes it.
+  """
+  if not graphs:
+    raise ConfigError("No graphs to train on; pass at least one workload.")
+  if settings.rl.reward == "executor":
+    for graph in graphs:
+      if getattr(graph, "fn", None) is None:
+        raise ConfigError(
+            f"Executor rewards (rl.reward='executor') run each placement, "
+            f"but {graph.name!r} has no function to run (a graph file or a "
+            "random DAG); use a simulated reward, e.g. "
+            "--config.rl.reward=simulator_host.")
+    try:
+      inputs.check_several_devices(
+          placement_devices(), "Executor rewards (config.rl.reward='executor')")
+    except GplaceError as err:
+      raise ConfigError(str(err)) from err
+  check_reward_topology(settings, topology)
+  parallel = num_parallel_devices(settings)
+  k = settings.rl.num_samples
+  if k % parallel:
+    good = parallel * -(-k // parallel)
+    raise ConfigError(
+        f"rl.num_samples={k!r} must be a positive multiple of the "
+        f"{parallel} local devices the update is split over; use e.g. "
+        f"--config.rl.num_samples={good} or --config.pmap=False.")
+  module = policy.create(topology.n_devices)
+  check_actions(settings, policy.name, module)
+  check_policy_init(settings, policy, topology.n_devices)
+  return module
+
+
+def ignores_host_costs(reward: str, topology) -> bool:
+  """Whether ``reward`` (an ``rl.reward``) runs in the jitted step,
+  which leaves out the executor's host work (``Device.cluster_launch_s``
+  per cluster and ``Device.copy_issue_s`` per copy, which
+  ``gplace.profile`` fits and a graph file's topology can carry) and holds
+  a link for each transfer's latency, on a topology that has host work or
+  ``pipelined_links`` (also from ``gplace.profile``); ``gplace.simulate``
+  and the host reward model both."""
+  return reward in ("simulator", "simulator_dynamic") and bool(
+      np.any(launch_costs(topology) > 0) or np.any(copy_costs(topology) > 0)
+      or topology.has_pipelined_links)
+
+
+def check_reward_topology(settings: TrainSettings, topology) -> None:
+  """Refuses a reward that :func:`ignores_host_costs` of ``topology``.
+
+  Raises:
+    ConfigError: such a reward on a topology with a launch cost.
+  """
+  if ignores_host_costs(settings.rl.reward, topology):
+    ms = lambda costs: ", ".join(f"{s * 1e3:.3g} ms" for s in costs)
+    raise ConfigError(
+        f"rl.reward={settings.rl.reward!r} runs in the jitted step, "
+        "which does not charge the executor's host work (a launch per "
+        "cluster, an issue per copy), but the topology "
+        f"{topology.name!r} does (cluster_launch_s "
+        f"{ms(launch_costs(topology))}; copy_issue_s "
+        f"{ms(copy_costs(topology))}; pipelined links "
+        f"{topology.has_pipelined_links}), as gplace.simulate and the results "
+        "table do. Train with --settings.rl.reward=simulator_host, or set the "
+        "devices' cluster_launch_s and copy_issue_s to 0 and "
+        "pipelined_links to false in the topology file.")
+
+
+def check_actions(settings: TrainSettings, name: str, policy) -> None:
+  """What a policy's actions (:func:`gplace.rl.policy_fns.policy_fns`) rule
+  out: the exploration mixture for a sequential policy (one-shot only); for
+  a policy that chooses the schedule too (an order, or priority levels), a
+  reward that cannot run a placement in its own schedule; and unless its
+  actions are placements, a search around the best, and a sequential
+  policy's warm start unless it can turn a plan into actions
+  (``plan_actions``)."""
+  fns = policy_fns(policy)
+  if fns.sequential and settings.rl.explore_epsilon:
+    raise ConfigError(
+        f"config.rl.explore_epsilon applies to one-shot policies; the "
+        f"{name!r} policy decodes step by step. Set "
+        "--config.rl.explore_epsilon=0 (rl.entropy_weight keeps it "
+        "exploring).")
+  levels = int(getattr(policy, "priority_levels", 0) or 0)
+  if fns.schedule is not None and settings.rl.reward not in (
+      "simulator_dynamic", "simulator_host"):
+    raise ConfigError(
+        f"config.rl.reward={settings.rl.reward!r}: the {name!r} policy "
+        "chooses the schedule too, and that reward cannot run a placement "
+        "in a policy's own order or priority levels (node-id order, or the "
+        "executor's own dispatch). Use --config.rl.reward=simulator_dynamic "
+        "(in the jitted step) or simulator_host" + (
+            ", or --config.policy.priority_levels=0." if levels else "."))
+  if fns.placement_actions:
+    return
+  can_imitate = callable(getattr(type(policy), "plan_actions", None))
+  if (fns.sequential and settings.warm_start.enabled
+      and not can_imitate):
+    raise ConfigError(
+        f"config.warm_start.baseline={settings.warm_start.baseline!r}: the "
+        f"{name!r} policy's actions are not placements (it also chooses "
+        "groups), so it cannot be fitted to a baseline placement; set "
+        "--config.warm_start.baseline=none.")
+  if settings.rl.mutate_best:
+    raise ConfigError(
+        f"config.rl.mutate_best needs actions that are placements; the "
+        f"{name!r} policy's are not" + (
+            f" (it also takes one of {levels} priority levels per node)"
+            if levels else "") + ". Set --config.rl.mutate_best=0" + (
+                " or --config.policy.priority_levels=0." if levels else
+                "."))
+
+
+def check_policy_init(settings: TrainSettings, policy: PolicySettings,
+                      num_devices: int) -> None:
+  """``settings.policy_init`` (optional): a readable policy file made for
+  ``policy``, ``settings.groups`` and ``num_devices`` devices."""
+  path = settings.policy_init
+  if not path:
+    return
+  try:
+    loaded = policy_file.load_policy(path)
+  except PolicyError as err:
+    raise ConfigError(f"config.policy_init: {err}") from err
+  diffs = policy_file.policy_differences(loaded, policy, num_devices)
+  if diffs:
+    raise ConfigError(
+        f"config.policy_init={path!r} was trained with other settings "
+        f"({'; '.join(diffs)}); use its policy settings "
+        f"(--config.policy.<field>=..., they are {loaded.policy}) and a "
+        f"topology of {loaded.n_devices} devices (it was trained on "
+        f"{loaded.topology!r}), or drop policy_init to start fresh.")
