@@ -29,6 +29,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from gplace.errors import ConfigError, GplaceError
+from gplace.rl import checks
 from gplace.rl import data
 from gplace.rl import pretraining
 from gplace.rl import settings as settings_lib
@@ -138,6 +139,22 @@ def error_line(err: GplaceError) -> str:
   """``"ErrorType: message"`` on one line (a message's line breaks become
   spaces), what a failed run prints."""
   return f"{type(err).__name__}: " + " ".join(str(err).split())
+
+
+def check(config, log=print):
+  """What :func:`run` checks before training, without training: the
+  settings, the graphs (loaded) and the run's checks; returns ``(loaded
+  workloads, topology, experiment)``.
+
+  Raises:
+    GplaceError: what :func:`run` would raise before its first step.
+  """
+  experiment = settings_lib.from_config(config)
+  if experiment.settings.pretrain is not None:
+    pretraining.check_pretrain(experiment.policy, experiment.settings)
+  loaded, topology = data.load_experiment(experiment, log=log)
+  checks.check_run(loaded, topology, experiment.policy, experiment.settings)
+  return loaded, topology, experiment
 
 
 def run(config, workdir: str, **kwargs):

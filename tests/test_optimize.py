@@ -295,7 +295,9 @@ def small_policy_file(directory, config_name="pretrain", **policy):
   pretraining run of ``experiments/configs/<config_name>.py`` writes, minus
   the training); ``policy`` overrides ``config.policy``."""
   import importlib  # pylint: disable=import-outside-toplevel
-  from gplace.rl import data, policy_file, state  # pylint: disable=import-outside-toplevel
+  from gplace.rl import data, policy_file  # pylint: disable=import-outside-toplevel
+  from gplace.rl import settings as settings_lib  # pylint: disable=import-outside-toplevel
+  from gplace.rl.types import GraphSetup  # pylint: disable=import-outside-toplevel
   config = importlib.import_module(
       f"experiments.configs.{config_name}").get_config()
   config.topology = "1cpu+2gpu"
@@ -303,15 +305,17 @@ def small_policy_file(directory, config_name="pretrain", **policy):
                        num_attention_layers=1, num_heads=2, segment_length=16,
                        op_embedding_size=4, head_hidden_size=8, **policy)
   config.rl.num_samples = 4
+  experiment = settings_lib.from_config(config)
   topology = gplace.topology.preset("1cpu+2gpu")
-  setup = data.GraphSetup("g", random_dag(20, seed=3), None, None, {}, {},
-                          1.0, 1.0)
+  setup = GraphSetup("g", random_dag(20, seed=3), None, None, {}, {}, 1.0,
+                     1.0)
   batch = data.make_batch([setup], topology)
-  policy = state.create_policy(config, topology.n_devices)
-  params = policy.init(jax.random.PRNGKey(0),
+  module = experiment.policy.create(topology.n_devices)
+  params = module.init(jax.random.PRNGKey(0),
                        jax.tree.map(lambda x: x[0], batch.graphs))
   return policy_file.save_policy(str(directory / "policy.npz"), params,
-                                 config, topology, steps=0)
+                                 experiment.policy, experiment.settings,
+                                 topology, steps=0)
 
 
 @pytest.fixture(scope="module")

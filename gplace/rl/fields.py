@@ -48,8 +48,10 @@ def field(default, check, *, free_on_resume: bool = False):
       check=check, free_on_resume=free_on_resume))
 
 
-def int_field(default, minimum=0, maximum=None, **kw):
-  return field(default, _Int(minimum, maximum, default or minimum + 1), **kw)
+def int_field(default, minimum=0, maximum=None, example=None, **kw):
+  if example is None:
+    example = default or minimum + 1
+  return field(default, _Int(minimum, maximum, example), **kw)
 
 
 def real_field(default, low=0.0, high=math.inf, low_included=True,

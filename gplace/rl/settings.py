@@ -167,7 +167,7 @@ class RefineSettings:
   placement) or ``"best"`` (the fastest of it and every baseline)."""
 
   SECTION = "refine"
-  evaluations: int = int_field(0, free_on_resume=True)
+  evaluations: int = int_field(0, example=3200, free_on_resume=True)
   num_samples: int = int_field(64, 1, free_on_resume=True)
   max_moves: int = int_field(1, 1, free_on_resume=True)
   learning_rate: float = real_field(4.0, low_included=False, free_on_resume=True)
@@ -357,7 +357,8 @@ class PolicySettings:
     try:
       return policies.create_policy(self.name, num_devices, **self.hparams)
     except PolicyError as err:
-      raise ConfigError(f"policy: {err}") from err
+      raise ConfigError(f"policy: {err} (set the policy's fields with "
+                        f"--config.policy.<field>=...)") from err
 
   def record(self) -> dict:
     """``{"name": ..., **hparams}``: the ``policy`` section of a config."""

@@ -17,8 +17,18 @@ from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
 from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT, Graph
 from gplace.policies import colocrl, seq2seq
-from gplace.rl import train
-from gplace.rl.validation import validate_policy
+from gplace.rl import training
+from experiments.run import run
+from gplace.rl import checks
+from gplace.rl import settings as settings_lib
+
+
+def validate_policy(config):
+  """The policy a config names, built and checked for what it trains."""
+  experiment = settings_lib.from_config(config)
+  module = experiment.policy.create(3)
+  checks.check_actions(experiment.settings, experiment.policy.name, module)
+
 
 NUM_DEVICES = 3
 TINY = dict(hidden_size=8, attention_size=8, device_embedding_size=4,
@@ -279,7 +289,7 @@ def greedy_before_and_after(config, tmp_path, monkeypatch,
   and its final parameters, and its results (the run's lines go to
   ``log``)."""
   initial = {}
-  run_loop, evaluate_policy = train.run_loop, train.evaluate_policy
+  run_loop, evaluate_policy = training.run_loop, training.evaluate_policy
 
   def recording_run_loop(fns, state, *args, **kwargs):
     initial["params"] = state.params
@@ -289,9 +299,9 @@ def greedy_before_and_after(config, tmp_path, monkeypatch,
     initial["own"] = evaluate_policy(initial["params"], *args, **kwargs)
     return evaluate_policy(params, *args, **kwargs)
 
-  monkeypatch.setattr(train, "run_loop", recording_run_loop)
-  monkeypatch.setattr(train, "evaluate_policy", evaluate_initial_too)
-  result = train.train_and_evaluate(config, str(tmp_path / "run"), log=log)
+  monkeypatch.setattr(training, "run_loop", recording_run_loop)
+  monkeypatch.setattr(training, "evaluate_policy", evaluate_initial_too)
+  result = run(config, str(tmp_path / "run"), log=log)
   return initial["own"][0], result.policy[0], result
 
 

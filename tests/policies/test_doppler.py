@@ -20,12 +20,21 @@ from gplace.policies import doppler, doppler_context
 from gplace.rl import data, grouping, rewards
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.reward_setup import stacked_dispatch_problems
-from gplace.rl.validation import validate_config
+from experiments.run import check
+from gplace import workloads
+from gplace.rl import settings as settings_lib
 from gplace.rl.warm_start import ordered_warm_start_targets
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 from test_colocrl import greedy_before_and_after
 from test_placeto import DIAMOND, diamond_and_chain, op_graph
+
+
+def validate_config(config, workdir):
+  """What experiments/run.py checks before training."""
+  del workdir
+  check(config, log=lambda _: None)
+
 
 ALL = np.ones((9, 3), bool)
 K = 4
@@ -271,9 +280,12 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   config = doppler_config.get_config()
   config.workload, config.topology = "random_dag:30:1", "1cpu+2gpu"
   config.baselines = "single_device,heft"
-  topology = data.make_topology(config)
-  setups = data.setup_graphs(config, topology, data.workload_names(config),
-                             log=lambda _: None)
+  experiment = settings_lib.from_config(config)
+  topology = data.experiment_topology(experiment.topology, [])
+  setups = data.setup_graphs(
+      [workloads.load(n, seed=experiment.settings.seed)
+       for n in experiment.workloads], topology, experiment.settings,
+      log=lambda _: None)
   batch = data.make_batch(setups, topology, with_problems=False)
   warm = ordered_warm_start_targets(
       setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)
@@ -297,8 +309,11 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   # With groups: the teacher is each group's majority device, the groups in
   # a topological order of the coarse graph, scored as the loop would.
   config.groups.update(max_groups=8, min_nodes=8)
-  setups = data.setup_graphs(config, topology, data.workload_names(config),
-                             log=lambda _: None)
+  experiment = settings_lib.from_config(config)
+  setups = data.setup_graphs(
+      [workloads.load(n, seed=experiment.settings.seed)
+       for n in experiment.workloads], topology, experiment.settings,
+      log=lambda _: None)
   batch = data.make_batch(setups, topology, with_problems=False)
   warm = ordered_warm_start_targets(
       setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)

@@ -17,10 +17,18 @@ from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
 from gplace.graphs.graph import Graph
 from gplace.policies import hdp
-from gplace.rl.validation import validate_policy
-
+from gplace.rl import checks
+from gplace.rl import settings as settings_lib
 from tests.policies.test_colocrl import (budget, greedy_before_and_after,
                                          shrink_for_a_test, small_graph)
+
+
+def validate_policy(config):
+  """The policy a config names, built and checked for what it trains."""
+  experiment = settings_lib.from_config(config)
+  module = experiment.policy.create(3)
+  checks.check_actions(experiment.settings, experiment.policy.name, module)
+
 
 NUM_DEVICES = 3
 GROUPS = 6

@@ -4,7 +4,6 @@ scorer, one compile per budget, hyperparameter errors, and an end-to-end
 run whose greedy placement beats the initial policy's."""
 
 from typing import Callable, NamedTuple
-
 import jax
 import jax.numpy as jnp
 import networkx as nx
@@ -16,8 +15,18 @@ from gplace import policies
 from gplace._testing import chain, make_graphs_tuple
 from gplace.errors import ConfigError, PolicyError
 from gplace.policies import hsdag
-from gplace.rl import train
-from gplace.rl.validation import validate_policy
+from gplace.rl import training
+from experiments.run import run
+from gplace.rl import checks
+from gplace.rl import settings as settings_lib
+
+
+def validate_policy(config):
+  """The policy a config names, built and checked for what it trains."""
+  experiment = settings_lib.from_config(config)
+  module = experiment.policy.create(3)
+  checks.check_actions(experiment.settings, experiment.policy.name, module)
+
 
 DIAMOND = (4, [(0, 1), (0, 2), (1, 3), (2, 3)])
 TINY = dict(hidden_size=16, head_hidden_size=8, op_embedding_size=4,
@@ -195,13 +204,13 @@ def test_training_improves_the_policy_s_own_greedy_placement(tmp_path):
   config.rl.num_samples = 16
   config.train.update(num_steps=0, chunk_steps=50, checkpoint_every=1000,
                       eval_samples=3)
-  initial = train.train_and_evaluate(config, str(tmp_path / "initial"),
+  initial = run(config, str(tmp_path / "initial"),
                                      log=lambda _: None).policy[0]
   # At seed 0 the initial argmax puts every group on the CPU, the best
   # single device (3.70 ms): to pass, the policy must beat every single
   # device (3.03 ms after 200 steps; after 120 it is still all-CPU).
   config.train.num_steps = 200
-  trained = train.train_and_evaluate(config, str(tmp_path / "trained"),
+  trained = run(config, str(tmp_path / "trained"),
                                      log=lambda _: None).policy[0]
   assert trained.greedy_runtime_s < initial.greedy_runtime_s, (
       trained.greedy_runtime_s, initial.greedy_runtime_s)

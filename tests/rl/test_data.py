@@ -6,64 +6,58 @@ import numpy as np
 import pytest
 
 import gplace
-from experiments.configs import quickstart
 from gplace import baselines
+from gplace import workloads
 from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs.graph import random_dag
 from gplace import policies
 from gplace.rl import data, grouping, reports, reward_setup, warm_start
 from gplace.rl.evaluation import policy_placements
+from gplace.rl.settings import RLSettings, TrainSettings
+from gplace.rl.types import GraphSetup
 from gplace.sim import bounds
 from gplace.sim import topology as topology_lib
 
 
-def small_config():
-  config = quickstart.get_config()
-  config.workload = "random_dag:30:1,random_dag:50:2"
-  config.topology = "1cpu+2gpu"
-  config.baselines = "single_device,round_robin"
-  return config
+SMALL = TrainSettings(baselines=("single_device", "round_robin"))
+TOPOLOGY = topology_lib.preset("1cpu+2gpu")
 
 
 def _setup(graph, failing_runtime_s=1.0):
-  return data.GraphSetup(name=graph.name, graph=graph, fn=None, args=None,
+  return GraphSetup(name=graph.name, graph=graph, fn=None, args=None,
                          baselines={}, baseline_runtime_s={},
                          lower_bound_s=0.0,
                          failing_runtime_s=failing_runtime_s)
 
 
-def test_workload_names_and_random_dags():
-  config = small_config()
-  config.workload = " random_dag:30:1 , rnnlm2,"
-  assert data.workload_names(config) == ["random_dag:30:1", "rnnlm2"]
-  assert data.is_random_dag("random_dag:30")
-  assert data.is_random_dag("random_dag:30:4")
-  assert not data.is_random_dag("random_dag:x")
-  assert not data.is_random_dag("rnnlm2")
+def test_random_dags_by_name():
+  assert workloads.is_random_dag("random_dag:30")
+  assert workloads.is_random_dag("random_dag:30:4")
+  assert not workloads.is_random_dag("random_dag:x")
+  assert not workloads.is_random_dag("rnnlm2")
 
 
-def test_load_graph_random_dag_names_and_seeds():
-  config = small_config()
-  config.seed = 3
-  graph, fn, args, topology, costs = data.load_graph("random_dag:30:1", config)
+def test_load_random_dag_names_and_seeds():
+  graph, fn, args, topology, costs = workloads.load("random_dag:30:1",
+                                                    seed=3)[1:]
   assert graph.n_nodes == 30 and graph.name == "random_dag:30:1"
   assert fn is None and args is None
   assert topology is None and costs is None
   assert str(graph.names[3]) == "random_dag:30:1/n3"
-  # Without a seed in the name the config's seed is used.
-  seeded = data.load_graph("random_dag:30", config).graph
+  # Without a seed in the name the given seed is used.
+  seeded = workloads.load("random_dag:30", seed=3).graph
   same = random_dag(30, seed=3, name="random_dag:30")
   np.testing.assert_array_equal(seeded.edge_src, same.edge_src)
   np.testing.assert_array_equal(seeded.flops, same.flops)
 
 
-def test_load_graph_unknown_workload_is_a_workload_error():
+def test_load_unknown_workload_is_a_workload_error():
   with pytest.raises(WorkloadError):
-    data.load_graph("no_such_model", small_config())
+    workloads.load("no_such_model")
 
 
-def test_make_topology_from_a_preset():
-  topology = data.make_topology(small_config())
+def test_experiment_topology_from_a_preset():
+  topology = data.experiment_topology("1cpu+2gpu", [])
   assert topology.n_devices == 3 and topology.name == "1cpu+2gpu"
 
 
@@ -163,11 +157,10 @@ def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
 
 
 def test_setup_graphs_scores_baselines_and_picks_the_penalty():
-  config = small_config()
-  topology = data.make_topology(config)
+  topology = TOPOLOGY
   lines = []
-  setups = data.setup_graphs(config, topology, ["random_dag:30:1"],
-                             log=lines.append)
+  setups = data.setup_graphs([workloads.load("random_dag:30:1")], topology,
+                             SMALL, log=lines.append)
   (setup,) = setups
   assert set(setup.baselines) == {"single_device", "round_robin"}
   assert all(np.isfinite(r) for r in setup.baseline_runtime_s.values())
@@ -175,26 +168,25 @@ def test_setup_graphs_scores_baselines_and_picks_the_penalty():
   assert setup.lower_bound_s <= min(setup.baseline_runtime_s.values())
   # 10x the best single-device runtime.
   single = reward_setup.make_scorer(
-      setup.graph, None, None, topology, config)(
+      setup.graph, None, None, topology, SMALL)(
           np.tile(np.arange(3)[:, None], (1, 30)))
   np.testing.assert_allclose(setup.failing_runtime_s,
-                             config.rl.oom_penalty_factor * single.min())
+                             SMALL.rl.oom_penalty_factor * single.min())
   assert "random_dag:30:1: 30 nodes" in lines[0]
   # Neither baseline plans an order: no own-plan rows.
   assert setup.planned_runtime_s == {}
 
 
 def test_setup_graphs_scores_list_schedulers_in_their_own_planned_order():
-  config = small_config()
-  config.baselines = "heft,m_etf,metis"
-  topology = data.make_topology(config)
-  (setup,) = data.setup_graphs(config, topology, ["random_dag:40:2"],
-                               log=lambda _: None)
+  settings = TrainSettings(baselines=("heft", "m_etf", "metis"))
+  topology = TOPOLOGY
+  (setup,) = data.setup_graphs([workloads.load("random_dag:40:2")],
+                               topology, settings, log=lambda _: None)
   assert set(setup.planned_runtime_s) == {"heft", "m_etf"}
   for name in ("heft", "m_etf", "metis"):
     np.testing.assert_array_equal(
         setup.baselines[name],
-        baselines.get(name)(setup.graph, topology, seed=config.seed))
+        baselines.get(name)(setup.graph, topology, seed=settings.seed))
   for name, runtime in setup.planned_runtime_s.items():
     plan = baselines.plan(name, setup.graph, topology)
     own = gplace.simulate(setup.graph, plan.placement, topology,
@@ -224,13 +216,13 @@ def test_warm_start_targets_pick_the_best_baseline_and_pad():
 
 
 def test_auto_reward_schedule_is_dynamic_only_on_large_graphs():
-  config = quickstart.get_config()
-  assert config.rl.reward_schedule == "auto"
+  rl = RLSettings()
+  assert rl.reward_schedule == "auto"
   big = reward_setup.AUTO_DYNAMIC_NODES + 1
-  assert reward_setup.reward_schedule(config, big) == "dynamic"
-  assert reward_setup.reward_schedule(config, big - 1) == "best"
-  config.rl.reward_schedule = "best"
-  assert reward_setup.reward_schedule(config, big) == "best"
+  assert reward_setup.reward_schedule(rl, big) == "dynamic"
+  assert reward_setup.reward_schedule(rl, big - 1) == "best"
+  rl = RLSettings(reward_schedule="best")
+  assert reward_setup.reward_schedule(rl, big) == "best"
   # Rewards scored elsewhere (in the jitted step, measured) keep theirs.
-  config.rl.update(reward_schedule="dynamic", reward="simulator")
-  assert reward_setup.reward_schedule(config, 10) == "best"
+  rl = RLSettings(reward_schedule="auto", reward="simulator")
+  assert reward_setup.reward_schedule(rl, 10) == "best"

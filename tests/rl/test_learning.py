@@ -20,7 +20,8 @@ from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import coarsen_for_policy
 from gplace.rl.reward_setup import stacked_problems
 from gplace.rl.rewards import Scorer, simulator_reward
-from gplace.rl.state import RLHyperparams, init_train_state
+from gplace.rl.settings import RLSettings
+from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
@@ -63,7 +64,8 @@ def test_pure_rl_from_uniform_reaches_the_known_optimum():
                                 jax.tree.map(lambda x: x[0], batch.graphs))
   optimizer = optax.adam(3e-4)
   state = init_train_state(jax.random.PRNGKey(1), params, optimizer, batch)
-  hparams = RLHyperparams(num_samples=16, loss="ppo", ppo_epochs=2,
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=16, loss="ppo", ppo_epochs=2,
                           entropy_weight=0.01)
   step = functools.partial(update.rl_step, apply_fn=policy.apply,
                            optimizer=optimizer, hparams=hparams,
@@ -140,7 +142,8 @@ def test_group_actions_reach_one_chain_per_gpu_from_uniform():
   optimizer = optax.adam(3e-3)
   state = init_train_state(jax.random.PRNGKey(1), params, optimizer, batch)
   assert state.best_placement.shape == (1, batch.group_of.shape[1])
-  hparams = RLHyperparams(num_samples=64, loss="ppo", ppo_epochs=2,
+  hparams = RLSettings(entropy_floor=0.0,
+        num_samples=64, loss="ppo", ppo_epochs=2,
                           entropy_weight=0.01, advantage="batch")
   step = functools.partial(update.rl_step, apply_fn=policy.apply,
                            optimizer=optimizer, hparams=hparams,
@@ -208,9 +211,9 @@ def _schedule_toy(path: str) -> float:
 
 
 def test_priority_levels_learn_a_schedule_the_critical_path_misses(tmp_path):
-  from experiments.configs import quickstart  # pylint: disable=g-import-not-at-top
+  from gplace import rl  # pylint: disable=g-import-not-at-top
+  from gplace import workloads  # pylint: disable=g-import-not-at-top
   from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
-  from gplace.rl import train  # pylint: disable=g-import-not-at-top
   path = str(tmp_path / "toy.json")
   optimum = _schedule_toy(path)
   loaded = interchange.load(path)
@@ -218,18 +221,19 @@ def test_priority_levels_learn_a_schedule_the_critical_path_misses(tmp_path):
   default = float(simulate(loaded.graph, placement, loaded.topology,
                            costs=loaded.costs).runtime_s)
   assert abs(default - 15e-3) < 1e-9       # the critical path's schedule
-  config = quickstart.get_config()
-  config.workload, config.topology = path, "file"
-  config.baselines = "heft"
-  config.progress_bar = config.print_table = False
-  config.policy.update(hidden_size=16, num_heads=2, num_attention_layers=1,
-                       head_hidden_size=16, free_logits=0, priority_levels=2)
-  config.rl.update(num_samples=16)
-  config.optimizer.learning_rate = 1e-2
-  config.train.update(num_steps=60, chunk_steps=20, checkpoint_every=60,
-                      eval_samples=8)
-  result = train.train_and_evaluate(config, str(tmp_path / "run"),
-                                    log=lambda line: None)
+  # The typed API: the graph file's graph, devices and costs, trained on.
+  policy = rl.PolicySettings("go", dict(
+      rl.settings.DEFAULT_POLICY.hparams, hidden_size=16, num_heads=2,
+      num_attention_layers=1, head_hidden_size=16, free_logits=0,
+      priority_levels=2))
+  settings = rl.TrainSettings(
+      baselines=("heft",), progress_bar=False, print_table=False).replace(
+          rl=dict(num_samples=16), optimizer=dict(learning_rate=1e-2),
+          train=dict(num_steps=60, chunk_steps=20, checkpoint_every=60,
+                     eval_samples=8))
+  result = rl.train([workloads.load(path)], loaded.topology, policy,
+                    settings, workdir=str(tmp_path / "run"),
+                    log=lambda line: None)
   own = result.policy[0]
   # The policy's own greedy placement and levels (no search), scored in
   # its own schedule with the file's costs: the optimum, which the default

@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 from experiments.configs import pretrain as pretrain_config
+from experiments.run import run
+from gplace import workloads
 from gplace.errors import ConfigError, PolicyError
-from gplace.rl import data, policy_file, pretrain, train
+from gplace.rl import data, policy_file, pretraining
+from gplace.rl import settings as settings_lib
 from gplace.sim import topology as topology_lib
 
 GRAPHS = "random_dag:30:1,random_dag:90:2,random_dag:40:3"
@@ -42,20 +45,21 @@ def family_policy(name):
 
 
 def test_batches_have_one_size_and_take_turns():
-  assert pretrain.batch_members(5, 2) == [[0, 1], [2, 3], [4, 0]]
-  assert pretrain.batch_members(2, 4) == [[0, 1]]
-  assert [pretrain.batch_at(s, 10, 3) for s in (0, 9, 10, 25, 30)] == [
+  assert pretraining.batch_members(5, 2) == [[0, 1], [2, 3], [4, 0]]
+  assert pretraining.batch_members(2, 4) == [[0, 1]]
+  assert [pretraining.batch_at(s, 10, 3) for s in (0, 9, 10, 25, 30)] == [
       0, 0, 1, 2, 0]
 
 
 def test_batches_padded_like_the_whole_set_share_every_shape():
-  config = small_config()
-  topology = topology_lib.preset(config.topology)
-  setups = data.setup_graphs(config, topology, data.workload_names(config),
-                             log=lambda line: None)
+  experiment = settings_lib.from_config(small_config())
+  topology = topology_lib.preset(experiment.topology)
+  setups = data.setup_graphs(
+      [workloads.load(name) for name in experiment.workloads], topology,
+      experiment.settings, log=lambda line: None)
   batches = [data.make_batch([setups[i] for i in m], topology,
                              schedule="dynamic", pad_like=setups)
-             for m in pretrain.batch_members(3, 2)]
+             for m in pretraining.batch_members(3, 2)]
   shapes = [jax.tree.map(np.shape, b) for b in batches]
   assert shapes[0] == shapes[1]
   alone = data.make_batch([setups[2], setups[0]], topology,
@@ -67,19 +71,19 @@ def test_batches_padded_like_the_whole_set_share_every_shape():
 def pretrained(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("pretrain"))
   lines = []
-  result = pretrain.pretrain(small_config(), workdir, log=lines.append)
+  result = run(small_config(), workdir, log=lines.append)
   return workdir, result, lines
 
 
 def test_pretraining_switches_batches_and_writes_a_policy_file(pretrained):
   workdir, result, lines = pretrained
-  with open(os.path.join(workdir, pretrain.METRICS_FILE)) as f:
+  with open(os.path.join(workdir, pretraining.METRICS_FILE)) as f:
     records = [json.loads(line) for line in f]
   assert [r["step"] for r in records] == [2, 4, 6, 8]
   assert [r["batch"] for r in records] == [0, 1, 0, 1]
   assert [r["phase"] for r in records] == ["warm_start"] * 2 + ["rl"] * 2
   assert all(r["samples_vs_baselines"] > 0 for r in records[2:])
-  assert result.step == 8 and result.path.endswith(pretrain.POLICY_FILE)
+  assert result.step == 8 and result.path.endswith(pretraining.POLICY_FILE)
   assert set(result.greedy_vs_best_baseline) == set(GRAPHS.split(","))
   assert all(np.isfinite(r) and r > 0
              for r in result.greedy_vs_best_baseline.values())
@@ -94,12 +98,12 @@ def test_pretraining_switches_batches_and_writes_a_policy_file(pretrained):
 
 def test_a_stopped_pretraining_resumes(tmp_path):
   config = small_config()
-  first = pretrain.pretrain(config, str(tmp_path), log=lambda line: None,
+  first = run(config, str(tmp_path), log=lambda line: None,
                             stop_after_step=4)
   assert first.step == 4 and first.path == ""
-  assert not os.path.exists(tmp_path / pretrain.POLICY_FILE)
+  assert not os.path.exists(tmp_path / pretraining.POLICY_FILE)
   lines = []
-  second = pretrain.pretrain(config, str(tmp_path), log=lines.append)
+  second = run(config, str(tmp_path), log=lines.append)
   assert any("resumed from step 4" in line for line in lines)
   assert second.step == 8 and os.path.exists(second.path)
 
@@ -109,8 +113,7 @@ def test_a_stopped_pretraining_resumes(tmp_path):
      "transfer"),
     (lambda c: c.rl.update(reward="simulator_host"), "inside the jitted step"),
     (lambda c: c.pretrain.update(graphs_per_batch=0), "graphs_per_batch=0"),
-    (lambda c: c.__delitem__("pretrain"),
-     "pretrain.graphs_per_batch is missing"),
+    (lambda c: c.__delitem__("pretrain"), None),
     (lambda c: c.pretrain.update(dispatch_width=0), "dispatch_width=0"),
     (lambda c: setattr(c, "policy", family_policy("placeto")),
      "one-shot policy"),
@@ -118,8 +121,14 @@ def test_a_stopped_pretraining_resumes(tmp_path):
 def test_bad_pretraining_configs_are_refused(change, message, tmp_path):
   config = small_config()
   change(config)
+  if message is None:  # no pretrain section: a training run, not refused
+    settings = settings_lib.from_config(config).settings
+    assert settings.pretrain is None
+    with pytest.raises(ConfigError, match="settings.pretrain"):
+      pretraining.check_pretrain(settings_lib.DEFAULT_POLICY, settings)
+    return
   with pytest.raises(ConfigError, match=message):
-    pretrain.pretrain(config, str(tmp_path))
+    run(config, str(tmp_path))
 
 
 def test_fine_tuning_starts_from_the_policy_file(pretrained, tmp_path):
@@ -132,7 +141,7 @@ def test_fine_tuning_starts_from_the_policy_file(pretrained, tmp_path):
   config.train.update(num_steps=2, chunk_steps=2, checkpoint_every=2)
   config.print_table = False
   lines = []
-  tuned = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  tuned = run(config, str(tmp_path), log=lines.append)
   assert any(f"policy initialised from {result.path}" in line
              for line in lines)
   assert int(tuned.state.step) == 2
@@ -148,25 +157,27 @@ def test_a_policy_file_for_other_settings_is_refused(pretrained, tmp_path):
   config.policy_init = result.path
   config.policy.hidden_size = 16
   with pytest.raises(ConfigError, match="policy.hidden_size: 8 .file. vs 16"):
-    train.train_and_evaluate(config, str(tmp_path / "a"))
+    run(config, str(tmp_path / "a"))
   config = small_config()
   del config["pretrain"]
   config.policy_init = result.path
   config.topology = "1cpu+4gpu"
   with pytest.raises(ConfigError, match="devices: 3 .file, 1cpu.2gpu. vs 5"):
-    train.train_and_evaluate(config, str(tmp_path / "b"))
+    run(config, str(tmp_path / "b"))
   config.policy_init = str(tmp_path / "missing.npz")
   with pytest.raises(ConfigError, match="no policy file"):
-    train.train_and_evaluate(config, str(tmp_path / "c"))
+    run(config, str(tmp_path / "c"))
 
 
 def test_policy_files_round_trip_and_bad_files_are_clear(pretrained,
                                                          tmp_path):
   _, result, _ = pretrained
   loaded = policy_file.load_policy(result.path)
-  again = policy_file.save_policy(str(tmp_path / "copy.npz"), loaded.params,
-                                  loaded.config,
-                                  topology_lib.preset("1cpu+2gpu"), steps=8)
+  again = policy_file.save_policy(
+      str(tmp_path / "copy.npz"), loaded.params,
+      settings_lib.PolicySettings.from_record(loaded.policy),
+      settings_lib.from_record(loaded.config),
+      topology_lib.preset("1cpu+2gpu"), steps=8)
   copy = policy_file.load_policy(again)
   np.testing.assert_equal(copy.params, loaded.params)
   assert copy.policy == loaded.policy and copy.meta["steps"] == 8
@@ -212,11 +223,12 @@ def test_a_setting_the_file_predates_compares_as_its_default():
   loaded = policy_file.load_policy(policy_file.shipped_policy_path(
       "1cpu+4gpu"))
   assert "priority_levels" not in loaded.policy
-  config = {"policy": dict(loaded.policy, priority_levels=0)}
-  assert policy_file.policy_differences(loaded, config, 5) == []
-  config["policy"]["priority_levels"] = 2
-  assert policy_file.policy_differences(loaded, config, 5) == [
+  policy = settings_lib.PolicySettings.from_record
+  same = policy(dict(loaded.policy, priority_levels=0))
+  assert policy_file.policy_differences(loaded, same, 5) == []
+  levels = policy(dict(loaded.policy, priority_levels=2))
+  assert policy_file.policy_differences(loaded, levels, 5) == [
       "policy.priority_levels: 0 (file) vs 2"]
-  config["policy"] = dict(loaded.policy, hint_init=4.0)
-  assert policy_file.policy_differences(loaded, config, 5) == [
+  hint = policy(dict(loaded.policy, hint_init=4.0))
+  assert policy_file.policy_differences(loaded, hint, 5) == [
       "policy.hint_init: 5.0 (file) vs 4.0"]

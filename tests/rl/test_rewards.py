@@ -13,7 +13,7 @@ from gplace.errors import RewardError
 from gplace.graphs.graph import random_dag
 from gplace.rl import rewards
 from gplace.rl import update
-from gplace.rl.state import RLHyperparams
+from gplace.rl.settings import RLSettings
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
 
@@ -31,7 +31,8 @@ def test_host_rewards_match_jitted_simulator():
   batch = _testing.toy_batch()
   policy = _testing.LinearPolicy()
   optimizer = optax.adam(1e-2)
-  hparams = RLHyperparams(num_samples=4, loss="reinforce")
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=4, loss="reinforce")
   state = _testing.toy_train_state(policy, batch, optimizer)
   common = dict(apply_fn=policy.apply, hparams=hparams)
   expected, _ = jax.jit(functools.partial(
@@ -68,7 +69,8 @@ def test_reward_fn_of_the_wrong_shape_is_a_reward_error():
   state = _testing.toy_train_state(policy, batch, optax.sgd(0.1))
   _, rollout = update.sample_rollout(
       state, batch, apply_fn=policy.apply,
-      hparams=RLHyperparams(num_samples=4))
+      hparams=RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=4))
   with pytest.raises(RewardError, match="returned 3 runtimes for 4"):
     rewards.host_scored_rollout(rollout, [lambda p: np.ones(3)], [6])
 

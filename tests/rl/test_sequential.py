@@ -14,8 +14,9 @@ from gplace._testing import (LinearPolicy, SequentialTabularPolicy, toy_batch,
 from gplace.errors import ConfigError
 from gplace.rl import evaluation, update
 from gplace.rl.policy_fns import policy_fns
-from gplace.rl.state import RLHyperparams
-from gplace.rl.validation import validate_config
+from gplace.rl.settings import RLSettings
+from gplace.rl import checks
+from gplace.rl import settings as settings_lib
 from experiments.configs import quickstart
 
 
@@ -71,7 +72,8 @@ def test_rl_step_with_a_sequential_policy_learns_the_toy_problem(loss):
   batch = toy_batch(num_graphs=2)
   policy = SequentialTabularPolicy()
   optimizer = optax.adam(1e-1)
-  hparams = RLHyperparams(num_samples=16, loss=loss, entropy_weight=0.0,
+  hparams = RLSettings(entropy_floor=0.0,
+        num_samples=16, loss=loss, entropy_weight=0.0,
                           ppo_epochs=2, advantage="batch")
   state = toy_train_state(policy, batch, optimizer)
   step = functools.partial(update.rl_step, apply_fn=policy.apply,
@@ -99,7 +101,8 @@ def test_rollout_of_a_sequential_policy_keeps_its_actions_and_log_probs():
   state = toy_train_state(policy, batch, optax.sgd(0.1))
   _, rollout = update.sample_rollout(
       state, batch, apply_fn=policy.apply,
-      hparams=RLHyperparams(num_samples=4))
+      hparams=RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=4))
   assert rollout.actions.shape == rollout.placements.shape == (2, 4, 12)
   for b in range(2):
     scores = policy.apply(state.params, _graph(batch, b), batch.device_mask[b],
@@ -110,7 +113,8 @@ def test_rollout_of_a_sequential_policy_keeps_its_actions_and_log_probs():
   linear = LinearPolicy()
   state = toy_train_state(linear, batch, optax.sgd(0.1))
   _, rollout = update.sample_rollout(state, batch, apply_fn=linear.apply,
-                                     hparams=RLHyperparams(num_samples=4))
+                                     hparams=RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=4))
   assert rollout.actions is None
 
 
@@ -131,6 +135,14 @@ def test_warm_start_teacher_forces_a_sequential_policy():
   real = np.asarray(batch.graphs.nodes["mask"][0])
   np.testing.assert_array_equal(np.asarray(greedy)[real],
                                 np.asarray(target[0])[real])
+
+
+def validate_config(config, workdir):
+  """The checks of a run that depend on its policy's actions."""
+  del workdir
+  experiment = settings_lib.from_config(config)
+  module = experiment.policy.create(5)
+  checks.check_actions(experiment.settings, experiment.policy.name, module)
 
 
 def test_config_refuses_what_a_sequential_policy_cannot_do(tmp_path,

@@ -1,5 +1,5 @@
-"""Tests of gplace.rl.state: the train state and its construction from a
-config."""
+"""Tests of gplace.rl.state: the train state and the optimizer, built from
+settings."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +9,16 @@ import optax
 from experiments.configs import quickstart
 from gplace import _testing
 from gplace import policies
+from gplace.rl import settings as settings_lib
 from gplace.rl import state as state_lib
+
+
+def _settings(config):
+  return settings_lib.from_config(config).settings
+
+
+def _optimizer(config):
+  return state_lib.create_optimizer(_settings(config))
 
 
 def small_config():
@@ -33,35 +42,29 @@ def test_init_train_state_shapes():
   assert not bool(state.baseline_ready)
 
 
-def test_create_policy_maps_every_config_field_once():
+def test_the_policy_settings_map_every_config_field_once():
   config = small_config()
-  policy = state_lib.create_policy(config, num_devices=5)
+  policy = settings_lib.from_config(config).policy.create(5)
   assert isinstance(policy, policies.GOPolicy)
   assert policy.num_devices == 5 and policy.head_hidden_size == 8
   assert policy.encoder.hidden_size == 8 and policy.encoder.num_heads == 2
   assert policy.encoder.segment_length == 4
-  assert policy == state_lib.create_policy(config, num_devices=5)
+  assert policy == settings_lib.from_config(config).policy.create(5)
 
 
-def test_create_hparams_and_optimizer():
+def test_the_same_settings_give_the_same_optimizer():
   config = quickstart.get_config()
-  hparams = state_lib.create_hparams(config)
-  assert hparams.num_samples == config.rl.num_samples
-  assert hparams.loss == config.rl.loss
-  assert hparams.mutate_best == config.rl.mutate_best
   # The same settings give the same optimizer object (jitted steps reused).
-  assert (state_lib.create_optimizer(config)
-          is state_lib.create_optimizer(quickstart.get_config()))
+  assert _optimizer(config) is _optimizer(quickstart.get_config())
   config.optimizer.learning_rate = 1e-3
-  assert (state_lib.create_optimizer(config)
-          is not state_lib.create_optimizer(quickstart.get_config()))
+  assert _optimizer(config) is not _optimizer(quickstart.get_config())
 
 
 def test_fresh_adam_moments_keep_the_learning_rate_schedule():
   config = quickstart.get_config()
   config.warm_start.update(baseline="best", steps=2, learning_rate=1.0)
   config.optimizer.update(learning_rate=1e-3, grad_clip=100.0)
-  optimizer = state_lib.create_optimizer(config)
+  optimizer = _optimizer(config)
   params = jnp.zeros(())
   opt_state = optimizer.init(params)
   for _ in range(2):  # the warm start: large gradients
@@ -92,7 +95,7 @@ def test_optimizer_switches_from_warm_start_to_rl_rate():
 def _step_sizes(config, num_updates: int) -> list[float]:
   """How far the config's optimizer moves a scalar on ``num_updates``
   gradients of 1 (Adam: about the learning rate of each update)."""
-  optimizer = state_lib.create_optimizer(config)
+  optimizer = _optimizer(config)
   params = jnp.zeros(())
   opt_state = optimizer.init(params)
   sizes = []
@@ -124,15 +127,14 @@ def test_cosine_decay_falls_over_the_rl_updates_after_the_warm_start():
   np.testing.assert_allclose(_step_sizes(config, 5), [1e-3] * 5, rtol=1e-3)
 
 
-def test_create_train_state_is_seeded_by_the_config():
+def test_create_train_state_is_seeded():
   batch = _testing.toy_batch(num_graphs=1, n_pad=12)
   config = small_config()
   policy = _testing.LinearPolicy()
-  optimizer = state_lib.create_optimizer(config)
-  first = state_lib.create_train_state(config, batch, policy, optimizer)
-  again = state_lib.create_train_state(config, batch, policy, optimizer)
+  optimizer = _optimizer(config)
+  first = state_lib.create_train_state(0, batch, policy, optimizer)
+  again = state_lib.create_train_state(0, batch, policy, optimizer)
   jax.tree.map(np.testing.assert_array_equal, first, again)
-  config.seed = 1
-  other = state_lib.create_train_state(config, batch, policy, optimizer)
+  other = state_lib.create_train_state(1, batch, policy, optimizer)
   assert not np.array_equal(other.rng, first.rng)
   assert first.best_placement.shape == (1, 12)

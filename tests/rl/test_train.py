@@ -1,5 +1,6 @@
-"""End-to-end tests of gplace.rl.train on a tiny config: outputs, resume,
-errors, and the module layering of gplace.rl."""
+"""End-to-end tests of gplace.rl.train on a tiny config (through
+experiments/run.py's run): outputs, resume, errors, and the module layering
+of gplace.rl."""
 
 import ast
 import dataclasses
@@ -13,11 +14,14 @@ import numpy as np
 import pytest
 
 from experiments.configs import quickstart
+from experiments.run import run
 from gplace import baselines as baselines_lib
 from gplace.errors import ConfigError
 from gplace.graphs.graph import random_dag
-from gplace.rl import chunks
-from gplace.rl import train
+from gplace.rl import data
+from gplace.rl import loop
+from gplace.rl import settings
+from gplace.rl import training
 from gplace.sim import topology as topology_lib
 from gplace.sim.simulator import simulate
 
@@ -48,9 +52,9 @@ def uninterrupted(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("full"))
   calls = []
   lines = []
-  result = train.train_and_evaluate(
+  result = run(
       tiny_config(), workdir, log=lines.append,
-      progress_fn=lambda step, metrics: calls.append((step, metrics)))
+      progress=lambda step, metrics: calls.append((step, metrics)))
   return workdir, result, calls, lines
 
 
@@ -109,7 +113,7 @@ def test_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
   workdir = str(tmp_path)
   config = tiny_config()
   config.print_table = False
-  stopped = train.train_and_evaluate(config, workdir, stop_after_step=4,
+  stopped = run(config, workdir, stop_after_step=4,
                                      log=lambda _: None)
   assert int(stopped.state.step) == 4
   # Killed after the checkpoint at step 4: results and curve are there.
@@ -118,7 +122,7 @@ def test_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
   assert results["step"] == 4 and results["finished"] is False
   assert len(results["tables"]) == 2
   assert os.path.getsize(os.path.join(workdir, "learning_curve.png")) > 0
-  resumed = train.train_and_evaluate(config, workdir, log=lambda _: None)
+  resumed = run(config, workdir, log=lambda _: None)
   assert int(resumed.state.step) == 8
   np.testing.assert_array_equal(resumed.state.rng, full.state.rng)
   np.testing.assert_array_equal(resumed.state.best_placement,
@@ -135,11 +139,11 @@ def test_unwritable_workdir_fails_at_start(tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")
   with pytest.raises(ConfigError, match="Cannot write to workdir"):
-    train.train_and_evaluate(tiny_config(), str(blocker / "sub"))
+    run(tiny_config(), str(blocker / "sub"))
 
 
 def test_chunks_never_cross_the_warm_start_a_checkpoint_or_the_end():
-  schedule = chunks.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
+  schedule = loop.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
                              checkpoint_every=4)
   step, lengths = 0, []
   while step < schedule.total_steps:
@@ -152,7 +156,7 @@ def test_chunks_never_cross_the_warm_start_a_checkpoint_or_the_end():
 
 
 def test_chunks_also_end_where_the_greedy_placement_is_scored():
-  schedule = chunks.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
+  schedule = loop.Schedule(warm_steps=3, total_steps=12, chunk_steps=5,
                              checkpoint_every=100, greedy_every=2)
   step, ends = 0, []
   while step < schedule.total_steps:
@@ -167,7 +171,7 @@ def test_chunks_also_end_where_the_greedy_placement_is_scored():
 def test_the_greedy_placement_is_scored_during_training(tmp_path):
   config = tiny_config()
   config.train.greedy_every = 2
-  result = train.train_and_evaluate(config, str(tmp_path), log=lambda _: None)
+  result = run(config, str(tmp_path), log=lambda _: None)
   with open(tmp_path / "metrics.jsonl") as f:
     records = [json.loads(line) for line in f]
   greedy = [r for r in records if r["phase"] == "greedy"]
@@ -183,29 +187,28 @@ def test_the_greedy_placement_is_scored_during_training(tmp_path):
 
 def test_replicate_round_trip():
   tree = {"a": np.arange(3), "b": np.float32(2.0)}
-  replicated = chunks.replicate(tree, 4)
+  replicated = loop.replicate(tree, 4)
   assert replicated["a"].shape == (4, 3)
   jax.tree.map(np.testing.assert_array_equal,
-               chunks.unreplicate(replicated, 4), tree)
-  assert chunks.replicate(tree, 1) is tree
+               loop.unreplicate(replicated, 4), tree)
+  assert loop.replicate(tree, 1) is tree
 
 
 # The order a training run reads gplace.rl in; a module may import only
-# modules after it (``update`` names the state's types, ``warm_start`` and
-# ``reward_setup`` the data module's, in annotations only).
-LAYERS = ("pretrain", "train", "chunks", "validation", "config_fields",
-          "resume", "data", "warm_start", "reward_setup", "state",
-          "evaluation", "refine", "update", "policy_fns", "grouping",
-          "losses", "distributions", "rewards", "types", "policy_file",
+# modules after it.
+LAYERS = ("pretraining", "training", "loop", "checks", "data", "workdir",
+          "warm_start", "reward_setup", "evaluation", "refine", "update",
+          "state", "policy_file", "settings", "fields", "policy_fns",
+          "grouping", "losses", "distributions", "rewards", "types",
           "checkpoint", "run_outputs", "reports")
 
 
 def _rl_imports(module):
-  path = os.path.join(os.path.dirname(train.__file__), f"{module}.py")
+  path = os.path.join(os.path.dirname(training.__file__), f"{module}.py")
   with open(path) as f:
     tree = ast.parse(f.read())
   names = set()
-  for node in tree.body:  # module level: TYPE_CHECKING blocks are skipped
+  for node in ast.walk(tree):  # function-local imports included
     if isinstance(node, ast.ImportFrom) and node.module:
       if node.module.startswith("gplace.rl."):
         names.add(node.module.split(".")[2])
@@ -215,7 +218,7 @@ def _rl_imports(module):
 
 
 def test_gplace_rl_modules_import_only_downwards():
-  modules = {f[:-3] for f in os.listdir(os.path.dirname(train.__file__))
+  modules = {f[:-3] for f in os.listdir(os.path.dirname(training.__file__))
              if f.endswith(".py") and f != "__init__.py"}
   assert modules == set(LAYERS)
   for rank, module in enumerate(LAYERS):
@@ -265,7 +268,7 @@ def test_a_different_config_in_the_same_workdir_is_refused(uninterrupted,
   config.seed = 1
   config.rl.mutate_best = 0.0
   with pytest.raises(ConfigError) as info:
-    train.train_and_evaluate(config, workdir, log=lambda _: None)
+    run(config, workdir, log=lambda _: None)
   message = str(info.value)
   assert "checkpoint at step 8" in message
   assert "rl.mutate_best: 0.01 -> 0.0" in message and "seed: 0 -> 1" in message
@@ -276,7 +279,7 @@ def test_a_different_config_in_the_same_workdir_is_refused(uninterrupted,
   config = tiny_config()
   config.seed, config.train.resume, config.print_table = 1, False, False
   lines = []
-  result = train.train_and_evaluate(config, workdir, log=lines.append)
+  result = run(config, workdir, log=lines.append)
   assert any("train.resume=False: deleted the checkpoints of steps 4, 8"
              in line for line in lines)
   assert not any("resumed" in line for line in lines)
@@ -291,7 +294,7 @@ def test_more_steps_resume_the_same_run(uninterrupted, tmp_path):
   config = tiny_config()
   config.train.num_steps, config.print_table = 8, False  # was 6
   lines = []
-  result = train.train_and_evaluate(config, workdir, log=lines.append)
+  result = run(config, workdir, log=lines.append)
   assert any("resumed from step 8" in line for line in lines)
   assert int(result.state.step) == 10
   with open(os.path.join(workdir, "config.json")) as f:
@@ -314,7 +317,7 @@ def test_a_corrupted_newest_checkpoint_falls_back_to_the_older(uninterrupted,
   lines = []
   config = tiny_config()
   config.print_table = False
-  resumed = train.train_and_evaluate(config, workdir, log=lines.append)
+  resumed = run(config, workdir, log=lines.append)
   assert any("skipped checkpoint step 8" in line for line in lines)
   assert any("resumed from step 4" in line for line in lines)
   np.testing.assert_array_equal(resumed.state.best_runtime_s,
@@ -330,11 +333,12 @@ def test_a_run_where_everything_ooms_writes_strict_json(monkeypatch,
   preset = topology_lib.preset("1cpu+2gpu")
   tiny_memory = dataclasses.replace(preset, devices=tuple(
       dataclasses.replace(d, memory_bytes=1.0) for d in preset.devices))
-  monkeypatch.setattr(train.data, "make_topology", lambda config: tiny_memory)
+  monkeypatch.setattr(data, "experiment_topology",
+                      lambda name, loaded: tiny_memory)
   workdir = str(tmp_path)
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    result = train.train_and_evaluate(tiny_config(), workdir,
+    result = run(tiny_config(), workdir,
                                       log=lambda _: None)
   assert np.all(np.isinf(result.best_runtime_s))
   files = _strict_json_files(workdir)
@@ -369,7 +373,7 @@ def test_rl_can_train_in_the_cheaper_dynamic_schedule(tmp_path):
   config = host_reward_config(4)
   config.rl.reward_schedule = "dynamic"
   lines = []
-  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  result = run(config, str(tmp_path), log=lines.append)
   records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
   assert [r["phase"] for r in records] == ["rl"] * 4
   assert any("policy greedy" in line for line in lines)
@@ -398,7 +402,7 @@ def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
   config = host_reward_config(2)
   config.refine.update(evaluations=60, num_samples=8, start="best")
   lines = []
-  result = train.train_and_evaluate(config, str(tmp_path), log=lines.append)
+  result = run(config, str(tmp_path), log=lines.append)
   (refined,), (own,) = result.refined, result.policy
   assert refined.start_name in baselines_lib.names()
   assert refined.start_runtime_s < own.greedy_runtime_s
@@ -436,7 +440,7 @@ def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
   config.rl.mutate_best = 0.0
   config.warm_start.baseline = "none"
   config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
-  result = train.train_and_evaluate(config, str(tmp_path), log=lambda _: None)
+  result = run(config, str(tmp_path), log=lambda _: None)
   topology = topology_lib.preset("1cpu+2gpu")
   for b, (n, seed) in enumerate([(40, 1), (30, 2)]):
     graph = random_dag(n, seed=seed, name=f"random_dag:{n}:{seed}")
@@ -447,8 +451,10 @@ def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
 
 def test_the_best_found_row_says_what_it_includes():
   config = tiny_config()  # mutate_best > 0 and a warm start
-  assert train.best_found_name(config) == "best found (includes search)"
+  name = lambda: training.best_found_name(
+      settings.from_config(config).settings)
+  assert name() == "best found (includes search)"
   config.rl.mutate_best = 0.0
-  assert train.best_found_name(config) == "best found (incl. seed)"
+  assert name() == "best found (incl. seed)"
   config.warm_start.baseline = "none"
-  assert train.best_found_name(config) == "best found (samples)"
+  assert name() == "best found (samples)"

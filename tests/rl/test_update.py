@@ -13,7 +13,7 @@ from gplace._testing import (LinearPolicy, TabularPolicy, toy_batch,
                              toy_simulate, toy_train_state)
 from gplace.rl import distributions
 from gplace.rl import update
-from gplace.rl.state import RLHyperparams
+from gplace.rl.settings import RLSettings
 
 
 def _train(policy, optimizer, hparams, state, batch, num_steps):
@@ -33,7 +33,8 @@ def test_pmap_shard_map_and_single_device_agree(loss):
   policy = LinearPolicy()
   # Plain SGD: Adam's first steps magnify float noise in near-zero gradients.
   optimizer = optax.sgd(0.1)
-  hparams = RLHyperparams(num_samples=8, loss=loss, ppo_epochs=2)
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=8, loss=loss, ppo_epochs=2)
   state = toy_train_state(policy, batch, optimizer)
   step = functools.partial(update.rl_step, apply_fn=policy.apply,
                            optimizer=optimizer, hparams=hparams,
@@ -76,7 +77,8 @@ def test_reinforce_improves_tiny_problem(num_graphs):
   batch = toy_batch(num_graphs=num_graphs)
   policy = TabularPolicy()
   optimizer = optax.adam(1e-1)
-  hparams = RLHyperparams(num_samples=16, loss="reinforce",
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=16, loss="reinforce",
                              entropy_weight=0.0)
   state = toy_train_state(policy, batch, optimizer)
   step = functools.partial(update.rl_step, apply_fn=policy.apply,
@@ -103,7 +105,8 @@ def test_ppo_reports_the_clipped_fraction_after_its_updates(epochs):
   batch = toy_batch()
   policy = TabularPolicy()
   optimizer = optax.sgd(50.0)
-  hparams = RLHyperparams(num_samples=16, loss="ppo", ppo_epochs=epochs,
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=16, loss="ppo", ppo_epochs=epochs,
                           ppo_clip=0.05, entropy_weight=0.0)
   state = toy_train_state(policy, batch, optimizer)
   _, metrics = _train(policy, optimizer, hparams, state, batch, num_steps=3)
@@ -122,7 +125,8 @@ def test_an_entropy_floor_keeps_every_decision_open_while_learning():
   state = toy_train_state(policy, batch, optimizer)
   final = {}
   for floor in (0.0, 0.3):
-    hparams = RLHyperparams(num_samples=16, loss="reinforce",
+    hparams = RLSettings(advantage="ema",
+        num_samples=16, loss="reinforce",
                             entropy_weight=0.0, entropy_floor=floor)
     end, metrics = _train(policy, optimizer, hparams, state, batch,
                           num_steps=60)
@@ -162,7 +166,8 @@ def test_mutate_best_samples_around_the_best_placement():
   best = jnp.ones_like(state.best_placement)
   state = state.replace(best_placement=best)
   for m, expect_all_best in ((1e-9, True), (1.0, False)):
-    hparams = RLHyperparams(num_samples=8, loss="reinforce", mutate_best=m)
+    hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=8, loss="reinforce", mutate_best=m)
     _, rollout = jax.jit(functools.partial(
         update.sample_rollout, apply_fn=policy.apply, hparams=hparams))(
             state, batch)
@@ -174,7 +179,8 @@ def test_rollout_log_probs_are_the_policy_s_and_zero_on_padding():
   batch = toy_batch()
   policy = LinearPolicy()
   state = toy_train_state(policy, batch, optax.sgd(0.1))
-  hparams = RLHyperparams(num_samples=4, explore_epsilon=0.1)
+  hparams = RLSettings(advantage="ema", entropy_floor=0.0,
+        num_samples=4, explore_epsilon=0.1)
   new_state, rollout = update.sample_rollout(state, batch,
                                              apply_fn=policy.apply,
                                              hparams=hparams)

@@ -1,6 +1,6 @@
 """Training configs name workloads beyond the zoo: a saved graph file or a
-``module:function`` (gplace.workloads.resolve), checked at validation and
-loaded by gplace.rl.data."""
+``module:function`` (gplace.workloads.resolve), checked by
+gplace.rl.settings and loaded by gplace.workloads.load and gplace.rl.data."""
 
 import dataclasses
 
@@ -12,8 +12,22 @@ import gplace
 from gplace.errors import ConfigError, GraphError, WorkloadError
 from gplace.graphs import interchange
 from gplace.graphs.graph import random_dag
-from gplace.rl import data, rewards, train, validation
-from test_validation import tiny_config
+from experiments.run import run
+from gplace import workloads
+from gplace.rl import checks, data, rewards
+from gplace.rl import settings as settings_lib
+from test_settings import tiny_config
+
+
+def _experiment(config):
+  return settings_lib.from_config(config)
+
+
+def _topology(config):
+  """The topology a config names, its graph files loaded."""
+  experiment = _experiment(config)
+  return data.experiment_topology(experiment.topology, [
+      workloads.load(name) for name in experiment.workloads])
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".json"])
@@ -23,8 +37,8 @@ def test_a_saved_graph_is_a_workload(tmp_path, suffix):
   interchange.save(path, graph)
   config = tiny_config()
   config.workload = path
-  validation.validate_workloads(config)
-  loaded = data.load_graph(path, config)
+  _experiment(config)
+  loaded = workloads.load(path)
   assert (loaded.graph.n_nodes == graph.n_nodes
           and loaded.graph.n_edges == graph.n_edges)
   assert loaded.fn is None and loaded.args is None
@@ -40,18 +54,17 @@ def test_a_module_function_is_a_workload(tmp_path, monkeypatch):
   monkeypatch.syspath_prepend(str(tmp_path))
   config = tiny_config()
   config.workload = "my_models:program"
-  validation.validate_workloads(config)
-  graph, fn, args, _, _ = data.load_graph(config.workload, config)
+  _experiment(config)
+  graph, fn, args, _, _ = workloads.load(config.workload)[1:]
   assert graph.n_nodes > 2 and callable(fn) and len(args) == 1
   with pytest.raises(WorkloadError, match="needs_an_argument"):
-    data.load_graph("my_models:needs_an_argument", config)
+    workloads.load("my_models:needs_an_argument")
 
 
 def test_a_missing_graph_file_is_a_clear_error(tmp_path):
-  config = tiny_config()
   path = str(tmp_path / "absent.json")
   with pytest.raises(GraphError, match="absent.json"):
-    data.load_graph(path, config)
+    workloads.load(path)
 
 
 def test_a_saved_graph_cannot_be_measured(tmp_path):
@@ -61,7 +74,7 @@ def test_a_saved_graph_cannot_be_measured(tmp_path):
   config.workload = path
   config.rl.reward = "executor"
   with pytest.raises(ConfigError, match="cannot be run"):
-    validation.validate_workloads(config)
+    _experiment(config)
 
 
 def test_a_graph_file_s_topology_and_costs_are_trained_on(tmp_path):
@@ -75,10 +88,11 @@ def test_a_graph_file_s_topology_and_costs_are_trained_on(tmp_path):
   config = tiny_config()
   config.workload, config.topology = path, "file"
   config.baselines = "single_device,heft"
-  validation.validate_topology(config)
-  made = data.make_topology(config)
+  made = _topology(config)
   assert made.name == "cluster" and made.n_devices == 3
-  setup, = data.setup_graphs(config, made, [path], log=lambda line: None)
+  setup, = data.setup_graphs([workloads.load(path)], made,
+                             _experiment(config).settings,
+                             log=lambda line: None)
   np.testing.assert_allclose(setup.costs, costs)
   heft = setup.baselines["heft"]
   expected = gplace.simulate(graph, heft, topology, costs=costs)
@@ -112,27 +126,27 @@ def test_in_step_rewards_refuse_a_topology_with_launch_costs(tmp_path,
   config = tiny_config()
   config.workload, config.topology = path, "file"
   config.rl.reward = reward
-  made = data.make_topology(config)
+  made = _topology(config)
+  settings = _experiment(config).settings
   with pytest.raises(ConfigError, match="simulator_host"):
-    validation.check_reward_topology(config, made)
+    checks.check_reward_topology(settings, made)
   with pytest.raises(ConfigError, match="cluster_launch_s"):
-    train.train_and_evaluate(config, str(tmp_path / "work"))
-  config.rl.reward = "simulator_host"          # charges them: accepted
-  validation.check_reward_topology(config, made)
-  config.rl.reward = reward                    # no launch cost: accepted
-  validation.check_reward_topology(config, base)
+    run(config, str(tmp_path / "work"))
+  host = settings.replace(rl=dict(reward="simulator_host"))
+  checks.check_reward_topology(host, made)     # charges them: accepted
+  checks.check_reward_topology(settings, base)  # no launch cost: accepted
 
 
 def test_file_topology_needs_a_graph_file_with_one(tmp_path):
   config = tiny_config()
   config.topology = "file"
   with pytest.raises(WorkloadError, match="not a graph file with a"):
-    data.make_topology(config)
+    _topology(config)
   path = str(tmp_path / "bare.json")
   interchange.save(path, random_dag(10, seed=1))
   config.workload = path
   with pytest.raises(WorkloadError, match="not a graph file with a"):
-    data.make_topology(config)
+    _topology(config)
 
 
 def test_file_costs_for_other_devices_are_refused(tmp_path):
@@ -143,5 +157,5 @@ def test_file_costs_for_other_devices_are_refused(tmp_path):
   config.workload = path
   config.topology = "1cpu+4gpu"
   with pytest.raises(WorkloadError, match="costs are for 2 devices"):
-    data.setup_graphs(config, data.make_topology(config), [path],
-                      log=lambda line: None)
+    data.setup_graphs([workloads.load(path)], _topology(config),
+                      _experiment(config).settings, log=lambda line: None)

@@ -3,7 +3,6 @@ only and its latency overlaps the next transfer (on every link, or per
 link), the same in the compiled host scheduler and both references; the
 jitted kernels refuse it."""
 
-import ml_collections
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,7 +12,8 @@ from gplace.errors import ConfigError, TopologyError
 from gplace.execution import fitting
 from gplace.graphs import json_format
 from gplace.graphs.graph import Graph, NODE_OP, random_dag
-from gplace.rl import validation
+from gplace.rl import checks
+from gplace.rl.settings import RLSettings, TrainSettings
 from gplace.sim.dispatch import make_dispatch_problem
 from gplace.sim.priority import order_priority
 from gplace.sim.problem import (link_hold_seconds, make_problem,
@@ -132,16 +132,16 @@ def test_the_jitted_kernels_refuse_pipelined_links(per_link):
   with pytest.raises(TopologyError, match="pipelined_links"):
     make_dispatch_problem(graph, topology)
   make_dispatch_problem(graph, topology, host=True)   # the host scheduler's
-  assert validation.ignores_host_costs("simulator", topology)
-  assert not validation.ignores_host_costs("simulator_host", topology)
-  assert not validation.ignores_host_costs("simulator", preset("1cpu+2gpu"))
+  assert checks.ignores_host_costs("simulator", topology)
+  assert not checks.ignores_host_costs("simulator_host", topology)
+  assert not checks.ignores_host_costs("simulator", preset("1cpu+2gpu"))
 
 
 def test_the_in_step_reward_is_refused_with_pipelined_links():
-  config = ml_collections.ConfigDict({"rl": {"reward": "simulator"}})
+  settings = TrainSettings(rl=RLSettings(reward="simulator"))
   topology = preset("1cpu+2gpu").replace(pipelined_links=True)
   with pytest.raises(ConfigError, match="pipelined links True"):
-    validation.check_reward_topology(config, topology)
+    checks.check_reward_topology(settings, topology)
 
 
 def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
