@@ -1,12 +1,13 @@
 """Every non-learned baseline on the workload suite, under the simulator.
 
     python experiments/baselines.py --topology 1cpu+4gpu --size paper \
-        --out experiments/results/baselines_1cpu+4gpu.md
+        --out experiments/results/baselines_1cpu+4gpu
 
 For each training step of the suite (inception_v3, resnet50, bert, gnmt4,
 rnnlm2, transformer_xl4, wavenet2; ``--workloads`` picks others) it captures
-the graph (cached in ``experiments/cache/<name>_<size>_<step>.npz``, since
-paper-size captures take a while), runs every baseline of
+the graph (``gplace.workloads.load``, cached in
+``experiments/cache/<name>_<size>_<step>.npz``, since paper-size captures
+take a while), runs every baseline of
 ``gplace.baselines`` and simulates every placement under every schedule
 (the simulator's default, dynamic list scheduling, the planned schedule,
 node-id order, and a list scheduler's own plan). It prints markdown tables:
@@ -25,28 +26,14 @@ import time
 import numpy as np
 
 import gplace
-from gplace import baselines
+from gplace import baselines, report, workloads
 from gplace.errors import GplaceError
-from gplace.graphs.graph import Graph
 from gplace.sim.topology import preset
+from gplace.workloads.loader import cache_path
 
 SUITE = ("inception_v3", "resnet50", "bert", "gnmt4", "rnnlm2",
          "transformer_xl4", "wavenet2")
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
-
-
-def load_graph(name: str, size: str, step: str, cache_dir: str,
-               refresh: bool = False) -> Graph:
-  """The captured graph of a workload, from the cache or freshly captured."""
-  path = os.path.join(cache_dir, f"{name}_{size}_{step}.npz")
-  if os.path.exists(path) and not refresh:
-    return Graph.load(path)
-  from gplace import workloads  # pylint: disable=g-import-not-at-top
-  fn, args = workloads.get(name, size=size, step=step, abstract=True)
-  graph = gplace.capture(fn, *args, name=name)
-  os.makedirs(cache_dir, exist_ok=True)
-  graph.save(path)
-  return graph
 
 
 SCHEDULES = ("default", "dynamic", "planned", "id", "own")
@@ -213,9 +200,9 @@ def main(argv=None) -> None:
                       "(after changes to capture or the workloads)")
   parser.add_argument("--seed", type=int, default=0,
                       help="seed of the randomised baselines")
-  parser.add_argument("--out", default=None,
-                      help="also write the tables to this markdown file")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
+  study = report.Study.create(args.out, __file__, argv)
   topology = preset(args.topology)
   names = args.baselines.split(",")
   for name in names:
@@ -224,8 +211,11 @@ def main(argv=None) -> None:
   for workload in args.workloads.split(","):
     start = time.perf_counter()
     try:
-      graph = load_graph(workload, args.size, args.step, args.cache,
-                         args.refresh)
+      cached = cache_path(args.cache, workload, args.size, args.step)
+      if args.refresh and os.path.exists(cached):
+        os.remove(cached)
+      graph = workloads.load(workload, args.size, args.step,
+                             cache_dir=args.cache).graph
     except GplaceError as err:
       print(f"skip {workload}: {err}", file=sys.stderr, flush=True)
       rows.append((workload, None, None))
@@ -238,10 +228,8 @@ def main(argv=None) -> None:
     rows.append((workload, graph, res))
   table = format_tables(rows, names, args.topology, args.size)
   print(table)
-  if args.out:
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-      f.write(table)
+  if study:
+    study.write(table.splitlines())
 
 
 if __name__ == "__main__":

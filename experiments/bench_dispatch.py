@@ -32,7 +32,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from gplace import workloads
-from gplace.graphs.capture import capture
 from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim import simulator
 from gplace.sim.dispatch import (BUFFER_WIDTH, dispatch_problem,
@@ -131,8 +130,7 @@ def main(argv=None) -> None:
   print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   graphs = [(f"random_dag:{n}", n, None) for n in args.sizes]
   for name in args.workloads:
-    fn, fn_args = workloads.get(name, args.size, "train", abstract=True)
-    graph = capture(fn, *fn_args)
+    graph = workloads.load(name, args.size, "train").graph
     graphs.append((f"{name} ({args.size})", graph.n_nodes, graph))
   for name, n, graph in graphs:
     r = bench_size(n, args.placements, args.repeats, graph=graph)

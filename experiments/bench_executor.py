@@ -57,8 +57,9 @@ def main():
                       choices=("default", "device_greedy"),
                       help="the executor's op order: default or device_greedy")
   args_ns = parser.parse_args()
-  fn, args = workloads.get(args_ns.workload, args_ns.size, "infer")
-  graph = gplace.capture(fn, *args)
+  workload = workloads.load(args_ns.workload, args_ns.size, "infer",
+                            runnable=True)
+  fn, args, graph = workload.fn, workload.args, workload.graph
   devices = jax.devices()[:2]
   schedule = None if args_ns.schedule == "default" else args_ns.schedule
   rng = np.random.default_rng(0)

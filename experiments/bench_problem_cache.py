@@ -19,16 +19,11 @@ import time
 
 import numpy as np
 
-if __package__ in (None, ""):    # run as a script: the repository on the path
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-      __file__))))
-# pylint: disable=g-import-not-at-top,wrong-import-position
 import gplace
+from gplace import workloads
 from gplace.graphs.graph import random_dag
 from gplace.sim import cache
 from gplace.sim.topology import preset
-from experiments.search_controls import load_graph
-# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 def time_case(graph, placements, topology, schedule: str,
@@ -64,7 +59,8 @@ def main(argv=None) -> int:
   cases = [("random_dag 10000, static, K=256", random_dag(10000, seed=0),
             256, "static")]
   cases += [(f"{w} paper, dynamic, K=64",
-             load_graph(w, "paper", "train", args.graph_cache), 64, "dynamic")
+             workloads.load(w, "paper", "train",
+                            cache_dir=args.graph_cache).graph, 64, "dynamic")
             for w in args.workloads.split(",") if w]
   print(f"load average {os.getloadavg()[0]:.2f}")
   print("| case | built every call, ms | kept, ms | speed-up |")

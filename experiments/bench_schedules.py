@@ -22,17 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 
-if __package__ in (None, ""):    # run as a script: the repository on the path
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-      __file__))))
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from experiments.search_controls import load_graph
-from gplace import baselines
+from gplace import baselines, workloads
 from gplace.sim import simulator
 from gplace.sim.topology import preset
 
@@ -88,7 +82,8 @@ def main():
         "best / dynamic | planned faster | load average |")
   print("|---|---:|---|---:|---:|---:|---:|---:|---|")
   for name in args.workloads:
-    graph = load_graph(name, args.size, "train", args.graph_cache)
+    graph = workloads.load(name, args.size, "train",
+                           cache_dir=args.graph_cache).graph
     heft = np.asarray(baselines.heft(graph, topology), np.int32)
     kinds = {
         "uniform": rng.integers(0, topology.n_devices,

@@ -18,7 +18,7 @@ and, alternated with it in the same run, through the jitted one with
 
   python experiments/bench_simulator.py --sizes 1000 10000 80000 \
       --placements 256 --repeats 5 --schedules static dynamic \
-      --json experiments/results/bench_simulator.json
+      --out experiments/results/bench_simulator
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gplace import report
 from gplace.graphs.graph import random_dag
 from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
 from gplace.sim.priority import bottom_level
@@ -40,6 +41,8 @@ from gplace.sim.reference import simulate_reference
 from gplace.sim import native, simulator
 from gplace.sim.simulator import make_problem, simulate_problem
 from gplace.sim.topology import preset
+
+JSON_FILE = "bench_simulator.json"
 
 
 def _timed(fn):
@@ -151,7 +154,7 @@ def describe_path() -> str:
   return (f"backend {jax.default_backend()}, jax {jax.__version__}; scan "
           f"path: {'one-kernel CPU loops' if one_kernel else 'plain lax.scan'}"
           f"; preferred vector width: {width}; load average "
-          f"{' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def _print_row(r: dict) -> None:
@@ -186,10 +189,13 @@ def main():
                       choices=["static", "dynamic"],
                       help="static: shared id order (scan); dynamic: "
                       "per-placement list scheduling")
-  parser.add_argument("--json", default=None, help="write results here")
+  parser.add_argument("--out", default=None,
+                      help=f"{report.OUT_HELP}; {JSON_FILE}: every figure")
   args = parser.parse_args()
+  study = report.Study.create(args.out, __file__)
 
-  print(describe_path(), flush=True)
+  scan_path = describe_path()
+  print(scan_path, flush=True)
   rows = []
   for n in args.sizes:
     for schedule in args.schedules:
@@ -198,30 +204,30 @@ def main():
                              args.seed, schedule))
       _print_row(rows[-1])
 
-  header = ("| schedule | nodes | edges | K | compile s | median ms (wall) | "
-            "median ms (cpu) | node-placements/s (wall) | (cpu) | "
-            "gplace.simulate /s (wall) | its path | same, jitted path | "
-            "reference /s | speedup (gplace.simulate) |")
-  print()
-  print(header)
-  print("|---" * 14 + "|")
+  lines = [
+      "| schedule | nodes | edges | K | compile s | median ms (wall) | "
+      "median ms (cpu) | node-placements/s (wall) | (cpu) | "
+      "gplace.simulate /s (wall) | its path | same, jitted path | "
+      "reference /s | speedup (gplace.simulate) |", "|---" * 14 + "|"]
   for r in rows:
-    print(f"| {r['schedule']} | {r['n_nodes']} | {r['n_edges']} | {r['placements']} | "
-          f"{r['compile_s']:.2f} | {r['median_wall_s'] * 1e3:.1f} | "
-          f"{r['median_cpu_s'] * 1e3:.1f} | {r['rate_wall']:.3g} | "
-          f"{r['rate_cpu']:.3g} | {r['rate_simulate']:.3g} | "
-          f"{r['simulate_path']} | {r['rate_simulate_jitted']:.3g} | "
-          f"{r['reference_rate']:.3g} | "
-          f"{r['rate_simulate'] / r['reference_rate']:.0f}x |")
-  if args.json:
+    lines.append(
+        f"| {r['schedule']} | {r['n_nodes']} | {r['n_edges']} | "
+        f"{r['placements']} | {r['compile_s']:.2f} | "
+        f"{r['median_wall_s'] * 1e3:.1f} | {r['median_cpu_s'] * 1e3:.1f} | "
+        f"{r['rate_wall']:.3g} | {r['rate_cpu']:.3g} | "
+        f"{r['rate_simulate']:.3g} | {r['simulate_path']} | "
+        f"{r['rate_simulate_jitted']:.3g} | {r['reference_rate']:.3g} | "
+        f"{r['rate_simulate'] / r['reference_rate']:.0f}x |")
+  print()
+  print("\n".join(lines))
+  if study:
     meta = dict(jax=jax.__version__, backend=jax.default_backend(),
                 path=describe_path(),
                 machine=platform.machine(), processor=platform.processor(),
-                argv=vars(args),
-                load_average=list(__import__("os").getloadavg()))
-    with open(args.json, "w") as f:
+                argv=vars(args), load_average=list(os.getloadavg()))
+    with open(study.path(JSON_FILE), "w") as f:
       json.dump(dict(meta=meta, rows=rows), f, indent=2)
-    print(f"wrote {args.json}")
+    print(f"wrote {study.write([scan_path, '', *lines])}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python experiments/compare_systems.py --size tiny \
         --workloads rnnlm2,wavenet2 --topologies 1cpu+4gpu,1cpu+2gpu \
-        --evaluations 6400 --out experiments/results/compare_systems_tiny.md
+        --evaluations 6400 --out experiments/results/compare_systems_tiny
 
 Every system (``--systems``: GO and the seed systems of issue 11, each with
 its own config ``experiments/configs/<system>.py``; GO's is the quickstart)
@@ -26,8 +26,9 @@ gives:
 * evaluations and wall seconds until the best sampled was within 2% of its
   final value, total wall seconds, and the policy's parameter count.
 
-Next to them, the equal-budget search controls of
-``experiments/learning_vs_search.py`` (local search, annealing and genetic
+Next to them, the equal-budget search controls
+(``gplace.search.controls.equal_budget``, as in
+``experiments/learning_vs_search.py``: local search, annealing and genetic
 search from the best cheap baseline, and uniform random placements; seed 0):
 their numbers are search, never learning. ``--no_controls`` leaves them out
 (a second run that adds systems to a graph's table).
@@ -43,6 +44,7 @@ import importlib
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -53,16 +55,20 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import jax
 
 import gplace
+from gplace import report, workloads
+from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError, first_line
+from gplace.report import percent_change
+from gplace.rl import run_outputs
+from gplace.rl import train
+from gplace.search import controls
 from gplace.sim.topology import preset
-from experiments.learning_vs_search import (WITHIN, baseline_rows,
-                                            first_within, run_rl,
-                                            search_controls)
-from experiments.markdown import write_markdown
-from experiments.search_controls import SUITE, load_graph
+from experiments.configs.suite import SUITE
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 SYSTEMS = ("go", "colocrl", "hdp", "hsdag", "placeto", "doppler")
+# The "to 2%" columns: when the best sampled came within this of its final.
+WITHIN = 0.02
 # The config module of each system (experiments/configs/<name>.py).
 CONFIG_OF = {"go": "quickstart"}
 
@@ -94,7 +100,7 @@ def time_to_within(evaluations: np.ndarray, best: np.ndarray,
   finite = np.isfinite(best)
   if not finite.any():
     return float("nan"), float("nan")
-  index = first_within(best, best[finite][-1], within)
+  index = report.first_within(best, best[finite][-1], within)
   return float(evaluations[index]), float(wall_s[index])
 
 
@@ -106,14 +112,18 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
   """One training run: a dict of the row's numbers."""
   config = system_config(system, args, workload, topology, seed)
   with tempfile.TemporaryDirectory() as workdir:
-    run = run_rl(config, workdir)
-  result, evaluations = run.result, run.evaluations
-  to_evals, to_wall = time_to_within(evaluations, run.best, run.step_wall_s)
+    start = time.perf_counter()
+    result = train.train_and_evaluate(config, workdir, log=lambda line: None)
+    wall_s = time.perf_counter() - start
+    curves = run_outputs.read_curves(workdir, config.rl.num_samples)
+  evaluations = curves.evaluations
+  to_evals, to_wall = time_to_within(evaluations, curves.best,
+                                     curves.step_wall_s)
   own = result.policy[0]
   return dict(greedy=own.greedy_runtime_s, best=result.best_runtime_s[0],
               sampled=own.sampled_best_s, samples=own.num_samples,
               evaluations=int(evaluations[-1]) if len(evaluations) else 0,
-              to_evals=to_evals, to_wall=to_wall, wall=run.wall_s,
+              to_evals=to_evals, to_wall=to_wall, wall=wall_s,
               params=parameter_count(result.state.params),
               warm=config.warm_start.baseline != "none")
 
@@ -123,7 +133,8 @@ def graph_rows(args, workload: str, topology_name: str,
   """Markdown rows of one workload on one topology (means over seeds);
   ``emit(row)`` is called with each row as soon as it is known (a long run
   shows, and keeps in its log, every finished system)."""
-  graph = load_graph(workload, args.size, "train", args.graph_cache)
+  graph = workloads.load(workload, args.size, "train",
+                         cache_dir=args.graph_cache).graph
   topology = preset(topology_name)
   base = baseline_rows(graph, topology)
   best_name, best_s = base[0]
@@ -151,29 +162,26 @@ def graph_rows(args, workload: str, topology_name: str,
                       if runs[0]["warm"] else "")
     single_ok = all(r["best"] <= single_s * (1 + 1e-6) for r in runs)
     add(
-        f"{prefix} {label} | {greedy * 1e3:.4f} ({_change(greedy, best_s)}) "
-        f"| {sampled * 1e3:.4f} ({_change(sampled, best_s)}) "
-        f"| {best * 1e3:.4f} ({_change(best, best_s)}) | "
-        f"{_change(best, bound)} | {mean('to_evals'):.0f} | "
+        f"{prefix} {label} | {greedy * 1e3:.4f} "
+        f"({percent_change(greedy, best_s)}) "
+        f"| {sampled * 1e3:.4f} ({percent_change(sampled, best_s)}) "
+        f"| {best * 1e3:.4f} ({percent_change(best, best_s)}) | "
+        f"{percent_change(best, bound)} | {mean('to_evals'):.0f} | "
         f"{mean('to_wall'):.1f} | {mean('wall'):.1f} | "
         f"{runs[0]['params']:,} | {'yes' if single_ok else 'NO'} |")
-  controls = (search_controls(graph, topology, budget=args.evaluations,
-                              seed=0, batch_size=64)
-              if args.controls else [])
-  for name, runtime, evaluations, wall, _ in controls:
+  found = (controls.equal_budget(graph, topology, budget=args.evaluations,
+                                 seed=0, batch_size=64)
+           if args.controls else [])
+  for name, res in found:
+    runtime = res.runtime_s
     add(f"{prefix} search control: {name} | | | {runtime * 1e3:.4f} "
-        f"({_change(runtime, best_s)}) | {_change(runtime, bound)} "
-        f"| {evaluations} | | {wall:.1f} | | |")
-  add(f"{prefix} best classical: {best_name} | "
-      f"{best_s * 1e3:.4f} | | | {_change(best_s, bound)} | 1 | | | | "
-      f"single device {single_s * 1e3:.4f} |")
+        f"({percent_change(runtime, best_s)}) | "
+        f"{percent_change(runtime, bound)} | {res.evaluations} | | "
+        f"{res.wall_s:.1f} | | |")
+  add(f"{prefix} best classical: {best_name} | {best_s * 1e3:.4f} | | | "
+      f"{percent_change(best_s, bound)} | 1 | | | | single device "
+      f"{single_s * 1e3:.4f} |")
   return rows
-
-
-def _change(value: float, reference: float) -> str:
-  if not (np.isfinite(value) and np.isfinite(reference)):
-    return "–"
-  return f"{100 * (value / reference - 1):+.1f}%"
 
 
 HEADER = [
@@ -202,12 +210,13 @@ def main(argv=None) -> int:
   parser.add_argument("--no_controls", dest="controls", action="store_false",
                       help="leave out the search controls (e.g. when a "
                       "second run adds systems to a graph's table)")
-  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
   args.systems = [s for s in args.systems.split(",") if s]
   unknown = sorted(set(args.systems) - set(SYSTEMS))
   if unknown:
     parser.error(f"unknown systems {unknown}; choose from {SYSTEMS}")
+  study = report.Study.create(args.out, __file__, argv)
   lines = [f"### Systems compared: size={args.size}, train step, "
            f"{args.evaluations} simulator evaluations per system, "
            f"{args.seeds} seed(s)", "",
@@ -228,8 +237,8 @@ def main(argv=None) -> int:
                 f"{first_line(err)} |"]
         print(rows[0], flush=True)
       lines += rows
-  if args.out:
-    write_markdown(args.out, lines)
+      if study:
+        study.write(lines)
   return 0
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks, run through the device tool on a lent GPU machine (never in
-# CI): one call, each step under its own time limit. The steps' logs come
-# back in $OUT/logs.tar (updated after every step: the device tool brings
-# back at most 8 files), next to the JSON figures and fidelity_data.tar.
+# CI): one call, each step under its own time limit. The steps' logs and the
+# studies' output folders (device_results/<step>: README.md with the command,
+# date, machine and table, and the JSON figures) come back in $OUT/logs.tar
+# (updated after every step: the device tool brings back at most 8 files),
+# next to fidelity_data.tar.
 #
 #   1. the executor test matrix (outputs equal jax.jit(fn)) with every case
 #      placed across CPU + GPU (GPLACE_TEST_ACCELERATOR=1);
@@ -52,8 +54,10 @@ step() {  # step NAME SECONDS COMMAND...: run under a SIGINT time limit
   timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee "/tmp/device_logs/$name.log" \
     | tail -25
   echo "=== $name rc=${PIPESTATUS[0]} ($(date -u +%T))"
-  tar -C /tmp -cf "$OUT/logs.tar" device_logs
+  mkdir -p /tmp/device_results
+  tar -C /tmp -cf "$OUT/logs.tar" device_logs device_results
 }
+RESULTS=/tmp/device_results
 nvidia-smi -L
 lscpu | grep -E "Model name|^CPU\(s\)" ; grep -o -m1 "avx512[a-z]*" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 python3 -c "import jax; print('jax', jax.__version__, jax.devices(), jax.devices('cpu')[:2])"
@@ -61,22 +65,22 @@ MATRIX="tests/execution/test_executor.py -q -p no:cacheprovider -k matches_jit"
 step executor 100 env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   python3 -m pytest $MATRIX -n 8
 step transfers 90 python3 experiments/transfer_costs.py --counts 1,8,32 \
-  --json "$OUT/transfer_costs.json"
+  --out "$RESULTS/transfers"
 step simulator 90 env JAX_PLATFORMS=cpu taskset -c 0,1 \
   python3 experiments/bench_simulator.py --sizes 10000 80000 --placements 256 \
-  --repeats 5 --schedules static dynamic --json "$OUT/bench_simulator.json"
+  --repeats 5 --schedules static dynamic --out "$RESULTS/simulator"
 step fidelity ${FID_LIMIT:-200} python3 experiments/fidelity.py \
   --workloads ${FID_WORKLOADS:-resnet50,bert} --size ${FID_SIZE:-tiny} \
   --placements ${FID_PLACEMENTS:-16} --rounds 2 --repeats 5 \
   --calibration-rounds ${FID_CALIBRATION_ROUNDS:-7} \
   --schedules ${FID_SCHEDULES:-sim,static} --cache /tmp/fcache \
-  --dump /tmp/fdump --verbose ${FID_EXTRA:-}
+  --dump /tmp/fdump --out "$RESULTS/fidelity" --verbose ${FID_EXTRA:-}
 # The dumps and profiles in one file ($OUT brings back at most 8 files, and
 # none whose name holds a '+', as the profiles' names do).
 [ -d /tmp/fdump ] && tar -C /tmp -cf "$OUT/fidelity_data.tar" fdump fcache
 step simulator_gpu ${SIMGPU_LIMIT:-90} python3 experiments/bench_simulator.py \
   --sizes 1000 10000 --placements 4096 --repeats 3 --schedules static dynamic \
-  --reference-placements 1 --json "$OUT/bench_simulator_gpu.json"
+  --reference-placements 1 --out "$RESULTS/simulator_gpu"
 step train_step ${TRAIN_LIMIT:-80} python3 experiments/bench_train_step.py --sizes=80000
 step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS=cuda,cpu \
   GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12

@@ -1,6 +1,7 @@
 """Simulator fidelity: does the calibrated simulator rank real placements?
 
-    python experiments/fidelity.py --size tiny --out experiments/RESULTS.md
+    python experiments/fidelity.py --size tiny \
+        --out experiments/results/fidelity_tiny
 
 For each inference graph (resnet50, inception_v3, bert by default) on two
 local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
@@ -51,8 +52,8 @@ measured on the same host at the same time (on a shared 2-core machine the
 host's speed moves by 1.5x between a calibration and a measurement minutes
 later: RESULTS.md).
 
-It prints a table and writes the "## Simulator fidelity" section of ``--out``
-(replacing an earlier one).
+It prints a table; ``--out DIR`` writes it to ``DIR/README.md`` with what
+was run, when and on which machine.
 """
 
 import os
@@ -75,11 +76,12 @@ import numpy as np  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-impo
 from scipy import stats  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace import baselines, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace import baselines, report, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import calibration  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import fidelity_dumps  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import fitting  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution.profile_file import Profile  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -148,11 +150,11 @@ def distinct(labels, placements, seen=None):
 
 
 def evaluate(name, size, args_ns, devices):
-  fn, args = workloads.get(name, size, "infer")
+  workload = workloads.load(name, size, "infer", runnable=True)
+  fn, args, graph = workload.fn, workload.args, workload.graph
   prof = load_profile(name, size, fn, args, devices, args_ns.fresh,
                       args_ns.profile_repeats, args_ns.cache,
                       args_ns.calibration_rounds)
-  graph = gplace.capture(fn, *args)
   if graph.n_nodes != prof.graph.n_nodes:
     raise SystemExit(f"{name}: cached profile is of another graph; --fresh")
   rng = np.random.default_rng(args_ns.seed)
@@ -233,22 +235,25 @@ def evaluate(name, size, args_ns, devices):
   ok = ~failed
   refitted = None
   if n_calibration:
-    refitted = refit_in_rounds(prof, calibration_rounds,
-                               profiler.timing_classes(devices))
+    refitted = fitting.refit_in_rounds(prof, calibration_rounds,
+                                       profiler.timing_classes(devices))
     for kind in kinds:
       result = simulator.simulate(
           graph, placements, refitted.topology, costs=refitted.costs,
-          order=run_orders(schedules[kind], graph.n_nodes))
+          order=fidelity_dumps.run_orders(schedules[kind], graph.n_nodes))
       predicted[(kind, _REFIT)] = np.asarray(result.runtime_s, np.float64)
     if "static" in kinds:
       print_placed_twice(name, labels, calibration_rounds,
                          measured[("min", "static")])
   if args_ns.dump:
-    dump(os.path.join(args_ns.dump, f"fidelity_{name}_{args_ns.size}.npz"),
-         labels, placements, kinds, schedules, predicted, measured,
-         {kind: [placed[(kind, i)].n_clusters for i in range(k)]
-          for kind in kinds}, failed,
-         calibration_rounds if n_calibration else None)
+    fidelity_dumps.save(
+        fidelity_dumps.dump_path(args_ns.dump, name, args_ns.size), labels,
+        placements, kinds, schedules, predicted, measured,
+        {kind: [placed[(kind, i)].n_clusters for i in range(k)]
+         for kind in kinds}, failed,
+        {kind: predicted[(kind, _REFIT)] for kind in kinds
+         if (kind, _REFIT) in predicted},
+        calibration_rounds if n_calibration else None)
   results = {}
   for kind in kinds:
     clusters = np.array([placed[(kind, i)].n_clusters for i in range(k)])
@@ -300,31 +305,6 @@ def print_placed_twice(name: str, labels: list[str],
           flush=True)
 
 
-def run_orders(schedules, n_nodes: int) -> np.ndarray:
-  """``[K, N]`` int64 orders the placements ran in: each schedule's order,
-  node-id order for a named one (``device_greedy``)."""
-  return np.stack([np.arange(n_nodes) if isinstance(o, str)
-                   else np.asarray(o, np.int64) for o in schedules])
-
-
-def refit_in_rounds(prof: Profile, rounds: np.ndarray,
-                    classes, pipelined_links=None) -> Profile:
-  """``prof`` fitted again (``fitting.refit``) on the fastest call of each
-  of its calibration runs (``fitting.calibration_runs``) over ``rounds
-  [R, D + C]`` seconds; devices that are timed alike (``classes [D]``,
-  ``profiler.timing_classes``: forced CPU devices) share the fastest of
-  their single-device runs, as ``gplace.profile`` has them.
-  ``pipelined_links``: as ``fitting.refit`` takes it (default: the
-  executor's now)."""
-  fastest = rounds.min(axis=0)
-  d = len(classes)
-  classes = np.asarray(classes)
-  whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
-                    if np.isfinite(fastest[:d][classes == classes[j]]).any()
-                    else np.nan for j in range(d)])
-  return fitting.refit(prof, fastest[d:], whole, pipelined_links)
-
-
 def link_scale_text(prof: Profile) -> str:
   """The calibrated link factor: one number, or ``0->1 / 1->0`` where the
   calibration fitted one per direction (CPU + GPU)."""
@@ -344,36 +324,6 @@ def launch_text(prof: Profile) -> str:
              for dev in prof.topology.devices]
     return costs[0] if len(set(costs)) == 1 else " / ".join(costs)
   return f"{text('cluster_launch_s')}, {text('copy_issue_s')}"
-
-
-def dump(path, labels, placements, kinds, schedules, predicted, measured,
-         clusters, failed, calibration_rounds=None) -> None:
-  """Saves one workload's raw figures (for refitting a model offline, with
-  the profile from ``--cache``): ``placements [K, N]``, and per schedule
-  kind ``order_<kind> [K, N]`` (node-id order for device_greedy),
-  ``predicted_<kind> [K]`` s, ``clusters_<kind> [K]``, and per statistic
-  ``measured_<stat>_<kind> [rounds, K]`` s (NaN: failed); with
-  --calibrate-in-rounds also ``calibration_rounds [rounds, D + C]`` (each
-  round's fastest call of ``fitting.calibration_runs``) and
-  ``predicted_refit_<kind> [K]``; ``host_reads`` ``"overlapped"``: the
-  executor started its read-backs of accelerator values early (dumps
-  without it are from before 2026-11-28's change, whose read-backs waited
-  for each other: ``fitting.executor_pipelining``)."""
-  arrays = dict(labels=np.asarray(labels), placements=placements,
-                failed=failed, host_reads=np.asarray("overlapped"))
-  for kind in kinds:
-    arrays[f"order_{kind}"] = run_orders(schedules[kind],
-                                         placements.shape[1])
-    arrays[f"predicted_{kind}"] = predicted[kind]
-    arrays[f"clusters_{kind}"] = np.asarray(clusters[kind])
-    for stat in ("min", "median"):
-      arrays[f"measured_{stat}_{kind}"] = measured[(stat, kind)]
-    if (kind, _REFIT) in predicted:
-      arrays[f"predicted_refit_{kind}"] = predicted[(kind, _REFIT)]
-  if calibration_rounds is not None:
-    arrays["calibration_rounds"] = calibration_rounds
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  np.savez(path, **arrays)
 
 
 def main():
@@ -426,9 +376,9 @@ def main():
                       help="also save each workload's placements, schedules, "
                       "predictions and raw measurements to "
                       "DIR/fidelity_<name>_<size>.npz")
-  parser.add_argument("--out", default="",
-                      help="also write the table to this markdown file")
+  parser.add_argument("--out", default="", help=report.OUT_HELP)
   args_ns = parser.parse_args()
+  study = report.Study.create(args_ns.out, __file__)
   unknown = set(args_ns.schedules.split(",")) - set(SCHEDULES)
   if unknown:
     parser.error(f"unknown --schedules {sorted(unknown)}; choose from "
@@ -480,11 +430,9 @@ def main():
         f"{r['profile_s']:.0f} | {r['measure_s']:.0f} |")
   table = "\n".join(lines)
   print(table)
-  if args_ns.out:
+  if study:
     platforms = "+".join(d.platform for d in devices)
-    command = "python experiments/fidelity.py " + " ".join(sys.argv[1:])
-    section = (
-        f"## Simulator fidelity\n\nCommand: `{command}` on "
+    study.write([
         f"{len(devices)} devices ({platforms}), mode {args_ns.mode!r}, "
         f"schedules {args_ns.schedules} (sim: each placement run and "
         "simulated in its simulator schedule; device_greedy: the executor's "
@@ -493,29 +441,8 @@ def main():
         "placement, summarized per round by their fastest (min) or median "
         "call; the measurement is the mean over rounds of that, or "
         "(fastest) the fastest call of all rounds, as gplace.profile "
-        "calibrates; the noise ceiling is the mean Spearman between rounds "
-        f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).\n\n"
-        f"{table}\n")
-    write_section(args_ns.out, section)
-
-
-def write_section(path: str, section: str) -> None:
-  """Replaces the "## Simulator fidelity" section of ``path`` (up to the
-  next "## " heading), or appends it; other sections are left alone."""
-  text = ""
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
-  heading = "## Simulator fidelity"
-  start = text.find(heading)
-  if start < 0:
-    text = text.rstrip("\n") + ("\n\n" if text else "") + section
-  else:
-    end = text.find("\n## ", start + len(heading))
-    rest = text[end + 1:] if end >= 0 else ""
-    text = text[:start] + section + ("\n" + rest if rest else "")
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
+        "calibrates; the noise ceiling is the mean Spearman between rounds.",
+        "", *lines])
 
 
 if __name__ == "__main__":

@@ -16,13 +16,11 @@ median absolute error of both, per schedule kind and statistic.
 """
 
 import argparse
-import glob
-import os
 
 import numpy as np
 from scipy import stats
 
-from gplace.execution import calibration
+from gplace.execution import calibration, fidelity_dumps
 from gplace.execution.profile_file import Profile
 from gplace.sim import simulator
 
@@ -39,46 +37,24 @@ def predictions(prof: Profile, placements: np.ndarray,
                    for p, o in zip(placements, orders)], np.float64)
 
 
-def dumps(dump_dir: str, profile_dir: str):
-  """Yields ``(name, size, profile, data)`` for each
-  ``fidelity_<name>_<size>.npz`` in ``dump_dir`` with the one matching
-  ``profile_<name>_<size>_*.npz`` of ``profile_dir``."""
-  for path in sorted(glob.glob(os.path.join(dump_dir, "fidelity_*.npz"))):
-    name, size = os.path.basename(path)[len("fidelity_"):-4].rsplit("_", 1)
-    profiles = glob.glob(os.path.join(profile_dir,
-                                      f"profile_{name}_{size}_*.npz"))
-    if len(profiles) != 1:
-      raise SystemExit(f"{name}: expected one profile in {profile_dir}, "
-                       f"found {len(profiles)}")
-    yield name, size, Profile.load(profiles[0]), np.load(path)
-
-
-def add_dump_flags(parser: argparse.ArgumentParser) -> None:
-  """``--dump`` and ``--profiles``, the inputs of :func:`dumps`."""
-  parser.add_argument("--dump", required=True,
-                      help="directory holding fidelity_<name>_<size>.npz and "
-                      "(unless --profiles says otherwise) the matching "
-                      "profile_*.npz")
-  parser.add_argument("--profiles", default="",
-                      help="directory of the profiles (fidelity.py's "
-                      "--cache; default: --dump)")
-
-
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  add_dump_flags(parser)
+  parser.add_argument("--dump", required=True,
+                      help=fidelity_dumps.DUMP_HELP)
+  parser.add_argument("--profiles", default="",
+                      help=fidelity_dumps.PROFILES_HELP)
   args = parser.parse_args()
-  profile_dir = args.profiles or args.dump
   print("| workload | schedule | statistic | link factors | Spearman, one "
         "factor | Spearman, per direction | median abs err %, one factor | "
         "median abs err %, per direction |")
   print("|---|---|---|---|---:|---:|---:|---:|")
-  for name, _, prof, data in dumps(args.dump, profile_dir):
+  for name, _, prof, data in fidelity_dumps.load_all(args.dump,
+                                                     args.profiles):
     d = prof.topology.n_devices
     one = np.where(np.eye(d, dtype=bool), 1.0, prof.link_scale)
     per = prof.link_scales if prof.link_scales is not None else one
-    kinds = [k[len("predicted_"):] for k in data.files
-             if k.startswith("predicted_")]
+    # The schedule kinds (not predicted_refit_<kind>: a refit's).
+    kinds = [k[len("order_"):] for k in data.files if k.startswith("order_")]
     for kind in kinds:
       orders = data[f"order_{kind}"]
       ok = ~data["failed"]

@@ -37,8 +37,8 @@ import itertools
 import numpy as np
 from scipy import stats
 
-from experiments.fidelity_links import add_dump_flags, dumps
 from gplace.execution import calibration
+from gplace.execution import fidelity_dumps
 from gplace.execution import fitting
 from gplace.execution.profile_file import Profile
 from gplace.sim import simulator
@@ -117,18 +117,16 @@ def calibration_refit(prof: Profile, pipelined_links,
   """``(topology, costs)`` that ``gplace.profile``'s fit (as the code
   stands) gives on ``prof``'s own calibration runs (``fitting.refit``),
   or on those runs measured in fidelity's rounds (``rounds [R, D + C]``
-  seconds, as ``fidelity.refit_in_rounds`` fits them)."""
+  seconds, as ``fitting.refit_in_rounds`` fits them)."""
   if prof.calibration_placements is None:
     raise SystemExit("the profile kept no calibration runs (profiles from "
                      "before 2026-11-27 did not); --calibration needs them.")
   if rounds is not None:
-    # fidelity.py forces host devices as it is imported: only here.
-    from experiments.fidelity import refit_in_rounds  # pylint: disable=g-import-not-at-top
     # Host devices time alike (profiler.timing_classes), each other alone.
     kinds = [dev.kind for dev in prof.topology.devices]
     classes = [kinds.index("cpu") if kind == "cpu" else j
                for j, kind in enumerate(kinds)]
-    again = refit_in_rounds(prof, rounds, classes, pipelined_links)
+    again = fitting.refit_in_rounds(prof, rounds, classes, pipelined_links)
   else:
     again = fitting.refit(prof, prof.calibration_s, prof.whole_program_s,
                            pipelined_links)
@@ -145,7 +143,10 @@ def measured_of(data, schedule: str, statistic: str) -> np.ndarray:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  add_dump_flags(parser)
+  parser.add_argument("--dump", required=True,
+                      help=fidelity_dumps.DUMP_HELP)
+  parser.add_argument("--profiles", default="",
+                      help=fidelity_dumps.PROFILES_HELP)
   parser.add_argument("--schedule", default="sim",
                       help="which of the dump's schedule kinds to score")
   parser.add_argument("--statistic", default="fastest",
@@ -166,7 +167,6 @@ def main() -> None:
   args = parser.parse_args()
   if args.in_rounds and not args.calibration:
     parser.error("--in-rounds goes with --calibration")
-  profile_dir = args.profiles or args.dump
   if args.calibration:
     stored, runs = (("stored refit in rounds", "calibration runs in the "
                      "rounds") if args.in_rounds
@@ -175,7 +175,8 @@ def main() -> None:
           f"{runs}: Spearman / err % | link factors 0->1 / 1->0 | "
           "launch ms | copy issue ms | batched inputs |")
     print("|---|---|---|---|---|---|---|")
-    for name, size, prof, data in dumps(args.dump, profile_dir):
+    for name, size, prof, data in fidelity_dumps.load_all(args.dump,
+                                                          args.profiles):
       ok = ~data["failed"]
       measured = measured_of(data, args.schedule, args.statistic)[ok]
       if args.in_rounds and "calibration_rounds" not in data:
@@ -206,7 +207,8 @@ def main() -> None:
   print("| workload | calibrated: Spearman / err % | best in-sample: "
         "Spearman / err % | best parameters |")
   print("|---|---|---|---|")
-  for name, size, prof, data in dumps(args.dump, profile_dir):
+  for name, size, prof, data in fidelity_dumps.load_all(args.dump,
+                                                        args.profiles):
     if prof.topology.n_devices != 2:
       raise SystemExit(f"{name}: the grid is for two devices.")
     ok = ~data["failed"]

@@ -2,7 +2,7 @@
 
     python experiments/gap_to_optimal.py --topology 1cpu+2gpu \
         --sizes 10,20,40 --seeds 2 --workloads wavenet2,rnnlm2 \
-        --time_limit_s 30 --out experiments/results/gap_to_optimal.md
+        --time_limit_s 30 --out experiments/results/gap_to_optimal_1cpu+2gpu
 
 For each graph (``random_dag`` of each of ``--sizes`` nodes with seeds
 ``0..--seeds-1``, then the ``--workloads`` zoo graphs, captured at
@@ -22,20 +22,14 @@ placer could still gain on it.
 
 import argparse
 import inspect
-import os
 import sys
 import time
 
 import numpy as np
 
 import gplace
-from gplace import baselines, solvers
+from gplace import baselines, report, solvers, workloads
 from gplace.errors import GplaceError, first_line
-
-if __package__ in (None, ""):    # run as a script: the repository on the path
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-      __file__))))
-from experiments.markdown import write_markdown  # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.graphs.graph import Graph, random_dag
 from gplace.sim.topology import Topology, preset
 
@@ -80,19 +74,17 @@ def best_baseline(graph: Graph, topology: Topology, seed: int = 0
   return name, schedule, runtime, placements[k]
 
 
-def graphs(sizes, seeds, workloads, size, step, coarsen_to=0):
+def graphs(sizes, seeds, names, size, step, coarsen_to=0):
   """Yields ``(label, graph or None, error or None)``; zoo graphs of more
   than ``coarsen_to > 0`` nodes are coarsened (co-location, then by size)
   to at most that many groups, and the coarse graph is what is placed."""
   for n in sizes:
     for seed in range(seeds):
       yield f"random_dag({n}, seed={seed})", random_dag(n, seed=seed), None
-  for name in workloads:
+  for name in names:
     label = f"{name} ({size} {step})"
     try:
-      from gplace import workloads as zoo  # pylint: disable=g-import-not-at-top
-      fn, args = zoo.get(name, size=size, step=step, abstract=True)
-      graph = gplace.capture(fn, *args, name=name)
+      graph = workloads.load(name, size, step).graph
       if coarsen_to and graph.n_nodes > coarsen_to:
         graph = gplace.coarsen(graph, "colocation",
                                max_groups=coarsen_to).graph
@@ -109,10 +101,6 @@ HEADER = [
     "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|"]
 
 
-def _gap(runtime, bound):
-  return f"{100.0 * (runtime / bound - 1.0):+.2f}%" if bound > 0 else "–"
-
-
 def row(label: str, graph: Graph, topology: Topology, time_limit_s: float,
         num_workers: int, seed: int = 0) -> str:
   """One markdown row: best baseline, then the solver hinted with it."""
@@ -123,8 +111,9 @@ def row(label: str, graph: Graph, topology: Topology, time_limit_s: float,
       " coarsened" if result.coarsened else "")
   return (f"| {label} | {graph.n_nodes} | {name} ({schedule}) | "
           f"{base_s:.4g} | {result.runtime_s:.4g} | {status} | "
-          f"{result.bound_s:.4g} | {_gap(result.runtime_s, result.bound_s)} "
-          f"| {_gap(base_s, result.bound_s)} | "
+          f"{result.bound_s:.4g} | "
+          f"{report.percent_change(result.runtime_s, result.bound_s, 2)} | "
+          f"{report.percent_change(base_s, result.bound_s, 2)} | "
           f"{gplace.lower_bound(graph, topology):.4g} | "
           f"{result.wall_s:.1f} |")
 
@@ -150,12 +139,13 @@ def main(argv=None) -> int:
   parser.add_argument("--coarsen", type=int, default=0,
                       help="coarsen zoo graphs above this many nodes to at "
                       "most this many groups (0: never)")
-  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
+  study = report.Study.create(args.out, __file__, argv)
 
   topology = preset(args.topology)
   sizes = [int(s) for s in args.sizes.split(",") if s]
-  workloads = [w for w in args.workloads.split(",") if w]
+  names = [w for w in args.workloads.split(",") if w]
   lines = [f"### Gap to optimal: {args.topology}, CP-SAT "
            f"{args.time_limit_s:g} s x {args.num_workers} workers", "",
            "Simulated seconds per step. Best baseline: the fastest of "
@@ -165,7 +155,7 @@ def main(argv=None) -> int:
            "what the solver proved (at least `gplace.lower_bound`); gaps are "
            "runtime / bound - 1.", ""] + HEADER
   print("\n".join(lines), flush=True)
-  for label, graph, error in graphs(sizes, args.seeds, workloads, args.size,
+  for label, graph, error in graphs(sizes, args.seeds, names, args.size,
                                     args.step, args.coarsen):
     start = time.perf_counter()
     if graph is None:
@@ -180,8 +170,8 @@ def main(argv=None) -> int:
     print(f"<!-- {label}: {time.perf_counter() - start:.1f} s -->",
           file=sys.stderr, flush=True)
     lines.append(line)
-  if args.out:
-    write_markdown(args.out, lines)
+    if study:
+      study.write(lines)
   return 0
 
 

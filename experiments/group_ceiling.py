@@ -2,7 +2,7 @@
 
     python experiments/group_ceiling.py --size paper \
         --workloads wavenet2,resnet50 --graph_cache experiments/cache \
-        --out experiments/results/group_ceiling.md
+        --out experiments/results/group_ceiling_paper_1cpu+4gpu
 
 The pure-RL learner (``experiments/configs/quickstart.py``) places at most
 ``groups.max_groups`` groups of ops (``gplace.rl.grouping``), and every op
@@ -28,23 +28,16 @@ also in their own order).
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import numpy as np
 
-if __package__ in (None, ""):    # run as a script: the repository on the path
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-      __file__))))
-# pylint: disable=g-import-not-at-top,wrong-import-position
 import gplace
-from gplace import baselines, search
+from gplace import baselines, report, search, workloads
 from gplace.errors import GplaceError, first_line
 from gplace.rl.grouping import coarsen_for_policy, group_placement
 from gplace.sim.topology import preset
-from experiments.markdown import write_markdown
-from experiments.search_controls import load_graph
 
 PLANNERS = ("heft", "m_etf", "m_sct")
 SEARCHES = (("local search", search.local_search),
@@ -83,7 +76,8 @@ def simulated_ms(graph, placement, topology, order=None) -> float:
 
 
 def workload_rows(args, name: str, topology) -> list[str]:
-  graph = load_graph(name, args.size, "train", args.graph_cache)
+  graph = workloads.load(name, args.size, "train",
+                         cache_dir=args.graph_cache).graph
   coarsening = coarsen_for_policy(graph, max_groups=args.max_groups,
                                   rule=args.rule, min_nodes=0)
   if coarsening is None:
@@ -148,8 +142,9 @@ def main(argv=None) -> int:
                       help="seed of the searches")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs to read and fill")
-  parser.add_argument("--out", default=None, help="markdown file to write")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
+  study = report.Study.create(args.out, __file__, argv)
   try:
     args.placements = dict(item.split("=", 1) for item in args.placement)
   except ValueError:
@@ -167,8 +162,8 @@ def main(argv=None) -> int:
   except GplaceError as e:
     print(f"error: {first_line(e)}", file=sys.stderr)
     return 2
-  if args.out:
-    write_markdown(args.out, lines)
+  if study:
+    study.write(lines)
   return 0
 
 

@@ -2,7 +2,7 @@
 
     python experiments/learning_vs_search.py --size tiny \
         --workloads rnnlm2,wavenet2 --evaluations 12800 \
-        --out experiments/results/learning_vs_search_tiny.md
+        --out experiments/results/learning_vs_search_tiny
 
 For each workload (default the suite of ``experiments/search_controls.py``)
 and seed, every arm below gets the same number of simulator evaluations
@@ -68,68 +68,23 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import gplace
-from gplace import plotting, search
+from gplace import plotting, report, search, workloads
 from gplace.autoplace.candidates import baseline_rows
+from gplace.errors import GplaceError
+from gplace.report import best_by, checkpoints, first_within, value_at
 from gplace.rl import run_outputs
 from gplace.rl import train
 from gplace.rl.refine import START_GIVEN
+from gplace.search import controls
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
-from experiments.markdown import table_per_workload
-from experiments.search_controls import SUITE, load_graph
+from experiments.configs.suite import SUITE
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-SEARCH_ARMS = ("local_search", "annealing", "genetic")
 # The wall-time bar: seconds until the policy is within this of its final
 # best (its greedy placement or best own sample, after any refinement).
 WITHIN = 0.02
 LEARNED, SEARCH, BASELINE, BOUND = "learned", "search", "baseline", "bound"
-
-
-def random_search(graph, topology, *, budget: int, seed: int,
-                  batch_size: int = 256):
-  """Best of ``budget`` uniform random placements: ``(runtime_s,
-  (evaluations [H], best so far [H]), wall_s)``."""
-  start = time.perf_counter()
-  rng = np.random.default_rng(seed)
-  best, evaluations, history = np.inf, [], []
-  done = 0
-  while done < budget:
-    k = min(batch_size, budget - done)
-    placements = rng.integers(0, topology.n_devices, (k, graph.n_nodes))
-    result = gplace.simulate(graph, placements, topology)
-    runtime = np.where(np.asarray(result.oom), np.inf,
-                       np.asarray(result.runtime_s, np.float64))
-    best = min(best, float(runtime.min()))
-    done += k
-    evaluations.append(done)
-    history.append(best)
-  return best, (np.array(evaluations), np.array(history)), (
-      time.perf_counter() - start)
-
-
-def search_controls(graph, topology, *, budget: int, seed: int,
-                    batch_size: int, init=None,
-                    random: bool = True) -> list[tuple]:
-  """The equal-budget search controls: ``(name, runtime_s, evaluations,
-  wall_s, (evaluations [H], best so far [H]))`` of local search, annealing
-  and genetic search (started from ``init``, default the best cheap
-  baseline) and, with ``random``, of uniform random placements."""
-  if init is None:
-    init, _ = search.initial_placements(graph, topology)
-  rows = []
-  for name in SEARCH_ARMS:
-    kwargs = {} if name == "genetic" else {"batch_size": batch_size}
-    res = search.SEARCHES[name](graph, topology, seed=seed, budget=budget,
-                                init=init, **kwargs)
-    rows.append((name.replace("_", " "), res.runtime_s, res.evaluations,
-                 res.wall_s, tuple(res.history)))
-  if not random:
-    return rows
-  runtime, history, wall = random_search(graph, topology, budget=budget,
-                                         seed=seed)
-  rows.append(("random", runtime, budget, wall, history))
-  return rows
 
 
 def rl_config(args, workload: str, seed: int, guided: bool,
@@ -165,16 +120,9 @@ def rl_config(args, workload: str, seed: int, guided: bool,
 
 
 class RLRun(NamedTuple):
-  """One RL run: its result, its curves and its times.
-
-  ``evaluations``, ``mean``, ``best``, ``step_wall_s``: per logged RL step
-  ``[S]``: train samples spent so far, the mean of the step's samples, the
-  best own sample so far, seconds since the run started. ``greedy``:
-  ``(evaluations [G], greedy runtime [G])``, the policy's greedy placement
-  scored every ``config.train.greedy_every`` steps (empty if 0), against
-  the train samples spent before it. ``wall_s``: the whole run, the
-  per-op refinement included.
-  """
+  """One RL run: its result, its curves (``evaluations``, ``mean``, ``best``,
+  ``step_wall_s``, ``greedy``: :class:`gplace.rl.run_outputs.Curves`) and
+  ``wall_s``, the whole run, the per-op refinement included."""
   result: Any
   evaluations: np.ndarray
   mean: np.ndarray
@@ -189,32 +137,9 @@ def run_rl(config, workdir: str) -> RLRun:
   start = time.perf_counter()
   result = train.train_and_evaluate(config, workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
-  all_records = run_outputs.read_metrics(
-      os.path.join(workdir, run_outputs.METRICS_FILE))
-  records = [r for r in all_records if r["phase"] == "rl"]
-  k = config.rl.num_samples
-  first = records[0]["step"] - 1 if records else 0
-  evaluations = np.array([(r["step"] - first) * k for r in records])
-  mean = np.array([r["mean_runtime_s"] for r in records], np.float64)
-  best = np.array([np.nan if r["best_runtime_s"][0] is None
-                   else r["best_runtime_s"][0] for r in records], np.float64)
-  step_wall = np.array([r.get("wall_s", np.nan) for r in records], np.float64)
-  greedy = [r for r in all_records if r["phase"] == run_outputs.GREEDY_PHASE]
-  greedy_curve = (np.array([(r["step"] - first) * k for r in greedy]),
-                  np.array([np.nan if r["greedy_runtime_s"][0] is None
-                            else r["greedy_runtime_s"][0] for r in greedy],
-                           np.float64))
-  return RLRun(result, evaluations, mean, best, step_wall, wall_s,
-               greedy_curve)
-
-
-def first_within(values, final_s: float, tolerance: float) -> int:
-  """Index of the first finite value ``<= final_s * (1 + tolerance)``, or
-  -1 if there is none."""
-  values = np.asarray(values, np.float64)
-  hit = np.flatnonzero(np.isfinite(values) & (values <= final_s *
-                                              (1 + tolerance)))
-  return int(hit[0]) if hit.size else -1
+  curves = run_outputs.read_curves(workdir, config.rl.num_samples)
+  return RLRun(result, curves.evaluations, curves.mean, curves.best,
+               curves.step_wall_s, wall_s, curves.greedy)
 
 
 def time_to_within(final_s: float, tolerance: float, rl_best, rl_wall_s,
@@ -249,36 +174,10 @@ def time_to_within(final_s: float, tolerance: float, rl_best, rl_wall_s,
           float(refine_curve[1][index]))
 
 
-def checkpoints(budget: int) -> list[int]:
-  """Powers of ten from 10^3 below ``budget``: where the best-so-far curves
-  are also tabulated, so that one long run gives the shorter budgets' rows."""
-  out, c = [], 1000
-  while c < budget:
-    out.append(c)
-    c *= 10
-  return out
-
-
-def best_by(evaluations, best, budget: int) -> float:
-  """The best-so-far value of a curve after at most ``budget`` evaluations
-  (NaN if the curve has no point that early)."""
-  evaluations, best = np.asarray(evaluations), np.asarray(best, np.float64)
-  seen = best[(evaluations <= budget) & np.isfinite(best)]
-  return float(seen.min()) if seen.size else float("nan")
-
-
-def value_at(evaluations, values, budget: int) -> float:
-  """The last value of a curve at or before ``budget`` evaluations (NaN if
-  none): for curves that are not best-so-far, such as the greedy
-  placement's."""
-  evaluations, values = np.asarray(evaluations), np.asarray(values, np.float64)
-  seen = np.flatnonzero(evaluations <= budget)
-  return float(values[seen[-1]]) if seen.size else float("nan")
-
-
 def workload_rows(args, workload: str, topology, plots_dir: str):
   """Markdown rows of one workload (all seeds) and the PNG of seed 0."""
-  graph = load_graph(workload, args.size, "train", args.graph_cache)
+  graph = workloads.load(workload, args.size, "train",
+                         cache_dir=args.graph_cache).graph
   base = baseline_rows(graph, topology)
   _, best_s = base[0]
   bound = float(gplace.lower_bound(graph, topology))
@@ -376,16 +275,15 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
           result.best_runtime_s[0], int(ev[-1]) if len(ev) else 0, wall)
       if seed == args.first_seed:
         curves["policy-guided search: best so far"] = (ev, best)
-    for name, runtime, evaluations, wall, history in ([] if args.no_search
-                                                      else search_controls(
+    for name, res in ([] if args.no_search else controls.equal_budget(
         graph, topology, budget=args.evaluations, seed=seed,
         batch_size=args.samples, init=init, random=not args.no_random)):
-      add(name, SEARCH, runtime, evaluations, wall)
+      add(name, SEARCH, res.runtime_s, res.evaluations, res.wall_s)
       for c in checkpoints(args.evaluations):
-        add(f"{name} by {c:,} evaluations", SEARCH, best_by(*history, c), c,
-            float("nan"))
+        add(f"{name} by {c:,} evaluations", SEARCH, best_by(*res.history, c),
+            c, float("nan"))
       if seed == args.first_seed:
-        curves[name] = history
+        curves[name] = tuple(res.history)
   plotting.plot_evaluation_curves(
       os.path.join(plots_dir, f"learning_vs_search_{workload}_{args.size}"
                    f"_{args.topology}.png"), curves,
@@ -394,13 +292,10 @@ def workload_rows(args, workload: str, topology, plots_dir: str):
       f"{args.topology}), seed {args.first_seed}")
   rows = []
   for name, (kind, runtime, evaluations, wall) in arms.items():
-    runtime = np.array(runtime)
-    change = 100 * (runtime / best_s - 1)
-    spread = (f" [{change.min():+.1f}, {change.max():+.1f}]"
-              if len(runtime) > 1 else "")
     rows.append(f"| {workload} | {graph.n_nodes} | {name} | {kind} | "
-                f"{runtime.mean() * 1e3:.4f} | {change.mean():+.1f}%"
-                f"{spread} | {np.mean(evaluations):.0f} | "
+                f"{np.mean(runtime) * 1e3:.4f} | "
+                f"{report.mean_change(runtime, best_s)} | "
+                f"{np.mean(evaluations):.0f} | "
                 f"{'–' if np.isnan(wall).all() else f'{np.mean(wall):.1f}'}"
                 " |")
   for name, runtime in base:
@@ -485,19 +380,19 @@ def main(argv=None) -> int:
                       help="the first seed (curves are drawn for it)")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
-  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   parser.add_argument("--plots_dir", default=None,
-                      help="where the PNGs go (default: next to --out, or "
-                      "the working directory)")
+                      help="where the PNGs go (default: --out, or the "
+                      "working directory)")
   args = parser.parse_args(argv)
   if args.evaluations - args.refine_evaluations < args.samples:
     parser.error("--evaluations minus --refine_evaluations must be at least "
                  "--samples")
   if 0 < args.refine_evaluations < 3 or args.refine_evaluations < 0:
     parser.error("--refine_evaluations must be 0 or at least 3")
+  study = report.Study.create(args.out, __file__, argv)
   topology = preset(args.topology)
-  plots_dir = args.plots_dir or (os.path.dirname(os.path.abspath(args.out))
-                                 if args.out else os.getcwd())
+  plots_dir = args.plots_dir or args.out or os.getcwd()
   os.makedirs(plots_dir, exist_ok=True)
   lines = [f"### Learning vs search: {args.topology}, size={args.size}, "
            f"train step, {args.evaluations} evaluations per arm, "
@@ -527,10 +422,10 @@ def main(argv=None) -> int:
                "schedule's." if args.reward_schedule == "auto" else ""), ""]
   lines += HEADER
   print("\n".join(lines), flush=True)
-  table_per_workload(
+  report.table_per_workload(
       args.workloads,
-      lambda w: workload_rows(args, w, topology, plots_dir), lines,
-      args.out)
+      lambda w: workload_rows(args, w, topology, plots_dir), lines, study,
+      skip=(GplaceError,))
   return 0
 
 

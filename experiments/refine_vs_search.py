@@ -4,7 +4,7 @@ evaluations.
     python experiments/refine_vs_search.py --size paper \
         --workloads wavenet2,resnet50 --evaluations 3200 --seeds 3 \
         --runs_dir /tmp/gplace_runs --graph_cache experiments/cache \
-        --out experiments/results/refine_vs_search.md
+        --out experiments/results/refine_vs_search
 
 For each workload, the quickstart's pure-RL run (GO over op groups, no warm
 start, no search; ``--rl_evaluations`` = steps x 64 samples) is trained in
@@ -35,15 +35,14 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace import search
+from gplace import report, search, workloads
 from gplace.autoplace.candidates import baseline_rows
+from gplace.errors import GplaceError
 from gplace.rl import train
 from gplace.rl.refine import refine_placement
 from gplace.rl.rewards import Scorer
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
-from experiments.markdown import table_per_workload
-from experiments.search_controls import load_graph
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 HEADER = ["| workload | ops | placement | kind | runtime ms | vs best classical "
@@ -69,7 +68,8 @@ def policy_greedy(args, workload: str):
 
 
 def workload_rows(args, workload: str, topology) -> list[str]:
-  graph = load_graph(workload, args.size, "train", args.graph_cache)
+  graph = workloads.load(workload, args.size, "train",
+                         cache_dir=args.graph_cache).graph
   best_name, best_s = baseline_rows(graph, topology)[0]
   start, start_s, rl_evaluations = policy_greedy(args, workload)
   reward = Scorer(graph, topology)  # default schedule, inf for OOM
@@ -94,13 +94,10 @@ def workload_rows(args, workload: str, topology) -> list[str]:
         found.evaluations, found.wall_s)
 
   def row(name, kind, runtime, evaluations, wall):
-    runtime = np.asarray(runtime, np.float64)
-    change = 100 * (runtime / best_s - 1)
-    spread = (f" [{change.min():+.1f}, {change.max():+.1f}]"
-              if runtime.size > 1 else "")
     return (f"| {workload} | {graph.n_nodes} | {name} | {kind} | "
-            f"{runtime.mean() * 1e3:.4f} | {change.mean():+.1f}%{spread} | "
-            f"{evaluations} | {wall} |")
+            f"{np.mean(runtime) * 1e3:.4f} | "
+            f"{report.mean_change(runtime, best_s)} | {evaluations} | "
+            f"{wall} |")
 
   rows = [row(f"best classical: {best_name}", "baseline", best_s, 1, "–"),
           row(f"policy greedy after {rl_evaluations} RL evaluations (the "
@@ -128,19 +125,20 @@ def main(argv=None) -> int:
                       help="where the RL runs live (resumed when finished)")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
-  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
   if args.rl_evaluations < 64 or args.evaluations < 3 or args.seeds < 1:
     parser.error("--rl_evaluations must be >= 64, --evaluations >= 3 and "
                  "--seeds >= 1")
+  study = report.Study.create(args.out, __file__, argv)
   topology = preset(args.topology)
   lines = [f"### Per-op refinement vs local search: {args.topology}, "
            f"size={args.size}, {args.evaluations} evaluations per arm after "
            f"{args.rl_evaluations} of RL, {args.seeds} seed(s)", ""] + HEADER
   print("\n".join(lines), flush=True)
-  table_per_workload(args.workloads,
-                     lambda w: workload_rows(args, w, topology), lines,
-                     args.out)
+  report.table_per_workload(args.workloads,
+                            lambda w: workload_rows(args, w, topology), lines,
+                            study, skip=(GplaceError,))
   return 0
 
 

@@ -26,18 +26,20 @@ schedule with other critical-path priorities (:func:`priority_variants`).
 """
 
 import argparse
+import os
 
 import numpy as np
 
 import gplace
-from gplace import baselines
+from gplace import baselines, workloads
 from gplace.baselines import common, list_scheduling
 from gplace.graphs.graph import NODE_INPUT
 from gplace.sim.priority import (bottom_level, mean_transfer_s,
                                  order_priority, upward_rank)
 from gplace.sim.topology import preset
 
-from experiments.baselines import CACHE, load_graph
+# The graphs experiments/baselines.py captures.
+CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")
 
 
 def main(argv=None) -> None:
@@ -69,7 +71,8 @@ def main(argv=None) -> None:
         "HEFT rank | dynamic, own order as priority |")
   print("|---|---|---:|---:|---:|---:|")
   for name in args.workloads.split(","):
-    graph = load_graph(name, args.size, "train", args.cache)
+    graph = workloads.load(name, args.size, "train",
+                           cache_dir=args.cache).graph
     rank = list_scheduling.schedule_ranks(
         common.prepare(graph, topology, None), common.gpu_devices(topology))
     for scheduler in args.schedulers.split(","):

@@ -2,7 +2,7 @@
 
     python experiments/search_controls.py --topology 1cpu+4gpu --size paper \
         --budgets 1000,10000 --seeds 3 --graph_cache experiments/cache \
-        --out experiments/results/search_controls_1cpu+4gpu.md
+        --out experiments/results/search_controls_1cpu+4gpu
 
 For each workload (default the suite: rnnlm2, transformer_xl4, wavenet2,
 resnet50, inception_v3, bert, gnmt4; train step) it captures the graph (or
@@ -28,56 +28,15 @@ import time
 
 import numpy as np
 
-import gplace
-from gplace import baselines, search
-
 if __package__ in (None, ""):    # run as a script: the repository on the path
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
-from experiments.markdown import table_per_workload  # pylint: disable=g-import-not-at-top,wrong-import-position
-from gplace.graphs.graph import Graph
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace import baselines, report, search, workloads
+from gplace.errors import GplaceError
 from gplace.sim.topology import preset
-
-SUITE = ("rnnlm2", "transformer_xl4", "wavenet2", "resnet50", "inception_v3",
-         "bert", "gnmt4")
-
-
-def load_graph(name: str, size: str, step: str,
-               cache_dir: str | None) -> Graph:
-  """The captured graph of a workload, from ``cache_dir`` if it is there
-  (and written there after a capture)."""
-  path = (os.path.join(cache_dir, f"{name}_{size}_{step}.npz")
-          if cache_dir else None)
-  if path and os.path.exists(path):
-    return Graph.load(path)
-  from gplace import workloads  # pylint: disable=g-import-not-at-top
-  fn, args = workloads.get(name, size=size, step=step, abstract=True)
-  graph = gplace.capture(fn, *args, name=name)
-  if path:
-    os.makedirs(cache_dir, exist_ok=True)
-    graph.save(path)
-  return graph
-
-
-def best_baselines(graph, topology, seed=0):
-  """``(default, any)``: each ``(name, runtime_s)`` of the fastest baseline
-  without OOM under the default schedule, and in any schedule (the default,
-  or a list scheduler's own planned order)."""
-  placements = baselines.run_all(graph, topology, seed=seed)
-  names = list(placements)
-  result = gplace.simulate(graph, np.stack([placements[n] for n in names]),
-                           topology)
-  runtime = np.where(np.asarray(result.oom), np.inf,
-                     np.asarray(result.runtime_s, np.float64))
-  k = int(np.argmin(runtime))
-  default = (names[k], float(runtime[k]))
-  best_any = (f"{default[0]} (default)", default[1])
-  for name in baselines.schedulers():
-    plan = baselines.plan(name, graph, topology, seed=seed)
-    own = gplace.simulate(graph, plan.placement, topology, order=plan.order)
-    if not bool(own.oom) and float(own.runtime_s) < best_any[1]:
-      best_any = (f"{name} (own plan)", float(own.runtime_s))
-  return default, best_any
+from experiments.configs.suite import SUITE
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 def run_searches(graph, topology, searches, budgets, seeds, groups=None,
@@ -98,24 +57,20 @@ def run_searches(graph, topology, searches, budgets, seeds, groups=None,
   return results
 
 
-def _change(runtime_s, reference_s):
-  return 100.0 * (runtime_s / reference_s - 1.0)
-
-
-def format_rows(workload, graph, default, best_any, results) -> list[str]:
+def format_rows(workload, graph, best: baselines.Best,
+                results) -> list[str]:
   """Markdown rows of one workload."""
   rows = []
-  base_name, base_s = default
+  base_s = best.default.runtime_s
   for (name, budget), runs in results.items():
     runtime = np.array([r.runtime_s for r in runs])
-    change = _change(runtime, base_s)
-    init_change = _change(np.array([r.init_runtime_s for r in runs]), base_s)
+    init_runtime = np.mean([r.init_runtime_s for r in runs])
     rows.append(
-        f"| {workload} | {graph.n_nodes} | {base_name} {base_s:.4g} | "
-        f"{best_any[0]} {best_any[1]:.4g} | {name} | {budget:g} | "
-        f"{runtime.mean():.4g} | {change.mean():+.1f}% "
-        f"[{change.min():+.1f}, {change.max():+.1f}] | "
-        f"{init_change.mean():+.1f}% | "
+        f"| {workload} | {graph.n_nodes} | {best.default.name} {base_s:.4g} "
+        f"| {best.any.label} {best.any.runtime_s:.4g} | {name} | "
+        f"{budget:g} | {runtime.mean():.4g} | "
+        f"{report.mean_change(runtime, base_s, always_range=True)} | "
+        f"{report.percent_change(init_runtime, base_s)} | "
         f"{np.mean([r.evaluations for r in runs]):.0f} | "
         f"{np.mean([r.wall_s for r in runs]):.1f} |")
   return rows
@@ -152,8 +107,9 @@ def main(argv=None) -> int:
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz); e.g. "
                       "experiments/cache, shared with experiments/baselines.py")
-  parser.add_argument("--out", default=None, help="also write the table here")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
+  study = report.Study.create(args.out, __file__, argv)
 
   topology = preset(args.topology)
   budgets = [int(float(b)) for b in args.budgets.split(",") if b]
@@ -174,11 +130,12 @@ def main(argv=None) -> int:
 
   def rows_of(workload):
     start = time.perf_counter()
-    graph = load_graph(workload, args.size, args.step, args.graph_cache)
+    graph = workloads.load(workload, args.size, args.step,
+                           cache_dir=args.graph_cache).graph
     print(f"<!-- {workload}: {graph.n_nodes} nodes, graph in "
           f"{time.perf_counter() - start:.1f} s -->", file=sys.stderr,
           flush=True)
-    default, best_any = best_baselines(graph, topology)
+    best = baselines.best(graph, topology)
     start = time.perf_counter()
     init, _ = search.initial_placements(graph, topology)
     print(f"<!-- {workload}: starting baselines in "
@@ -187,9 +144,10 @@ def main(argv=None) -> int:
     results = run_searches(graph, topology, searches, budgets, args.seeds,
                            groups=groups, batch_size=args.batch_size,
                            init=init)
-    return format_rows(workload, graph, default, best_any, results)
+    return format_rows(workload, graph, best, results)
 
-  table_per_workload(args.workloads, rows_of, lines, args.out)
+  report.table_per_workload(args.workloads, rows_of, lines, study,
+                            skip=(GplaceError,))
   return 0
 
 

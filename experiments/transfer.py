@@ -3,7 +3,7 @@ table), next to the best classical plan, an equal-budget search and GO
 trained from scratch.
 
     python experiments/transfer.py --policy gplace/pretrained/go_1cpu+4gpu.npz \
-        --out experiments/results/transfer_1cpu+4gpu.md
+        --out experiments/results/transfer_1cpu+4gpu
 
 For each held-out workload (default ``experiments/configs/pretrain.py``'s
 ``HELD_OUT``: whole families the policy never saw; tiny train steps on the
@@ -43,8 +43,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from experiments.configs import pretrain as pretrain_config
-from experiments.markdown import write_markdown
-from gplace import workloads
+from gplace import report, workloads
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace import policy as learned
 from gplace.autoplace.inputs import Problem
@@ -67,9 +66,7 @@ def _pick(found: list, suffix: str) -> float:
 def transfer_row(name: str, loaded, *, steps: int, seed: int,
                  size: str = "tiny") -> dict:
   """Every column of one held-out workload (runtimes in seconds)."""
-  fn, args = workloads.get(name, size, "train")
-  import gplace  # pylint: disable=import-outside-toplevel
-  graph = gplace.capture(fn, *args)
+  graph = workloads.load(name, size, "train").graph
   topology = preset(loaded.topology)
   problem = Problem(graph, topology)
   runs = candidates_lib.baseline_runs(problem, seed=seed)
@@ -153,8 +150,9 @@ def main() -> None:
   parser.add_argument("--steps", type=int, default=learned.FINETUNE_STEPS,
                       help="fine-tuning (and from-scratch) RL steps")
   parser.add_argument("--seed", type=int, default=0, help="seed")
-  parser.add_argument("--out", default=None, help="markdown output file")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
   flags = parser.parse_args()
+  study = report.Study.create(flags.out, __file__)
   path = flags.policy or policy_file.shipped_policy_path("1cpu+4gpu")
   loaded = policy_file.load_policy(path)
   rows = []
@@ -165,8 +163,8 @@ def main() -> None:
     print(f"{name}: {time.perf_counter() - began:.0f} s", flush=True)
   lines = table(rows, loaded, flags.steps)
   print("\n".join(lines))
-  if flags.out:
-    write_markdown(flags.out, lines)
+  if study:
+    study.write(lines)
 
 
 if __name__ == "__main__":

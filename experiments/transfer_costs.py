@@ -1,6 +1,7 @@
 """What moving freshly computed values between two devices costs, three ways.
 
-    python experiments/transfer_costs.py [--counts 1,8,32] [--bytes 4096]
+    python experiments/transfer_costs.py [--counts 1,8,32] [--bytes 4096] \
+        [--out experiments/results/transfer_costs_cpu]
 
 On CPU + GPU the executor's copy of a value the GPU has just computed to the
 CPU cost 0.26-0.32 ms each (RESULTS.md, "CPU + H200 in the default
@@ -33,6 +34,9 @@ import os
 import statistics
 import time
 
+JSON_FILE = "transfer_costs.json"
+METHODS = ("put", "get", "prefetch", "packed")
+
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,8 +48,10 @@ def main() -> None:
                       help="timed calls per method (median)")
   parser.add_argument("--cpu-devices", type=int, default=2,
                       help="forced host devices when there is no accelerator")
-  parser.add_argument("--json", default="",
-                      help="also write the figures to this file")
+  parser.add_argument("--out", default="",
+                      help="the study's folder: README.md there says what "
+                      "was run and holds the table, transfer_costs.json "
+                      "every figure")
   args = parser.parse_args()
   flags = os.environ.get("XLA_FLAGS", "")
   if "xla_force_host_platform_device_count" not in flags:
@@ -54,6 +60,9 @@ def main() -> None:
   import jax                           # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp              # pylint: disable=import-outside-toplevel
   import numpy as np                   # pylint: disable=import-outside-toplevel
+  from gplace import report            # pylint: disable=import-outside-toplevel
+
+  study = report.Study.create(args.out, __file__)
 
   cpus = jax.devices("cpu")
   others = [d for d in jax.devices() if d.platform != "cpu"]
@@ -115,9 +124,18 @@ def main() -> None:
             f"{row['get_us_per_value']:7.1f} us, prefetch "
             f"{row['prefetch_us_per_value']:7.1f} us, packed "
             f"{row['packed_us_per_value']:7.1f} us", flush=True)
-  if args.json:
-    with open(args.json, "w", encoding="utf-8") as f:
+  if study:
+    with open(study.path(JSON_FILE), "w", encoding="utf-8") as f:
       json.dump(rows, f, indent=1)
+    study.write(["Microseconds per value moved (the producer alone "
+                 "subtracted):", "",
+                 "| source | destination | values | producer us | "
+                 + " | ".join(METHODS) + " |",
+                 "|---|---|---:|---:|" + "---:|" * len(METHODS)]
+                + [f"| {r['src']} | {r['dst']} | {r['count']} | "
+                   f"{r['producer_us']:.1f} | " + " | ".join(
+                       f"{r[f'{m}_us_per_value']:.1f}" for m in METHODS)
+                   + " |" for r in rows])
 
 
 if __name__ == "__main__":

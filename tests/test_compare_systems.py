@@ -7,12 +7,12 @@ from experiments import compare_systems
 
 
 def _table(tmp_path, *flags):
-  out = tmp_path / "table.md"
+  out = tmp_path / "study"
   assert compare_systems.main([
       "--workloads", "rnnlm2", "--size", "tiny", "--topologies", "1cpu+2gpu",
       "--out", str(out), *flags]) == 0
   return [[cell.strip() for cell in line.strip("|").split("|")]
-          for line in out.read_text().splitlines()
+          for line in (out / "README.md").read_text().splitlines()
           if line.startswith("| rnnlm2 |")]
 
 

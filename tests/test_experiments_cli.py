@@ -126,16 +126,16 @@ def test_bench_train_step_flags():
 def test_transfer_costs_moves_equal_values_four_ways(tmp_path):
   # The script checks every method's values against the source's and that
   # they land on the destination; two forced host devices here.
-  out = tmp_path / "transfers.json"
+  out = tmp_path / "transfers"
   result = subprocess.run(
       [sys.executable, str(EXPERIMENTS / "transfer_costs.py"), "--counts",
-       "1,3", "--repeats", "2", "--bytes", "64", "--json", str(out)],
+       "1,3", "--repeats", "2", "--bytes", "64", "--out", str(out)],
       cwd=ROOT, capture_output=True, text=True, timeout=300,
       env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""},
       check=False)
   assert result.returncode == 0, result.stderr
   import json  # pylint: disable=g-import-not-at-top
-  rows = json.loads(out.read_text())
+  rows = json.loads((out / "transfer_costs.json").read_text())
   assert [(r["count"], r["src"] != r["dst"]) for r in rows] == [
       (1, True), (3, True)] * 2
   for row in rows:

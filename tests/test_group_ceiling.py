@@ -28,24 +28,23 @@ def test_group_majority_moves_each_group_to_its_most_common_device():
     assert set(moved[group_of == g]) == {int(np.argmax(votes))}
 
 
-def test_rows_project_plans_and_searches_never_lose(tmp_path, monkeypatch):
+def test_rows_project_plans_and_searches_never_lose(tmp_path):
+  dag = "random_dag:60:3"  # the workload name of this graph
   graph = random_dag(60, seed=3)
   topology = preset("1cpu+4gpu")
-  monkeypatch.setattr(group_ceiling, "load_graph",
-                      lambda name, size, step, cache: graph)
   start = np.asarray(baselines.get("m_etf")(graph, topology), np.int32)
   path = tmp_path / "best_placement.json"
   path.write_text(json.dumps({
       "device_names": topology.device_names,
-      "graphs": [{"workload": "dag", "placement": [
+      "graphs": [{"workload": dag, "placement": [
           {"node": i, "device": topology.device_names[d]}
           for i, d in enumerate(start)]}]}))
-  out = tmp_path / "ceiling.md"
+  out = tmp_path / "ceiling"
   assert group_ceiling.main([
-      "--workloads", "dag", "--max_groups", "8", "--budget", "40",
-      "--placement", f"dag={path}", "--out", str(out)]) == 0
-  rows = [line.split("|") for line in out.read_text().splitlines()
-          if line.startswith("| dag")]
+      "--workloads", dag, "--max_groups", "8", "--budget", "40",
+      "--placement", f"{dag}={path}", "--out", str(out)]) == 0
+  rows = [line.split("|") for line in (out / "README.md").read_text()
+          .splitlines() if line.startswith(f"| {dag} ")]
   ms = {r[3].strip(): float(r[4]) for r in rows}
   groups = coarsen_for_policy(graph, max_groups=8, rule="colocation",
                               min_nodes=0)

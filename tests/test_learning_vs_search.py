@@ -11,13 +11,13 @@ from experiments import learning_vs_search
 def test_refined_rows_and_their_control_at_equal_evaluations(tmp_path, capsys):
   # --refine_start best (the default "policy" start is covered by
   # tests/rl/test_train.py); one run keeps the suite's time.
-  out = tmp_path / "lvs.md"
+  out = tmp_path / "lvs"
   assert learning_vs_search.main([
       "--size", "tiny", "--workloads", "rnnlm2", "--evaluations", "256",
       "--refine_evaluations", "64", "--samples", "64", "--mutate_best", "0",
       "--refine_start", "best", "--no_search", "--out", str(out)]) == 0
   rows = {line.split(" | ")[2]: line.split(" | ")
-          for line in out.read_text().splitlines()
+          for line in (out / "README.md").read_text().splitlines()
           if line.startswith("| rnnlm2 |")}
   # RL spends 3 x 64, the refinement 64: 256 in all, as its control.
   assert rows["policy greedy"][6] == "193"
@@ -48,22 +48,6 @@ def test_bad_refinement_budgets_are_refused(flags, message, capsys):
   assert message in capsys.readouterr().err
 
 
-def test_checkpoints_and_best_so_far_by_a_budget():
-  assert learning_vs_search.checkpoints(1000) == []
-  assert learning_vs_search.checkpoints(12800) == [1000, 10000]
-  assert learning_vs_search.checkpoints(102400) == [1000, 10000, 100000]
-  evaluations = [64, 640, 1280, 12800]
-  best = [float("nan"), 3.0, 2.0, 1.0]
-  assert learning_vs_search.best_by(evaluations, best, 1000) == 3.0
-  assert learning_vs_search.best_by(evaluations, best, 10000) == 2.0
-  assert learning_vs_search.best_by(evaluations, best, 12800) == 1.0
-  assert learning_vs_search.best_by(evaluations, best, 63) != (
-      learning_vs_search.best_by(evaluations, best, 63))  # NaN: no point yet
-  # The greedy curve is not best-so-far: its last point counts.
-  assert learning_vs_search.value_at(evaluations, [5.0, 3.0, 4.0, 1.0],
-                                     10000) == 4.0
-
-
 def test_time_to_within_reads_rl_then_interpolates_the_refinement():
   best = np.array([np.nan, 1.30, 1.10, 1.05])
   wall = np.array([1.0, 2.0, 3.0, 4.0])
@@ -79,9 +63,3 @@ def test_time_to_within_reads_rl_then_interpolates_the_refinement():
   # Never within: NaNs.
   assert all(np.isnan(learning_vs_search.time_to_within(0.5, 0.02, best,
                                                         wall, refine)))
-
-
-def test_first_within_skips_nans_and_reports_none():
-  values = [np.nan, 1.5, 1.03, 1.0]
-  assert learning_vs_search.first_within(values, 1.0, 0.05) == 2
-  assert learning_vs_search.first_within(values, 0.5, 0.05) == -1

@@ -5,9 +5,9 @@ placement."""
 from experiments import refine_vs_search
 
 
-def _rows(path):
+def _rows(out):
   return {line.split(" | ")[2]: line.split(" | ")
-          for line in path.read_text().splitlines()
+          for line in (out / "README.md").read_text().splitlines()
           if line.startswith("| rnnlm2 |")}
 
 
@@ -16,8 +16,8 @@ def test_both_arms_start_from_the_policy_and_spend_the_same(tmp_path,
   args = ["--size", "tiny", "--workloads", "rnnlm2", "--rl_evaluations",
           "128", "--evaluations", "64", "--seeds", "2", "--runs_dir",
           str(tmp_path / "runs")]
-  assert refine_vs_search.main(args + ["--out", str(tmp_path / "a.md")]) == 0
-  rows = _rows(tmp_path / "a.md")
+  assert refine_vs_search.main(args + ["--out", str(tmp_path / "a")]) == 0
+  rows = _rows(tmp_path / "a")
   start = rows["policy greedy after 128 RL evaluations (the start)"]
   refined = rows["refined per op: greedy"]
   control = rows["local search over ops"]
@@ -26,6 +26,6 @@ def test_both_arms_start_from_the_policy_and_spend_the_same(tmp_path,
   # Local search never ends slower than its start.
   assert float(control[4]) <= float(start[4]) + 1e-9
   # The second call resumes the finished run: the same start.
-  assert refine_vs_search.main(args + ["--out", str(tmp_path / "b.md")]) == 0
-  assert _rows(tmp_path / "b.md")[start[2]][4] == start[4]
+  assert refine_vs_search.main(args + ["--out", str(tmp_path / "b")]) == 0
+  assert _rows(tmp_path / "b")[start[2]][4] == start[4]
   capsys.readouterr()

@@ -81,6 +81,8 @@ All of this is host-side numpy / pure Python (heaps, bisect), built to place
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import numpy as np
 
 from gplace.baselines.common import (Baseline, LAYER_PATTERN, gpu_devices,
@@ -186,7 +188,93 @@ def run_all(graph: Graph, topology: Topology, costs=None, *, seed: int = 0,
           for name in (only if only is not None else names())}
 
 
+# -- the fastest baseline ---------------------------------------------------
+
+#: :attr:`Choice.schedule` of a placement in the simulator's default schedule,
+#: and of a list scheduler's placement in its own planned op order.
+DEFAULT_SCHEDULE = "default"
+OWN_PLAN = "own plan"
+
+
+class Choice(NamedTuple):
+  """One baseline's placement in one schedule.
+
+  Attributes:
+    name: the baseline (:func:`names`).
+    schedule: :data:`DEFAULT_SCHEDULE` or :data:`OWN_PLAN`.
+    runtime_s: simulated seconds (``inf`` when every baseline runs out of
+      memory).
+    placement: ``[N]`` int32 device per node.
+    order: ``[N]`` int32 the planned op order it was simulated in
+      (``gplace.simulate(..., order=order)``), or None: the default schedule.
+  """
+
+  name: str
+  schedule: str
+  runtime_s: float
+  placement: np.ndarray
+  order: Optional[np.ndarray]
+
+  @property
+  def label(self) -> str:
+    """``"heft (own plan)"``, ``"m_sct (default)"``."""
+    return f"{self.name} ({self.schedule})"
+
+
+class Best(NamedTuple):
+  """The fastest baselines of one graph (see :func:`best`).
+
+  Attributes:
+    default: the fastest in the simulator's default schedule.
+    any: the fastest in any schedule: the default, or a list scheduler's own
+      planned op order where that is faster.
+  """
+
+  default: Choice
+  any: Choice
+
+
+def best(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
+         only=None) -> Best:
+  """The fastest baseline that fits in memory, in the default schedule and
+  in any schedule.
+
+  Every baseline (or those in ``only``) is planned once (:func:`plan`); all
+  placements are simulated in the default schedule, and each list
+  scheduler's (:func:`schedulers`) also in its own planned order. Ties go
+  to the earlier baseline in :func:`names` order, and to the default
+  schedule. A placement that runs out of memory never wins, unless all do
+  (then ``default`` is the first baseline, at ``inf``).
+
+  Raises:
+    BaselineError: an unknown name in ``only``.
+  """
+  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
+  chosen = list(only) if only is not None else names()
+  plans = [plan(name, graph, topology, costs=costs, seed=seed)
+           for name in chosen]
+  result = simulate(graph, np.stack([p.placement for p in plans]), topology,
+                    costs)
+  runtime = np.where(np.asarray(result.oom), np.inf,
+                     np.asarray(result.runtime_s, np.float64))
+  k = int(np.argmin(runtime))
+  default = Choice(chosen[k], DEFAULT_SCHEDULE, float(runtime[k]),
+                   np.asarray(plans[k].placement, np.int32), None)
+  fastest = default
+  for name, planned in zip(chosen, plans):
+    if name not in _PLANNERS:
+      continue
+    own = simulate(graph, planned.placement, topology, costs,
+                   order=planned.order)
+    if not bool(own.oom) and float(own.runtime_s) < fastest.runtime_s:
+      fastest = Choice(name, OWN_PLAN, float(own.runtime_s),
+                       np.asarray(planned.placement, np.int32),
+                       np.asarray(planned.order, np.int32))
+  return Best(default, fastest)
+
+
 __all__ = [
+    "Best", "Choice", "DEFAULT_SCHEDULE", "OWN_PLAN", "best",
     "LAYER_PATTERN", "Plan", "expert", "get",
     "gpu_devices", "heft", "layer_index", "m_etf", "m_sct", "m_topo", "metis",
     "names", "ordered_eft", "plan", "random", "resident_bytes",

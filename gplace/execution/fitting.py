@@ -216,3 +216,24 @@ def executor_pipelining(devices: Sequence[Device],
     return np.ones((len(devices),) * 2, bool)
   from_accelerator = ~into_cpu
   return ~(from_accelerator[:, None] & into_cpu[None, :])
+
+
+def refit_in_rounds(prof: Profile, rounds: np.ndarray, classes: Sequence[int],
+                    pipelined_links: bool | np.ndarray | None = None
+                    ) -> Profile:
+  """``prof`` fitted again (:func:`refit`) on the fastest call of each of
+  its calibration runs (:func:`calibration_runs`) over ``rounds [R, D + C]``
+  seconds (NaN: failed).
+
+  Devices that are timed alike (``classes [D]``,
+  ``profiler.timing_classes``: forced CPU devices) share the fastest of
+  their single-device runs, as ``gplace.profile`` has them.
+  ``pipelined_links``: as :func:`refit` takes it.
+  """
+  fastest = np.asarray(rounds, np.float64).min(axis=0)
+  d = len(classes)
+  classes = np.asarray(classes)
+  whole = np.array([np.nanmin(fastest[:d][classes == classes[j]])
+                    if np.isfinite(fastest[:d][classes == classes[j]]).any()
+                    else np.nan for j in range(d)])
+  return refit(prof, fastest[d:], whole, pipelined_links)

@@ -22,7 +22,7 @@ import json
 import math
 import numbers
 import os
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -472,3 +472,44 @@ def write_final_report(workdir: Optional[str],
                        policy_rows[b] if policy_rows else (),
                        verdicts[b] if verdicts else ""))
   return tables
+
+
+class Curves(NamedTuple):
+  """A finished run's curves against the samples it spent (graph 0's).
+
+  Attributes:
+    evaluations: ``[S]`` train samples spent so far at each logged RL step
+      (``num_samples`` per step, counted from the run's first RL step).
+    mean: ``[S]`` the mean runtime of the step's samples.
+    best: ``[S]`` the best own sample so far (NaN: none yet).
+    step_wall_s: ``[S]`` seconds since the run started (NaN: not logged).
+    greedy: ``(evaluations [G], runtime_s [G])`` of the policy's greedy
+      placement scored every ``config.train.greedy_every`` steps (empty if
+      never), against the train samples spent before it.
+  """
+
+  evaluations: np.ndarray
+  mean: np.ndarray
+  best: np.ndarray
+  step_wall_s: np.ndarray
+  greedy: tuple[np.ndarray, np.ndarray]
+
+
+def read_curves(workdir: str, num_samples: int) -> Curves:
+  """The :class:`Curves` in ``workdir``'s ``metrics.jsonl``, for a run of
+  ``num_samples`` samples per RL step."""
+  all_records = read_metrics(os.path.join(workdir, METRICS_FILE))
+  records = [r for r in all_records if r["phase"] == "rl"]
+  first = records[0]["step"] - 1 if records else 0
+  evaluations = np.array([(r["step"] - first) * num_samples for r in records])
+  mean = np.array([r["mean_runtime_s"] for r in records], np.float64)
+  best = np.array([np.nan if r["best_runtime_s"][0] is None
+                   else r["best_runtime_s"][0] for r in records], np.float64)
+  step_wall = np.array([r.get("wall_s", np.nan) for r in records], np.float64)
+  greedy = [r for r in all_records if r["phase"] == GREEDY_PHASE]
+  greedy_curve = (np.array([(r["step"] - first) * num_samples
+                            for r in greedy]),
+                  np.array([np.nan if r["greedy_runtime_s"][0] is None
+                            else r["greedy_runtime_s"][0] for r in greedy],
+                           np.float64))
+  return Curves(evaluations, mean, best, step_wall, greedy_curve)

@@ -355,3 +355,18 @@ def test_calibration_blocks_span_few_and_many_clusters():
   assert blocks[6:12].max() > 16
   np.testing.assert_array_equal(blocks[12:], 2)
   assert {(p[0], p[-1]) for p in placements[12:]} == {(0, 1), (1, 0)}
+
+
+def test_refit_in_rounds_fits_on_each_runs_fastest_call(mlp_profile):
+  prof, _, _ = mlp_profile
+  measured = np.concatenate([prof.whole_program_s, prof.calibration_s])
+  rounds = np.stack([3 * measured, measured, 2 * measured])
+  again = fitting.refit_in_rounds(prof, rounds, [0, 1])
+  same = fitting.refit(prof, prof.calibration_s, prof.whole_program_s)
+  np.testing.assert_array_equal(again.costs, same.costs)
+  np.testing.assert_array_equal(again.fusion_factor, same.fusion_factor)
+  # Devices timed alike share the fastest of their single-device runs.
+  rounds[:, 1] = 2 * rounds[:, 0]
+  shared = fitting.refit_in_rounds(prof, rounds, [0, 0])
+  np.testing.assert_array_equal(shared.whole_program_s,
+                                [prof.whole_program_s[0]] * 2)
