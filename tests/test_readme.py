@@ -1,5 +1,6 @@
-"""The README's Python examples run as written (each in a fresh process),
-and the first-run documentation issue 13 asked for stays in."""
+"""The README's and docs/'s Python examples run as written (each in a fresh
+process), the first-run documentation issue 13 asked for stays in, and the
+markdown pages' relative links resolve."""
 
 import os
 import pathlib
@@ -13,17 +14,26 @@ from gplace import baselines
 
 _ROOT = pathlib.Path(__file__).parent.parent
 _README = pathlib.Path(__file__).parent.parent / "README.md"
-_BLOCKS = re.findall(r"```python\n(.*?)```", _README.read_text(), re.S)
+_PYTHON = re.compile(r"```python\n(.*?)```", re.S)
+# Every Python block of the README and of docs/*.md, as (page, block).
+_BLOCKS = [(str(path.relative_to(_ROOT)), block)
+           for path in [_README] + sorted((_ROOT / "docs").glob("*.md"))
+           for block in _PYTHON.findall(path.read_text())]
+# Markdown a newcomer reads: the README, docs/ and each study's page.
+_PAGES = ([_README] + sorted((_ROOT / "docs").glob("*.md"))
+          + sorted((_ROOT / "experiments" / "results").rglob("*.md")))
 
 
 def test_readme_has_examples():
-  assert len(_BLOCKS) >= 2
+  assert len(_PYTHON.findall(_README.read_text())) >= 2
 
 
-@pytest.mark.parametrize("index", range(len(_BLOCKS)))
+@pytest.mark.parametrize("index", range(len(_BLOCKS)),
+                         ids=[f"{page}:{i}" for i, (page, _) in
+                              enumerate(_BLOCKS)])
 def test_readme_example_runs(index, tmp_path):
   script = tmp_path / f"example_{index}.py"
-  script.write_text(_BLOCKS[index])
+  script.write_text(_BLOCKS[index][1])
   env = dict(os.environ,
              XLA_FLAGS="--xla_force_host_platform_device_count=2 "
              "--xla_backend_optimization_level=0",
@@ -68,3 +78,14 @@ def test_pyproject_license_is_an_spdx_string():
   with open(_ROOT / "pyproject.toml", "rb") as f:
     project = tomllib.load(f)["project"]
   assert isinstance(project["license"], str)
+
+
+@pytest.mark.parametrize("page", _PAGES,
+                         ids=lambda p: str(p.relative_to(_ROOT)))
+def test_markdown_links_resolve_and_pages_stay_small(page):
+  text = page.read_text()
+  assert len(text.encode()) < 60_000, f"{page} is over 60 KB: split it"
+  missing = [target for target in re.findall(r"\]\(([^)#\s]+)[^)]*\)", text)
+             if not target.startswith(("http://", "https://", "mailto:"))
+             and not (page.parent / target).exists()]
+  assert not missing, f"{page.relative_to(_ROOT)} links to missing {missing}"
