@@ -17,24 +17,21 @@ import argparse
 import functools
 import os
 import resource
-import sys
 import time
 
-# The quickstart config is imported as experiments.configs.quickstart.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import jax
 import numpy as np
 
-from experiments.configs import quickstart
 from gplace.graphs import graph as graph_lib
-from gplace.rl import chunks
 from gplace.rl import data
 from gplace.rl import grouping
-from gplace.rl import reward_setup
-from gplace.rl import rewards as rewards_lib
+from gplace.rl import loop
+from gplace.rl import scoring
+from gplace.rl import settings as settings_lib
 from gplace.rl import state as state_lib
+from gplace.rl.types import GraphSetup
 from gplace.sim import topology
 
 
@@ -54,7 +51,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="PPO epochs per step")
   parser.add_argument("--max_groups", type=int, default=0,
                       help="> 0: the policy places at most this many op "
-                      "groups (config.groups, as the quickstart does); 0: "
+                      "groups (settings.groups, as the quickstart does); 0: "
                       "op by op")
   parser.add_argument("--reward", default="static",
                       choices=("static", "host"),
@@ -62,10 +59,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "scan (a lax.scan chunk of rl_step); host: the "
                       "quickstart's own step, sample -> gplace.simulate on "
                       "the host in --reward_schedule -> update "
-                      "(gplace.rl.chunks.run_chunk)")
+                      "(gplace.rl.loop.run_chunk)")
   parser.add_argument("--reward_schedule", default="auto",
                       choices=("auto", "best", "dynamic"),
-                      help="with --reward=host: config.rl.reward_schedule")
+                      help="with --reward=host: rl.reward_schedule")
   parser.add_argument("--hidden_size", type=int, default=64,
                       help="policy width")
   parser.add_argument("--segment_length", type=int, default=128,
@@ -88,12 +85,13 @@ def device_peak() -> str:
 
 def main(argv=None) -> None:
   args = parse_args(argv)
-  config = quickstart.get_config()
-  config.policy.hidden_size = args.hidden_size
-  config.policy.segment_length = args.segment_length
-  config.rl.num_samples = args.num_samples
-  config.rl.loss = args.loss
-  config.rl.ppo_epochs = args.ppo_epochs
+  settings = settings_lib.TrainSettings().replace(rl=dict(
+      num_samples=args.num_samples, loss=args.loss,
+      ppo_epochs=args.ppo_epochs, reward_schedule=args.reward_schedule,
+      reward="simulator_host" if args.reward == "host" else "simulator"))
+  policy_settings = settings_lib.PolicySettings("go", dict(
+      settings_lib.DEFAULT_POLICY.hparams, hidden_size=args.hidden_size,
+      segment_length=args.segment_length))
   topo = topology.preset("1cpu+4gpu")
   print(f"load average {os.getloadavg()}, {os.cpu_count()} cores")
   print(f"devices: {jax.devices()}, K={args.num_samples}, loss={args.loss}, "
@@ -103,28 +101,27 @@ def main(argv=None) -> None:
     t0 = time.time()
     graph = graph_lib.random_dag(size, seed=0, name=f"random_dag:{size}")
     coarsening = grouping.coarsen_for_policy(
-        graph, max_groups=args.max_groups, rule=config.groups.rule,
-        min_nodes=config.groups.min_nodes)
-    setup = data.GraphSetup(
+        graph, max_groups=args.max_groups, rule=settings.groups.rule,
+        min_nodes=settings.groups.min_nodes)
+    setup = GraphSetup(
         name=graph.name, graph=graph, fn=None, args=None, baselines={},
         baseline_runtime_s={}, lower_bound_s=0.0, failing_runtime_s=1.0,
         coarsening=coarsening)
     host = args.reward == "host"
     batch = data.make_batch([setup], topo, with_problems=not host)
     host_s = time.time() - t0
-    policy = state_lib.create_policy(config, topo.n_devices)
-    optimizer = state_lib.create_optimizer(config)
-    fns = chunks.make_step_fns(policy, optimizer,
-                               state_lib.create_hparams(config), parallel=1)
-    state = state_lib.create_train_state(config, batch, policy, optimizer)
+    policy = policy_settings.create(topo.n_devices)
+    optimizer = state_lib.create_optimizer(settings)
+    fns = loop.make_step_fns(policy, optimizer, settings.rl, parallel=1)
+    state = state_lib.create_train_state(settings.seed, batch, policy,
+                                         optimizer)
     batch = jax.tree.map(jax.numpy.asarray, batch)
     t0 = time.time()
     if host:
-      config.rl.reward_schedule = args.reward_schedule
-      schedule = reward_setup.reward_schedule(config, size)
-      rewards = chunks.HostRewards([rewards_lib.Scorer(
+      schedule = scoring.reward_schedule(settings.rl, size)
+      rewards = loop.HostRewards([scoring.Scorer(
           graph, topo, schedule=schedule)], np.asarray([size]))
-      compiled = functools.partial(chunks.run_chunk, fns, target=None,
+      compiled = functools.partial(loop.run_chunk, fns, target=None,
                                    length=args.steps, warm_start=False,
                                    host_rewards=rewards)
       state, _ = compiled(state, batch)  # compiles the sample and update

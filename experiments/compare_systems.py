@@ -60,7 +60,8 @@ from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError, first_line
 from gplace.report import percent_change
 from gplace.rl import run_outputs
-from gplace.rl import train
+from gplace.rl import settings
+from gplace.rl import training
 from gplace.search import controls
 from gplace.sim.topology import preset
 from experiments.configs.suite import SUITE
@@ -113,7 +114,8 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
   config = system_config(system, args, workload, topology, seed)
   with tempfile.TemporaryDirectory() as workdir:
     start = time.perf_counter()
-    result = train.train_and_evaluate(config, workdir, log=lambda line: None)
+    result = training.train_experiment(
+      settings.from_config(config), workdir=workdir, log=lambda line: None)
     wall_s = time.perf_counter() - start
     curves = run_outputs.read_curves(workdir, config.rl.num_samples)
   evaluations = curves.evaluations

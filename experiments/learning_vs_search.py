@@ -73,7 +73,8 @@ from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError
 from gplace.report import best_by, checkpoints, first_within, value_at
 from gplace.rl import run_outputs
-from gplace.rl import train
+from gplace.rl import settings
+from gplace.rl import training
 from gplace.rl.refine import START_GIVEN
 from gplace.search import controls
 from gplace.sim.topology import preset
@@ -135,7 +136,8 @@ class RLRun(NamedTuple):
 def run_rl(config, workdir: str) -> RLRun:
   """Trains and evaluates ``config`` in ``workdir``; see :class:`RLRun`."""
   start = time.perf_counter()
-  result = train.train_and_evaluate(config, workdir, log=lambda line: None)
+  result = training.train_experiment(
+      settings.from_config(config), workdir=workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
   curves = run_outputs.read_curves(workdir, config.rl.num_samples)
   return RLRun(result, curves.evaluations, curves.mean, curves.best,

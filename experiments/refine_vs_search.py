@@ -38,9 +38,10 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 from gplace import report, search, workloads
 from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError
-from gplace.rl import train
+from gplace.rl import settings
+from gplace.rl import training
 from gplace.rl.refine import refine_placement
-from gplace.rl.rewards import Scorer
+from gplace.rl.scoring import Scorer
 from gplace.sim.topology import preset
 from experiments.configs import quickstart
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -60,8 +61,9 @@ def policy_greedy(args, workload: str):
   config.progress_bar = config.print_table = False
   steps = args.rl_evaluations // config.rl.num_samples
   config.train.update(num_steps=steps, checkpoint_every=steps)
-  result = train.train_and_evaluate(
-      config, os.path.join(args.runs_dir, workload), log=lambda line: None)
+  result = training.train_experiment(
+      settings.from_config(config),
+      workdir=os.path.join(args.runs_dir, workload), log=lambda line: None)
   own = result.policy[0]
   return own.greedy_placement, own.greedy_runtime_s, steps * (
       config.rl.num_samples)

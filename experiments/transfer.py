@@ -48,6 +48,7 @@ from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace import policy as learned
 from gplace.autoplace.inputs import Problem
 from gplace.rl import policy_file
+from gplace.rl import settings
 from gplace.sim.bounds import lower_bound
 from gplace.sim.topology import preset
 
@@ -76,17 +77,18 @@ def transfer_row(name: str, loaded, *, steps: int, seed: int,
                                       default_baselines=runs.default)
   greedy = [c for c in zero if c.label.endswith(": greedy")][0]
   began = time.perf_counter()
-  tuned = learned.finetune_candidates(problem, loaded, loaded.topology,
-                                      time_s=1e9, seed=seed, steps=steps)
+  tuned = learned.finetune_candidates(problem, loaded, time_s=1e9,
+                                      seed=seed, steps=steps)
   tuned_s = time.perf_counter() - began
-  scratch_config = learned.config_from_record(
-      {k: v for k, v in loaded.config.items() if k != "pretrain"})
-  scratch_config.policy_init = ""
-  scratch_config.warm_start.baseline = "none"
+  # The same training settings and policy, from a fresh initialisation.
+  scratch_settings = settings.from_record(
+      {k: v for k, v in loaded.config.items() if k != "pretrain"},
+      legacy=True).replace(policy_init="", warm_start=dict(baseline="none"))
   began = time.perf_counter()
   scratch = learned.train_candidates(
-      problem, scratch_config, loaded.topology, time_s=1e9, seed=seed,
-      max_steps=steps, label="from scratch")
+      problem, settings.PolicySettings.from_record(loaded.policy),
+      scratch_settings, time_s=1e9, seed=seed, max_steps=steps,
+      label="from scratch")
   scratch_s = time.perf_counter() - began
   evaluations = steps * int(loaded.config["rl"]["num_samples"])
   start = candidates_lib.best_of(runs.default)

@@ -5,7 +5,7 @@ The entry points: :func:`train` (one policy on a batch of graphs) and
 :class:`TrainSettings` and :class:`PolicySettings`. Below them, pure and
 jittable: ``distributions``, ``losses``, ``rewards``, ``update``,
 ``grouping``, ``policy_fns``; host-side: ``data`` (graphs -> padded
-batches), ``warm_start``, ``reward_setup``, ``loop`` (jitted chunks),
+batches), ``warm_start``, ``scoring``, ``loop`` (jitted chunks),
 ``evaluation``, ``refine``, ``policy_file``, and what a run writes
 (``workdir``, ``checkpoint``, ``run_outputs``, ``reports``).
 """
@@ -15,8 +15,8 @@ from gplace.rl.distributions import (entropy, exploration_logits, log_prob,
 from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
 from gplace.rl.policy_fns import PolicyFns, policy_fns
 from gplace.rl.pretraining import PretrainResult, pretrain
-from gplace.rl.rewards import (Scorer, effective_runtime, host_scored_rollout,
-                               reward, simulator_reward)
+from gplace.rl.rewards import effective_runtime, reward, simulator_reward
+from gplace.rl.scoring import Scorer, host_scored_rollout
 from gplace.rl.settings import (ExecutorSettings, GroupSettings, LoopSettings,
                                 OptimizerSettings, PolicySettings,
                                 PretrainSettings, RefineSettings, RLSettings,

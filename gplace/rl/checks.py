@@ -18,7 +18,7 @@ from gplace.errors import ConfigError, GplaceError, PolicyError
 from gplace.execution import inputs
 from gplace.rl import policy_file
 from gplace.rl.policy_fns import policy_fns
-from gplace.rl.reward_setup import placement_devices
+from gplace.rl.scoring import placement_devices
 from gplace.rl.settings import PolicySettings, TrainSettings
 from gplace.sim.clusters import copy_costs, launch_costs
 

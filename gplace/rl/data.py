@@ -24,11 +24,9 @@ from gplace.graphs import features as features_lib
 from gplace.graphs import json_format
 from gplace.graphs.graph import Graph
 from gplace.rl import grouping
-from gplace.rl.reward_setup import (critical_paths, make_scorer,
-                                    placement_devices,
-                                    stacked_dispatch_problems,
-                                    stacked_problems)
-from gplace.rl.rewards import simulate_host
+from gplace.rl.scoring import (critical_paths, make_scorer,
+                               placement_devices, simulate_host,
+                               stacked_dispatch_problems, stacked_problems)
 from gplace.rl.settings import Experiment, TrainSettings
 from gplace.rl.workdir import write_probe
 from gplace.rl.types import Batch, GraphSetup

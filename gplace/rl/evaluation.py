@@ -166,7 +166,7 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
     batch: the run's ``B`` graphs.
     apply_fn: the policy.
     reward_fns: one per graph, ``int [K, N_b] -> runtime_s [K]`` (inf for
-      OOM / failed), e.g. :class:`gplace.rl.rewards.Scorer`.
+      OOM / failed), e.g. :class:`gplace.rl.scoring.Scorer`.
     num_nodes: ``[B]`` real node counts ``N_b``.
     num_samples: ``K``.
     seed: the samples' PRNG seed (independent of the training RNG).

@@ -26,7 +26,8 @@ import optax
 from gplace.rl import run_outputs
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.grouping import expand_on_host
-from gplace.rl.rewards import host_scored_rollout, simulator_reward
+from gplace.rl.rewards import simulator_reward
+from gplace.rl.scoring import host_scored_rollout
 from gplace.rl.settings import TrainSettings
 from gplace.rl.state import fresh_adam_moments
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,

@@ -66,7 +66,7 @@ from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.loop import (Schedule, cached_step_fns, replicate, run_chunk,
                             unreplicate)
 from gplace.rl.reports import best_classical
-from gplace.rl.reward_setup import make_scorer
+from gplace.rl.scoring import make_scorer
 from gplace.rl.rewards import dispatch_reward, simulator_reward
 from gplace.rl.settings import (IN_STEP_REWARDS, PolicySettings,
                                 TrainSettings)

@@ -322,7 +322,7 @@ def refine_placement(reward_fn: RewardFn, placement, num_devices: int, *,
 
   Args:
     reward_fn: ``int [K, N] -> runtime_s [K]`` (inf or NaN: failed), e.g.
-      :class:`gplace.rl.rewards.Scorer` or a function around
+      :class:`gplace.rl.scoring.Scorer` or a function around
       :func:`gplace.simulate`.
     placement: ``int [N]``, the starting placement (e.g. a group policy's
       greedy placement, expanded to ops).

@@ -29,7 +29,7 @@ from gplace.graphs.graph import Graph
 from gplace.rl import data
 from gplace.rl import policy_file
 from gplace.rl import reports
-from gplace.rl import reward_setup
+from gplace.rl import scoring
 from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
@@ -42,7 +42,8 @@ from gplace.rl.policy_fns import policy_fns
 from gplace.rl.refine import (START_GIVEN as REFINE_START_GIVEN,
                               RefineResult, refine_placement)
 from gplace.rl.rewards import dispatch_reward, simulator_reward
-from gplace.rl.settings import DEFAULT_POLICY, PolicySettings, TrainSettings
+from gplace.rl.settings import (DEFAULT_POLICY, Experiment, PolicySettings,
+                                TrainSettings)
 from gplace.rl.state import (TrainState, create_optimizer,
                              create_train_state)
 from gplace.rl.types import GraphSetup
@@ -164,7 +165,7 @@ def host_rewards_for(settings: TrainSettings, setups,
   for rewards scored inside the jitted step."""
   if settings.rl.in_step:
     return None
-  return HostRewards(reward_setup.host_reward_fns(setups, topology, settings),
+  return HostRewards(scoring.host_reward_fns(setups, topology, settings),
                      np.asarray([s.graph.n_nodes for s in setups]))
 
 
@@ -229,7 +230,7 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   num_nodes = [s.graph.n_nodes for s in setups]
 
   # RL's samples may be simulated in a cheaper schedule than the table's.
-  same_schedule = all(reward_setup.reward_schedule(settings.rl,
+  same_schedule = all(scoring.reward_schedule(settings.rl,
                                                    s.graph.n_nodes)
                       == DEFAULT_SCHEDULE for s in setups)
 
@@ -239,7 +240,7 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
     schedule, as the baselines, whatever schedule RL trains in."""
     if host_rewards is not None and same_schedule:
       return host_rewards.reward_fns
-    return [reward_setup.make_scorer(s.graph, s.fn, s.args, topology,
+    return [scoring.make_scorer(s.graph, s.fn, s.args, topology,
                                      settings, costs=s.costs)
             for s in setups]
 
@@ -285,6 +286,18 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
     for line in run_outputs.output_lines(workdir):
       log(line)
   return result
+
+
+def train_experiment(experiment: Experiment, *,
+                     workdir: Optional[str] = None,
+                     log: Callable[[str], None] = print,
+                     **kwargs) -> TrainResult:
+  """:func:`train` on what an :class:`~gplace.rl.settings.Experiment`
+  names (its graphs loaded by :func:`gplace.rl.data.load_experiment`);
+  ``kwargs`` go to :func:`train`."""
+  loaded, topology = data.load_experiment(experiment, log=log)
+  return train(loaded, topology, experiment.policy, experiment.settings,
+               workdir=workdir, log=log, **kwargs)
 
 
 def refine_own_placements(settings: TrainSettings, own, reward_fns, setups,

@@ -34,7 +34,7 @@ SimulateFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 
 # reward_fn(placements int32 [K, N_graph], numpy, priority=None) -> runtime_s
 # float64 [K]; host-side, a failed run reports inf or NaN (e.g.
-# gplace.rl.rewards.Scorer). Called with ``priority`` (f32 [K, N_graph], the
+# gplace.rl.scoring.Scorer). Called with ``priority`` (f32 [K, N_graph], the
 # dynamic schedule's priority of each placement) only for policies that
 # schedule (ordering policies, priority levels).
 RewardFn = Callable[[np.ndarray], np.ndarray]

@@ -19,7 +19,7 @@ import numpy as np
 from gplace import baselines
 from gplace.graphs.graph import Graph
 from gplace.rl import grouping
-from gplace.rl.rewards import simulate_host
+from gplace.rl.scoring import simulate_host
 from gplace.rl.types import Batch, GraphSetup
 from gplace.sim import simulator
 from gplace.sim.dispatch import PAD_PRIORITY

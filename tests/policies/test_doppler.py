@@ -17,9 +17,9 @@ from gplace import policies
 from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
 from gplace.policies import doppler, doppler_context
-from gplace.rl import data, grouping, rewards
+from gplace.rl import data, grouping, rewards, scoring
 from gplace.rl.policy_fns import policy_fns
-from gplace.rl.reward_setup import stacked_dispatch_problems
+from gplace.rl.scoring import stacked_dispatch_problems
 from experiments.run import check
 from gplace import workloads
 from gplace.rl import settings as settings_lib
@@ -189,7 +189,7 @@ def test_order_priority_ranks_the_order_in_the_simulator():
   # and in the jitted step (the padded problem).
   expected = simulator.simulate(graph, placements, topology,
                                 priority=priority).runtime_s
-  host, _ = rewards.simulate_host(graph, placements, topology, priority)
+  host, _ = scoring.simulate_host(graph, placements, topology, priority)
   np.testing.assert_allclose(host, expected, rtol=1e-6)
   problem = jax.tree.map(lambda x: x[0],
                          stacked_dispatch_problems([graph], topology, 8))

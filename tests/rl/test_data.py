@@ -11,7 +11,7 @@ from gplace import workloads
 from gplace.errors import BudgetError, PlacementError, WorkloadError
 from gplace.graphs.graph import random_dag
 from gplace import policies
-from gplace.rl import data, grouping, reports, reward_setup, warm_start
+from gplace.rl import data, grouping, reports, scoring, warm_start
 from gplace.rl.evaluation import policy_placements
 from gplace.rl.settings import RLSettings, TrainSettings
 from gplace.rl.types import GraphSetup
@@ -149,9 +149,9 @@ def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
     calls.append(n_steps)
     raise PlacementError("needs more steps")
 
-  monkeypatch.setattr(reward_setup.simulator, "make_problem", make_problem)
+  monkeypatch.setattr(scoring.simulator, "make_problem", make_problem)
   with pytest.raises(BudgetError, match="simulator steps"):
-    reward_setup.stacked_problems([random_dag(10, seed=0)],
+    scoring.stacked_problems([random_dag(10, seed=0)],
                                   topology_lib.preset("1cpu+2gpu"), 64)
   assert calls == [64, 128, 256, 512]
 
@@ -167,7 +167,7 @@ def test_setup_graphs_scores_baselines_and_picks_the_penalty():
   assert setup.lower_bound_s == bounds.lower_bound(setup.graph, topology)
   assert setup.lower_bound_s <= min(setup.baseline_runtime_s.values())
   # 10x the best single-device runtime.
-  single = reward_setup.make_scorer(
+  single = scoring.make_scorer(
       setup.graph, None, None, topology, SMALL)(
           np.tile(np.arange(3)[:, None], (1, 30)))
   np.testing.assert_allclose(setup.failing_runtime_s,
@@ -218,11 +218,11 @@ def test_warm_start_targets_pick_the_best_baseline_and_pad():
 def test_auto_reward_schedule_is_dynamic_only_on_large_graphs():
   rl = RLSettings()
   assert rl.reward_schedule == "auto"
-  big = reward_setup.AUTO_DYNAMIC_NODES + 1
-  assert reward_setup.reward_schedule(rl, big) == "dynamic"
-  assert reward_setup.reward_schedule(rl, big - 1) == "best"
+  big = scoring.AUTO_DYNAMIC_NODES + 1
+  assert scoring.reward_schedule(rl, big) == "dynamic"
+  assert scoring.reward_schedule(rl, big - 1) == "best"
   rl = RLSettings(reward_schedule="best")
-  assert reward_setup.reward_schedule(rl, big) == "best"
+  assert scoring.reward_schedule(rl, big) == "best"
   # Rewards scored elsewhere (in the jitted step, measured) keep theirs.
   rl = RLSettings(reward_schedule="auto", reward="simulator")
-  assert reward_setup.reward_schedule(rl, 10) == "best"
+  assert scoring.reward_schedule(rl, 10) == "best"

@@ -10,7 +10,7 @@ from gplace._testing import LinearPolicy
 from gplace.graphs.graph import random_dag
 from gplace.rl import data
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
-from gplace.rl.rewards import Scorer
+from gplace.rl.scoring import Scorer
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
 

@@ -18,8 +18,9 @@ from gplace.rl import data
 from gplace.rl import update
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import coarsen_for_policy
-from gplace.rl.reward_setup import stacked_problems
-from gplace.rl.rewards import Scorer, simulator_reward
+from gplace.rl.scoring import stacked_problems
+from gplace.rl.rewards import simulator_reward
+from gplace.rl.scoring import Scorer
 from gplace.rl.settings import RLSettings
 from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch

@@ -12,6 +12,7 @@ from gplace import _testing
 from gplace.errors import RewardError
 from gplace.graphs.graph import random_dag
 from gplace.rl import rewards
+from gplace.rl import scoring
 from gplace.rl import update
 from gplace.rl.settings import RLSettings
 from gplace.sim import simulator
@@ -54,7 +55,7 @@ def test_host_rewards_match_jitted_simulator():
     return measure
 
   num_nodes = batch.graphs.n_node[:, 0]
-  rollout = rewards.host_scored_rollout(rollout, [reward_fn(0), reward_fn(1)],
+  rollout = scoring.host_scored_rollout(rollout, [reward_fn(0), reward_fn(1)],
                                         num_nodes)
   got, _ = update_fn(state, batch, rollout)
   np.testing.assert_array_equal(got.best_placement, expected.best_placement)
@@ -72,24 +73,24 @@ def test_reward_fn_of_the_wrong_shape_is_a_reward_error():
       hparams=RLSettings(advantage="ema", entropy_floor=0.0,
         num_samples=4))
   with pytest.raises(RewardError, match="returned 3 runtimes for 4"):
-    rewards.host_scored_rollout(rollout, [lambda p: np.ones(3)], [6])
+    scoring.host_scored_rollout(rollout, [lambda p: np.ones(3)], [6])
 
 
 def test_scorer_simulates_and_marks_out_of_memory():
   graph = random_dag(30, seed=0)
   topology = topology_lib.preset("1cpu+2gpu")
-  scorer = rewards.Scorer(graph, topology)
+  scorer = scoring.Scorer(graph, topology)
   placements = np.stack([np.zeros(30, np.int32),
                          np.arange(30, dtype=np.int32) % 3])
   got = scorer(placements)
   want = simulator.simulate(graph, placements, topology)
   np.testing.assert_allclose(
       got, np.where(want.oom, np.inf, want.runtime_s), rtol=1e-12)
-  runtime, oom = rewards.simulate_host(graph, placements, topology)
+  runtime, oom = scoring.simulate_host(graph, placements, topology)
   assert runtime.shape == oom.shape == (2,) and runtime.dtype == np.float64
   # The cheaper half of the default schedule, for RL on large graphs: its
   # own runtimes, never faster than the default's.
-  dynamic = rewards.Scorer(graph, topology, schedule="dynamic")(placements)
+  dynamic = scoring.Scorer(graph, topology, schedule="dynamic")(placements)
   want = simulator.simulate(graph, placements, topology, schedule="dynamic")
   np.testing.assert_allclose(
       dynamic, np.where(want.oom, np.inf, want.runtime_s), rtol=1e-12)
@@ -102,12 +103,12 @@ def test_scorers_rank_arrived_ops_by_a_policy_priority():
   placements = (np.arange(60, dtype=np.int32) % 3).reshape(2, 30)
   priority = np.random.default_rng(0).normal(size=(2, 30)).astype(np.float32)
   want = simulator.simulate(graph, placements, topology, priority=priority)
-  got = rewards.Scorer(graph, topology)(placements, priority=priority)
+  got = scoring.Scorer(graph, topology)(placements, priority=priority)
   np.testing.assert_allclose(got, np.where(want.oom, np.inf, want.runtime_s),
                              rtol=1e-12)
   # Measured rewards and the node-id-order reward cannot run it.
   with pytest.raises(RewardError, match="own schedule"):
-    rewards.Scorer(graph, topology, executor=True)(placements,
+    scoring.Scorer(graph, topology, executor=True)(placements,
                                                    priority=priority)
   with pytest.raises(RewardError, match="simulator_dynamic"):
     rewards.simulator_reward(None, placements, priority)
@@ -126,17 +127,16 @@ def test_simulator_reward_is_jittable_and_matches_the_host():
                               schedule="static")
   np.testing.assert_allclose(runtime, static.runtime_s, rtol=1e-5)
   np.testing.assert_array_equal(oom, static.oom)
-  host_runtime, host_oom = rewards.simulate_host(graph, placements, topology)
+  host_runtime, host_oom = scoring.simulate_host(graph, placements, topology)
   dynamic = simulator.simulate(graph, np.asarray(placements), topology)
   np.testing.assert_allclose(host_runtime, dynamic.runtime_s, rtol=1e-6)
   np.testing.assert_array_equal(host_oom, dynamic.oom)
 
 
 def test_dispatch_reward_is_the_default_schedule_of_padded_graphs():
-  from gplace.rl import reward_setup
   graphs = [random_dag(20, seed=1), random_dag(13, seed=2)]
   topology = topology_lib.preset("1cpu+2gpu")
-  stacked = reward_setup.stacked_dispatch_problems(graphs, topology,
+  stacked = scoring.stacked_dispatch_problems(graphs, topology,
                                                    n_nodes=24)
   rng = np.random.default_rng(0)
   for b, graph in enumerate(graphs):

@@ -197,7 +197,7 @@ def test_replicate_round_trip():
 # The order a training run reads gplace.rl in; a module may import only
 # modules after it.
 LAYERS = ("pretraining", "training", "loop", "checks", "data", "workdir",
-          "warm_start", "reward_setup", "evaluation", "refine", "update",
+          "warm_start", "scoring", "evaluation", "refine", "update",
           "state", "policy_file", "settings", "fields", "policy_fns",
           "grouping", "losses", "distributions", "rewards", "types",
           "checkpoint", "run_outputs", "reports")

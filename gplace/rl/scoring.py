@@ -1,0 +1,263 @@
+"""Scoring placements for training on the host, and the problems in-step
+rewards read.
+
+:class:`Scorer` scores placements of one graph (simulated by
+:func:`gplace.simulate`, or measured by the executor on
+:func:`placement_devices`) as a :data:`~gplace.rl.types.RewardFn`;
+:func:`make_scorer` and :func:`host_reward_fns` build them from the
+settings, :func:`host_scored_rollout` fills a rollout from their scores.
+:func:`stacked_problems` and :func:`stacked_dispatch_problems` stack a
+batch's simulator problems for :mod:`gplace.rl.rewards`. Host-side numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import jax
+import numpy as np
+
+from gplace.errors import BudgetError, PlacementError, RewardError
+from gplace.execution import executor
+from gplace.graphs.graph import Graph
+from gplace.rl.rewards import ScheduledProblem
+from gplace.rl.types import RewardFn, Rollout
+from gplace.rl.settings import RLSettings, TrainSettings
+from gplace.rl.types import GraphSetup
+from gplace.sim import simulator
+from gplace.sim.simulator import DEFAULT_SCHEDULE
+from gplace.sim.dispatch import PAD_PRIORITY, make_dispatch_problem
+from gplace.sim.priority import bottom_level
+from gplace.sim.topology import Topology
+
+
+def simulate_host(graph: Graph, placements: np.ndarray, topology: Topology,
+                  priority: Optional[np.ndarray] = None, costs=None,
+                  schedule: str = simulator.DEFAULT_SCHEDULE
+                  ) -> tuple[np.ndarray, np.ndarray]:
+  """Simulates ``placements int [K, N]`` of ``graph`` on the host in
+  ``schedule``, by default ``gplace.simulate``'s (``"best"``: per placement
+  the faster of the dynamic and planned schedules), steered by
+  ``priority [K, N]`` if given (else the critical path), with ``costs``
+  (``[N, D]`` measured seconds) if given:
+  ``(runtime_s float64 [K], out_of_memory bool [K])``."""
+  if priority is not None:
+    priority = np.asarray(priority, np.float32)
+  result = simulator.simulate(graph, np.asarray(placements, np.int32),
+                              topology, costs, priority=priority,
+                              schedule=schedule)
+  return np.asarray(result.runtime_s, np.float64), np.asarray(result.oom)
+
+
+class Scorer:
+  """Scores placements of one graph on the host, simulated or measured: a
+  :data:`~gplace.rl.types.RewardFn`.
+
+  Args:
+    graph: the op graph.
+    topology: the devices (simulated scores).
+    fn, args: the runnable workload (measured scores only).
+    executor: measure on real devices with ``gplace.execution.timing``
+      instead of simulating.
+    devices: the local devices a placement indexes (measured scores).
+    repeats, warmup: timed and untimed runs per measured placement.
+    costs: ``[N, D]`` measured seconds per node and device for simulated
+      scores (default: the topology's roofline).
+    schedule: the schedule of simulated scores (``gplace.simulate``'s
+      ``schedule``; default its default, ``"best"``).
+  """
+
+  def __init__(self, graph: Graph, topology: Topology, *, fn=None, args=None,
+               executor: bool = False, devices: Optional[Sequence] = None,
+               repeats: int = 5, warmup: int = 1, costs=None,
+               schedule: str = simulator.DEFAULT_SCHEDULE):
+    self.graph, self.fn, self.args = graph, fn, args
+    self.costs = costs
+    self.schedule = schedule
+    self.topology = topology
+    self.executor = executor
+    self.devices = devices
+    self.repeats = repeats
+    self.warmup = warmup
+
+  def __call__(self, placements: np.ndarray,
+               priority: Optional[np.ndarray] = None) -> np.ndarray:
+    """``int [K, N]`` -> ``float64 [K]`` seconds, inf where OOM / failed;
+    with ``priority f32 [K, N]`` (simulated only) the dynamic schedule ranks
+    each placement's arrived ops by it.
+
+    Raises:
+      RewardError: a ``priority`` for measured scores (the executor runs
+        its own dispatch order).
+    """
+    placements = np.asarray(placements, np.int32)
+    if self.executor and priority is not None:
+      raise RewardError(
+          "Measured rewards cannot run a policy's own schedule yet (the "
+          "executor dispatches clusters in its own order); use a simulated "
+          "reward with an ordering policy.")
+    if self.executor:
+      from gplace.execution import timing  # pylint: disable=g-import-not-at-top
+      return timing.measure_placements(
+          self.fn, self.graph, placements, self.args, devices=self.devices,
+          repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)
+    runtime, oom = simulate_host(self.graph, placements, self.topology,
+                                 priority, self.costs, self.schedule)
+    return np.where(oom, np.inf, runtime)
+
+
+def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
+                        num_nodes: Sequence[int]) -> Rollout:
+  """Scores a rollout on the host: ``reward_fns[b]`` measures graph ``b``.
+
+  Args:
+    rollout: from :func:`gplace.rl.update.sample_rollout`
+      (``axis_name=None``); with a ``priority``, each reward function is
+      called with it too.
+    reward_fns: one :data:`~gplace.rl.types.RewardFn` per graph of the
+      batch; it receives the placements cut to the graph's real
+      ``num_nodes[b]`` nodes.
+    num_nodes: ``[B]`` real node counts.
+
+  Returns:
+    The rollout with ``runtime_s`` and ``failed`` filled in.
+
+  Raises:
+    RewardError: a reward function returned the wrong number of runtimes.
+  """
+  placements = np.asarray(rollout.placements)
+  priority = (None if rollout.priority is None
+              else np.asarray(rollout.priority))
+  runtimes = []
+  for b, fn in enumerate(reward_fns):
+    n = int(num_nodes[b])
+    if priority is None:
+      runtime = fn(placements[b, :, :n])
+    else:
+      runtime = fn(placements[b, :, :n], priority=priority[b, :, :n])
+    runtime = np.asarray(runtime, np.float64).reshape(-1)
+    if runtime.shape[0] != placements.shape[1]:
+      raise RewardError(
+          f"reward_fn for graph {b} returned {runtime.shape[0]} runtimes for "
+          f"{placements.shape[1]} placements; it must return one runtime (s) "
+          "per placement, inf or NaN for a failed one.")
+    runtimes.append(runtime)
+  runtime = np.stack(runtimes).astype(np.float32)
+  return rollout._replace(runtime_s=jnp.asarray(runtime),
+                          failed=jnp.asarray(~np.isfinite(runtime)))
+
+
+def placement_devices() -> list:
+  """Local devices a placement indexes: CPUs first, then accelerators, as the
+  executor orders them (so CPU+GPU is the heterogeneous case where a GPU
+  exists)."""
+  return executor.default_devices()
+
+
+def make_scorer(graph: Graph, fn, args, topology, settings: TrainSettings,
+                devices: Optional[Sequence] = None, costs=None,
+                schedule: str = DEFAULT_SCHEDULE) -> Scorer:
+  """The host :class:`~gplace.rl.scoring.Scorer` of ``settings.rl.reward``:
+  measured with ``settings.executor`` for ``"executor"``, else simulated in
+  ``schedule`` with ``costs`` (``[N, D]`` measured seconds) if given."""
+  return Scorer(graph, topology, fn=fn, args=args,
+                executor=settings.rl.reward == "executor", devices=devices,
+                repeats=settings.executor.repeats,
+                warmup=settings.executor.warmup, costs=costs,
+                schedule=schedule)
+
+
+#: ``rl.reward_schedule="auto"`` scores RL's samples of graphs of
+#: more ops than this in the dynamic schedule: there the planned half of the
+#: default schedule is two thirds of a train step (paper gnmt4, 30,079
+#: ops: 0.98 s of simulation per 64 samples in "best", 0.31 s in "dynamic").
+AUTO_DYNAMIC_NODES = 10_000
+
+
+def reward_schedule(rl: RLSettings, n_nodes: int) -> str:
+  """The schedule RL's samples of a graph of ``n_nodes`` ops are simulated
+  in on the host: ``rl.reward_schedule``, with ``"auto"`` the dynamic one
+  above :data:`AUTO_DYNAMIC_NODES` ops and the default below; rewards other
+  than ``"simulator_host"`` score in their own way (``"best"`` here)."""
+  if rl.reward != "simulator_host":
+    return DEFAULT_SCHEDULE
+  if rl.reward_schedule == "auto":
+    return "dynamic" if n_nodes > AUTO_DYNAMIC_NODES else DEFAULT_SCHEDULE
+  return rl.reward_schedule
+
+
+def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
+                     costs: Optional[Sequence] = None):
+  """Simulator problems of one budget for all graphs, stacked ``[B, ...]``
+  (``costs``: per graph ``[N, D]`` measured seconds or None).
+
+  Raises:
+    BudgetError: the graphs need more simulator steps than 8x the node
+      budget.
+  """
+  n_steps = n_nodes
+  costs = costs if costs is not None else [None] * len(graphs)
+  for _ in range(4):
+    try:
+      problems = [simulator.make_problem(g, topology, costs=c,
+                                         n_nodes=n_nodes, n_steps=n_steps)
+                  for g, c in zip(graphs, costs)]
+      break
+    except (PlacementError, BudgetError):
+      # High-degree nodes take several simulator steps: a larger budget.
+      n_steps *= 2
+  else:
+    raise BudgetError("The graphs need more simulator steps than 8x their "
+                      "node budget (nodes of very high degree); split or "
+                      "coarsen them (gplace.coarsen) first.")
+  return jax.tree.map(lambda *xs: np.stack(xs), *problems)
+
+
+def critical_paths(graphs: Sequence[Graph], topology, n_nodes: int,
+                   costs: Optional[Sequence] = None) -> np.ndarray:
+  """Each graph's critical-path priority
+  (:func:`gplace.sim.priority.bottom_level`, with its ``[N, D]`` measured
+  ``costs`` if given), padded with 0 to ``n_nodes``: ``float32 [B,
+  n_nodes]``."""
+  costs = costs if costs is not None else [None] * len(graphs)
+  out = np.zeros((len(graphs), n_nodes), np.float32)
+  for b, (g, c) in enumerate(zip(graphs, costs)):
+    out[b, :g.n_nodes] = bottom_level(g, topology, c)
+  return out
+
+
+def stacked_dispatch_problems(graphs: Sequence[Graph], topology,
+                              n_nodes: int, n_edges: Optional[int] = None,
+                              costs: Optional[Sequence] = None,
+                              critical_path: Optional[np.ndarray] = None
+                              ) -> ScheduledProblem:
+  """List-scheduler problems (:func:`gplace.rl.rewards.dispatch_reward`) of
+  one budget for all graphs, with their critical-path priorities, stacked
+  ``[B, ...]``; padding nodes get the lowest priority. ``n_edges``: the edge
+  budget (default: the largest graph's); ``costs``: per graph ``[N, D]``
+  measured seconds or None; ``critical_path``: :func:`critical_paths` of
+  the same arguments, if already computed."""
+  if n_edges is None:
+    n_edges = max(max(g.n_edges for g in graphs), 1)
+  costs = costs if costs is not None else [None] * len(graphs)
+  if critical_path is None:
+    critical_path = critical_paths(graphs, topology, n_nodes, costs)
+  problems = [make_dispatch_problem(g, topology, costs=c, n_nodes=n_nodes,
+                                    n_edges=n_edges)
+              for g, c in zip(graphs, costs)]
+  is_node = np.arange(n_nodes)[None, :] < np.array(
+      [g.n_nodes for g in graphs])[:, None]
+  stacked = jax.tree.map(lambda *xs: np.stack(xs), *problems)
+  return ScheduledProblem(stacked, np.where(is_node, critical_path,
+                                            PAD_PRIORITY).astype(np.float32))
+
+
+def host_reward_fns(setups: Sequence[GraphSetup], topology,
+                    settings: TrainSettings) -> list[Scorer]:
+  """One measured (or simulated) reward function per graph, for
+  :func:`gplace.rl.scoring.host_scored_rollout`."""
+  return [make_scorer(s.graph, s.fn, s.args, topology, settings,
+                      devices=placement_devices(), costs=s.costs,
+                      schedule=reward_schedule(settings.rl, s.graph.n_nodes))
+          for s in setups]
