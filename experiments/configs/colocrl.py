@@ -52,7 +52,7 @@ def get_config():
                    normalize_rewards=True, num_samples=32,
                    entropy_weight=1e-2, reward="simulator_host",
                    explore_epsilon=0.0, mutate_best=0.0,
-                   entropy_floor=0.0)  # as measured in RESULTS.md
+                   entropy_floor=0.0)
   config.warm_start.baseline = "none"
   config.train.num_steps = 200
   return config

@@ -37,7 +37,6 @@ def get_config():
   # Stage two: RL in the simulator, each placement in its own order.
   config.rl.update(reward="simulator_dynamic", loss="ppo", num_samples=32,
                    entropy_weight=1e-3, explore_epsilon=0.0, mutate_best=0.0,
-                   entropy_floor=0.0,  # as measured in RESULTS.md
-                   ppo_epochs=2)       # (the quickstart's 4 came later)
+                   entropy_floor=0.0, ppo_epochs=2)
   config.train.update(num_steps=200, chunk_steps=25, eval_samples=32)
   return config

@@ -14,9 +14,8 @@ def get_config():
   config.topology = "1cpu+4gpu"
   config.policy.segment_length = 256
   config.rl.num_samples = 32
-  config.rl.ppo_epochs = 2  # as measured in RESULTS.md (quickstart: 4)
-  # About a dozen nodes re-drawn per sample on a 20k-node graph; the suite
-  # results in experiments/RESULTS.md set it per workload (same rule).
+  config.rl.ppo_epochs = 2
+  # About a dozen nodes re-drawn per sample on a 20k-node graph.
   config.rl.mutate_best = 0.0005
   # Scored inside the jitted step (node-id order): host scoring under the
   # dynamic default (quickstart's simulator_host) takes ~1 s per 64

@@ -30,13 +30,7 @@ main.py), and where this config differs:
   were what the rule gives; a cap keeps paper-size graphs placeable.
 * hidden_size 64 (the code: 128) to train on a CPU; head 128 as the code.
 
-Where it stands (this config, baselines single_device,round_robin,m_etf):
-the samples improve from 3.16 to 2.77 ms in 200 steps and the best sampled
-placement (2.27 ms) beats m_etf (2.50 ms), but the policy's own greedy
-placement ends all-CPU (3.70 ms, the best single device): with four
-interchangeable GPUs the probability of "a GPU" splits four ways, so each
-group's argmax stays on the CPU. On 1cpu+2gpu the greedy placement does beat
-every single device after 200 steps (tests/policies/test_hsdag.py).
+Results: experiments/results/seed_systems/README.md.
 """
 
 import ml_collections
@@ -56,7 +50,7 @@ def get_config():
   config.rl.update(loss="reinforce", num_samples=20, advantage="ema",
                    baseline_decay=0.9, normalize_rewards=True,
                    entropy_weight=0.0, reward="simulator_host",
-                   entropy_floor=0.0)  # as measured in RESULTS.md
+                   entropy_floor=0.0)
   config.warm_start.baseline = "none"
   config.train.num_steps = 200
   return config

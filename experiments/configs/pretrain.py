@@ -33,8 +33,7 @@ def get_config():
   config.policy.free_logits = 0
   config.rl.reward = "simulator_dynamic"
   config.rl.num_samples = 16
-  # The shipped policies were trained without the entropy floor, and with
-  # two PPO epochs per step (the quickstart's default then; now 4).
+  # The shipped policy's settings: no entropy floor, two PPO epochs.
   config.rl.entropy_floor = 0.0
   config.rl.ppo_epochs = 2
   config.optimizer.learning_rate = 1e-3

@@ -16,6 +16,7 @@ import math
 from typing import Optional, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gplace.errors import BudgetError, PlacementError, RewardError

@@ -397,10 +397,8 @@ EXPERIMENT_FIELDS = ("workload", "workload_size", "workload_step",
 def free_on_resume() -> tuple[str, ...]:
   """The dotted fields a resumed run may change (how long it runs, how it
   reports, the refinement after training); any other changes results."""
-  out = []
-  for field in dataclasses.fields(TrainSettings):
-    if field.metadata.get("free_on_resume"):
-      out.append(field.name)
+  out = [f.name for f in dataclasses.fields(TrainSettings)
+         if f.metadata.get("free_on_resume")]
   for name, cls in _SECTIONS.items():
     out += [f"{name}.{f.name}" for f in dataclasses.fields(cls)
             if f.metadata.get("free_on_resume")]
@@ -410,14 +408,14 @@ def free_on_resume() -> tuple[str, ...]:
 def to_record(settings: TrainSettings) -> dict:
   """``settings`` as nested plain values, sectioned as a config."""
   record = {}
-  for field in dataclasses.fields(settings):
-    value = getattr(settings, field.name)
+  for name in (f.name for f in dataclasses.fields(settings)):
+    value = getattr(settings, name)
     if dataclasses.is_dataclass(value):
       value = dataclasses.asdict(value)
-    elif field.name == "baselines":
+    elif name == "baselines":
       value = "all" if value is None else ",".join(value)
     if value is not None:
-      record[field.name] = value
+      record[name] = value
   return record
 
 
