@@ -185,7 +185,7 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
   Args:
     fn_or_graph: a function (captured with ``gplace.capture(fn, *args)``), a
       :class:`~gplace.Graph`, a ``networkx.DiGraph``, a
-      :class:`~gplace.graphs.interchange.GraphFile`, or a ``.npz`` /
+      :class:`~gplace.sim.graph_files.GraphFile`, or a ``.npz`` /
       ``.json`` path.
     args: the function's example arguments (empty for anything else).
 
@@ -196,8 +196,9 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
   """
   from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
   from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
+  from gplace.sim import graph_files  # pylint: disable=g-import-not-at-top
   is_path = isinstance(fn_or_graph, (str, os.PathLike))
-  is_graph = isinstance(fn_or_graph, (Graph, interchange.GraphFile)) or (
+  is_graph = isinstance(fn_or_graph, (Graph, graph_files.GraphFile)) or (
       _is_networkx(fn_or_graph))
   if (is_path or is_graph) and args:
     raise GraphError(
@@ -207,10 +208,10 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
         "alone, and topology=, costs= etc. by keyword.")
   if isinstance(fn_or_graph, Graph):
     return Source(fn_or_graph)
-  if isinstance(fn_or_graph, interchange.GraphFile):
+  if isinstance(fn_or_graph, graph_files.GraphFile):
     return Source(fn_or_graph.graph, fn_or_graph.topology, fn_or_graph.costs)
   if _is_networkx(fn_or_graph):
-    loaded = interchange.from_networkx(fn_or_graph)
+    loaded = graph_files.from_networkx(fn_or_graph)
     return Source(loaded.graph, loaded.topology, loaded.costs)
   if is_path:
     path = os.fspath(fn_or_graph)
@@ -220,7 +221,7 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
           "graph file path (.npz or .json); pass "
           f"{ACCEPTED_INPUTS}. For a zoo workload: fn, args = "
           "gplace.workloads.get(name); gplace.optimize(fn, *args).")
-    loaded = interchange.load(path)
+    loaded = graph_files.load(path)
     return Source(loaded.graph, loaded.topology, loaded.costs)
   if callable(fn_or_graph):
     # capture raises CaptureError (not a JAX trace) for bad arguments.

@@ -42,7 +42,7 @@ from gplace.errors import ConfigError, SearchError
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.candidates import Candidate, score
 from gplace.autoplace.inputs import Problem
-from gplace.graphs import interchange
+from gplace.sim import graph_files as interchange
 from gplace.rl import policy_file as policy_file_lib
 
 # Steps per jitted chunk: how often the budget is checked.

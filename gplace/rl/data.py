@@ -28,7 +28,7 @@ from gplace import workloads
 from gplace.errors import WorkloadError
 from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
-from gplace.graphs import json_format
+from gplace.sim import topology_json as json_format
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.rl import grouping

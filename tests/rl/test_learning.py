@@ -209,11 +209,11 @@ def _schedule_toy(path: str) -> float:
 
 def test_priority_levels_learn_a_schedule_the_critical_path_misses(tmp_path):
   from experiments.configs import quickstart  # pylint: disable=g-import-not-at-top
-  from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
+  from gplace.sim import graph_files  # pylint: disable=g-import-not-at-top
   from gplace.rl import train  # pylint: disable=g-import-not-at-top
   path = str(tmp_path / "toy.json")
   optimum = _schedule_toy(path)
-  loaded = interchange.load(path)
+  loaded = graph_files.load(path)
   placement = np.array([0, 0, 0, 0, 1, 1])
   default = float(simulate(loaded.graph, placement, loaded.topology,
                            costs=loaded.costs).runtime_s)

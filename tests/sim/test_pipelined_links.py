@@ -11,9 +11,9 @@ from hypothesis import given, settings, strategies as st
 from gplace.baselines import common, list_scheduling
 from gplace.errors import ConfigError, TopologyError
 from gplace.execution import fitting
-from gplace.graphs import json_format
 from gplace.graphs.graph import Graph, NODE_OP, random_dag
 from gplace.rl import validation
+from gplace.sim import topology_json
 from gplace.sim.dispatch import make_dispatch_problem
 from gplace.sim.priority import order_priority
 from gplace.sim.problem import (link_hold_seconds, make_problem,
@@ -149,8 +149,8 @@ def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
   mask[0, 1] = True
   for value in (True, False, mask):
     topology = preset("1cpu+2gpu").replace(pipelined_links=value)
-    back = json_format.topology_from_dict(
-        json_format.topology_to_dict(topology), "topology")
+    back = topology_json.topology_from_dict(
+        topology_json.topology_to_dict(topology), "topology")
     np.testing.assert_array_equal(back.pipelined_mask,
                                   topology.pipelined_mask)
     assert back.has_pipelined_links == (value is not False)
