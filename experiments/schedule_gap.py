@@ -31,8 +31,9 @@ import numpy as np
 
 import gplace
 from gplace import baselines
-from gplace.baselines import common, list_scheduling
+from gplace.baselines import list_scheduling
 from gplace.graphs.graph import NODE_INPUT
+from gplace.sim import list_scheduler
 from gplace.sim.priority import (bottom_level, mean_transfer_s,
                                  order_priority, upward_rank)
 from gplace.sim.topology import preset
@@ -71,7 +72,8 @@ def main(argv=None) -> None:
   for name in args.workloads.split(","):
     graph = load_graph(name, args.size, "train", args.cache)
     rank = list_scheduling.schedule_ranks(
-        common.prepare(graph, topology, None), common.gpu_devices(topology))
+        list_scheduler.prepare(graph, topology, None),
+        list_scheduler.gpu_devices(topology))
     for scheduler in args.schedulers.split(","):
       plan = baselines.plan(scheduler, graph, topology)
       plans.append((name, scheduler, graph, plan))

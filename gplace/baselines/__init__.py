@@ -40,9 +40,10 @@ Shared conventions, chosen to match the simulator's cost model
   picks, and later consumers pay the transfer from there.
 * Memory: ``single_device``, ``m_topo``, ``m_etf``, ``m_sct``, ``heft`` and
   ``ordered_eft`` are memory-aware. The list schedulers estimate live bytes
-  in the simulator's model as they commit nodes (see ``ListScheduler``:
-  outputs live until their last consumer is placed, inputs and output nodes
-  for the whole step), then check the placement's exact simulated peak in
+  in the simulator's model as they commit nodes
+  (``gplace.sim.list_scheduler.ListScheduler``: outputs live until their
+  last consumer is placed, inputs and output nodes for the whole step),
+  then check the placement's exact simulated peak in
   every order it may run in: ``gplace.simulate``'s dynamic
   schedule, node-id order (``schedule="static"``) and the planned order;
   and plan again with less room on a device that overflowed (see
@@ -83,11 +84,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.baselines.common import (Baseline, LAYER_PATTERN, gpu_devices,
-                                     prepare, resident_bytes,
+from gplace.baselines.common import (Baseline, LAYER_PATTERN, resident_bytes,
                                      simulated_peak_bytes,
                                      single_device_peak_bytes)
-from gplace.baselines.list_scheduling import (Plan, heft, m_etf, m_topo,
+from gplace.baselines.list_scheduling import (heft, m_etf, m_topo,
                                          ordered_eft, plan_heft, plan_m_etf,
                                          plan_ordered_eft)
 from gplace.baselines.sct import m_sct, plan_m_sct
@@ -96,6 +96,7 @@ from gplace.baselines.simple import (expert, layer_index, metis, random,
 from gplace.errors import BaselineError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph
+from gplace.sim.list_scheduler import Plan, gpu_devices, prepare
 from gplace.sim.topology import Topology
 
 _BASELINES: dict[str, Baseline] = {

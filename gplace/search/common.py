@@ -21,7 +21,6 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from gplace.baselines.common import prepare
 from gplace.errors import (GplaceError, GraphError, PlacementError,
                            SearchError, check_seed, is_int)
 from gplace.graphs.coarsening import Coarsening, coarsen
@@ -29,6 +28,7 @@ from gplace.graphs.constraints import (coarse_constraints, has_constraints,
                                        repair)
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
+from gplace.sim.list_scheduler import prepare
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
