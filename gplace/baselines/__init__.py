@@ -123,11 +123,11 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Baseline:
-  """The baseline called ``name``, or a search placer of ``gplace.search``.
+  """The baseline called ``name``.
 
-  The searches (``local_search``, ``annealing``, ``genetic``) have the same
-  interface but spend a simulator budget, so :func:`names` and
-  :func:`run_all` leave them out; ``get`` finds them by name.
+  The searches (``local_search``, ``annealing``, ``genetic``) and the exact
+  solver have the same interface but spend a budget; :mod:`gplace.placers`
+  finds every placer by name.
 
   Raises:
     BaselineError: unknown name; the message lists the known ones.
@@ -138,11 +138,8 @@ def get(name: str) -> Baseline:
                         f"{names()}.")
   if name in _BASELINES:
     return _BASELINES[name]
-  from gplace import search  # pylint: disable=g-import-not-at-top
-  if name in search.PLACERS:
-    return search.PLACERS[name]
   raise BaselineError(f"Unknown baseline {name!r}; choose one of {names()} "
-                      f"or a search placer {sorted(search.PLACERS)}.")
+                      "(searches and the exact solver: gplace.placers.get).")
 
 
 def schedulers() -> list[str]:
