@@ -54,6 +54,8 @@ from gplace.sim.topology import Topology, validate_costs
 BEST_TIE = 1e-6
 
 _HAS_NUMBA = native._HAS_NUMBA  # pylint: disable=protected-access
+if _HAS_NUMBA:  # else the plain-Python reference plans (planned_orders)
+  from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
 
 
 class PlannedProblem(NamedTuple):
@@ -118,7 +120,6 @@ def node_orders(priority: np.ndarray, graph: Graph) -> np.ndarray:
   broken = np.flatnonzero((position[:, graph.edge_src]
                            > position[:, graph.edge_dst]).any(axis=1))
   if broken.size and _HAS_NUMBA:
-    from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
     by_rank = np.ascontiguousarray(order, np.int64)
     order = by_rank.copy()
     planned_kernels.topological_rows(
@@ -150,7 +151,6 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
       GIL, so parts of a batch can run from threads of their own).
     max_gaps: idle gaps looked at per op.
   """
-  from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
   lo, hi, _ = rows.indices(placements.shape[0])
   p = problem
   planned_kernels.plan_rows(
