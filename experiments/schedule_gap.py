@@ -32,8 +32,9 @@ import numpy as np
 
 import gplace
 from gplace import baselines, workloads
-from gplace.baselines import common, list_scheduling
+from gplace.baselines import list_scheduling
 from gplace.graphs.graph import NODE_INPUT
+from gplace.sim import list_scheduler
 from gplace.sim.priority import (bottom_level, mean_transfer_s,
                                  order_priority, upward_rank)
 from gplace.sim.topology import preset
@@ -74,7 +75,8 @@ def main(argv=None) -> None:
     graph = workloads.load(name, args.size, "train",
                            cache_dir=args.cache).graph
     rank = list_scheduling.schedule_ranks(
-        common.prepare(graph, topology, None), common.gpu_devices(topology))
+        list_scheduler.prepare(graph, topology, None),
+        list_scheduler.gpu_devices(topology))
     for scheduler in args.schedulers.split(","):
       plan = baselines.plan(scheduler, graph, topology)
       plans.append((name, scheduler, graph, plan))

@@ -14,9 +14,18 @@ Four subsystems, one subpackage each:
 
 Beside them, ``gplace.baselines`` (classical placers), ``gplace.search``
 (local search, annealing, genetic search), ``gplace.solvers`` (CP-SAT, a
-proven optimum) and ``gplace.workloads`` (the model zoo). Every subpackage is
+proven optimum), ``gplace.placers`` (every one of those by name),
+``gplace.workloads`` (the model zoo) and :func:`optimize`
+(``gplace.autoplace``: all of them in one call). Every subpackage is
 reachable from ``import gplace`` alone; the heavy ones load on first use.
+
+Layers, lowest first (each imports only those below it; tests/test_layering.py
+checks): errors; graphs; sim; workloads; execution; plotting; baselines,
+search, solvers, placers; policies; rl; autoplace; this package.
 """
+
+import importlib as _importlib
+import sys as _sys
 
 from gplace.errors import GplaceError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
@@ -32,16 +41,20 @@ from gplace.sim.simulator import simulate, SimResult
 from gplace.sim.bounds import lower_bound
 from gplace.sim import topology
 from gplace import graphs, sim, execution
-from gplace.autoplace import optimize, PlacementResult
+from gplace.graphs import graph as _graph
 
 __version__ = "0.1.0"
 
 # Subpackages that load heavier dependencies (flax models, scipy, optax,
-# orbax) are imported on first attribute access, so `import gplace` stays
-# cheap and `gplace.baselines.heft` still works without a second import.
-_LAZY_SUBPACKAGES = ("baselines", "workloads", "policies", "rl", "search",
-                     "solvers", "plotting")
+# orbax, OR-tools, numba) are imported on first attribute access, so
+# `import gplace` stays cheap and `gplace.baselines.heft` still works
+# without a second import.
+_LAZY_SUBPACKAGES = ("autoplace", "baselines", "workloads", "policies", "rl",
+                     "search", "solvers", "placers", "plotting")
 
+# Names of the public API defined in a lazy subpackage, loaded with it.
+_LAZY_NAMES = {"optimize": "gplace.autoplace",
+               "PlacementResult": "gplace.autoplace"}
 
 # Old names of moved user-facing modules (0.1), resolved on first use.
 _MOVED = {"layers": "gplace.policies.layers"}
@@ -49,22 +62,23 @@ _MOVED = {"layers": "gplace.policies.layers"}
 
 def __getattr__(name):
   if name in _LAZY_SUBPACKAGES or name in _MOVED:
-    import importlib  # pylint: disable=g-import-not-at-top
-    return importlib.import_module(_MOVED.get(name, f"gplace.{name}"))
+    return _importlib.import_module(_MOVED.get(name, f"gplace.{name}"))
+  if name in _LAZY_NAMES:
+    value = getattr(_importlib.import_module(_LAZY_NAMES[name]), name)
+    globals()[name] = value
+    return value
   raise AttributeError(f"module 'gplace' has no attribute {name!r}")
 
 
 def __dir__():
-  return sorted(set(globals()) | set(_LAZY_SUBPACKAGES))
+  return sorted(set(globals()) | set(_LAZY_SUBPACKAGES) | set(_LAZY_NAMES))
 
 
 # Modules that moved into subpackages in 0.2 keep their old import paths.
 def _alias_moved_modules():
-  import sys  # pylint: disable=g-import-not-at-top
-  from gplace.graphs import graph as _graph  # pylint: disable=g-import-not-at-top
-  sys.modules.setdefault("gplace.graph", _graph)
-  sys.modules.setdefault("gplace.features", features)
-  sys.modules.setdefault("gplace.topology", topology)
+  _sys.modules.setdefault("gplace.graph", _graph)
+  _sys.modules.setdefault("gplace.features", features)
+  _sys.modules.setdefault("gplace.topology", topology)
 
 
 _alias_moved_modules()

@@ -2,7 +2,8 @@
 hand-built padded graphs, and a toy placement problem with tiny policies.
 
 Public so that tests of every module, notebooks and users' own tests can share
-them; nothing here is used by the library itself.
+them; nothing here is used by the library itself (it is the top layer: it
+imports the learning stack it builds toys for).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
+
+from gplace.policies.base import ActionScores
+from gplace.rl.state import init_train_state
+from gplace.rl.types import Batch
 
 
 @jax.custom_vjp
@@ -158,7 +163,6 @@ def toy_simulate(problem: ToyProblem, placements: jax.Array):
 def toy_batch(num_graphs: int = 2, n_pad: int = 12, num_devices: int = 3):
   """A ``gplace.rl.types.Batch`` of chains (6, 9, 5 nodes) with
   :class:`ToyProblem` s as their simulator problems."""
-  from gplace.rl.types import Batch  # pylint: disable=g-import-not-at-top
   sizes = [6, 9, 5][:num_graphs]
   graphs, problems = [], []
   rng = np.random.default_rng(0)
@@ -223,8 +227,6 @@ class SequentialTabularPolicy(nn.Module):
     return logits
 
   def __call__(self, graphs, device_mask=None, actions=None):
-    # pylint: disable-next=g-import-not-at-top
-    from gplace.policies.base import ActionScores
     mask = graphs.nodes["mask"]
     if actions is None:
       actions = jnp.zeros((1,) + mask.shape, jnp.int32)
@@ -259,8 +261,6 @@ class SequentialTabularPolicy(nn.Module):
 def toy_train_state(policy, batch, optimizer, seed: int = 0):
   """``gplace.rl.state.init_train_state`` for ``policy`` on the batch's first
   graph."""
-  # pylint: disable-next=g-import-not-at-top
-  from gplace.rl.state import init_train_state
   graph0 = jax.tree.map(lambda x: x[0], batch.graphs)
   params = policy.init(jax.random.PRNGKey(seed), graph0)
   return init_train_state(jax.random.PRNGKey(seed + 1), params, optimizer,

@@ -16,6 +16,7 @@ import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_OP, check_graph
 from gplace.graphs.placement import check_placements
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, check_topology
 
 
@@ -44,7 +45,6 @@ def schedule(graph: Graph, placement, topology: Topology, costs=None,
   """Simulated ``(start_s [N], finish_s [N], runtime_s)`` of one placement;
   ``schedule_args`` (``order=``, ``priority=``, ``schedule="dynamic"``) pick
   the schedule as in ``gplace.simulate``."""
-  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
   result = simulate(graph, np.asarray(placement), topology, costs=costs,
                     return_schedule=True, **schedule_args)
   return (np.asarray(result.start_s), np.asarray(result.finish_s),

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import gplace
-from gplace import baselines
+from gplace import baselines, placers
 from gplace.errors import (BaselineError, GplaceError, GraphError,
                            PlacementError, ScheduleError, TopologyError)
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
@@ -362,12 +362,13 @@ def test_simulate_rejects_bad_schedules(graph, topology, keywords, error,
 # -- baselines -----------------------------------------------------------------
 
 
-ALL_PLACERS = baselines.names() + ["local_search", "annealing", "genetic"]
+ALL_PLACERS = (placers.names(placers.BASELINE)
+               + placers.names(placers.SEARCH))
 
 
 @pytest.mark.parametrize("name", ALL_PLACERS)
 def test_every_baseline_rejects_bad_arguments(graph, topology, name):
-  placer = baselines.get(name)
+  placer = placers.get(name)
   raises(lambda: placer(empty_graph(), topology), PlacementError, "graph",
          "no nodes")
   raises(lambda: placer({}, topology), GraphError, "graph")

@@ -19,6 +19,7 @@ import gplace
 from gplace import baselines, errors
 from gplace.graphs import constraints, interchange
 from gplace.graphs.graph import random_dag
+from gplace.sim import graph_files
 from gplace.autoplace import SOLVER_MAX_NODES, PlacementResult, baseline_rows
 
 SEARCH = dict(method="search", max_evaluations=256, budget_s=120.0,
@@ -73,7 +74,7 @@ def test_a_function_a_graph_networkx_and_json_give_one_placement(
     from_function, topology, tmp_path):
   graph = from_function.graph
   path = str(tmp_path / "graph.json")
-  interchange.save(path, graph, topology=topology)
+  graph_files.save(path, graph, topology=topology)
   results = [from_function,
              gplace.optimize(graph, topology=topology, **SEARCH),
              gplace.optimize(interchange.to_networkx(graph),

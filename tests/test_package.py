@@ -8,10 +8,17 @@ import gplace
 
 
 def test_lazy_subpackages_load_on_first_use():
-  for name in ("baselines", "workloads", "policies", "rl", "search",
-               "solvers", "plotting"):
+  for name in ("autoplace", "baselines", "workloads", "policies", "rl",
+               "search", "solvers", "placers", "plotting"):
     module = getattr(gplace, name)
     assert module is importlib.import_module(f"gplace.{name}")
+
+
+def test_optimize_and_its_result_load_with_autoplace():
+  assert {"optimize", "PlacementResult"} <= set(dir(gplace))
+  from gplace import optimize, PlacementResult  # pylint: disable=g-import-not-at-top
+  assert optimize is importlib.import_module("gplace.autoplace").optimize
+  assert gplace.PlacementResult is PlacementResult
 
 
 def test_dir_lists_each_name_once_after_lazy_loads():

@@ -23,6 +23,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from gplace import baselines, search, solvers
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
 from gplace.sim.simulator import simulate
@@ -139,7 +140,6 @@ def baseline_runs(problem: Problem, *, seed: int = 0,
   Candidates are labelled ``"<name> (default)"`` or ``"<name> (own
   plan)"``.
   """
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
   graph, topology, costs = problem.graph, problem.topology, problem.costs
   # One planning run per baseline: its placement and, for a list
   # scheduler, the op order it planned.
@@ -203,7 +203,6 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
   Returns:
     The best placement seen, labelled ``"<name> from <start>"``.
   """
-  from gplace import search  # pylint: disable=g-import-not-at-top
   if max_evaluations is None:
     began = time.perf_counter()
     score(problem, start.placement[None])     # compiled already: times a batch
@@ -234,7 +233,6 @@ def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
   """CP-SAT placement + order (``gplace.solvers.solve``) started from
   ``hint``'s placement; never slower than the hint in the default schedule.
   """
-  from gplace import solvers  # pylint: disable=g-import-not-at-top
   result = solvers.solve(
       problem.graph, problem.topology, problem.costs,
       time_limit_s=max(time_s, 0.5), num_workers=2, seed=seed,

@@ -19,11 +19,18 @@ from typing import Any, Callable, NamedTuple, Optional
 import numpy as np
 
 from gplace import errors
+from gplace import placers
 from gplace.errors import (CaptureError, GraphError, SearchError,
                            TopologyError)
+from gplace.execution.inputs import default_devices
+from gplace.execution.profiler import profile
 from gplace.graphs import constraints
+from gplace.graphs import interchange
+from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph
-from gplace.sim.topology import Topology, preset_names, validate_costs
+from gplace.sim import graph_files
+from gplace.sim.topology import (Topology, check_topology, local, preset,
+                                 preset_names, validate_costs)
 
 # What fn_or_graph may be, for messages.
 ACCEPTED_INPUTS = ("a jittable function (with its example arguments), a "
@@ -66,11 +73,11 @@ class Method(NamedTuple):
 
 
 def _method_help() -> str:
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
   return ("'auto', 'search' (or 'search:<name>' / a search name: "
           f"{', '.join(SEARCH_NAMES)}), 'solver', 'pretrained', 'finetune', "
           f"'policy', or a baseline "
-          f"('baseline:<name>' or the name: {', '.join(baselines.names())})")
+          f"('baseline:<name>' or the name: "
+          f"{', '.join(placers.names(placers.BASELINE))})")
 
 
 def check_method(method: Any) -> Method:
@@ -79,7 +86,6 @@ def check_method(method: Any) -> Method:
   Raises:
     SearchError: not a string, or an unknown method or baseline.
   """
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
   if not isinstance(method, str):
     raise SearchError(f"gplace.optimize: method must be a string, got "
                       f"{type(method).__name__} {method!r}; use "
@@ -93,9 +99,10 @@ def check_method(method: Any) -> Method:
     return Method("search", name)
   if method in SEARCH_NAMES:
     return Method("search", method)
-  if kind == "baseline" and name in baselines.names():
+  baseline_names = placers.names(placers.BASELINE)
+  if kind == "baseline" and name in baseline_names:
     return Method("baseline", name)
-  if method in baselines.names():
+  if method in baseline_names:
     return Method("baseline", method)
   raise SearchError(f"gplace.optimize: unknown method {method!r}; use "
                     f"{_method_help()}.")
@@ -162,8 +169,6 @@ def check_topology_spec(topology: Any) -> Any:
 def local_topology() -> Topology:
   """This machine's devices in the executor's order (CPUs first), as
   ``gplace.place`` indexes them by default."""
-  from gplace.execution.inputs import default_devices  # pylint: disable=g-import-not-at-top
-  from gplace.sim.topology import local  # pylint: disable=g-import-not-at-top
   return local(default_devices())
 
 
@@ -185,7 +190,7 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
   Args:
     fn_or_graph: a function (captured with ``gplace.capture(fn, *args)``), a
       :class:`~gplace.Graph`, a ``networkx.DiGraph``, a
-      :class:`~gplace.graphs.interchange.GraphFile`, or a ``.npz`` /
+      :class:`~gplace.sim.graph_files.GraphFile`, or a ``.npz`` /
       ``.json`` path.
     args: the function's example arguments (empty for anything else).
 
@@ -194,10 +199,8 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
     GraphError: a missing or malformed file or graph, ``args`` given with a
       graph, or something that is none of the above.
   """
-  from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
-  from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
   is_path = isinstance(fn_or_graph, (str, os.PathLike))
-  is_graph = isinstance(fn_or_graph, (Graph, interchange.GraphFile)) or (
+  is_graph = isinstance(fn_or_graph, (Graph, graph_files.GraphFile)) or (
       _is_networkx(fn_or_graph))
   if (is_path or is_graph) and args:
     raise GraphError(
@@ -207,10 +210,10 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
         "alone, and topology=, costs= etc. by keyword.")
   if isinstance(fn_or_graph, Graph):
     return Source(fn_or_graph)
-  if isinstance(fn_or_graph, interchange.GraphFile):
+  if isinstance(fn_or_graph, graph_files.GraphFile):
     return Source(fn_or_graph.graph, fn_or_graph.topology, fn_or_graph.costs)
   if _is_networkx(fn_or_graph):
-    loaded = interchange.from_networkx(fn_or_graph)
+    loaded = graph_files.from_networkx(fn_or_graph)
     return Source(loaded.graph, loaded.topology, loaded.costs)
   if is_path:
     path = os.fspath(fn_or_graph)
@@ -220,7 +223,7 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
           "graph file path (.npz or .json); pass "
           f"{ACCEPTED_INPUTS}. For a zoo workload: fn, args = "
           "gplace.workloads.get(name); gplace.optimize(fn, *args).")
-    loaded = interchange.load(path)
+    loaded = graph_files.load(path)
     return Source(loaded.graph, loaded.topology, loaded.costs)
   if callable(fn_or_graph):
     # capture raises CaptureError (not a JAX trace) for bad arguments.
@@ -237,7 +240,6 @@ def profiled_source(fn_or_graph: Any, args: tuple) -> tuple[Source, Topology]:
   Raises:
     CaptureError: not a function, or it does not trace with ``args``.
   """
-  from gplace.execution.profiler import profile  # pylint: disable=g-import-not-at-top
   if not callable(fn_or_graph) or isinstance(fn_or_graph, Graph):
     raise CaptureError(
         "gplace.optimize: profile=True measures a program on this machine, "
@@ -260,7 +262,6 @@ def resolve_problem(source: Source, topology: Any, costs: Any) -> Problem:
       count than the topology's.
     PlacementError: device constraints for another device count.
   """
-  from gplace.sim.topology import check_topology, preset  # pylint: disable=g-import-not-at-top
   graph = source.graph
   if topology is None:
     topology = (source.topology if source.topology is not None

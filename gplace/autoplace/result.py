@@ -13,7 +13,9 @@ from typing import Any, Callable, NamedTuple, Optional
 import numpy as np
 
 from gplace.errors import PlacementError
+from gplace.execution.executor import place
 from gplace.graphs.graph import Graph
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
 
@@ -83,7 +85,6 @@ class PlacementResult(NamedTuple):
     schedule=)``."""
     if self.order is not None:
       return self.order
-    from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
     result = simulate(self.graph, self.placement, self.topology, self.costs,
                       return_schedule=True)
     return np.asarray(result.order, np.int32)
@@ -104,7 +105,6 @@ class PlacementResult(NamedTuple):
     Returns:
       The :class:`~gplace.PlacedFunction`.
     """
-    from gplace.execution.executor import place  # pylint: disable=g-import-not-at-top
     return place(fn, self.graph, self.placement, devices,
                  schedule=self.schedule(), **kwargs)
 

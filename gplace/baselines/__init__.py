@@ -40,9 +40,10 @@ Shared conventions, chosen to match the simulator's cost model
   picks, and later consumers pay the transfer from there.
 * Memory: ``single_device``, ``m_topo``, ``m_etf``, ``m_sct``, ``heft`` and
   ``ordered_eft`` are memory-aware. The list schedulers estimate live bytes
-  in the simulator's model as they commit nodes (see ``ListScheduler``:
-  outputs live until their last consumer is placed, inputs and output nodes
-  for the whole step), then check the placement's exact simulated peak in
+  in the simulator's model as they commit nodes
+  (``gplace.sim.list_scheduler.ListScheduler``: outputs live until their
+  last consumer is placed, inputs and output nodes for the whole step),
+  then check the placement's exact simulated peak in
   every order it may run in: ``gplace.simulate``'s dynamic
   schedule, node-id order (``schedule="static"``) and the planned order;
   and plan again with less room on a device that overflowed (see
@@ -85,11 +86,10 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from gplace.baselines.common import (Baseline, LAYER_PATTERN, gpu_devices,
-                                     prepare, resident_bytes,
+from gplace.baselines.common import (Baseline, LAYER_PATTERN, resident_bytes,
                                      simulated_peak_bytes,
                                      single_device_peak_bytes)
-from gplace.baselines.list_scheduling import (Plan, heft, m_etf, m_topo,
+from gplace.baselines.list_scheduling import (heft, m_etf, m_topo,
                                          ordered_eft, plan_heft, plan_m_etf,
                                          plan_ordered_eft)
 from gplace.baselines.sct import m_sct, plan_m_sct
@@ -98,6 +98,8 @@ from gplace.baselines.simple import (expert, layer_index, metis, random,
 from gplace.errors import BaselineError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph
+from gplace.sim.list_scheduler import Plan, gpu_devices, prepare
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
 _BASELINES: dict[str, Baseline] = {
@@ -124,11 +126,11 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Baseline:
-  """The baseline called ``name``, or a search placer of ``gplace.search``.
+  """The baseline called ``name``.
 
-  The searches (``local_search``, ``annealing``, ``genetic``) have the same
-  interface but spend a simulator budget, so :func:`names` and
-  :func:`run_all` leave them out; ``get`` finds them by name.
+  The searches (``local_search``, ``annealing``, ``genetic``) and the exact
+  solver have the same interface but spend a budget; :mod:`gplace.placers`
+  finds every placer by name.
 
   Raises:
     BaselineError: unknown name; the message lists the known ones.
@@ -139,11 +141,8 @@ def get(name: str) -> Baseline:
                         f"{names()}.")
   if name in _BASELINES:
     return _BASELINES[name]
-  from gplace import search  # pylint: disable=g-import-not-at-top
-  if name in search.PLACERS:
-    return search.PLACERS[name]
   raise BaselineError(f"Unknown baseline {name!r}; choose one of {names()} "
-                      f"or a search placer {sorted(search.PLACERS)}.")
+                      "(searches and the exact solver: gplace.placers.get).")
 
 
 def schedulers() -> list[str]:
@@ -249,7 +248,6 @@ def best(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   Raises:
     BaselineError: an unknown name in ``only``.
   """
-  from gplace.sim.simulator import simulate  # pylint: disable=g-import-not-at-top
   chosen = list(only) if only is not None else names()
   plans = [plan(name, graph, topology, costs=costs, seed=seed)
            for name in chosen]

@@ -1,5 +1,7 @@
-"""Shared pieces of the baselines: validated inputs, resident memory, transfer
-and rank helpers, the layer-name pattern, and tuning constants.
+"""Shared pieces of the baselines: placers from planners, resident and
+peak memory, the layer-name pattern. Their validated inputs
+(:class:`~gplace.sim.list_scheduler.PlanningProblem`, ``prepare``) are the
+simulator's list scheduler's.
 
 Host-side numpy; nothing here is traced."""
 
@@ -7,16 +9,17 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
-from gplace.errors import BaselineError, PlacementError, check_seed
+from gplace.errors import BaselineError, check_seed
 from gplace.graphs import constraints
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT, check_graph
 from gplace.sim.priority import bottom_level, priority_order
+from gplace.sim.list_scheduler import PlanningProblem, prepare
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Topology, check_topology, validate_costs
+from gplace.sim.topology import Topology
 
 Baseline = Callable[..., np.ndarray]
 
@@ -57,50 +60,6 @@ LAYER_PATTERN = re.compile(
 # -- small shared pieces -------------------------------------------------------
 
 
-class PlanningProblem(NamedTuple):
-  """The validated inputs every baseline starts from.
-
-  Attributes:
-    graph: the op graph (at least one node).
-    topology: the devices.
-    costs: ``[N, D]`` float64 seconds per node and device.
-    allowed: ``[G]`` int32, the devices a GPU-only baseline may use.
-    memory_bytes: ``[D]`` float64 bytes the list schedulers plan to fit in
-      (``None``: ``topology.memory_bytes``); smaller than the capacity when
-      a plan is repaired (see ``scheduler.plan_within_memory``).
-  """
-  graph: Graph
-  topology: Topology
-  costs: np.ndarray
-  allowed: np.ndarray
-  memory_bytes: np.ndarray | None = None
-
-
-def prepare(graph, topology, costs) -> PlanningProblem:
-  """Validates a baseline's arguments; returns its :class:`PlanningProblem`.
-
-  Raises:
-    GraphError: ``graph`` is not a :class:`Graph`.
-    PlacementError: ``graph`` has no nodes (as ``gplace.simulate``: there is
-      nothing to place).
-    TopologyError: ``topology`` is not a :class:`Topology`, or a bad
-      ``costs`` table.
-  """
-  check_graph(graph, "A baseline")
-  check_topology(topology, "A baseline")
-  if graph.n_nodes == 0:
-    raise PlacementError(
-        f"graph {graph.name!r} has no nodes; there is nothing to place. "
-        "Capture a function that computes something "
-        "(gplace.capture(fn, *args)).")
-  if costs is None:
-    costs = topology.op_costs(graph)
-  costs = validate_costs(costs, graph, topology)
-  constraints.check_device_count(graph, topology.n_devices, "A baseline")
-  return PlanningProblem(graph, topology, costs, gpu_devices(topology),
-                         topology.memory_bytes)
-
-
 def respecting_constraints(baseline: Baseline) -> Baseline:
   """``baseline`` followed by :func:`gplace.graphs.constraints.repair`, so
   that its placement keeps the graph's device constraints (a node on a
@@ -120,14 +79,6 @@ def respecting_constraints(baseline: Baseline) -> Baseline:
     return constraints.repair(graph, placement, costs)
 
   return placer
-
-
-def gpu_devices(topology: Topology) -> np.ndarray:
-  """``[G]`` int32 indices of the non-CPU devices (all devices if none)."""
-  gpus = [d for d, dev in enumerate(topology.devices) if dev.kind != "cpu"]
-  if not gpus:
-    gpus = list(range(topology.n_devices))
-  return np.asarray(gpus, np.int32)
 
 
 def resident_bytes(graph: Graph, placement, n_devices: int) -> np.ndarray:

@@ -1,30 +1,32 @@
 """List schedulers: Baechi's m-TOPO and m-ETF, HEFT, and an earliest-finish-
 time placer in node-id order. Each ``plan_*`` returns a :class:`Plan`: a
 placement and the op order it planned (see ``gplace.baselines.plan``).
+HEFT's insertion schedule is the simulator's too
+(:func:`gplace.sim.list_scheduler.heft_schedule`).
 
 Host-side heaps and numpy; nothing here is traced."""
 
 from __future__ import annotations
 
-import bisect
 import heapq
 
 import numpy as np
 
 from gplace.graphs.graph import Graph
+from gplace.sim.list_scheduler import (MAX_GAPS, ListScheduler, Plan,
+                                       PlanningProblem, heft_schedule,
+                                       prepare)
 from gplace.sim.topology import Topology
-from gplace.baselines.common import (PlanningProblem, placer_from_planner,
-                                     prepare, respecting_constraints)
-from gplace.sim import planned
+from gplace.baselines.common import (placer_from_planner,
+                                     respecting_constraints)
 from gplace.sim.priority import mean_transfer_s, upward_rank
-from gplace.baselines.scheduler import (ListScheduler, Plan,
-                                        plan_within_memory)
+from gplace.baselines.scheduler import plan_within_memory
 
-# Insertion-based HEFT looks at most this many idle gaps of a device before
-# appending at its end, which keeps it O(N * D * HEFT_MAX_GAPS); the
-# simulator's planned schedule uses the same number, so that it replans
-# HEFT's placement into HEFT's plan.
-HEFT_MAX_GAPS = planned.MAX_GAPS
+# Insertion-based HEFT (gplace.sim.list_scheduler.heft_schedule) looks at
+# most this many idle gaps of a device before appending at its end, which
+# keeps it O(N * D * HEFT_MAX_GAPS); the simulator's planned schedule uses
+# the same number, so that it replans HEFT's placement into HEFT's plan.
+HEFT_MAX_GAPS = MAX_GAPS
 
 
 def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
@@ -172,82 +174,6 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
       waiting[j] -= 1
       if waiting[j] == 0:
         release(j)
-  return state.result()
-
-
-def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
-                  max_gaps: int | None = None,
-                  placement: np.ndarray | None = None) -> Plan:
-  """Insertion-based HEFT over ``devices`` in decreasing ``rank`` order.
-
-  Each node goes to the device (with room, when any has) where it finishes
-  earliest, using the first idle gap of that device's compute group that
-  is long enough after the node's data is ready. At most ``max_gaps``
-  (default HEFT_MAX_GAPS) gaps are tried per device before appending after
-  its last op; ``max_gaps=0`` appends always (no insertion). Memory is
-  tracked in rank order, the order nodes are committed.
-
-  With ``placement`` (``[N]`` device per node) every node goes where it
-  says (inputs too, from the start) and only the schedule is planned: the
-  plain-Python reference of the simulator's ``schedule="planned"``
-  (:mod:`gplace.sim.planned`). Given HEFT's own placement it plans HEFT's
-  own schedule again, since every step then sees the same state.
-  """
-  max_gaps = HEFT_MAX_GAPS if max_gaps is None else max_gaps
-  state = ListScheduler(problem, devices)
-  if placement is not None:
-    placement = np.asarray(placement).tolist()
-    for i in np.flatnonzero(state.is_input).tolist():
-      state.device[i] = placement[i]
-  n = state.n
-  devices = state.devices
-  cost, group = state.cost, state.group
-  n_groups = max(group) + 1
-  starts = [[] for _ in range(n_groups)]  # busy intervals, sorted
-  ends = [[] for _ in range(n_groups)]
-  # Decreasing rank is a topological order; ties broken by id keep it one.
-  order = np.lexsort((np.arange(n), -np.asarray(rank)))
-  is_input = state.is_input
-
-  def slot(g, ready, duration):
-    """(index, start) of the first gap of group g fitting the op."""
-    s_list, e_list = starts[g], ends[g]
-    m = len(s_list)
-    if m == 0:
-      return 0, ready
-    k = bisect.bisect_right(s_list, ready)
-    # The gap before interval idx runs from ends[idx-1] (or 0) to starts[idx].
-    for idx in range(k, min(m, k + max_gaps)):
-      gap_start = e_list[idx - 1] if idx > 0 else 0.0
-      s = ready if ready > gap_start else gap_start
-      if s + duration <= s_list[idx]:
-        return idx, s
-    tail = e_list[m - 1]
-    return m, ready if ready > tail else tail
-
-  for i in order.tolist():
-    if is_input[i]:
-      continue
-    ready, need, resident = state.data_ready(i)
-    row = cost[i]
-    best = None
-    if placement is not None:
-      candidates = [placement[i]]
-    else:
-      candidates = [d for d in devices if state.fits(d, need, resident)]
-    if not candidates:  # the plan overflows; plan_within_memory repairs it
-      candidates = [state.most_room()]
-    for d in candidates:
-      idx, s = slot(group[d], ready[d], row[d])
-      f = s + row[d]
-      if best is None or f < best[0]:
-        best = (f, s, d, idx)
-    f, s, d, idx = best
-    if f > s:
-      g = group[d]
-      starts[g].insert(idx, s)
-      ends[g].insert(idx, f)
-    state.commit(i, d, s, f)
   return state.result()
 
 

@@ -10,9 +10,10 @@ import time
 import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT
-from gplace.baselines.common import PlanningProblem, placer_from_planner
+from gplace.baselines.common import placer_from_planner
+from gplace.sim.list_scheduler import Plan, PlanningProblem
 from gplace.sim.priority import mean_transfer_s
-from gplace.baselines.list_scheduling import Plan, etf_schedule, schedule_ranks
+from gplace.baselines.list_scheduling import etf_schedule, schedule_ranks
 from gplace.baselines.scheduler import plan_within_memory
 
 # The LP of m-SCT is solved whole up to this many scheduled nodes; larger

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT
+from gplace.sim.list_scheduler import PlanningProblem, prepare
 from gplace.sim.topology import Topology
 from gplace.baselines.common import (LAYER_PATTERN,
-                                     PlanningProblem, inputs_with_first_consumer,
-                                     prepare, respecting_constraints)
+                                     inputs_with_first_consumer,
+                                     respecting_constraints)
 from gplace.baselines.scheduler import fastest_single_device
 
 

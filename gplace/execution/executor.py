@@ -74,7 +74,7 @@ ranks placements by an unfused cost).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -94,6 +94,24 @@ from gplace.graphs.placement import check_placements
 from gplace.sim.topology import Topology
 
 MODES = inputs.MODES
+
+
+class ScheduledPlacement(Protocol):
+  """A placement with the op order it was simulated in, as
+  ``gplace.place(fn, result)`` takes it: :func:`gplace.optimize`'s
+  :class:`~gplace.PlacementResult` is one (the executor does not know it;
+  any value with these attributes will do)."""
+
+  graph: Graph             # the placed graph, N nodes
+  placement: np.ndarray    # [N] int device per node
+
+  def schedule(self) -> np.ndarray:
+    """``[N]`` int topological op order (see :func:`place`'s ``schedule``)."""
+
+
+def _is_scheduled_placement(value: Any) -> bool:
+  return not isinstance(value, Graph) and all(
+      hasattr(value, name) for name in ("graph", "placement", "schedule"))
 
 
 # -- the placed function -----------------------------------------------------
@@ -308,8 +326,8 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
   Args:
     fn: the jittable function ``graph`` was captured from.
     graph: its op graph (``gplace.capture(fn, *args)``), or a
-      :class:`~gplace.PlacementResult` (then no ``placement`` or
-      ``schedule``).
+      :class:`~gplace.PlacementResult` (any :class:`ScheduledPlacement`;
+      then no ``placement`` or ``schedule``).
     placement: ``[N]`` device index per node of ``graph``; input nodes say
       where parameters live, output nodes where results land.
     devices: ``jax.Device`` s that indices refer to (default: all local
@@ -347,16 +365,15 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
       they change the computation; see
       :mod:`gplace.execution.weak_types`).
   """
-  from gplace.autoplace.result import PlacementResult  # pylint: disable=g-import-not-at-top
-  if isinstance(graph, PlacementResult):
+  if _is_scheduled_placement(graph):
     if placement is not None or schedule is not None:
       raise PlacementError(
           "gplace.place(fn, result) runs the optimize result's own placement "
           "and schedule; drop placement= and schedule= (or pass result.graph "
           "with a placement of your own).")
-    return graph.place(fn, devices, mode=mode, topology=topology,
-                       example_args=example_args,
-                       example_kwargs=example_kwargs)
+    return place(fn, graph.graph, graph.placement, devices, mode=mode,
+                 schedule=graph.schedule(), topology=topology,
+                 example_args=example_args, example_kwargs=example_kwargs)
   if placement is None:
     raise PlacementError(
         "gplace.place needs a placement: gplace.place(fn, graph, placement), "

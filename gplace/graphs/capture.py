@@ -34,6 +34,7 @@ from jax.extend import core as jex_core
 import numpy as np
 
 from gplace.errors import CaptureError, first_line
+from gplace.graphs.features import is_known_primitive
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.graphs.op_costs import INLINED, aval_bytes, eqn_cost
 
@@ -132,10 +133,6 @@ def _path_name(path) -> str:
 @functools.lru_cache(maxsize=None)
 def _known_primitive(name: str) -> bool:
   """Whether the features vocabulary has an id for this primitive."""
-  try:
-    from gplace.graphs.features import is_known_primitive  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return True
   return is_known_primitive(name)
 
 

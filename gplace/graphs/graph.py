@@ -37,17 +37,11 @@ from gplace.graphs.build_checks import (MAX_RANK, _stable_topological_order,
                                         sequence_length)
 from gplace.graphs.constraints import (check_allowed_devices,
                                        check_colocation, check_feasible)
-
-NODE_INPUT = 0
-NODE_OP = 1
-NODE_OUTPUT = 2
-KIND_NAMES = ("input", "op", "output")
-
-_ARRAY_FIELDS = (
-    "names", "op_type", "kind", "out_shape", "out_rank", "out_dtype",
-    "out_bytes", "flops", "bytes_accessed", "edge_src", "edge_dst",
-    "edge_bytes")
-_CONSTRAINT_FIELDS = ("allowed_devices", "colocation")
+from gplace.graphs import export
+from gplace.graphs import storage
+from gplace.graphs.schema import (ARRAY_FIELDS, CONSTRAINT_FIELDS,
+                                  KIND_NAMES, NODE_INPUT, NODE_OP,
+                                  NODE_OUTPUT)
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -334,9 +328,9 @@ class Graph:
       return NotImplemented
     return self.name == other.name and all(
         _same_array(getattr(self, f), getattr(other, f))
-        for f in _ARRAY_FIELDS) and all(
+        for f in ARRAY_FIELDS) and all(
             _same_optional(getattr(self, f), getattr(other, f))
-            for f in _CONSTRAINT_FIELDS)
+            for f in CONSTRAINT_FIELDS)
 
   __hash__ = None  # mutable-looking arrays: no hashing
 
@@ -346,7 +340,6 @@ class Graph:
     Raises:
       GraphError: ``path`` is not a path, or the file cannot be written.
     """
-    from gplace.graphs import storage  # pylint: disable=g-import-not-at-top
     storage.save_graph(self, path)
 
   @classmethod
@@ -358,7 +351,6 @@ class Graph:
         or holds something other than a gplace graph; the message names the
         file and what was wrong.
     """
-    from gplace.graphs import storage  # pylint: disable=g-import-not-at-top
     return storage.load_graph(path, cls)
 
   def summary(self) -> str:
@@ -385,8 +377,7 @@ class Graph:
   def to_networkx(self, costs=None):
     """A ``networkx.DiGraph`` with every field as node and edge attributes;
     see :func:`gplace.graphs.interchange.to_networkx`."""
-    from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
-    return interchange.to_networkx(self, costs=costs)
+    return export.networkx_of(self, costs=costs)
 
 
 # -- helpers shared by capture, coarsening and tests ---------------------------

@@ -1,15 +1,15 @@
-"""Graphs from elsewhere: files (``.npz``, ``.json``) and ``networkx``
-graphs in and out of gplace.
+"""Graphs from elsewhere: ``networkx`` graphs in and out of gplace, and the
+graph file suffixes.
 
 Where it sits: beside :func:`gplace.capture`, the other way to get a
-:class:`~gplace.Graph`. :func:`load` reads a graph file of either format
-into a :class:`GraphFile` (the graph, and the topology and measured cost
-table a JSON file may carry); :func:`save` writes one;
-:func:`from_networkx` / :func:`to_networkx` convert ``networkx.DiGraph``
-values whose node and edge attributes are the JSON format's fields
-(:mod:`gplace.graphs.json_format` documents them). Every malformed input
-raises a :class:`~gplace.errors.GraphError` that names the field and the
-fix. Host-side Python; nothing here is traced.
+:class:`~gplace.Graph`. :func:`to_networkx` / :func:`graph_from_networkx`
+convert ``networkx.DiGraph`` values whose node and edge attributes are the
+JSON format's fields (:mod:`gplace.graphs.json_format` documents them).
+Graph files with their devices and costs (``.npz``, ``.json``), and
+networkx graphs with a :class:`~gplace.Topology`, are read and written by
+:mod:`gplace.sim.graph_files` (a topology is the cost model's). Every
+malformed input raises a :class:`~gplace.errors.GraphError` that names the
+field and the fix. Host-side Python; nothing here is traced.
 
 networkx convention: node keys are the ids (any hashable); node attributes
 ``name``, ``kind``, ``op_type``, ``out_bytes`` (required), ``out_shape``,
@@ -23,33 +23,16 @@ devices.
 
 from __future__ import annotations
 
-import os
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from gplace.errors import GraphError
+from gplace.graphs.export import networkx_of
 from gplace.graphs.graph import Graph, check_graph
-from gplace.graphs.json_format import read_json, write_json
-from gplace.graphs.records import graph_from_records, records_from_graph
-from gplace.graphs.storage import check_path
+from gplace.graphs.records import graph_from_records
 
 SUFFIXES = (".npz", ".json")
-
-
-class GraphFile(NamedTuple):
-  """A graph with what its source said about devices and costs.
-
-  Attributes:
-    graph: the op graph (``N`` nodes).
-    topology: the devices the file describes, or None.
-    costs: ``[N, D]`` float64 measured seconds per node and device, or
-      None (then the topology's roofline prices the nodes).
-  """
-
-  graph: Graph
-  topology: Any = None
-  costs: Optional[np.ndarray] = None
 
 
 def is_graph_path(text: str) -> bool:
@@ -57,79 +40,22 @@ def is_graph_path(text: str) -> bool:
   return isinstance(text, str) and text.lower().endswith(SUFFIXES)
 
 
-def load(path: str | os.PathLike) -> GraphFile:
-  """Reads a graph file: ``.npz`` (:meth:`Graph.save`) or ``.json``.
-
-  Returns:
-    A :class:`GraphFile`; an ``.npz`` file has no topology or costs.
-
-  Raises:
-    GraphError: another suffix, a missing, unreadable or malformed file
-      (the message names the file and the field).
-  """
-  path = check_path(path, "gplace.graphs.interchange.load")
-  suffix = os.path.splitext(path)[1].lower()
-  if suffix == ".npz":
-    return GraphFile(Graph.load(path))
-  if suffix == ".json":
-    return GraphFile(*read_json(path))
-  raise GraphError(f"Cannot tell the format of path {path!r} from its "
-                   f"suffix; use {' or '.join(SUFFIXES)}.")
+def check_digraph(nx_graph: Any) -> None:
+  """Raises GraphError unless ``nx_graph`` is a ``networkx.DiGraph``."""
+  import networkx as nx  # pylint: disable=g-import-not-at-top
+  if not isinstance(nx_graph, nx.DiGraph) or nx_graph.is_multigraph():
+    raise GraphError(
+        f"from_networkx needs a networkx.DiGraph, got "
+        f"{type(nx_graph).__name__}; convert it with nx.DiGraph(g).")
 
 
-def save(path: str | os.PathLike, graph: Graph, *, topology=None,
-         costs=None) -> None:
-  """Writes ``graph`` to ``path``: ``.json`` (with ``topology`` and
-  ``costs`` ``[N, D]`` when given) or ``.npz`` (the graph alone).
-
-  Raises:
-    GraphError: not a graph, another suffix, topology or costs for an
-      ``.npz`` file, or the file cannot be written.
-    TopologyError: a bad topology or cost table.
-  """
-  path = check_path(path, "gplace.graphs.interchange.save")
-  check_graph(graph, "gplace.graphs.interchange.save")
-  suffix = os.path.splitext(path)[1].lower()
-  if suffix == ".npz":
-    if topology is not None or costs is not None:
-      raise GraphError(f"path {path!r}: an .npz file holds the graph alone; "
-                       "save to .json to keep the topology and costs.")
-    graph.save(path)
-    return
-  if suffix != ".json":
-    raise GraphError(f"Cannot tell which format to write to path {path!r} "
-                     f"from its suffix; use {' or '.join(SUFFIXES)}.")
-  costs = _checked_costs(graph, topology, costs)
-  write_json(path, graph, topology, costs)
-
-
-def _checked_costs(graph: Graph, topology, costs) -> Optional[np.ndarray]:
-  from gplace.sim.topology import check_topology, validate_costs  # pylint: disable=g-import-not-at-top
-  if topology is not None:
-    check_topology(topology, "gplace.graphs.interchange.save")
-    if (graph.allowed_devices is not None
-        and graph.allowed_devices.shape[1] != topology.n_devices):
-      raise GraphError(
-          f"graph {graph.name!r} has allowed_devices for "
-          f"{graph.allowed_devices.shape[1]} devices but the topology has "
-          f"{topology.n_devices}; save it with the topology it was made for.")
-  if costs is None:
-    return None
-  if topology is None:
-    costs = np.asarray(costs, np.float64)
-    if costs.ndim != 2 or costs.shape[0] != graph.n_nodes or not np.all(
-        np.isfinite(costs) & (costs >= 0)):
-      raise GraphError(f"costs must be an [{graph.n_nodes}, n_devices] "
-                       "array of finite, non-negative seconds.")
-    return costs
-  return validate_costs(costs, graph, topology)
-
-
-def from_networkx(nx_graph: Any, *, name: str | None = None,
-                  device_names: Sequence[str] | None = None,
-                  n_devices: int | None = None,
-                  topology=None) -> GraphFile:
-  """A gplace graph from a ``networkx.DiGraph`` (see the module docstring).
+def graph_from_networkx(nx_graph: Any, *, name: str | None = None,
+                        device_names: Sequence[str] | None = None,
+                        n_devices: int | None = None, topology=None
+                        ) -> tuple[Graph, Optional[np.ndarray]]:
+  """``(graph, costs [N, D] or None)`` of a ``networkx.DiGraph`` (see the
+  module docstring); :func:`gplace.sim.graph_files.from_networkx` checks
+  a topology and gives its device names first.
 
   Args:
     nx_graph: a directed acyclic ``networkx.DiGraph``.
@@ -139,28 +65,14 @@ def from_networkx(nx_graph: Any, *, name: str | None = None,
       (default: the graph attribute ``device_names``).
     n_devices: ``D`` for index-based constraints (default: the graph
       attribute ``n_devices``, else the ``cost_s`` lists' length).
-    topology: the devices (a :class:`~gplace.Topology`), if known: their
-      names serve as ``device_names``, and edges may give ``transfer_s``
-      instead of ``bytes`` (see :mod:`gplace.graphs.json_format`).
-
-  Returns:
-    A :class:`GraphFile` (with ``topology``); ``costs`` ``[N, D]`` when the
-    nodes carry ``cost_s``.
+    topology: the devices, already checked, or None: edges may then give
+      ``transfer_s`` instead of ``bytes``.
 
   Raises:
     GraphError: not a DiGraph, a cycle, or any malformed attribute.
   """
-  import networkx as nx  # pylint: disable=g-import-not-at-top
-  if not isinstance(nx_graph, nx.DiGraph) or nx_graph.is_multigraph():
-    raise GraphError(
-        f"from_networkx needs a networkx.DiGraph, got "
-        f"{type(nx_graph).__name__}; convert it with nx.DiGraph(g).")
+  check_digraph(nx_graph)
   attrs = nx_graph.graph
-  if topology is not None:
-    from gplace.sim.topology import check_topology  # pylint: disable=g-import-not-at-top
-    check_topology(topology, "from_networkx")
-    if device_names is None:
-      device_names = list(topology.device_names)
   name = name if name is not None else attrs.get("name", "graph") or "graph"
   if not isinstance(name, str):
     raise GraphError(f"networkx graph: name is {name!r}; give a string.")
@@ -179,31 +91,18 @@ def from_networkx(nx_graph: Any, *, name: str | None = None,
                        "positive integer.")
     if device_names is not None and len(device_names) != n_devices:
       raise GraphError("networkx graph: n_devices and device_names disagree.")
-  graph, costs = graph_from_records(
+  return graph_from_records(
       list(nx_graph.nodes(data=True)), list(nx_graph.edges(data=True)),
       name=name, where="networkx graph", device_names=device_names,
       n_devices=None if n_devices is None else int(n_devices),
       topology=topology)
-  return GraphFile(graph, topology, costs)
 
 
 def to_networkx(graph: Graph, *, costs=None,
                 device_names: Sequence[str] | None = None):
   """A ``networkx.DiGraph`` of ``graph``: nodes ``0..N-1`` with every field
   as attributes, edges with ``bytes``; ``costs`` (``[N, D]``) as ``cost_s``.
-  :func:`from_networkx` of it gives an identical graph."""
-  import networkx as nx  # pylint: disable=g-import-not-at-top
+  :func:`gplace.sim.graph_files.from_networkx` of it gives an identical
+  graph."""
   check_graph(graph, "gplace.graphs.interchange.to_networkx")
-  if costs is not None:
-    costs = np.asarray(costs, np.float64)
-  nodes, edges = records_from_graph(graph, costs, device_names)
-  out = nx.DiGraph(name=graph.name)
-  if device_names is not None:
-    out.graph["device_names"] = list(device_names)
-  elif graph.allowed_devices is not None:
-    out.graph["n_devices"] = int(graph.allowed_devices.shape[1])
-  for node in nodes:
-    out.add_node(node.pop("id"), **node)
-  for edge in edges:
-    out.add_edge(edge["src"], edge["dst"], bytes=edge["bytes"])
-  return out
+  return networkx_of(graph, costs=costs, device_names=device_names)

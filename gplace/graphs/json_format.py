@@ -2,10 +2,14 @@
 built by another tool, read into a :class:`~gplace.Graph`, a
 :class:`~gplace.Topology` and a cost table.
 
-Where it sits: :func:`gplace.graphs.interchange.load` reads ``.json`` files
-with :func:`read_json` and ``.npz`` files with :meth:`Graph.load`;
-``experiments/run.py --config.workload=path.json`` goes through it. Every
-malformed file raises a :class:`~gplace.errors.GraphError` naming the field
+Where it sits: :func:`gplace.sim.graph_files.load` reads ``.json`` files
+(:func:`~gplace.sim.graph_files.read_json`) and ``.npz`` files
+(:meth:`Graph.load`); ``experiments/run.py --config.workload=path.json``
+goes through it. This module holds the graph's part of a document (the
+header, ``n_devices``, ``nodes``, ``edges``); the ``topology`` object is
+read and written by :mod:`gplace.sim.topology_json`, beside the
+:class:`~gplace.Topology` it describes. Every malformed file raises a
+:class:`~gplace.errors.GraphError` naming the field
 (``nodes[3].out_bytes``) and what to write instead. Host-side Python.
 
 The format (``version`` 1)::
@@ -85,9 +89,9 @@ Semantics:
 * Node order does not matter: edges must form a DAG, and nodes are
   renumbered into a topological order (kept where the file has one).
 
-:func:`write_json` writes this format for any graph (node ids ``0..N-1``,
-every field explicit); reading it back gives an identical graph, topology
-and cost table.
+:func:`gplace.sim.graph_files.write_json` writes this format for any graph
+(node ids ``0..N-1``, every field explicit); reading it back gives an
+identical graph, topology and cost table.
 """
 
 from __future__ import annotations
@@ -98,134 +102,24 @@ from typing import Any, Optional
 
 import numpy as np
 
-from gplace.errors import GraphError, TopologyError, first_line
+from gplace.errors import GraphError, first_line
+from gplace.graphs.export import records_from_graph
 from gplace.graphs.graph import Graph
-from gplace.graphs.records import (graph_from_records, number,
-                                   records_from_graph)
+from gplace.graphs.records import graph_from_records, number
 
 FORMAT = "gplace.graph"
 VERSION = 1
-_DEVICE_FIELDS = ("name", "kind", "peak_flops", "mem_bandwidth",
-                  "memory_bytes", "launch_overhead_s", "cluster_launch_s",
-                  "copy_issue_s")
 _TOP_FIELDS = ("format", "version", "name", "n_devices", "topology", "nodes",
                "edges")
 
 
-def _matrix(value: Any, where: str, n_devices: int, diagonal: float):
-  """A link field: one number for every pair, or a ``[D][D]`` matrix."""
-  if not isinstance(value, list):
-    matrix = np.full((n_devices, n_devices), float(number(value, where)))
-    np.fill_diagonal(matrix, diagonal)
-    return matrix
-  if len(value) != n_devices or not all(
-      isinstance(row, list) and len(row) == n_devices for row in value):
-    raise GraphError(f"{where} must be one number or a {n_devices} x "
-                     f"{n_devices} matrix (a list of {n_devices} rows).")
-  matrix = np.empty((n_devices, n_devices))
-  for i, row in enumerate(value):
-    for j, entry in enumerate(row):
-      matrix[i, j] = (diagonal if i == j and entry is None else
-                      number(entry, f"{where}[{i}][{j}]"))
-  return matrix
-
-
-def topology_from_dict(value: Any, where: str):
-  """A :class:`~gplace.Topology` from the format's ``topology`` object.
+def check_document(data: Any, where: str, default_name: str = "graph") -> str:
+  """Checks what comes before a document's topology (one JSON object of
+  the format's fields, its format and version); returns the graph's name.
 
   Raises:
-    GraphError: a missing or malformed field (named), or values the
-      topology rejects (its message quoted).
-  """
-  from gplace.sim.topology import Device, Topology  # pylint: disable=g-import-not-at-top
-  if not isinstance(value, dict):
-    raise GraphError(f"{where} must be an object with devices and links.")
-  devices = value.get("devices")
-  if not isinstance(devices, list) or not devices:
-    raise GraphError(f"{where}.devices must be a non-empty list of device "
-                     f"objects with fields {', '.join(_DEVICE_FIELDS)}.")
-  out = []
-  for i, dev in enumerate(devices):
-    at = f"{where}.devices[{i}]"
-    if not isinstance(dev, dict):
-      raise GraphError(f"{at} must be an object with fields "
-                       f"{', '.join(_DEVICE_FIELDS)}.")
-    unknown = sorted(set(dev) - set(_DEVICE_FIELDS))
-    if unknown:
-      raise GraphError(f"{at} has unknown fields {unknown}; device fields "
-                       f"are {', '.join(_DEVICE_FIELDS)}.")
-    for text in ("name", "kind"):
-      if not isinstance(dev.get(text), str):
-        raise GraphError(f"{at}.{text} is {dev.get(text)!r}; give a string "
-                         "(e.g. name 'gpu:0', kind 'gpu').")
-    numbers = {f: number(dev.get(f), f"{at}.{f}") for f in
-               ("peak_flops", "mem_bandwidth", "memory_bytes")}
-    overheads = {f: number(dev.get(f), f"{at}.{f}", default=0.0) for f in
-                 ("launch_overhead_s", "cluster_launch_s", "copy_issue_s")}
-    out.append(Device(dev["name"], dev["kind"], **numbers, **overheads))
-  names = [d.name for d in out]
-  if len(set(names)) != len(names):
-    raise GraphError(f"{where}.devices: device names {names} repeat; give "
-                     "every device a unique name.")
-  d = len(out)
-  links = value.get("links")
-  if links is None and d == 1:
-    links = {"bandwidth": 1.0, "latency_s": 0.0}
-  if not isinstance(links, dict) or set(links) != {"bandwidth", "latency_s"}:
-    raise GraphError(f"{where}.links must be an object with exactly "
-                     "'bandwidth' (bytes/s) and 'latency_s', each one number "
-                     "or a [D][D] matrix.")
-  bandwidth = _matrix(links["bandwidth"], f"{where}.links.bandwidth", d,
-                      np.inf)
-  latency = _matrix(links["latency_s"], f"{where}.links.latency_s", d, 0.0)
-  group = value.get("compute_group", list(range(d)))
-  if not isinstance(group, list) or len(group) != d:
-    raise GraphError(f"{where}.compute_group must list one integer per "
-                     f"device ({d}); devices with equal values share compute.")
-  group = [number(g, f"{where}.compute_group[{i}]", integer=True)
-           for i, g in enumerate(group)]
-  name = value.get("name", "topology")
-  if not isinstance(name, str):
-    raise GraphError(f"{where}.name is {name!r}; give a string.")
-  try:
-    return Topology(devices=tuple(out), link_bandwidth=bandwidth,
-                    link_latency=latency, compute_group=np.asarray(group),
-                    name=name,
-                    time_scale=number(value.get("time_scale"),
-                                      f"{where}.time_scale", default=1.0),
-                    batched_inputs=value.get("batched_inputs", False),
-                    pipelined_links=value.get("pipelined_links", False))
-  except TopologyError as err:
-    raise GraphError(f"{where}: {err}") from err
-
-
-def _json_number(value: float) -> Optional[float]:
-  return float(value) if np.isfinite(value) else None
-
-
-def topology_to_dict(topology) -> dict:
-  """The format's ``topology`` object of ``topology`` (exact round trip)."""
-  from gplace.sim.topology import pipelined_to_json  # pylint: disable=g-import-not-at-top
-  matrix = lambda m: [[_json_number(v) for v in row] for row in m]
-  return dict(
-      name=topology.name,
-      devices=[{f: (getattr(dev, f) if f in ("name", "kind")
-                    else float(getattr(dev, f))) for f in _DEVICE_FIELDS}
-               for dev in topology.devices],
-      links=dict(bandwidth=matrix(topology.link_bandwidth),
-                 latency_s=matrix(topology.link_latency)),
-      compute_group=topology.compute_group.tolist(),
-      time_scale=float(topology.time_scale),
-      batched_inputs=topology.batched_inputs,
-      pipelined_links=pipelined_to_json(topology.pipelined_links))
-
-
-def graph_from_json(data: Any, where: str, default_name: str = "graph"):
-  """``(graph, topology or None, costs [N, D] or None)`` of parsed JSON.
-
-  Raises:
-    GraphError: the document or any field is malformed (named in the
-      message, prefixed by ``where``).
+    GraphError: the document, its format, version or name is malformed
+      (named in the message, prefixed by ``where``).
   """
   if not isinstance(data, dict):
     raise GraphError(f"{where}: the file must hold one JSON object with "
@@ -246,11 +140,26 @@ def graph_from_json(data: Any, where: str, default_name: str = "graph"):
   name = data.get("name", default_name)
   if not isinstance(name, str):
     raise GraphError(f"{where}: name is {name!r}; give a string.")
-  topology = None
-  device_names = None
-  if data.get("topology") is not None:
-    topology = topology_from_dict(data["topology"], f"{where}: topology")
-    device_names = topology.device_names
+  return name
+
+
+def graph_from_document(data: dict, where: str, name: str, topology=None):
+  """``(graph, costs [N, D] or None)`` of a document that passed
+  :func:`check_document`.
+
+  Args:
+    data: the parsed document.
+    where: prefix of error messages (the file).
+    name: the graph's name (:func:`check_document`).
+    topology: the document's ``topology``, already read
+      (:func:`gplace.sim.topology_json.topology_from_dict`), or None: its
+      device names name devices, and its links turn ``transfer_s`` into
+      bytes.
+
+  Raises:
+    GraphError: ``n_devices``, a node or an edge is malformed.
+  """
+  device_names = topology.device_names if topology is not None else None
   n_devices = data.get("n_devices")
   if n_devices is not None:
     n_devices = number(n_devices, f"{where}: n_devices", integer=True)
@@ -282,10 +191,9 @@ def graph_from_json(data: Any, where: str, default_name: str = "graph"):
     edges.append((edge["src"], edge["dst"],
                    {k: v for k, v in edge.items()
                     if k in ("bytes", "transfer_s")}))
-  graph, costs = graph_from_records(nodes, edges, name=name, where=where,
-                                    device_names=device_names,
-                                    n_devices=n_devices, topology=topology)
-  return graph, topology, costs
+  return graph_from_records(nodes, edges, name=name, where=where,
+                            device_names=device_names, n_devices=n_devices,
+                            topology=topology)
 
 
 def _node_id(value: Any, where: str):
@@ -294,15 +202,15 @@ def _node_id(value: Any, where: str):
   return value
 
 
-def read_json(path: str):
-  """``(graph, topology or None, costs or None)`` of a JSON graph file.
+def read_document(path: str) -> Any:
+  """The parsed JSON of the file at ``path``.
 
   Raises:
-    GraphError: the file is missing, not JSON, or malformed.
+    GraphError: the file is missing or not JSON.
   """
   try:
     with open(path, encoding="utf-8") as f:
-      data = json.load(f)
+      return json.load(f)
   except FileNotFoundError as err:
     raise GraphError(f"No graph file at path {path!r}; check the path.") \
         from err
@@ -310,17 +218,23 @@ def read_json(path: str):
     raise GraphError(f"Cannot read JSON from path {path!r} "
                      f"({first_line(err)}); fix the file (see the format "
                      "in gplace.graphs.json_format).") from err
-  stem = os.path.splitext(os.path.basename(path))[0]
-  return graph_from_json(data, path, default_name=stem)
 
 
-def graph_to_json(graph: Graph, topology=None, costs=None) -> dict:
-  """The format's document for ``graph`` (and ``topology``, ``costs``)."""
-  device_names = topology.device_names if topology is not None else None
+def document_of(graph: Graph, costs=None, *, device_names=None,
+                topology: Optional[dict] = None) -> dict:
+  """The format's document for ``graph`` (and ``costs`` ``[N, D]``).
+
+  Args:
+    graph: the graph.
+    costs: its ``[N, D]`` seconds, or None.
+    device_names: the topology's device names, or None (devices by index).
+    topology: the format's ``topology`` object
+      (:func:`gplace.sim.topology_json.topology_to_dict`), or None.
+  """
   nodes, edges = records_from_graph(graph, costs, device_names)
   data = dict(format=FORMAT, version=VERSION, name=graph.name)
   if topology is not None:
-    data["topology"] = topology_to_dict(topology)
+    data["topology"] = topology
   elif graph.allowed_devices is not None or costs is not None:
     data["n_devices"] = int(graph.allowed_devices.shape[1]
                             if graph.allowed_devices is not None
@@ -330,14 +244,13 @@ def graph_to_json(graph: Graph, topology=None, costs=None) -> dict:
   return data
 
 
-def write_json(path: str, graph: Graph, topology=None, costs=None) -> None:
-  """Writes :func:`graph_to_json` to ``path`` atomically.
+def write_document(path: str, data: dict) -> None:
+  """Writes the document ``data`` to ``path`` atomically.
 
   Raises:
     GraphError: the file cannot be written.
   """
-  text = json.dumps(graph_to_json(graph, topology, costs), indent=1,
-                    allow_nan=False)
+  text = json.dumps(data, indent=1, allow_nan=False)
   tmp = path + ".tmp"
   try:
     with open(tmp, "w", encoding="utf-8") as f:

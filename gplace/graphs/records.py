@@ -1,4 +1,4 @@
-"""Graphs as plain node and edge records, the common ground of the JSON
+"""Graphs from plain node and edge records, the common ground of the JSON
 format (:mod:`gplace.graphs.json_format`) and networkx graphs
 (:mod:`gplace.graphs.interchange`).
 
@@ -8,9 +8,9 @@ A node record is a dict with the fields documented in
 ``cost_s``, ``resident_bytes``, ``allowed_devices``, ``colocation``); an edge
 record has ``bytes``. :func:`graph_from_records` checks every field and
 raises a :class:`~gplace.errors.GraphError` that names the record, the field
-and the fix; :func:`records_from_graph` writes a graph back so that reading
-the records again gives an identical graph. Host-side Python; nothing here
-is traced.
+and the fix; :func:`gplace.graphs.export.records_from_graph` writes a
+graph back so that reading the records again gives an identical graph.
+Host-side Python; nothing here is traced.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Hashable, Optional, Sequence
 import numpy as np
 
 from gplace.errors import GraphError
+from gplace.graphs.build_checks import _stable_topological_order
 from gplace.graphs.graph import Graph, KIND_NAMES, NODE_INPUT, NODE_OP
 
 NODE_FIELDS = ("name", "kind", "op_type", "out_bytes", "out_shape",
@@ -355,34 +356,5 @@ def _hashable(key: Any) -> Any:
 
 def _build_order(rows: list, edge_rows: list) -> np.ndarray:
   """The node order :meth:`Graph.build` gives the same rows."""
-  from gplace.graphs.build_checks import _stable_topological_order  # pylint: disable=g-import-not-at-top
   edges = np.asarray(edge_rows, np.int64).reshape(-1, 3)
   return _stable_topological_order(len(rows), edges[:, 0], edges[:, 1])
-
-
-def records_from_graph(graph: Graph, costs: Optional[np.ndarray] = None,
-                       device_names: Sequence[str] | None = None
-                       ) -> tuple[list[dict], list[dict]]:
-  """``(nodes, edges)`` records of ``graph``: node ``i`` has ``id`` ``i``;
-  ``costs`` (``[N, D]``) becomes each node's ``cost_s``; allowed devices are
-  written by name when ``device_names`` are given, else by index."""
-  nodes = []
-  for i in range(graph.n_nodes):
-    node = dict(
-        id=i, name=str(graph.names[i]), kind=KIND_NAMES[graph.kind[i]],
-        op_type=str(graph.op_type[i]), out_bytes=int(graph.out_bytes[i]),
-        out_shape=list(graph.shape_of(i)), out_dtype=str(graph.out_dtype[i]),
-        flops=float(graph.flops[i]),
-        bytes_accessed=float(graph.bytes_accessed[i]))
-    if costs is not None:
-      node["cost_s"] = [float(c) for c in costs[i]]
-    if graph.allowed_devices is not None:
-      devices = np.flatnonzero(graph.allowed_devices[i])
-      node["allowed_devices"] = ([device_names[d] for d in devices]
-                                 if device_names else devices.tolist())
-    if graph.colocation is not None and graph.colocation[i] >= 0:
-      node["colocation"] = int(graph.colocation[i])
-    nodes.append(node)
-  edges = [dict(src=int(s), dst=int(d), bytes=int(b)) for s, d, b in
-           zip(graph.edge_src, graph.edge_dst, graph.edge_bytes)]
-  return nodes, edges

@@ -1,7 +1,9 @@
 """Reading and writing graphs: the ``.npz`` format of :meth:`Graph.save`
 and :meth:`Graph.load`, written atomically and read defensively (a
 truncated or corrupted file is a :class:`~gplace.errors.GraphError` that
-names the file, never a reader's traceback). Host-side numpy.
+names the file, never a reader's traceback). It reads the graph's fields
+from :mod:`gplace.graphs.schema`, not the class (``Graph``'s methods call
+it). Host-side numpy.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gplace.errors import GraphError, first_line
-from gplace.graphs.graph import _ARRAY_FIELDS, _CONSTRAINT_FIELDS, Graph
+from gplace.graphs.schema import ARRAY_FIELDS, CONSTRAINT_FIELDS
 
 # Version 2 adds the optional constraint arrays; a graph without them is
 # written as version 1, which older gplace reads.
@@ -28,16 +30,17 @@ def check_path(path: Any, caller: str) -> str:
   return os.fspath(path)
 
 
-def save_graph(graph: Graph, path: str | os.PathLike) -> None:
-  """Writes the graph to ``path`` (a ``.npz`` file) atomically.
+def save_graph(graph, path: str | os.PathLike) -> None:
+  """Writes ``graph`` (a :class:`~gplace.Graph`) to ``path`` (a ``.npz``
+  file) atomically.
 
   Raises:
     GraphError: ``path`` is not a path, or the file cannot be written.
   """
   path = check_path(path, "Graph.save")
   tmp = path + ".tmp.npz"
-  arrays = {f: getattr(graph, f) for f in _ARRAY_FIELDS}
-  constraints = {f: getattr(graph, f) for f in _CONSTRAINT_FIELDS
+  arrays = {f: getattr(graph, f) for f in ARRAY_FIELDS}
+  constraints = {f: getattr(graph, f) for f in CONSTRAINT_FIELDS
                  if getattr(graph, f) is not None}
   arrays.update(constraints)
   meta = json.dumps({"format": "gplace.Graph",
@@ -54,8 +57,8 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
         "check that its directory exists and is writable.") from err
 
 
-def load_graph(path: str | os.PathLike, cls: type = Graph) -> Graph:
-  """Reads a graph written by :meth:`save`.
+def load_graph(path: str | os.PathLike, cls: type):
+  """Reads a graph written by :meth:`Graph.save` as a ``cls`` (``Graph``).
 
   Raises:
     GraphError: ``path`` is missing, unreadable, truncated or corrupted,
@@ -75,8 +78,8 @@ def load_graph(path: str | os.PathLike, cls: type = Graph) -> Graph:
         raise GraphError(f"path {path!r} does not hold a gplace graph (its "
                          f"'meta' entry is not a gplace.Graph header); "
                          f"{redo}.")
-      arrays = {f: data[f] for f in _ARRAY_FIELDS}
-      arrays.update({f: data[f] for f in _CONSTRAINT_FIELDS
+      arrays = {f: data[f] for f in ARRAY_FIELDS}
+      arrays.update({f: data[f] for f in CONSTRAINT_FIELDS
                      if f in data.files})
   except GraphError:
     raise

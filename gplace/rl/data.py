@@ -21,8 +21,8 @@ from gplace import workloads as workloads_lib
 from gplace.errors import ConfigError, WorkloadError
 from gplace.graphs import constraints
 from gplace.graphs import features as features_lib
-from gplace.graphs import json_format
 from gplace.graphs.graph import Graph
+from gplace.sim import topology_json
 from gplace.rl import grouping
 from gplace.rl.scoring import (critical_paths, make_scorer,
                                placement_devices, simulate_host,
@@ -53,7 +53,7 @@ def planned_runtimes(graph: Graph, plans: Mapping, topology, costs=None
 
 
 #: The topology name that takes the devices from the workloads' graph files
-#: (:mod:`gplace.graphs.json_format`'s ``topology``).
+#: (:mod:`gplace.sim.graph_files`: a graph file with its ``topology``).
 FILE_TOPOLOGY = "file"
 
 
@@ -78,7 +78,7 @@ def experiment_topology(name: str, loaded: Sequence[Workload]
           f"graph file, but {workload.name!r} is not a graph file with a "
           "'topology' (see gplace.graphs.json_format); name a preset or "
           "'local' instead.")
-  as_dict = json_format.topology_to_dict
+  as_dict = topology_json.topology_to_dict
   first = loaded[0].topology
   if any(as_dict(w.topology) != as_dict(first) for w in loaded[1:]):
     raise WorkloadError(

@@ -21,6 +21,7 @@ import numpy as np
 
 from gplace.errors import BudgetError, PlacementError, RewardError
 from gplace.execution import executor
+from gplace.execution import timing
 from gplace.graphs.graph import Graph
 from gplace.rl.rewards import ScheduledProblem
 from gplace.rl.types import RewardFn, Rollout
@@ -99,7 +100,6 @@ class Scorer:
           "executor dispatches clusters in its own order); use a simulated "
           "reward with an ordering policy.")
     if self.executor:
-      from gplace.execution import timing  # pylint: disable=g-import-not-at-top
       return timing.measure_placements(
           self.fn, self.graph, placements, self.args, devices=self.devices,
           repeats=self.repeats, warmup=self.warmup, penalty_s=math.inf)

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from gplace.baselines.common import prepare
+from gplace import baselines
 from gplace.errors import (GplaceError, GraphError, PlacementError,
                            SearchError, check_seed, is_int)
 from gplace.graphs.coarsening import Coarsening, coarsen
@@ -29,6 +29,7 @@ from gplace.graphs.constraints import (coarse_constraints, has_constraints,
                                        repair)
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
+from gplace.sim.list_scheduler import prepare
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
@@ -256,7 +257,6 @@ def initial_placements(graph: Graph, topology: Topology, costs=None,
     placements = placements if batched else placements[None]
     labels = [f"init[{i}]" for i in range(placements.shape[0])]
     return placements, labels if batched else ["init"]
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
   rows, labels = [], []
   for name in INIT_BASELINES:
     try:

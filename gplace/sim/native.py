@@ -59,6 +59,8 @@ from gplace.sim.problem import link_hold_seconds
 MAX_NODES = 64 ** 4
 
 _HAS_NUMBA = importlib.util.find_spec("numba") is not None
+if _HAS_NUMBA:  # else gplace.simulate keeps to the jitted scheduler
+  from gplace.sim import native_kernels  # pylint: disable=g-import-not-at-top
 
 
 def available() -> bool:
@@ -171,7 +173,6 @@ def schedule_batch(problem: NativeProblem, placements: np.ndarray,
     rows: the contiguous rows to schedule (runs without the GIL, so parts
       of a batch can run from threads of their own).
   """
-  from gplace.sim import native_kernels  # pylint: disable=g-import-not-at-top
   lo, hi, _ = rows.indices(placements.shape[0])
   p = problem
   # Non-negative int32 read as uint32 (no copy): see NativeProblem.

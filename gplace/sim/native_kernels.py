@@ -1,8 +1,8 @@
 """The compiled kernels of :mod:`gplace.sim.native` (numba).
 
-Imported on first use by :func:`gplace.sim.native.schedule_batch`, so that
-``import gplace`` does not pay for importing numba. The rule, the data
-structures and the guarantees (bit-identical schedules) are described in
+Imported by :mod:`gplace.sim.native` where numba is installed (numba
+compiles each kernel on its first call). The rule, the data structures and
+the guarantees (bit-identical schedules) are described in
 :mod:`gplace.sim.native`.
 """
 

@@ -18,7 +18,7 @@ dispatcher does; on the recurrent graphs that is worth 18-24% (RESULTS.md,
 placement.
 
 Transfers are planned as the list schedulers of :mod:`gplace.baselines`
-plan them (:class:`~gplace.baselines.scheduler.ListScheduler`): a
+plan them (:class:`~gplace.sim.list_scheduler.ListScheduler`): a
 producer's output is sent once per remote device, when the first consumer
 there is booked, on a link that carries one transfer at a time. Given the
 placement of HEFT (:func:`gplace.baselines.heft`), the planned schedule is
@@ -30,8 +30,8 @@ The planned order is then simulated like any order (the model of
 result). Host-side: the planning runs as compiled numba code
 (:mod:`gplace.sim.planned_kernels`), parts of a batch on threads of their
 own; without numba, the plain-Python reference
-(:func:`gplace.baselines.list_scheduling.heft_schedule` with a fixed
-placement) plans one placement at a time.
+(:func:`gplace.sim.list_scheduler.heft_schedule` with a fixed placement)
+plans one placement at a time.
 """
 
 from __future__ import annotations
@@ -41,14 +41,12 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import NODE_INPUT, Graph
+from gplace.sim import list_scheduler
 from gplace.sim import native
 from gplace.sim.cache import cached_problem
+from gplace.sim.list_scheduler import MAX_GAPS
 from gplace.sim.priority import order_priority, priority_order
 from gplace.sim.topology import Topology, validate_costs
-
-#: Idle gaps of a compute group looked at per op before it is appended
-#: (HEFT's ``HEFT_MAX_GAPS``: keeps a step O(log N + max_gaps)).
-MAX_GAPS = 64
 #: ``schedule="best"`` keeps the planned schedule only where it is faster
 #: than the dynamic one by more than this fraction: closer is a tie (the
 #: dynamic one wins), which float32 rounding could otherwise decide either
@@ -56,6 +54,8 @@ MAX_GAPS = 64
 BEST_TIE = 1e-6
 
 _HAS_NUMBA = native._HAS_NUMBA  # pylint: disable=protected-access
+if _HAS_NUMBA:  # else the plain-Python reference plans (planned_orders)
+  from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
 
 
 class PlannedProblem(NamedTuple):
@@ -120,7 +120,6 @@ def node_orders(priority: np.ndarray, graph: Graph) -> np.ndarray:
   broken = np.flatnonzero((position[:, graph.edge_src]
                            > position[:, graph.edge_dst]).any(axis=1))
   if broken.size and _HAS_NUMBA:
-    from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
     by_rank = np.ascontiguousarray(order, np.int64)
     order = by_rank.copy()
     planned_kernels.topological_rows(
@@ -152,7 +151,6 @@ def plan_batch(problem: PlannedProblem, placements: np.ndarray,
       GIL, so parts of a batch can run from threads of their own).
     max_gaps: idle gaps looked at per op.
   """
-  from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
   lo, hi, _ = rows.indices(placements.shape[0])
   p = problem
   planned_kernels.plan_rows(
@@ -185,11 +183,10 @@ def planned_orders(graph: Graph, topology: Topology, costs,
   """
   k, n = placements.shape
   if not _HAS_NUMBA:     # the plain-Python reference, one by one
-    from gplace.baselines import common, list_scheduling  # pylint: disable=g-import-not-at-top
-    problem = common.prepare(graph, topology, costs)
+    problem = list_scheduler.prepare(graph, topology, costs)
     devices = np.arange(topology.n_devices)
     by_priority = node_orders(priority, graph)
-    order = np.stack([list_scheduling.heft_schedule(
+    order = np.stack([list_scheduler.heft_schedule(
         problem, devices,
         order_priority(by_priority[0 if len(by_priority) == 1 else i]),
         max_gaps=MAX_GAPS, placement=placements[i]).order

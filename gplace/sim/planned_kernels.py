@@ -1,10 +1,10 @@
 """The compiled kernel of :mod:`gplace.sim.planned` (numba).
 
-Imported on first use by :func:`gplace.sim.planned.plan_batch`, so that
-``import gplace`` does not import numba. The rule is described in
+Imported by :mod:`gplace.sim.planned` where numba is installed (numba
+compiles each kernel on its first call). The rule is described in
 :mod:`gplace.sim.planned`; the arithmetic is that of the plain-Python
-reference (:func:`gplace.baselines.list_scheduling.heft_schedule` with a
-fixed placement), operation for operation in float64, so the planned start
+reference (:func:`gplace.sim.list_scheduler.heft_schedule` with a fixed
+placement), operation for operation in float64, so the planned start
 times, and hence the orders, are equal to it.
 """
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.sim import list_scheduler
 from gplace.sim.planned import BEST_TIE, MAX_GAPS
 from gplace.sim.priority import bottom_level, order_priority, priority_order
 from gplace.sim.problem import (check_order, link_hold_seconds, send_bytes,
@@ -58,17 +59,16 @@ class ReferenceResult(NamedTuple):
 def planned_reference(graph: Graph, placement, topology: Topology,
                       costs=None, *, priority=None) -> np.ndarray:
   """The planned schedule of one ``[N]`` placement (``schedule="planned"``,
-  :mod:`gplace.sim.planned`) by the plain-Python list scheduler of the
-  baselines: HEFT's insertion rule with every node's device fixed, in the
-  priority-respecting order of ``priority`` (default: the critical path).
-  Returns the ``[N]`` order."""
-  from gplace.baselines import common, list_scheduling  # pylint: disable=g-import-not-at-top
+  :mod:`gplace.sim.planned`) by the plain-Python list scheduler the
+  baselines share (:mod:`gplace.sim.list_scheduler`): HEFT's insertion
+  rule with every node's device fixed, in the priority-respecting order of
+  ``priority`` (default: the critical path). Returns the ``[N]`` order."""
   if priority is None:
     rank = bottom_level(graph, topology, costs)
   else:
     rank = order_priority(priority_order(priority, graph))
-  return list_scheduling.heft_schedule(
-      common.prepare(graph, topology, costs),
+  return list_scheduler.heft_schedule(
+      list_scheduler.prepare(graph, topology, costs),
       np.arange(topology.n_devices), rank, max_gaps=MAX_GAPS,
       placement=np.asarray(placement).reshape(-1)).order
 

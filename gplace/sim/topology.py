@@ -43,11 +43,13 @@ import math
 import os
 from typing import Any, Sequence
 
+import jax
 import numpy as np
 
 from gplace.errors import TopologyError, check_type, first_line
 from gplace.graphs.graph import Graph, NODE_OP
 from gplace.graphs.placement import is_traced
+from gplace.sim.jax_devices import check_devices
 
 GB = 1e9
 GiB = 2**30
@@ -451,10 +453,7 @@ def local(devices: Sequence | None = None) -> Topology:
     TopologyError: ``devices`` is not a non-empty list of distinct
       ``jax.Device`` s.
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  from gplace.execution import inputs  # pylint: disable=g-import-not-at-top
-  devices = (inputs.check_devices(devices, "gplace.topology.local",
-                                  TopologyError)
+  devices = (check_devices(devices, "gplace.topology.local", TopologyError)
              if devices is not None else list(jax.devices()))
   cores = os.cpu_count() or 1
   try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gplace import baselines
 from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph
 from gplace.sim.simulator import simulate
@@ -34,7 +35,6 @@ def exact(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     PlacementError: an empty graph.
     SearchError, TopologyError: as :func:`~gplace.solvers.cpsat.solve`.
   """
-  from gplace import baselines  # pylint: disable=g-import-not-at-top
   _check_arguments(graph, topology, time_limit_s, num_workers, seed=seed)
   if graph.n_nodes == 0:
     raise PlacementError(

@@ -9,8 +9,8 @@ zoo's names (:func:`gplace.workloads.names`) and ``random_dag:N[:seed]``:
 * ``module:function`` (``my_models.encoder:make_graph``): the function is
   imported and called with no arguments and returns a
   :class:`~gplace.Graph`, a ``networkx.DiGraph``
-  (:func:`gplace.graphs.interchange.from_networkx`), a
-  :class:`~gplace.graphs.interchange.GraphFile`, or a ``(fn, args)`` pair
+  (:func:`gplace.sim.graph_files.from_networkx`), a
+  :class:`~gplace.sim.graph_files.GraphFile`, or a ``(fn, args)`` pair
   that :func:`gplace.capture` traces (then the placement can also be run).
 
 :func:`is_reference` tells such names apart; :func:`load_reference` turns
@@ -29,7 +29,9 @@ import numpy as np
 
 from gplace.errors import GplaceError, WorkloadError, first_line
 from gplace.graphs import interchange
+from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph
+from gplace.sim import graph_files
 
 # A dotted module path, a colon, a function name (random_dag:100 is not one).
 FUNCTION_REFERENCE = re.compile(
@@ -74,7 +76,7 @@ def load_reference(name: str) -> Resolved:
         f"{name!r} is neither a graph file (.npz, .json) nor "
         "module:function; see gplace.workloads.resolve.")
   if interchange.is_graph_path(name):
-    loaded = interchange.load(name)
+    loaded = graph_files.load(name)
     return Resolved(loaded.graph, topology=loaded.topology,
                     costs=loaded.costs)
   return _call_function(name)
@@ -112,13 +114,12 @@ def _call_function(name: str) -> Resolved:
 def _as_resolved(value: Any, name: str) -> Resolved:
   if isinstance(value, Graph):
     return Resolved(value)
-  if isinstance(value, interchange.GraphFile):
+  if isinstance(value, graph_files.GraphFile):
     return Resolved(value.graph, topology=value.topology, costs=value.costs)
   if type(value).__module__.startswith("networkx"):
-    loaded = interchange.from_networkx(value)
+    loaded = graph_files.from_networkx(value)
     return Resolved(loaded.graph, costs=loaded.costs)
   if isinstance(value, tuple) and len(value) == 2 and callable(value[0]):
-    from gplace.graphs.capture import capture  # pylint: disable=g-import-not-at-top
     fn, args = value
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     return Resolved(capture(fn, *args), fn=fn, args=args)

@@ -14,8 +14,8 @@ import pytest
 from gplace import baselines
 from gplace import simulate
 from gplace.baselines import scheduler
-from gplace.baselines.common import prepare
 from gplace.graphs.graph import random_dag
+from gplace.sim.list_scheduler import prepare
 from gplace.sim.topology import GiB, Device, Topology, uniform_links
 
 MEMORY_AWARE = ("single_device", "m_topo", "m_etf", "m_sct", "heft",

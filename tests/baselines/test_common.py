@@ -6,6 +6,7 @@ from gplace import baselines
 from gplace.baselines import common
 from gplace import simulate
 from gplace.graphs.graph import random_dag
+from gplace.sim import list_scheduler
 from gplace.sim.topology import preset
 
 from baseline_cases import SIM_NODES
@@ -29,7 +30,7 @@ def test_single_device_default_peak_is_the_default_schedules():
   topology = preset("1cpu+2gpu")
   graph = random_dag(SIM_NODES, seed=2, n_inputs=16)
   expect = common.single_device_default_peak_bytes(
-      common.prepare(graph, topology, None))
+      list_scheduler.prepare(graph, topology, None))
   assert expect > 1.1 * baselines.single_device_peak_bytes(graph)
   placements = np.repeat(np.arange(3, dtype=np.int32)[:, None],
                          graph.n_nodes, axis=1)

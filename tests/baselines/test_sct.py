@@ -2,16 +2,16 @@
 
 import numpy as np
 
-from gplace.baselines import common as baselines_common
 from gplace.baselines import sct as baselines_sct
 from gplace.graphs.graph import NODE_INPUT, random_dag
+from gplace.sim import list_scheduler
 from gplace.sim.topology import preset
 
 
 def test_sct_favourites_are_one_per_node(monkeypatch):
   graph = random_dag(500, seed=9)
   topology = preset("1cpu+4gpu")
-  problem = baselines_common.prepare(graph, topology, None)
+  problem = list_scheduler.prepare(graph, topology, None)
   devices = np.arange(5)
   whole = baselines_sct.favourite_parents(problem, devices)
   # Windows of 100 nodes, and no time for LPs at all (greedy only).

@@ -6,6 +6,7 @@ import pytest
 from gplace import baselines
 from gplace.baselines import common
 from gplace.graphs.graph import random_dag
+from gplace.sim import list_scheduler
 from gplace.sim.topology import preset
 
 from baseline_cases import make_topology, gpu, cpu, chain_graph, cut_bytes
@@ -34,7 +35,7 @@ def test_single_device_picks_fastest_device_that_fits():
   placement = baselines.single_device(graph, tight)
   assert np.all(placement == 2)
   default_peak = common.single_device_default_peak_bytes(
-      common.prepare(graph, tight, None))  # = simulate's (test_common)
+      list_scheduler.prepare(graph, tight, None))  # = simulate's (test_common)
   assert 1.1 * peak < default_peak <= 2 * peak
   # ... but better than nothing.
   only_id_order = make_topology([gpu(0, memory=0.9 * peak),

@@ -36,7 +36,7 @@ def test_load_says_the_file_is_truncated(tmp_path):
 def test_functions_are_what_the_methods_call(tmp_path):
   g = random_dag(20, seed=0)
   save_graph(g, str(tmp_path / "a.npz"))
-  assert load_graph(tmp_path / "a.npz") == g == Graph.load(tmp_path / "a.npz")
+  assert load_graph(tmp_path / "a.npz", Graph) == g == Graph.load(tmp_path / "a.npz")
   assert check_path(tmp_path / "a.npz", "x") == str(tmp_path / "a.npz")
   with pytest.raises(GraphError, match="x needs path"):
     check_path(3, "x")

@@ -214,10 +214,10 @@ def _schedule_toy(path: str) -> float:
 def test_priority_levels_learn_a_schedule_the_critical_path_misses(tmp_path):
   from gplace import rl  # pylint: disable=g-import-not-at-top
   from gplace import workloads  # pylint: disable=g-import-not-at-top
-  from gplace.graphs import interchange  # pylint: disable=g-import-not-at-top
+  from gplace.sim import graph_files  # pylint: disable=g-import-not-at-top
   path = str(tmp_path / "toy.json")
   optimum = _schedule_toy(path)
-  loaded = interchange.load(path)
+  loaded = graph_files.load(path)
   placement = np.array([0, 0, 0, 0, 1, 1])
   default = float(simulate(loaded.graph, placement, loaded.topology,
                            costs=loaded.costs).runtime_s)

@@ -10,9 +10,9 @@ import pytest
 
 import gplace
 from gplace.errors import ConfigError, GraphError, WorkloadError
-from gplace.graphs import interchange
 from gplace.graphs.graph import random_dag
 from experiments.run import run
+from gplace.sim import graph_files
 from gplace import workloads
 from gplace.rl import checks, data, rewards
 from gplace.rl import settings as settings_lib
@@ -34,7 +34,7 @@ def _topology(config):
 def test_a_saved_graph_is_a_workload(tmp_path, suffix):
   graph = random_dag(25, seed=3)
   path = str(tmp_path / f"mine{suffix}")
-  interchange.save(path, graph)
+  graph_files.save(path, graph)
   config = tiny_config()
   config.workload = path
   _experiment(config)
@@ -69,7 +69,7 @@ def test_a_missing_graph_file_is_a_clear_error(tmp_path):
 
 def test_a_saved_graph_cannot_be_measured(tmp_path):
   path = str(tmp_path / "mine.npz")
-  interchange.save(path, random_dag(10, seed=1))
+  graph_files.save(path, random_dag(10, seed=1))
   config = tiny_config()
   config.workload = path
   config.rl.reward = "executor"
@@ -84,7 +84,7 @@ def test_a_graph_file_s_topology_and_costs_are_trained_on(tmp_path):
   topology = gplace.topology.preset("1cpu+2gpu").replace(name="cluster")
   costs = np.random.default_rng(0).uniform(1e-4, 2e-3, (graph.n_nodes, 3))
   path = str(tmp_path / "measured.json")
-  interchange.save(path, graph, topology=topology, costs=costs)
+  graph_files.save(path, graph, topology=topology, costs=costs)
   config = tiny_config()
   config.workload, config.topology = path, "file"
   config.baselines = "single_device,heft"
@@ -122,7 +122,7 @@ def test_in_step_rewards_refuse_a_topology_with_launch_costs(tmp_path,
       dataclasses.replace(dev, cluster_launch_s=2e-4)
       for dev in base.devices))
   path = str(tmp_path / "calibrated.json")
-  interchange.save(path, graph, topology=launched)
+  graph_files.save(path, graph, topology=launched)
   config = tiny_config()
   config.workload, config.topology = path, "file"
   config.rl.reward = reward
@@ -143,7 +143,7 @@ def test_file_topology_needs_a_graph_file_with_one(tmp_path):
   with pytest.raises(WorkloadError, match="not a graph file with a"):
     _topology(config)
   path = str(tmp_path / "bare.json")
-  interchange.save(path, random_dag(10, seed=1))
+  graph_files.save(path, random_dag(10, seed=1))
   config.workload = path
   with pytest.raises(WorkloadError, match="not a graph file with a"):
     _topology(config)
@@ -152,7 +152,7 @@ def test_file_topology_needs_a_graph_file_with_one(tmp_path):
 def test_file_costs_for_other_devices_are_refused(tmp_path):
   graph = random_dag(10, seed=1)
   path = str(tmp_path / "two.json")
-  interchange.save(path, graph, costs=np.full((graph.n_nodes, 2), 1e-3))
+  graph_files.save(path, graph, costs=np.full((graph.n_nodes, 2), 1e-3))
   config = tiny_config()
   config.workload = path
   config.topology = "1cpu+4gpu"

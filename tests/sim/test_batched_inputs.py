@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gplace.errors import TopologyError
-from gplace.graphs import json_format
 from gplace.graphs.graph import NODE_INPUT, random_dag
+from gplace.sim import topology_json
 from gplace.sim.problem import transfer_seconds
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
@@ -46,8 +46,8 @@ def test_inputs_pay_bytes_but_no_latency():
 
 def test_batched_inputs_survive_the_json_format():
   topology = preset("1cpu+2gpu").replace(batched_inputs=True)
-  back = json_format.topology_from_dict(
-      json_format.topology_to_dict(topology), "topology")
+  back = topology_json.topology_from_dict(
+      topology_json.topology_to_dict(topology), "topology")
   assert back.batched_inputs
 
 

@@ -13,10 +13,10 @@ import gplace
 
 from gplace.errors import TopologyError
 from gplace.execution import partition
-from gplace.graphs import json_format
 from gplace.graphs.graph import random_dag
 from gplace.sim import clusters
 from gplace.sim import topology as topology_lib
+from gplace.sim import topology_json
 from gplace.sim.simulator import simulate
 
 
@@ -127,8 +127,8 @@ def test_bad_launch_costs_are_refused(bad):
 def test_launch_costs_survive_the_json_format():
   topology = _with_launch(topology_lib.preset("1cpu+2gpu"),
                           [1e-5, 3e-4, 3e-4])
-  back = json_format.topology_from_dict(
-      json_format.topology_to_dict(topology), "topology")
+  back = topology_json.topology_from_dict(
+      topology_json.topology_to_dict(topology), "topology")
   assert back.devices == topology.devices
   np.testing.assert_array_equal(clusters.launch_costs(back),
                                 [1e-5, 3e-4, 3e-4])
@@ -204,7 +204,7 @@ def test_bad_copy_costs_are_refused(bad):
 
 def test_copy_costs_survive_the_json_format():
   topology = _with_copy(topology_lib.preset("1cpu+2gpu"), [2e-5, 0.0, 1e-5])
-  back = json_format.topology_from_dict(
-      json_format.topology_to_dict(topology), "topology")
+  back = topology_json.topology_from_dict(
+      topology_json.topology_to_dict(topology), "topology")
   assert back.devices == topology.devices
   np.testing.assert_array_equal(clusters.copy_costs(back), [2e-5, 0.0, 1e-5])

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gplace.baselines import common, list_scheduling
 from gplace.errors import ConfigError, TopologyError
 from gplace.execution import fitting
-from gplace.graphs import json_format
 from gplace.graphs.graph import Graph, NODE_OP, random_dag
 from gplace.rl import checks
 from gplace.rl.settings import RLSettings, TrainSettings
+from gplace.sim import list_scheduler
+from gplace.sim import topology_json
 from gplace.sim.dispatch import make_dispatch_problem
 from gplace.sim.priority import order_priority
 from gplace.sim.problem import (link_hold_seconds, make_problem,
@@ -106,8 +106,8 @@ def test_two_values_on_one_link_by_hand():
     ref = simulate_reference(graph, placement, topology, costs=costs)
     assert ref.runtime_s == pytest.approx(want, rel=1e-12)
     # The baselines' planners book the link the same way.
-    plan = list_scheduling.heft_schedule(
-        common.prepare(graph, topology, costs), np.arange(3),
+    plan = list_scheduler.heft_schedule(
+        list_scheduler.prepare(graph, topology, costs), np.arange(3),
         order_priority(np.arange(4)), placement=placement)
     assert plan.makespan_s == pytest.approx(want, rel=1e-12)
   hold = link_hold_seconds(graph, pipelined)
@@ -149,8 +149,8 @@ def test_pipelined_links_survive_the_json_format_and_profiles(tmp_path):
   mask[0, 1] = True
   for value in (True, False, mask):
     topology = preset("1cpu+2gpu").replace(pipelined_links=value)
-    back = json_format.topology_from_dict(
-        json_format.topology_to_dict(topology), "topology")
+    back = topology_json.topology_from_dict(
+        topology_json.topology_to_dict(topology), "topology")
     np.testing.assert_array_equal(back.pipelined_mask,
                                   topology.pipelined_mask)
     assert back.has_pipelined_links == (value is not False)

@@ -1,5 +1,6 @@
 """Tests of the planned and best schedules (gplace.sim.planned): the
-compiled planner equals the plain-Python list scheduler of the baselines,
+compiled planner equals the plain-Python list scheduler it shares with the
+baselines (gplace.sim.list_scheduler),
 HEFT's placement is planned into HEFT's own plan, and schedule="best" is
 the faster of the dynamic and planned schedules."""
 
@@ -8,9 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gplace import baselines
-from gplace.baselines import common, list_scheduling
 from gplace.errors import ScheduleError
 from gplace.graphs.graph import random_dag
+from gplace.sim import list_scheduler
 from gplace.sim import planned
 from gplace.sim.planned import BEST_TIE
 from gplace.sim.priority import bottom_level, order_priority, priority_order
@@ -61,9 +62,9 @@ def test_the_compiled_planner_equals_the_python_list_scheduler(
   ran, rank = _planned_orders(graph, topology, placements, priority,
                               max_gaps, costs)
   order = planned.node_orders(priority, graph)
-  problem = common.prepare(graph, topology, costs)
+  problem = list_scheduler.prepare(graph, topology, costs)
   for k in range(3):
-    plan = list_scheduling.heft_schedule(
+    plan = list_scheduler.heft_schedule(
         problem, np.arange(n_devices), order_priority(order[k]),
         max_gaps=max_gaps, placement=placements[k])
     np.testing.assert_array_equal(ran[k], plan.order)

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import pytest
 
 from gplace.errors import GraphError, WorkloadError
-from gplace.graphs import interchange
 from gplace.graphs.graph import Graph, random_dag
+from gplace.sim import graph_files
 from gplace.workloads import resolve
 
 
@@ -55,7 +55,7 @@ def test_is_reference(name, expected):
 def test_graph_files(tmp_path, suffix):
   graph = random_dag(12, seed=0, name="saved")
   path = str(tmp_path / f"g{suffix}")
-  interchange.save(path, graph)
+  graph_files.save(path, graph)
   resolved = resolve.load_reference(path)
   assert resolved.graph == graph and resolved.fn is None
 

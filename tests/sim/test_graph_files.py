@@ -1,6 +1,7 @@
-"""Graphs from elsewhere: .npz / .json files and networkx graphs round-trip
-exactly, simulate identically, and every malformed file is a GraphError
-that names the field."""
+"""Graph files with their devices and costs (gplace.sim.graph_files) and
+networkx graphs (gplace.graphs.interchange): .npz / .json files and
+networkx graphs round-trip exactly, simulate identically, and every
+malformed file is a GraphError that names the field."""
 
 import copy
 import json
@@ -12,6 +13,7 @@ import pytest
 import gplace
 from gplace.errors import GraphError
 from gplace.graphs import interchange, json_format
+from gplace.sim import graph_files
 from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim.topology import preset
 
@@ -80,8 +82,8 @@ def test_file_round_trip_is_identical(tmp_path, request, topology, which,
                                       suffix):
   graph = request.getfixturevalue(which)
   path = str(tmp_path / f"g{suffix}")
-  interchange.save(path, graph)
-  loaded = interchange.load(path)
+  graph_files.save(path, graph)
+  loaded = graph_files.load(path)
   assert loaded.graph == graph
   assert loaded.graph.allowed_devices is None or np.array_equal(
       loaded.graph.allowed_devices, graph.allowed_devices)
@@ -91,8 +93,8 @@ def test_json_round_trip_keeps_topology_and_costs(tmp_path, constrained,
                                                   topology):
   costs = topology.op_costs(constrained) * 1.5
   path = str(tmp_path / "g.json")
-  interchange.save(path, constrained, topology=topology, costs=costs)
-  loaded = interchange.load(path)
+  graph_files.save(path, constrained, topology=topology, costs=costs)
+  loaded = graph_files.load(path)
   assert loaded.graph == constrained
   assert np.array_equal(loaded.costs, costs)
   assert loaded.topology.device_names == topology.device_names
@@ -102,7 +104,7 @@ def test_json_round_trip_keeps_topology_and_costs(tmp_path, constrained,
                           getattr(topology, field)), field
   # Saving what was read writes the same file.
   again = str(tmp_path / "again.json")
-  interchange.save(again, loaded.graph, topology=loaded.topology,
+  graph_files.save(again, loaded.graph, topology=loaded.topology,
                    costs=loaded.costs)
   assert open(again).read() == open(path).read()
 
@@ -111,9 +113,9 @@ def test_round_trips_simulate_identically(tmp_path, plain, topology):
   placements = np.random.default_rng(0).integers(0, 3, (4, plain.n_nodes))
   want = gplace.simulate(plain, placements, topology)
   path = str(tmp_path / "g.json")
-  interchange.save(path, plain)
-  for graph in (interchange.load(path).graph,
-                interchange.from_networkx(plain.to_networkx()).graph):
+  graph_files.save(path, plain)
+  for graph in (graph_files.load(path).graph,
+                graph_files.from_networkx(plain.to_networkx()).graph):
     got = gplace.simulate(graph, placements, topology)
     np.testing.assert_array_equal(got.runtime_s, want.runtime_s)
     np.testing.assert_array_equal(got.peak_bytes, want.peak_bytes)
@@ -123,7 +125,7 @@ def test_round_trips_simulate_identically(tmp_path, plain, topology):
 def test_networkx_round_trip_is_identical(request, topology, which):
   graph = request.getfixturevalue(which)
   costs = topology.op_costs(graph)
-  loaded = interchange.from_networkx(
+  loaded = graph_files.from_networkx(
       interchange.to_networkx(graph, costs=costs))
   assert loaded.graph == graph
   assert np.array_equal(loaded.costs, costs)
@@ -137,7 +139,7 @@ def test_networkx_graph_of_any_ids_in_any_order():
              colocation=7)
   g.add_edge("w", ("layer", 1))
   g.add_edge(("layer", 1), "loss", bytes=4)
-  graph = interchange.from_networkx(g).graph
+  graph = graph_files.from_networkx(g).graph
   assert graph.name == "hand"
   assert list(graph.names) == ["w", "('layer', 1)", "loss"]
   assert graph.kind[0] == NODE_INPUT
@@ -148,7 +150,7 @@ def test_networkx_graph_of_any_ids_in_any_order():
 
 
 def test_hand_written_json(tmp_path):
-  loaded = interchange.load(write(tmp_path, small_document()))
+  loaded = graph_files.load(write(tmp_path, small_document()))
   graph = loaded.graph
   # The resident bytes became an input node feeding, and co-located with,
   # the op.
@@ -185,8 +187,8 @@ def test_edges_may_give_their_transfer_time(tmp_path):
   seconds = 2e-5 + 4096 / 1e10
   document["edges"][1] = {"src": "matmul", "dst": "log",
                           "transfer_s": seconds}
-  timed = interchange.load(write(tmp_path, document))
-  plain = interchange.load(write(tmp_path, small_document(), "plain.json"))
+  timed = graph_files.load(write(tmp_path, document))
+  plain = graph_files.load(write(tmp_path, small_document(), "plain.json"))
   np.testing.assert_array_equal(timed.graph.edge_bytes,
                                 plain.graph.edge_bytes)
   placement = [1, 1, 1, 0, 0]           # log on the CPU: matmul's output sent
@@ -204,11 +206,11 @@ def test_edges_may_give_their_transfer_time(tmp_path):
   edge = (matmul, log)
   del g.edges[edge]["bytes"]
   g.edges[edge]["transfer_s"] = seconds
-  converted = interchange.from_networkx(g, topology=plain.topology)
+  converted = graph_files.from_networkx(g, topology=plain.topology)
   np.testing.assert_array_equal(converted.graph.edge_bytes,
                                 plain.graph.edge_bytes)
   with pytest.raises(GraphError, match="transfer_s needs the devices"):
-    interchange.from_networkx(g)
+    graph_files.from_networkx(g)
 
 
 # -- malformed files -----------------------------------------------------------
@@ -286,7 +288,7 @@ def test_malformed_json_names_the_field(tmp_path, case):
   mutate(document)
   path = write(tmp_path, document)
   with pytest.raises(GraphError) as info:
-    interchange.load(path)
+    graph_files.load(path)
   message = str(info.value)
   for word in words:
     assert word.lower() in message.lower(), (word, message)
@@ -301,42 +303,42 @@ def test_unreadable_json(tmp_path, text, words):
   path = tmp_path / "g.json"
   path.write_bytes(text.encode("latin-1"))
   with pytest.raises(GraphError) as info:
-    interchange.load(str(path))
+    graph_files.load(str(path))
   for word in words:
     assert word in str(info.value)
 
 
 def test_bad_paths_and_suffixes(tmp_path, plain, topology):
   with pytest.raises(GraphError, match="No graph file"):
-    interchange.load(str(tmp_path / "missing.json"))
+    graph_files.load(str(tmp_path / "missing.json"))
   with pytest.raises(GraphError, match="suffix"):
-    interchange.load(str(tmp_path / "g.onnx"))
+    graph_files.load(str(tmp_path / "g.onnx"))
   with pytest.raises(GraphError, match="suffix"):
-    interchange.save(str(tmp_path / "g.txt"), plain)
+    graph_files.save(str(tmp_path / "g.txt"), plain)
   with pytest.raises(GraphError, match="holds the graph alone"):
-    interchange.save(str(tmp_path / "g.npz"), plain, topology=topology)
+    graph_files.save(str(tmp_path / "g.npz"), plain, topology=topology)
   with pytest.raises(GraphError, match="writable"):
-    interchange.save(str(tmp_path / "no" / "g.json"), plain)
+    graph_files.save(str(tmp_path / "no" / "g.json"), plain)
   with pytest.raises(GraphError, match="str or os.PathLike"):
-    interchange.load(3)
+    graph_files.load(3)
 
 
 def test_bad_networkx_graphs():
   with pytest.raises(GraphError, match="DiGraph"):
-    interchange.from_networkx(nx.Graph())
+    graph_files.from_networkx(nx.Graph())
   with pytest.raises(GraphError, match="DiGraph"):
-    interchange.from_networkx({"nodes": []})
+    graph_files.from_networkx({"nodes": []})
   g = nx.DiGraph()
   g.add_node("a", out_bytes=4, allowed_devices=[0])
   with pytest.raises(GraphError, match="number of devices"):
-    interchange.from_networkx(g)
+    graph_files.from_networkx(g)
   g = nx.DiGraph(n_devices=0)
   with pytest.raises(GraphError, match="n_devices"):
-    interchange.from_networkx(g)
+    graph_files.from_networkx(g)
   g = nx.DiGraph()
   g.add_edge("a", "b")
   with pytest.raises(GraphError, match=r"nodes\[0\].out_bytes"):
-    interchange.from_networkx(g)
+    graph_files.from_networkx(g)
 
 
 def test_format_documented_fields_match_the_reader():

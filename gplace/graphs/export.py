@@ -1,0 +1,68 @@
+"""A graph written out as plain data: node and edge records (what the JSON
+format holds, :mod:`gplace.graphs.json_format`) and ``networkx.DiGraph``
+values (:meth:`Graph.to_networkx`).
+
+Reading them back is :mod:`gplace.graphs.records`' work (and gives an
+identical graph). This module reads only a graph's fields, never the
+``Graph`` class, so that ``Graph``'s own methods can call it. Host-side
+Python; nothing here is traced.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from gplace.graphs.schema import KIND_NAMES
+
+
+def records_from_graph(graph, costs: Optional[np.ndarray] = None,
+                       device_names: Sequence[str] | None = None
+                       ) -> tuple[list[dict], list[dict]]:
+  """``(nodes, edges)`` records of ``graph`` (a :class:`~gplace.Graph`):
+  node ``i`` has ``id`` ``i``; ``costs`` (``[N, D]``) becomes each node's
+  ``cost_s``; allowed devices are written by name when ``device_names``
+  are given, else by index."""
+  nodes = []
+  for i in range(graph.n_nodes):
+    node = dict(
+        id=i, name=str(graph.names[i]), kind=KIND_NAMES[graph.kind[i]],
+        op_type=str(graph.op_type[i]), out_bytes=int(graph.out_bytes[i]),
+        out_shape=list(graph.shape_of(i)), out_dtype=str(graph.out_dtype[i]),
+        flops=float(graph.flops[i]),
+        bytes_accessed=float(graph.bytes_accessed[i]))
+    if costs is not None:
+      node["cost_s"] = [float(c) for c in costs[i]]
+    if graph.allowed_devices is not None:
+      devices = np.flatnonzero(graph.allowed_devices[i])
+      node["allowed_devices"] = ([device_names[d] for d in devices]
+                                 if device_names else devices.tolist())
+    if graph.colocation is not None and graph.colocation[i] >= 0:
+      node["colocation"] = int(graph.colocation[i])
+    nodes.append(node)
+  edges = [dict(src=int(s), dst=int(d), bytes=int(b)) for s, d, b in
+           zip(graph.edge_src, graph.edge_dst, graph.edge_bytes)]
+  return nodes, edges
+
+
+def networkx_of(graph, *, costs=None,
+                device_names: Sequence[str] | None = None):
+  """A ``networkx.DiGraph`` of ``graph`` (a :class:`~gplace.Graph`, not
+  checked: see :func:`gplace.graphs.interchange.to_networkx`): nodes
+  ``0..N-1`` with every field as attributes, edges with ``bytes``;
+  ``costs`` (``[N, D]``) as ``cost_s``."""
+  import networkx as nx  # pylint: disable=g-import-not-at-top
+  if costs is not None:
+    costs = np.asarray(costs, np.float64)
+  nodes, edges = records_from_graph(graph, costs, device_names)
+  out = nx.DiGraph(name=graph.name)
+  if device_names is not None:
+    out.graph["device_names"] = list(device_names)
+  elif graph.allowed_devices is not None:
+    out.graph["n_devices"] = int(graph.allowed_devices.shape[1])
+  for node in nodes:
+    out.add_node(node.pop("id"), **node)
+  for edge in edges:
+    out.add_edge(edge["src"], edge["dst"], bytes=edge["bytes"])
+  return out

@@ -1,0 +1,83 @@
+"""Every non-learned placer by name: the baselines, the searches and the
+exact solver in one registry.
+
+Where it sits: above :mod:`gplace.baselines`, :mod:`gplace.search` and
+:mod:`gplace.solvers` (each knows only its own placers and what lies below
+it) and below the learned placers and :func:`gplace.optimize`, which look
+placers up here. Every placer has the baselines' interface,
+``fn(graph, topology, *, costs=None, seed=0) -> [N] int32``; a search runs
+with its default budget, the solver with its default time limit.
+
+* ``"baseline"``: :func:`gplace.baselines.names` (cheap, deterministic for
+  a seed; ``gplace.baselines.run_all`` runs them all).
+* ``"search"``: :data:`gplace.search.PLACERS` (``local_search``,
+  ``annealing``, ``genetic``; they spend a simulator budget).
+* ``"solver"``: ``exact`` (:func:`gplace.solvers.exact`, CP-SAT).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from gplace import baselines, search, solvers
+from gplace.errors import BaselineError
+
+Placer = Callable[..., np.ndarray]
+
+BASELINE = "baseline"
+SEARCH = "search"
+SOLVER = "solver"
+KINDS = (BASELINE, SEARCH, SOLVER)
+
+_PLACERS: dict[str, tuple[str, Placer]] = {
+    **{name: (BASELINE, baselines.get(name)) for name in baselines.names()},
+    **{name: (SEARCH, placer) for name, placer in search.PLACERS.items()},
+    "exact": (SOLVER, solvers.exact),
+}
+
+
+def names(kind: str | None = None) -> list[str]:
+  """Names of every placer, or of those of one kind (:data:`KINDS`), in a
+  fixed order: baselines (as :func:`gplace.baselines.names`), searches,
+  the solver.
+
+  Raises:
+    BaselineError: an unknown kind.
+  """
+  if kind is not None and kind not in KINDS:
+    raise BaselineError(f"Unknown kind of placer {kind!r}; choose one of "
+                        f"{list(KINDS)} (or None for all).")
+  return [name for name, (of, _) in _PLACERS.items()
+          if kind is None or of == kind]
+
+
+def kind_of(name: str) -> str:
+  """Which kind of placer ``name`` is (:data:`KINDS`).
+
+  Raises:
+    BaselineError: unknown name; the message lists the known ones.
+  """
+  return _PLACERS[_check_name(name)][0]
+
+
+def get(name: str) -> Placer:
+  """The placer called ``name``: a baseline, a search or the solver.
+
+  Raises:
+    BaselineError: unknown name; the message lists the known ones.
+  """
+  return _PLACERS[_check_name(name)][1]
+
+
+def _check_name(name: str) -> str:
+  if isinstance(name, str) and name in _PLACERS:
+    return name
+  known = (f"a baseline ({', '.join(names(BASELINE))}), a search "
+           f"({', '.join(names(SEARCH))}) or the solver "
+           f"({', '.join(names(SOLVER))})")
+  if not isinstance(name, str):
+    raise BaselineError(f"A placer name must be a str, got "
+                        f"{type(name).__name__} {name!r}; choose {known}.")
+  raise BaselineError(f"Unknown placer {name!r}; choose {known}.")
