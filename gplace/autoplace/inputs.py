@@ -51,12 +51,17 @@ class Problem(NamedTuple):
     costs: ``[N, D]`` float64 measured seconds per node and device, or None
       (the topology's roofline, ``topology.op_costs(graph)``).
     fn: the function ``graph`` was captured from, or None.
+    local: ``topology`` is this machine's devices (``"local"``, a profile),
+      so placements can be measured here.
+    calibrated: its costs were measured (``gplace.profile``).
   """
 
   graph: Graph
   topology: Topology
   costs: Optional[np.ndarray] = None
   fn: Optional[Callable] = None
+  local: bool = False
+  calibrated: bool = False
 
 
 class Method(NamedTuple):
@@ -252,7 +257,8 @@ def profiled_source(fn_or_graph: Any, args: tuple) -> tuple[Source, Topology]:
                  fn=fn_or_graph), measured.topology)
 
 
-def resolve_problem(source: Source, topology: Any, costs: Any) -> Problem:
+def resolve_problem(source: Source, topology: Any, costs: Any, *,
+                    calibrated: bool = False) -> Problem:
   """The :class:`Problem`: ``topology`` (default: the source's, else the
   ``"1cpu+4gpu"`` preset) and ``costs`` (default: the source's measured
   costs, else the roofline).
@@ -263,6 +269,8 @@ def resolve_problem(source: Source, topology: Any, costs: Any) -> Problem:
     PlacementError: device constraints for another device count.
   """
   graph = source.graph
+  local_spec = topology == LOCAL or calibrated or (
+      isinstance(topology, Topology) and topology.name.startswith(LOCAL))
   if topology is None:
     topology = (source.topology if source.topology is not None
                 else preset(DEFAULT_PRESET))
@@ -284,4 +292,5 @@ def resolve_problem(source: Source, topology: Any, costs: Any) -> Problem:
     costs = source.costs
   if costs is not None:
     costs = validate_costs(costs, graph, topology)
-  return Problem(graph, topology, costs, source.fn)
+  return Problem(graph, topology, costs, source.fn, local=local_spec,
+                 calibrated=calibrated)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Any, Optional
 
 import numpy as np
 
 from gplace.errors import PlacementError, SearchError, TopologyError
 from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace import measured as measured_lib
 from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate, best_of, score
 from gplace.autoplace.inputs import (DEFAULT_PRESET, LOCAL, Problem,
@@ -50,6 +52,15 @@ MIN_SEARCH_S = 0.5
 # seconds of the budget are left for it (compiling the training step alone
 # takes 20-40 s on two CPU cores); the search then leaves it this much.
 AUTO_FINETUNE_S = 90.0
+# On this machine's devices (topology="local" with a function), this share
+# of the budget (at least MIN_MEASURE_S seconds) measures the top
+# candidates with the executor.
+MEASURE_SHARE = 0.3
+MIN_MEASURE_S = 2.0
+
+
+class UncalibratedWarning(UserWarning):
+  """gplace.optimize placed on the local devices with uncalibrated costs."""
 
 
 def _check_flag(value: Any, name: str) -> bool:
@@ -180,7 +191,18 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     source, topology_spec = profiled_source(fn_or_graph, args)
   else:
     source = load_source(fn_or_graph, args)
-  problem = resolve_problem(source, topology_spec, costs)
+  problem = resolve_problem(source, topology_spec, costs, calibrated=profile)
+  measuring = problem.local and problem.fn is not None
+  if problem.local and not problem.calibrated:
+    warnings.warn(UncalibratedWarning(
+        f"gplace.optimize: the local topology's costs are uncalibrated "
+        f"guesses (simulated times can be off by 2x or more); "
+        + ("the top candidates are measured on this machine before one is "
+           "chosen. " if measuring else "a graph cannot be run here, so the "
+           "choice rests on them. ")
+        + "profile=True (with the function) calibrates the simulator "
+        "first; it runs the program many times, seconds to minutes."),
+        stacklevel=2)
   n = problem.graph.n_nodes
   if n == 0:
     raise PlacementError(f"graph {problem.graph.name!r} has no nodes; there "
@@ -211,7 +233,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       chosen.kind == "auto" and loaded is not None
       and budget_s >= 2 * AUTO_FINETUNE_S)
 
-  deadline = began + budget_s
+  # Measuring on this machine gets its share of the budget at the end.
+  measure_s = max(MEASURE_SHARE * budget_s, MIN_MEASURE_S) if measuring else 0
+  deadline = began + max(budget_s - measure_s, SEARCH_FLOOR * budget_s)
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
   with Progress(budget_s, progress) as bar:
     bar.stage("baselines")
@@ -266,7 +290,17 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           "GO trained on this graph: no placement fitted in memory",
           np.zeros(n, np.int32), None, math.inf)])
       _show_best(bar, tried)
-  return _result(problem, tried, bound_s, began)
+    measurements = {}
+    if measuring and len(tried) > 1:
+      bar.stage("measuring")
+      measurements = measured_lib.measure(
+          problem.fn, args, problem.graph, problem.topology, problem.costs,
+          measured_lib.candidates_to_measure(tried),
+          time_s=max(began + budget_s - time.perf_counter(), MIN_MEASURE_S))
+  tie = (measured_lib.PRESET_TIE if not problem.local else
+         measured_lib.CALIBRATED_TIE if problem.calibrated else
+         measured_lib.UNCALIBRATED_TIE)
+  return _result(problem, tried, bound_s, began, measurements, tie)
 
 
 def _show_best(bar: Progress, tried: list) -> None:
@@ -275,15 +309,18 @@ def _show_best(bar: Progress, tried: list) -> None:
     bar.best(best.runtime_s)
 
 
-def _result(problem: Problem, tried: list, bound_s: float,
-            began: float) -> PlacementResult:
-  """The :class:`PlacementResult` of the fastest feasible candidate.
+def _result(problem: Problem, tried: list, bound_s: float, began: float,
+            measurements: dict, tie: float) -> PlacementResult:
+  """The :class:`PlacementResult` of the chosen candidate
+  (:func:`gplace.autoplace.measured.choose`: the fastest, measured where
+  measured, or a simpler one as fast within the noise).
 
   Raises:
     PlacementError: no candidate fits in memory and keeps the constraints.
   """
-  winner = best_of(tried)
-  if winner is None:
+  choice = measured_lib.choose(tried, problem.graph, problem.topology,
+                               problem.costs, measured=measurements, tie=tie)
+  if choice is None:
     tried_labels = ", ".join(c.label for c in tried) or "no baseline ran"
     raise PlacementError(
         f"gplace.optimize found no placement of graph "
@@ -292,6 +329,7 @@ def _result(problem: Problem, tried: list, bound_s: float,
         f"(tried: {tried_labels}). Use a topology with more memory or more "
         "devices, relax the graph's allowed_devices / colocation, or try "
         "method='auto' with a larger budget_s.")
+  winner = choice.winner
   # Scored again alone: the peak bytes, and a last check that it is feasible.
   final = score(problem, winner.placement[None], winner.order)
   runtime_s = float(final.runtime_s[0])
@@ -306,4 +344,5 @@ def _result(problem: Problem, tried: list, bound_s: float,
       topology=problem.topology, costs=problem.costs,
       wall_s=time.perf_counter() - began,
       placements={c.label: np.asarray(c.placement, np.int32)
-                  for c in ranked})
+                  for c in ranked},
+      measured=measurements, reason=choice.reason)

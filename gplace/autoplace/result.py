@@ -29,6 +29,17 @@ def format_seconds(seconds: float) -> str:
   return f"{seconds:.4g} s"
 
 
+def measured_text(measurement: Any) -> str:
+  """``"12.3 ms ± 410 µs"`` (median ± interquartile range), ``"failed"``,
+  or ``""`` for None."""
+  if measurement is None:
+    return ""
+  if measurement.failed:
+    return "failed"
+  return (f"{format_seconds(measurement.runtime_s)} ± "
+          f"{format_seconds(measurement.iqr_s)}")
+
+
 class PlacementResult(NamedTuple):
   """The placement :func:`gplace.optimize` chose.
 
@@ -52,6 +63,11 @@ class PlacementResult(NamedTuple):
     wall_s: seconds the whole call took.
     placements: ``{label: [N] int32 placement}`` of everything tried (see
       :meth:`placement_of`).
+    measured: ``{label: gplace.Measurement}`` of the candidates timed on
+      this machine (empty unless the topology is the local one and a
+      function was given); with them the winner is the measured fastest.
+    reason: why the winner won, in one line (e.g. a simpler plan as fast
+      within the noise).
   """
 
   placement: np.ndarray
@@ -66,6 +82,8 @@ class PlacementResult(NamedTuple):
   costs: Optional[np.ndarray]
   wall_s: float
   placements: dict = {}
+  measured: dict = {}
+  reason: str = ""
 
   def placement_of(self, label: str) -> np.ndarray:
     """``[N]`` int32 placement of the candidate ``label`` (a key of
@@ -108,22 +126,43 @@ class PlacementResult(NamedTuple):
     return place(fn, self.graph, self.placement, devices,
                  schedule=self.schedule(), **kwargs)
 
+  @property
+  def measured_s(self) -> Optional[float]:
+    """The winner's measured median seconds on this machine, or None."""
+    found = self.measured.get(self.method)
+    return None if found is None or found.failed else found.runtime_s
+
   def table(self) -> str:
-    """A short text table: every candidate's runtime against the bound, the
-    winner marked with ``*``."""
+    """A short text table: every candidate's simulated runtime against the
+    bound, and its measured one where measured; the winner marked ``*``;
+    a last line says what the times are."""
     bound = self.lower_bound_s
     width = max([len(label) for label in self.candidates] + [11]) + 2
     lines = [f"gplace.optimize: {self.graph.name!r} ({self.graph.n_nodes} "
              f"nodes) on {self.topology.name} ({self.topology.n_devices} "
              f"devices), {self.wall_s:.1f} s",
-             f"  {'method':<{width}}{'runtime':>12}  {'x bound':>8}"]
+             f"  {'method':<{width}}{'simulated':>12}  {'x bound':>8}"
+             + (f"  {'measured (median ± IQR)':>24}" if self.measured
+                else "")]
     for label, runtime in self.candidates.items():
       mark = "*" if label == self.method else " "
       ratio = (f"{runtime / bound:8.2f}" if bound > 0 and
                math.isfinite(runtime) else f"{'-':>8}")
-      lines.append(f"{mark} {label:<{width}}{format_seconds(runtime):>12}  "
-                   f"{ratio}")
+      line = f"{mark} {label:<{width}}{format_seconds(runtime):>12}  {ratio}"
+      if self.measured:
+        line += f"  {measured_text(self.measured.get(label)):>24}"
+      lines.append(line.rstrip())
     lines.append(f"  {'lower bound':<{width}}{format_seconds(bound):>12}")
+    if self.measured:
+      lines.append(f"  times: simulated on {self.topology.name!r}, and "
+                   "measured on this machine's devices where given; the "
+                   "winner is the measured fastest (a simpler plan wins a "
+                   "tie within the spread)")
+    else:
+      lines.append(f"  times: simulated on {self.topology.name!r} (a model "
+                   "of those devices, not a measurement)")
+    if self.reason:
+      lines.append(f"  chosen: {self.reason}")
     return "\n".join(lines)
 
   def __str__(self) -> str:
