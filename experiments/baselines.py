@@ -1,7 +1,7 @@
 """Every non-learned baseline on the workload suite, under the simulator.
 
     python experiments/baselines.py --topology 1cpu+4gpu --size paper \
-        --out experiments/results/baselines_1cpu+4gpu
+        --out experiments/results/baselines/1cpu+4gpu
 
 For each training step of the suite (inception_v3, resnet50, bert, gnmt4,
 rnnlm2, transformer_xl4, wavenet2; ``--workloads`` picks others) it captures

@@ -18,7 +18,7 @@ and, alternated with it in the same run, through the jitted one with
 
   python experiments/bench_simulator.py --sizes 1000 10000 80000 \
       --placements 256 --repeats 5 --schedules static dynamic \
-      --out experiments/results/bench_simulator
+      --out experiments/results/simulator_speed/bench_simulator
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python experiments/compare_systems.py --size tiny \
         --workloads rnnlm2,wavenet2 --topologies 1cpu+4gpu,1cpu+2gpu \
-        --evaluations 6400 --out experiments/results/compare_systems_tiny
+        --evaluations 6400 --out experiments/results/seed_systems/tiny
 
 Every system (``--systems``: GO and the seed systems of issue 11, each with
 its own config ``experiments/configs/<system>.py``; GO's is the quickstart)

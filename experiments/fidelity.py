@@ -1,7 +1,7 @@
 """Simulator fidelity: does the calibrated simulator rank real placements?
 
     python experiments/fidelity.py --size tiny \
-        --out experiments/results/fidelity_tiny
+        --out experiments/results/fidelity/tiny
 
 For each inference graph (resnet50, inception_v3, bert by default) on two
 local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
@@ -26,8 +26,7 @@ local devices (forced CPU devices here; CPU + GPU where a GPU exists), it
      (``"best"``: per placement the faster of the dynamic and the planned
      schedule; ``place(..., schedule=order)``: each device runs its ops in
      that order), and is predicted by that same simulation;
-   * ``static``: the same in node-id order (``schedule="static"``; what
-     ``sim`` ran, by mistake, until 2026-11-27: see RESULTS.md);
+   * ``static``: the same in node-id order (``schedule="static"``);
    * ``dynamic``: the same with the simulator's dynamic list schedule
     (``simulate(..., schedule="dynamic")``), each placement its own order;
   * ``device_greedy``: the way before schedules: the executor's
@@ -49,8 +48,8 @@ copies; op times stay) and its predictions are scored as one more statistic,
 ``fastest, refit in rounds``. The fit still sees only its calibration
 placements; what changes is that it and the placements it predicts are
 measured on the same host at the same time (on a shared 2-core machine the
-host's speed moves by 1.5x between a calibration and a measurement minutes
-later: RESULTS.md).
+host's speed drifts between a calibration and a measurement minutes later:
+``docs/design.md``, "Calibration").
 
 It prints a table; ``--out DIR`` writes it to ``DIR/README.md`` with what
 was run, when and on which machine.
@@ -92,8 +91,7 @@ from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-
 # fastest call of all rounds, the figure gplace.profile calibrates on: load
 # on a shared machine only ever adds time, and on this 2-core machine the
 # fastest call reproduced to 2% between two processes where the median over
-# rounds moved by up to 12% (RESULTS.md, "Copies cost the host, and one
-# statistic for calibration and fidelity").
+# rounds moved by up to 12% (experiments/results/fidelity/README.md).
 STATISTICS = ("fastest", "min", "median")
 # With --calibrate-in-rounds, one more row per schedule: "fastest", predicted
 # by the profile fitted again on its calibration runs measured in the rounds.
@@ -289,8 +287,7 @@ def print_placed_twice(name: str, labels: list[str],
   (``calibration_rounds [R, D + C]``, the single-device runs first) and
   ``all_on_<d>`` in node-id order (``static_rounds [R, K]``). They are the
   same program in the same order, so their spread is noise that no model
-  can predict (on CPU + H200 up to 1.6x, on forced CPU devices up to
-  1.3x: RESULTS.md, "Copies out of the GPU wait for each other")."""
+  can predict (experiments/results/fidelity/README.md, "CPU + H200")."""
   pairs = []
   for d in range(calibration_rounds.shape[1]):
     label = f"all_on_{d}"

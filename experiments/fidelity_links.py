@@ -1,7 +1,7 @@
 """One link factor or one per direction: the same measurements, two models.
 
     python experiments/fidelity_links.py \
-        --dump experiments/results/device_h200_2026-11-27/run3
+        --dump DIR   # a folder of fidelity.py --dump
 
 Reads what ``experiments/fidelity.py --dump DIR`` saved (each workload's
 placements, the orders they ran in and their measured times) and the profile

@@ -1,7 +1,7 @@
 """The best a simulator model can do on measured placements (in-sample).
 
     PYTHONPATH=. python experiments/fidelity_refit.py \
-        --dump experiments/results/device_h200_2026-11-27/run5
+        --dump DIR   # a folder of fidelity.py --dump
 
 Reads what ``experiments/fidelity.py --dump DIR`` saved (two devices: each
 workload's placements, the orders they ran in, their measured times) and the

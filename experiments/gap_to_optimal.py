@@ -2,7 +2,7 @@
 
     python experiments/gap_to_optimal.py --topology 1cpu+2gpu \
         --sizes 10,20,40 --seeds 2 --workloads wavenet2,rnnlm2 \
-        --time_limit_s 30 --out experiments/results/gap_to_optimal_1cpu+2gpu
+        --time_limit_s 30 --out experiments/results/gap_to_optimal/1cpu+2gpu
 
 For each graph (``random_dag`` of each of ``--sizes`` nodes with seeds
 ``0..--seeds-1``, then the ``--workloads`` zoo graphs, captured at

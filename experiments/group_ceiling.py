@@ -2,7 +2,7 @@
 
     python experiments/group_ceiling.py --size paper \
         --workloads wavenet2,resnet50 --graph_cache experiments/cache \
-        --out experiments/results/group_ceiling_paper_1cpu+4gpu
+        --out experiments/results/group_ceiling/paper_1cpu+4gpu
 
 The pure-RL learner (``experiments/configs/quickstart.py``) places at most
 ``groups.max_groups`` groups of ops (``gplace.rl.grouping``), and every op

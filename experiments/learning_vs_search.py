@@ -2,7 +2,7 @@
 
     python experiments/learning_vs_search.py --size tiny \
         --workloads rnnlm2,wavenet2 --evaluations 12800 \
-        --out experiments/results/learning_vs_search_tiny
+        --out experiments/results/learning_vs_search/tiny
 
 For each workload (default the suite of ``experiments/search_controls.py``)
 and seed, every arm below gets the same number of simulator evaluations

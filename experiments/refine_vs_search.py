@@ -4,7 +4,7 @@ evaluations.
     python experiments/refine_vs_search.py --size paper \
         --workloads wavenet2,resnet50 --evaluations 3200 --seeds 3 \
         --runs_dir /tmp/gplace_runs --graph_cache experiments/cache \
-        --out experiments/results/refine_vs_search
+        --out experiments/results/learning_vs_search/refine_vs_search
 
 For each workload, the quickstart's pure-RL run (GO over op groups, no warm
 start, no search; ``--rl_evaluations`` = steps x 64 samples) is trained in

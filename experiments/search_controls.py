@@ -2,7 +2,7 @@
 
     python experiments/search_controls.py --topology 1cpu+4gpu --size paper \
         --budgets 1000,10000 --seeds 3 --graph_cache experiments/cache \
-        --out experiments/results/search_controls_1cpu+4gpu
+        --out experiments/results/learning_vs_search/search_controls_1cpu+4gpu
 
 For each workload (default the suite: rnnlm2, transformer_xl4, wavenet2,
 resnet50, inception_v3, bert, gnmt4; train step) it captures the graph (or

@@ -3,7 +3,7 @@ table), next to the best classical plan, an equal-budget search and GO
 trained from scratch.
 
     python experiments/transfer.py --policy gplace/pretrained/go_1cpu+4gpu.npz \
-        --out experiments/results/transfer_1cpu+4gpu
+        --out experiments/results/transfer/1cpu+4gpu
 
 For each held-out workload (default ``experiments/configs/pretrain.py``'s
 ``HELD_OUT``: whole families the policy never saw; tiny train steps on the

@@ -1,17 +1,16 @@
 """What moving freshly computed values between two devices costs, three ways.
 
     python experiments/transfer_costs.py [--counts 1,8,32] [--bytes 4096] \
-        [--out experiments/results/transfer_costs_cpu]
+        [--out experiments/results/fidelity/transfer_costs]
 
-On CPU + GPU the executor's copy of a value the GPU has just computed to the
-CPU cost 0.26-0.32 ms each (RESULTS.md, "CPU + H200 in the default
-schedule"), batched in one ``jax.device_put`` call or not: far more than a
-bare copy of a resting array (``gplace.profile``'s ``fit_transfer``). This
+On CPU + GPU a ``jax.device_put`` of a value the GPU has just computed to
+the CPU costs far more than a bare copy of a resting array
+(``gplace.profile``'s ``fit_transfer``), batched in one call or not
+(``experiments/results/fidelity/README.md``, "CPU + H200"). This
 script times, for ``k`` values of ``--bytes`` each that one executable has
 just produced on the source device:
 
-* ``put``: ``jax.device_put(values, dst)``, what the executor did until
-  2026-11-28;
+* ``put``: ``jax.device_put(values, dst)``, the executor's earlier way;
 * ``get``: ``jax.device_get(values)`` (every copy to the host started before
   any is awaited), then ``jax.device_put`` of the host arrays;
 * ``prefetch``: ``copy_to_host_async()`` of every value not on a CPU,

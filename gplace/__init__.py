@@ -1,27 +1,12 @@
 """gplace: learned device placement for JAX programs.
 
-Four subsystems, one subpackage each:
-
-* ``gplace.graphs``, the graph IR: :func:`capture` turns a jittable function
-  into a :class:`Graph`; ``features`` turns graphs into padded
-  ``jraph.GraphsTuple`` batches; :func:`coarsen` groups nodes.
-* ``gplace.sim``, the cost model: :class:`Topology`; :func:`simulate`
-  predicts runtime and memory of placements (jitted, vmapped);
-  :func:`lower_bound` says how fast any placement could be.
-* ``gplace.execution``: :func:`place` and :func:`measure` run a placement
-  for real; :func:`profile` measures per-op costs for calibration.
-* ``gplace.policies`` / ``gplace.rl``: learned placers and their training.
-
-Beside them, ``gplace.baselines`` (classical placers), ``gplace.search``
-(local search, annealing, genetic search), ``gplace.solvers`` (CP-SAT, a
-proven optimum), ``gplace.placers`` (every one of those by name),
-``gplace.workloads`` (the model zoo) and :func:`optimize`
-(``gplace.autoplace``: all of them in one call). Every subpackage is
-reachable from ``import gplace`` alone; the heavy ones load on first use.
-
-Layers, lowest first (each imports only those below it; tests/test_layering.py
-checks): errors; graphs; sim; workloads; execution; plotting; baselines,
-search, solvers, placers; policies; rl; autoplace; this package.
+:func:`capture` a function into a :class:`Graph`, :func:`simulate` its
+placements on a :class:`Topology`, run them with :func:`place`, and find good
+ones with ``gplace.rl``, ``baselines``, ``search``, ``solvers`` or
+:func:`optimize`. Subpackages load on first use. Layers, lowest first, each
+importing only those below (tests/test_layering.py): errors; graphs; sim;
+workloads; execution; plotting; baselines, search, solvers, placers;
+policies; rl; autoplace.
 """
 
 import importlib as _importlib

@@ -1,9 +1,8 @@
 """Shared test fixtures: small programs (control flow, nesting, custom rules),
 hand-built padded graphs, and a toy placement problem with tiny policies.
 
-Public so that tests of every module, notebooks and users' own tests can share
-them; nothing here is used by the library itself (it is the top layer: it
-imports the learning stack it builds toys for).
+Public for tests, notebooks and users' own tests; the library never imports
+it (it is the top layer).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Errors gplace raises at its public boundary.
 
-Every error a user can cause (bad arguments, an untraceable function, a
-placement of the wrong length, a config that cannot work) is a subclass of
-:class:`GplaceError`, with a message that says what was wrong and how to fix
-it, so that nobody has to read a stack trace from deep inside JAX.
+Every error a user can cause is a :class:`GplaceError` subclass whose
+message says what was wrong and how to fix it.
 """
 
 import numbers

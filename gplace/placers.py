@@ -1,18 +1,8 @@
-"""Every non-learned placer by name: the baselines, the searches and the
-exact solver in one registry.
+"""Every non-learned placer by name: baselines, searches and the exact solver.
 
-Where it sits: above :mod:`gplace.baselines`, :mod:`gplace.search` and
-:mod:`gplace.solvers` (each knows only its own placers and what lies below
-it) and below the learned placers and :func:`gplace.optimize`, which look
-placers up here. Every placer has the baselines' interface,
-``fn(graph, topology, *, costs=None, seed=0) -> [N] int32``; a search runs
-with its default budget, the solver with its default time limit.
-
-* ``"baseline"``: :func:`gplace.baselines.names` (cheap, deterministic for
-  a seed; ``gplace.baselines.run_all`` runs them all).
-* ``"search"``: :data:`gplace.search.PLACERS` (``local_search``,
-  ``annealing``, ``genetic``; they spend a simulator budget).
-* ``"solver"``: ``exact`` (:func:`gplace.solvers.exact`, CP-SAT).
+:func:`get` returns ``fn(graph, topology, *, costs=None, seed=0) -> int32
+[N]`` (searches and the solver with their default budgets); :func:`names`
+and :func:`kind_of` list them as ``"baseline"``, ``"search"``, ``"solver"``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Pictures of placements and schedules (matplotlib, host-side, off the hot
-path): a Gantt chart of the simulated schedule per device, the op graph
-coloured by device, a bar chart of how much of the graph's work each device
-got, and a training run's learning curve.
-
-Used by the notebooks in ``colabs/`` and by training reports; the
-``plot_*`` functions that draw into a figure take an optional ``ax`` and
-return it, so they compose into users' own figures.
+"""Pictures of placements and schedules (matplotlib, host-side): a Gantt
+chart of the simulated schedule, the op graph coloured by device, each
+device's share of the work, a run's learning curve. ``plot_*`` take an
+optional ``ax`` and return it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Markdown tables, curve read-outs and a study's output folder.
+"""Markdown tables, curve read-outs and study folders for ``experiments/``.
 
-What the scripts in ``experiments/`` write: a study's rows as markdown
-(:func:`table_per_workload`, :func:`percent_change`, :func:`mean_change`),
-best-so-far curves read at a budget (:func:`best_by`, :func:`value_at`,
-:func:`first_within`), and a folder per study whose ``README.md`` says what
-was run, when and where, next to the tables (:class:`Study`).
-
-A leaf utility: numpy and the standard library only.
+Rows (:func:`table_per_workload`, :func:`percent_change`), best-so-far curves
+read at a budget (:func:`best_by`, :func:`value_at`), and :class:`Study`, a
+folder whose ``README.md`` says what was run, when and where. Numpy only.
 """
 
 from __future__ import annotations

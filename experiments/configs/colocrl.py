@@ -1,8 +1,8 @@
 """ColocRL (Mirhoseini et al., ICML 2017) on the quickstart workload (tiny
 rnnlm2, 1 CPU + 4 GPUs, simulated): co-location groups, an LSTM encoder over
 them in topological order and an attentional LSTM decoder emitting one
-device per group (gplace.policies.colocrl, whose docstring lists the
-architecture and every deviation), REINFORCE with an EMA baseline.
+device per group (gplace.policies.colocrl; its deviations: its docstring and
+docs/design.md), REINFORCE with an EMA baseline.
 
   python experiments/run.py --config experiments/configs/colocrl.py \
       --workdir /tmp/gplace_colocrl
@@ -29,7 +29,7 @@ Settings from the paper, and where this config differs:
   best single device's runtime) stands for the paper's large fixed runtime.
 * Adam, learning rate 1e-3, gradient clipping at norm 1.0 (the paper's
   optimizer settings are not recorded; these train the small LSTMs here).
-* Sizes: hidden 64, attention 64 (CPU-sized; see the policy docstring).
+* Sizes: hidden 64, attention 64 (CPU-sized).
 """
 
 import ml_collections

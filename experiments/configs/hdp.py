@@ -1,8 +1,8 @@
 """HDP (Mirhoseini et al., ICLR 2018) on the quickstart workload (tiny
 rnnlm2, 1 CPU + 4 GPUs, simulated): a feed-forward grouper over the ops and
 a seq2seq placer (bidirectional LSTM encoder, attentional LSTM decoder) over
-its groups, trained jointly by REINFORCE (gplace.policies.hdp, whose
-docstring lists the architecture and every deviation).
+its groups, trained jointly by REINFORCE (gplace.policies.hdp; its
+deviations: its docstring and docs/design.md).
 
   python experiments/run.py --config experiments/configs/hdp.py \
       --workdir /tmp/gplace_hdp
@@ -26,7 +26,7 @@ code), and where this config differs:
   squashing), and the loop has no learning-rate decay (grappler: x0.95
   every 50 steps after step 400).
 * Grappler's logit noise (sigma 0.5 until step 750) is not implemented (see
-  the policy docstring); a small entropy bonus explores instead.
+  docs/design.md); a small entropy bonus explores instead.
 * Failing signal: the loop's penalty (oom_penalty_factor times the best
   single device's runtime) instead of 100 s; failed samples are never
   masked out of the loss (grappler masks them after step 1000).

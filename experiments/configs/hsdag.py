@@ -1,7 +1,7 @@
 """HSDAG (Duan et al., NeurIPS 2024) on the quickstart workload (tiny
 rnnlm2, 1 CPU + 4 GPUs, simulated): HSDAG coarsening, GCN embeddings,
-graph-parsing pooling into learned groups (gplace.policies.hsdag, whose
-docstring lists the architecture and every deviation), REINFORCE.
+graph-parsing pooling into learned groups (gplace.policies.hsdag; its
+deviations: its docstring and docs/design.md), REINFORCE.
 
   python experiments/run.py --config experiments/configs/hsdag.py \
       --workdir /tmp/gplace_hsdag

@@ -10,7 +10,7 @@ ops become 37 co-location groups at ``max_groups=64``), and a batch of more
 than ``policy.max_nodes`` padded nodes is refused. Rewards are episodic: the
 final placement of a walk is scored (``-sqrt(runtime)``, the default
 schedule on the host), which is the sum of Placeto's per-move improvements;
-see the policy's docstring for every deviation from the paper.
+the deviations from the paper: the policy's docstring and docs/design.md.
 
 Results: experiments/results/seed_systems/README.md.
 """

@@ -1,21 +1,8 @@
 """One call from a program or a graph to a placement: :func:`optimize`.
 
-``gplace.optimize(fn, *args)`` (or a graph, a ``networkx.DiGraph``, a graph
-file) tries every baseline, applies a pretrained policy zero-shot (and
-fine-tunes it given the time), searches from the best so far, runs the exact
-solver on small graphs, and returns the fastest placement that fits in
-memory and keeps the graph's device constraints, as a
-:class:`PlacementResult` (placement, schedule, simulated runtime and
-memory, everything it was compared with, the lower bound).
-
-Modules, in the order a call meets them: :mod:`~gplace.autoplace.inputs`
-(checks and resolves the arguments), :mod:`~gplace.autoplace.candidates`
-(baselines in their best schedule, search, solver),
-:mod:`~gplace.autoplace.policy` (the pretrained policy zero-shot or
-fine-tuned, GO trained on the graph from scratch),
-:mod:`~gplace.autoplace.optimizer` (the call itself),
-:mod:`~gplace.autoplace.result` (what it returns),
-:mod:`~gplace.autoplace.progress` (the progress bar).
+Baselines, a pretrained policy, a search and the exact solver, then the
+fastest feasible placement as a :class:`PlacementResult`. Modules in call
+order: ``inputs``, ``candidates``, ``policy``, ``optimizer``, ``result``.
 """
 
 from gplace.autoplace.candidates import (BaselineRuns, Candidate,

@@ -1,18 +1,7 @@
 """The placements :func:`gplace.optimize` weighs: every baseline in its best
-schedule, a search seeded from the best of them, the exact solver.
-
-Where it sits: between :mod:`gplace.autoplace.inputs` (a checked
-:class:`~gplace.autoplace.inputs.Problem`) and the winner in
-:mod:`gplace.autoplace.optimizer`. Each producer returns
-:class:`Candidate` s scored the way the result is reported: in the
-simulator's default schedule, or in the op order the candidate comes with.
-A placement that runs out of memory or breaks the graph's device constraints
-scores ``inf`` (infeasible).
-
-All candidates of one graph in the default schedule are simulated as
-``BATCH`` placements at a time (padded with copies), the batch the searches
-use, so the baselines, the search and the final check share one compiled
-simulator. Host-side numpy around the jitted simulator.
+schedule, a search from the best of them, the exact solver. Each
+:class:`Candidate` is scored as reported (infeasible: ``inf``), ``BATCH``
+at a time through one compiled simulator.
 """
 
 from __future__ import annotations

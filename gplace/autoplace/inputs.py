@@ -1,12 +1,6 @@
-"""What :func:`gplace.optimize` was given, checked and resolved.
-
-Where it sits: the public boundary of :func:`gplace.optimize`. Everything a
-user passes (a function with its arguments, a graph, a ``networkx`` graph or
-a graph file; a topology; a cost table; a method; a budget) is validated here
-and turned into a :class:`Problem` (graph, topology, cost table) and a
-:class:`Method`, or rejected with a :class:`~gplace.errors.GplaceError`
-subclass that names what was given and what is accepted. Host-side Python;
-nothing here is traced.
+"""What :func:`gplace.optimize` was given, checked and resolved into a
+:class:`Problem` (graph, topology, costs) and a :class:`Method`, or rejected
+with a :class:`~gplace.errors.GplaceError` naming what is accepted.
 """
 
 from __future__ import annotations

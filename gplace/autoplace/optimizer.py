@@ -1,11 +1,8 @@
 """:func:`optimize`: one call from a program or a graph to a placement.
 
-Where it sits: on top of everything else. It captures (or loads) the graph
-(:mod:`gplace.autoplace.inputs`), produces candidate placements with the
-chosen method (:mod:`gplace.autoplace.candidates`,
-:mod:`gplace.autoplace.policy`), keeps the fastest that fits in memory and
-keeps the graph's device constraints, and returns it as a
-:class:`~gplace.autoplace.result.PlacementResult`. Host-side orchestration.
+Resolves the inputs, collects candidates by method, and returns the fastest
+that fits in memory and keeps the device constraints as a
+:class:`~gplace.autoplace.result.PlacementResult`.
 """
 
 from __future__ import annotations

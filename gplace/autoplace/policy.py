@@ -1,13 +1,6 @@
 """Learned candidates for :func:`gplace.optimize`: a pretrained policy
-zero-shot or fine-tuned on the graph, or GO trained from scratch on it.
-
-Every candidate is the policy's own placement, labelled as such: its greedy
-(argmax) placement, the best of its fresh samples, or the best it sampled
-while training; none comes from a search. Zero-shot applies a policy file
-(:mod:`gplace.rl.policy_file`, by default the one shipped for the topology)
-to the graph; fine-tuning and training from scratch call
-:func:`gplace.rl.train` on the graph, topology and costs held in memory,
-stopped by the budget between chunks. Host-side orchestration.
+zero-shot or fine-tuned, or GO trained from scratch, each labelled as the
+policy's own placement; training stops with the budget between chunks.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What :func:`gplace.optimize` returns: the winning placement, its schedule
-and simulated cost, and everything it was compared with.
-
-Where it sits: the end of :mod:`gplace.optimize`; :meth:`PlacementResult.place`
-hands the placement and its schedule to :func:`gplace.place` to run it.
+"""What :func:`gplace.optimize` returns: :class:`PlacementResult`, the
+winner, its schedule and cost, and everything it was compared with;
+:meth:`PlacementResult.place` runs it.
 """
 
 from __future__ import annotations

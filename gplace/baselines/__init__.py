@@ -1,83 +1,12 @@
 """Non-learned placement baselines: what a learned placer has to beat.
 
-Every baseline maps a :class:`~gplace.Graph` and a
-:class:`~gplace.Topology` to a placement, ``[N]`` int32 device index
-per node, with the signature ``fn(graph, topology, *, costs=None, seed=0)``.
-``costs`` is an optional measured ``[N, D]`` seconds table that replaces the
-roofline ``topology.op_costs(graph)``.
-
-Baselines (``names()``):
-
-* ``single_device``: everything on the device with the least total op time
-  among those whose memory holds the graph's peak live bytes (the
-  largest-memory device when none does). ColocRL's lesson: this is often
-  the one to beat.
-* ``round_robin``: node ``i`` on device ``i mod D``.
-* ``random``: uniform device per node (``seed``).
-* ``expert``: what a human would do per workload, from node names (see
-  :func:`expert` and :data:`LAYER_PATTERN`).
-* ``metis``: balanced k-way min-cut (pymetis) over the GPUs.
-* ``m_topo``, ``m_etf``, ``m_sct``: Baechi's memory-constrained topological
-  fill, earliest-task-first and small-communication-time list schedulers
-  (Jeon et al., SoCC 2020).
-* ``heft``: heterogeneous earliest finish time (upward rank on mean costs,
-  insertion-based), made memory-aware like the Baechi schedulers.
-* ``ordered_eft``: earliest finish time taking nodes in id order without
-  insertion: the simulator's node-id order (``schedule="static"``; see
-  below).
-
-Shared conventions, chosen to match the simulator's cost model
-(``gplace.sim.simulator``):
-
-* Op time is ``costs[i, d]``; devices that share a ``compute_group`` run one
-  op at a time between them. A producer's output is sent once to each other
-  device that consumes it, taking ``topology.transfer_time(bytes, src, dst)``
-  for its largest out-edge, and each ordered link carries one transfer at a
-  time (the list schedulers book link queues as they go).
-* Input nodes (parameters, batches) cost nothing and are placed with their
-  first scheduled consumer ("inputs follow their first consumer"): a list
-  scheduler sees them as available at time 0 on whichever device that consumer
-  picks, and later consumers pay the transfer from there.
-* Memory: ``single_device``, ``m_topo``, ``m_etf``, ``m_sct``, ``heft`` and
-  ``ordered_eft`` are memory-aware. The list schedulers estimate live bytes
-  in the simulator's model as they commit nodes
-  (``gplace.sim.list_scheduler.ListScheduler``: outputs live until their
-  last consumer is placed, inputs and output nodes for the whole step),
-  then check the placement's exact simulated peak in
-  every order it may run in: ``gplace.simulate``'s dynamic
-  schedule, node-id order (``schedule="static"``) and the planned order;
-  and plan again with less room on a device that overflowed (see
-  ``scheduler.plan_within_memory``). If no try fits, the placement puts
-  everything on the fastest device that holds the whole graph in both the
-  default schedule and node-id order (the default schedule's peak on one
-  device is 1.3-1.5x node-id order's on random DAGs), else in node-id order
-  only. So these baselines OOM in the default schedule only when no device
-  holds the graph alone (:func:`single_device_peak_bytes` and
-  ``common.single_device_default_peak_bytes``) and no repaired plan fits.
-  (:func:`resident_bytes`, every output resident forever, is the crude
-  upper bound; it overestimates the paper workloads' training steps 5-11x.)
-* ``expert``, ``metis``, ``m_topo`` and ``m_sct`` use the GPUs only (every
-  device when the topology has no GPU), as a human or Baechi would, except
-  that ``m_topo`` and ``m_sct`` spill to the CPU what fits on no GPU; the
-  earliest-finish schedulers (``m_etf``, ``heft``, ``ordered_eft``) may use
-  any device, the CPU included, when it finishes an op earliest.
-* Op order: m-ETF, m-SCT and HEFT plan an order of ops as well (Baechi and
-  HEFT assume a runtime that runs ops as they become ready). The simulator's
-  default schedule picks its own order (a list scheduler on critical-path
-  priorities) and ``schedule="static"`` runs node-id order; either can cost
-  these placements some of what they planned. :func:`plan` returns the
-  planned order too, for ``gplace.simulate(..., order=plan.order)``.
-  ``ordered_eft`` plans for node-id order itself.
-* Device constraints (a graph's ``allowed_devices`` and ``colocation``, see
-  :mod:`gplace.graphs.constraints`): the list schedulers see a disallowed
-  device as dearer than any whole schedule, so they choose it only when no
-  allowed device has room; every baseline then repairs its placement (a
-  node on a disallowed device moves to its cheapest allowed one, a split
-  co-location class joins the device most of its members are on). The
-  repair does not re-check memory.
-
-All of this is host-side numpy / pure Python (heaps, bisect), built to place
-80k-node graphs on a handful of devices in seconds; nothing here is traced.
+Each is ``fn(graph, topology, *, costs=None, seed=0) -> int32 [N]``:
+``single_device``, ``round_robin``, ``random``, ``expert``, ``metis``,
+Baechi's ``m_topo`` / ``m_etf`` / ``m_sct`` (Jeon et al., SoCC 2020),
+``heft``, ``ordered_eft``; :func:`plan` also returns a list scheduler's
+order. They share the simulator's model and run out of memory only where
+no device holds the graph and no repaired plan fits (``docs/design.md``,
+section 4). Host-side.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Shared pieces of the baselines: placers from planners, resident and
-peak memory, the layer-name pattern. Their validated inputs
-(:class:`~gplace.sim.list_scheduler.PlanningProblem`, ``prepare``) are the
-simulator's list scheduler's.
-
-Host-side numpy; nothing here is traced."""
+peak memory, the layer-name pattern. Host-side numpy.
+"""
 
 from __future__ import annotations
 
@@ -141,7 +138,7 @@ def simulated_peak_bytes(graph: Graph, placement, n_devices: int,
                          order=None) -> np.ndarray:
   """``[D]`` float64 peak live bytes per device, exactly as the simulator.
 
-  The memory model of ``gplace.sim.simulator`` (its module docstring), in
+  The simulator's memory model (``docs/design.md#the-simulators-model``), in
   vectorized numpy, for one placement: a node's own copy lives from its
   position to its last consumer on its device (inputs the whole step,
   output nodes to the end); a copy on each other device holding a consumer

@@ -1,12 +1,6 @@
-"""Plans that fit in memory: the list schedulers' plans checked against
-the simulator's exact peak and repaired, and the single-device fallback.
-
-The list schedulers themselves (m-TOPO, m-ETF, m-SCT, HEFT and ordered EFT,
-``list_scheduling.py`` and ``sct.py``) drive
-:class:`~gplace.sim.list_scheduler.ListScheduler`, which books compute
-groups, link queues and live memory as nodes are committed one at a time,
-and return a :class:`~gplace.sim.list_scheduler.Plan`. Host-side pure
-Python; nothing here is traced.
+"""Plans that fit in memory: :func:`plan_within_memory` checks a
+:class:`~gplace.sim.list_scheduler.Plan` against the simulated peak and
+replans an overflowing device; :func:`single_device_plan` is the last resort.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Process-wide caches of the executor: compiled clusters and traced programs.
 
-Where it sits: :mod:`gplace.execution.partition` cuts a placed program into
-:class:`~gplace.execution.partition.Cluster` s; this module compiles each
-cluster ahead of time for its device and remembers the executable by *what it
-computes* (:func:`cluster_key`: the op signatures, their wiring and the
-device), so that placing the same program again, another placement that cuts
-the same cluster, or the profiler timing an op alone, does not compile again.
-:mod:`gplace.execution.executor` and :mod:`gplace.execution.profiler` both go
-through :func:`get_or_compile`.
-
-It also remembers the last few traced programs (:func:`traced_program`), so
-placing one function many times traces it once. :func:`clear_cache` forgets
-both (e.g. to time a cold build).
-
-Host-side Python; only the cluster functions it compiles are traced.
+:func:`get_or_compile` keys a cluster's executable by what it computes
+(:func:`cluster_key`: ops, wiring, device), so no placement compiles a
+cluster twice; :func:`traced_program` keeps recent traces; :func:`clear_cache`.
 """
 
 from __future__ import annotations

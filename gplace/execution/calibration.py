@@ -1,14 +1,9 @@
 """Fitting the simulator's link and host costs to measured placed runs.
 
-Where it sits: :func:`gplace.profile` (:mod:`gplace.execution.profiler`)
-times ops, copies and dispatch on the local devices, runs the calibration
-placements drawn here (:func:`calibration_blocks`) with the executor, and
-asks :func:`calibrate_links` for the factors on link latency and per-byte
-time, on each device's cost per cluster (``Device.cluster_launch_s``) and
-per copy (``Device.copy_issue_s``) that make ``gplace.simulate`` match those
-runs. ``experiments/fidelity_refit.py`` reruns the same fit offline.
-
-Host-side numpy; each trial is one ``gplace.simulate`` call.
+:func:`calibration_blocks` draws the placements :func:`gplace.profile` runs;
+:func:`calibrate_links` fits link, cluster-launch and copy-issue factors per
+device kind so that ``gplace.simulate`` matches them. Host-side. Why:
+``docs/design.md``, "Calibration".
 """
 
 from __future__ import annotations
@@ -112,7 +107,7 @@ def _link_grid(scales: np.ndarray, topology: Topology, kinds: list[str],
   destination kind): all of ``scales``, or those of at least 1 where the
   topology pipelines some links but holds these. A held link there is one
   whose copies wait for each other (an accelerator's values into the CPU
-  as the executor copied them before 2026-11-28,
+  as an older executor copied them,
   :func:`gplace.execution.fitting.executor_pipelining`): each then costs
   at least a bare copy of a resting value, the latency measured."""
   mask = topology.pipelined_mask
@@ -154,35 +149,26 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   factor per device kind, searched jointly: every combination where the
   grids hold at most ``_FULL_GRID_TRIALS`` of them (one kind of device),
   else every combination on coarse grids (links 2x apart, launches 4x)
-  followed by coordinate descent on the fine grids. (Before 2026-11-27 the
-  search began from one factor for all links, and its descent could stop
-  where launches absorbed what GPU-to-CPU copies cost: on CPU + H200 that
-  fit ranked fidelity's placements at Spearman 0.71-0.72, the joint coarse
-  search at 0.96-0.99 on the same measurements.) The directions
+  followed by coordinate descent on the fine grids (a descent from one
+  common factor can stop where launches absorb what GPU-to-CPU copies
+  cost: ``docs/design.md``, "Calibration"). The directions
   differ on an accelerator: parameters go from host to device in one
   batched copy at the start of a call (cheaper than a copy each, which is
   what the simulator charges), while a value the device has just computed
   comes back through a synchronising copy (dearer than a bare one).
   Devices of one kind (forced CPU devices) keep one link factor. Where the
-  topology pipelines some links but holds others (``gplace.profile`` on an
-  accelerator before 2026-11-28, whose executor brought the values it
-  computed to the CPU one after another), a held
-  link's factor is at least 1 (:func:`_link_grid`): the calibration runs
-  move few such values, and on CPU + H200 a fit left free put that
-  latency at 1/32 of a bare copy and ranked resnet50 small's fidelity
-  placements at Spearman 0.67 where the bound gives 0.985 (RESULTS.md,
-  "Copies out of the GPU wait for each other").
+  topology pipelines some links but holds others (measurements of an older
+  executor, which brought the values an accelerator computed to the CPU one
+  after another), a held link's factor is at least 1 (:func:`_link_grid`):
+  the calibration runs move few such values, and a fit left free can put
+  that latency far below a bare copy.
 
   Each device kind also gets a host cost per value copied into it
   (``Device.copy_issue_s``, a factor on the measured dispatch from
   ``_COPY_GRID``, 0 included): the executor issues copies from the thread
   that launches clusters, so they add to a step while the links' time
   overlaps compute. It is additive, so every trial of links and launches
-  tries every copy factor without simulating again. (Fitted on two forced
-  CPU devices it took the calibration runs' median error from 4-20% to
-  2-8% and fidelity's Spearman, out of sample, from 0.75-0.95 to
-  0.94-0.99: RESULTS.md, "Copies cost the host, and one statistic for
-  calibration and fidelity".)
+  tries every copy factor without simulating again.
 
   Args:
     graph, topology, costs: the problem as the simulator sees it.

@@ -1,16 +1,7 @@
-"""Side effects in placed programs: which ops have them, in which order.
-
-Where it sits: :mod:`gplace.execution.partition` orders and cuts a placed
-program, :mod:`gplace.execution.executor` compiles its clusters. ``jax.jit``
-never drops an equation with effects (``io_callback``, ``jax.debug.print``,
-a loop whose body has one) even when nothing reads its result, and runs
-ordered effects in program order. The executor does the same: a cluster
-that holds an effectful op is dispatched even when none of its results is
-read, and the effectful ops are chained in program order
-(:func:`effect_edges`), a constraint every dispatch order respects
-(:func:`respect_order` repairs a schedule that breaks it).
-
-Pure Python and numpy; nothing here is traced.
+"""Side effects in placed programs: as under ``jax.jit``, effectful ops run
+even when unread and in program order. :func:`effectful_nodes`,
+:func:`effect_edges` (their chain), :func:`respect_order` (repairs a
+schedule). Host-side.
 """
 
 from __future__ import annotations

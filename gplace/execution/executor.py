@@ -1,74 +1,10 @@
-"""Executor: run a placement for real on local JAX devices, and time it.
+"""Executor: run a placement for real on local JAX devices.
 
-Where the simulator *predicts* a placement's runtime, the executor *runs* it:
-:func:`place` turns ``(fn, graph, placement)`` into a :class:`PlacedFunction`,
-a drop-in replacement for ``fn`` that computes each op on the device the
-placement gives it; :func:`gplace.execution.timing.measure` times a placed
-(or plain) function, and :func:`gplace.execution.timing.measure_placements`
-scores many placements in a row, e.g. as the host reward of an RL loop. The
-dispatch order and the clustering live in :mod:`gplace.execution.partition`,
-the executable cache in :mod:`gplace.execution.cache`, the flattened plan a
-call replays in :mod:`gplace.execution.plan`.
-
-How a placement is run (host-side Python; nothing here is traced except the
-sub-programs it compiles):
-
-1. ``fn`` is traced once with :func:`gplace.graphs.capture.trace_program`;
-   node ids of the program and of ``graph`` agree.
-2. A *schedule* (a topological order of the nodes; default: the simulator's
-   default schedule of this placement, ``gplace.simulate(graph, placement,
-   topology, return_schedule=True)``) fixes the order in which each device
-   runs its ops. The devices' sequences are interleaved into one topological
-   order that stays on a device while its next op is ready, and that order
-   is cut into maximal same-device *clusters*, dispatched in that order (see
-   :mod:`gplace.execution.partition`). Every device thus runs its ops in
-   schedule order, and the cluster graph is acyclic.
-   Executor device ``i`` is topology device ``i``: the default topology is
-   :func:`gplace.sim.topology.local` ``(devices)``; a calibrated one (e.g.
-   ``Profile.topology``) must have one device per entry of ``devices``.
-3. Each cluster is one jitted sub-program that replays its nodes with
-   :func:`~gplace.graphs.capture.eval_node`, compiled ahead of time for its
-   device (``out_shardings=SingleDeviceSharding(device)``) and cached
-   process-wide by what it computes (:mod:`gplace.execution.cache`), so
-   placing the same program again, or another placement that cuts the same
-   cluster, does not compile again.
-4. At call time arguments are put on the device of their input node (where
-   the parameter lives); a value read on another device is moved there once
-   per destination (``jax.device_put``); outputs land on the device of their
-   output node. A copy between platforms (CPU and GPU) is put on its
-   destination right before its first reader, and a value an accelerator
-   computed starts its way back to the host as soon as it exists
-   (:func:`gplace.execution.plan.defer_host_copies`).
-
-As under ``jax.jit``, an op with side effects (``io_callback``,
-``jax.debug.print``) runs once per call even when nothing reads its result,
-and such ops run in program order (:mod:`gplace.execution.effects`). Typed
-PRNG keys (``jax.random.key``) are arguments like any other. Arguments that
-differ from the captured ones only in weak type (``2.0`` vs
-``np.float32(2.0)``) run when that does not change the computation
-(:mod:`gplace.execution.weak_types`); argument checks live in
-:mod:`gplace.execution.inputs`.
-
-Two partitioning modes:
-
-* ``mode="cluster"`` (default): one executable per same-device run of ops.
-  XLA fuses inside a cluster and there is one dispatch per cluster, so it
-  *runs* fastest; every new cluster costs one compile, so building a fresh
-  placement is slow (seconds for a few hundred ops).
-* ``mode="op"``: one executable per op, cached by op signature (primitive,
-  params, input shapes) and device, so identical layers share executables
-  and after the first placement almost nothing compiles again. It *builds*
-  fastest when many placements of one program are measured in a row, but
-  every op is its own dispatch without fusion, so it runs slower and ranks
-  placements by a different cost than the one a clustered run pays.
-
-On resnet50 (tiny, inference, 300 nodes, 2 forced CPU devices;
-``experiments/bench_executor.py`` has the table) ``"cluster"`` runs ~2.5x
-faster and is what the calibrated simulator models, so it wins whenever a
-placement runs more than a few hundred times or its true runtime matters;
-``"op"`` wins for sweeps over many fresh placements of one program, e.g. an
-RL reward, where a warm build takes milliseconds instead of seconds (but
-ranks placements by an unfused cost).
+:func:`place` ``(fn, graph, placement [N], devices=None, mode="cluster", *,
+schedule=None, topology=None) -> PlacedFunction``, a drop-in for ``fn``
+(executor device ``i`` is topology device ``i``). ``mode="cluster"`` runs
+fastest (one fused executable per same-device cluster); ``mode="op"`` builds
+fastest but runs unfused. See ``docs/design.md#running-a-placement``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""A fidelity run's raw figures on disk, for refitting a model offline.
-
-``experiments/fidelity.py --dump DIR`` measures placements of a calibrated
-workload and saves them with :func:`save` as ``DIR/fidelity_<name>_<size>.npz``;
-``experiments/fidelity_links.py`` and ``fidelity_refit.py`` read them back
-with :func:`load_all`, each next to the profile it was predicted with
-(``profile_<name>_<size>_*.npz``, ``gplace.Profile``). Host-side numpy.
+"""A fidelity run's raw figures on disk, for refitting a model offline:
+:func:`save` (``experiments/fidelity.py --dump DIR``) and :func:`load_all`
+(``experiments/fidelity_links.py``, ``fidelity_refit.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +54,7 @@ def save(path: str, labels: Sequence[str], placements: np.ndarray,
   round's fastest call of ``fitting.calibration_runs``) and
   ``predicted_refit_<kind> [K]`` (``refit_predicted``). ``host_reads``
   ``"overlapped"``: the executor starts its read-backs of accelerator values
-  early (files without it are from before 2026-11-28, whose read-backs
+  early (files without it come from an older executor, whose read-backs
   waited for each other: ``fitting.executor_pipelining``).
   """
   arrays = dict(labels=np.asarray(labels), placements=placements,

@@ -1,36 +1,9 @@
 """From measurements to the simulator's inputs: fitting a :class:`Profile`.
 
-Where it sits: :func:`gplace.profile` (:mod:`gplace.execution.profiler`)
-measures op times, dispatch overheads, bare copies and placed calibration
-runs; this module fits them into a calibrated
-:class:`~gplace.sim.topology.Topology` and a cost table
-(:func:`fitted_profile`), and fits a profile again on new measurements of
-its own calibration runs (:func:`refit`, what ``experiments/fidelity.py
---calibrate-in-rounds`` uses). The link, launch and copy factors come from
-:func:`gplace.execution.calibration.calibrate_links`.
-
-How the measurements enter the simulator's model (which charges each node
-its cost on its device, each cross-device value one link transfer and one
-copy issue, and each cluster one launch):
-
-* ``costs[v, d] = fusion_factor[d] * compute_s[v, d]`` for op nodes (zero for
-  inputs and outputs), so a single-device placement costs what ``jax.jit``
-  of the whole program costs;
-* the topology's ``link_latency`` is the fitted transfer latency times the
-  calibrated link factor; ``link_bandwidth`` the fitted bandwidth over that
-  factor; its links are pipelined (``Topology.pipelined_links``: a link is
-  busy for a transfer's bytes only, as the executor's one ``device_put``
-  per step and device overlaps the copies' latencies, and its read-backs
-  of accelerator values overlap: :func:`executor_pipelining`);
-* ``Device.cluster_launch_s`` is the dispatch overhead times the
-  calibrated launch factor: ``gplace.simulate`` adds it once per cluster
-  the executor launches (:mod:`gplace.sim.clusters`);
-* ``Device.copy_issue_s`` is the dispatch overhead times the calibrated
-  copy factor: ``gplace.simulate`` adds it once per value copied into the
-  device (host time, which the link's transfer time does not include);
-* ``Device.launch_overhead_s`` records the dispatch overhead and
-  ``Topology.time_scale`` the fusion factor (the simulator reads neither when
-  it is given ``costs``; they make the topology's roofline usable alone).
+:func:`fitted_profile` turns :func:`gplace.profile`'s measurements into a
+calibrated :class:`~gplace.sim.topology.Topology` and ``costs [N, D]`` (op
+times scaled by a fusion factor, links pipelined as the executor copies,
+launch and copy-issue costs); :func:`refit` fits again on new runs.
 """
 
 from __future__ import annotations
@@ -195,21 +168,16 @@ def executor_pipelining(devices: Sequence[Device],
   ``jax.device_put``; into an accelerator (and between host devices) their
   latencies overlap. A value an accelerator computed reaches the CPU
   through the host: ``jax.device_put`` reads it back, one value after
-  another, each its whole latency. On CPU + H200 (2026-11-28),
-  list-scheduled resnet50 placements that copied 74-160 GPU values to the
-  CPU that way ran 27-41 ms where links pipelined both ways predicted 7-11
-  ms (0.18-0.27 ms more per value); holding that direction took the
-  default schedule's Spearman from 0.71 to 0.93 (RESULTS.md, "Copies out
-  of the GPU wait for each other"). The executor now starts those
-  read-backs as soon as each value exists, all overlapping
-  (:func:`gplace.execution.plan.defer_host_copies`), so every link is
-  pipelined.
+  another, each its whole latency, unless they were started early: the
+  executor starts those read-backs as soon as each value exists, all
+  overlapping (:func:`gplace.execution.plan.defer_host_copies`), so every
+  link is pipelined (``docs/design.md#running-a-placement``).
 
   Args:
     devices: the topology's devices (``Device.kind``).
-    overlapped_host_reads: False for measurements of the executor before
-      that change (every link pipelined but those from an accelerator into
-      a CPU).
+    overlapped_host_reads: False for measurements of an older executor
+      that did not start read-backs early (every link pipelined but those
+      from an accelerator into a CPU).
   """
   into_cpu = np.array([dev.kind == "cpu" for dev in devices])
   if overlapped_host_reads:

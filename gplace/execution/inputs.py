@@ -1,17 +1,6 @@
-"""Argument checks of the executor's public entry points (host-side).
-
-Where it sits: :func:`gplace.place`, :func:`gplace.measure`,
-:func:`gplace.execution.timing.measure_placements` and
-:func:`gplace.profile` validate what the user passes here, before anything
-is traced or compiled, so that bad input raises a
-:class:`~gplace.errors.GplaceError` that names the argument and the fix
-instead of a traceback from deep inside JAX. The checks of a placed
-function's call arguments (pytree, shapes, dtypes including extended ones
-such as typed PRNG keys, and weak types) live here too;
-:mod:`gplace.execution.weak_types` decides whether a weak-type difference
-may run the captured program.
-
-Pure Python; nothing here is traced.
+"""Argument checks of the executor's entry points and of a placed
+function's calls, before anything is traced: each failure is a
+:class:`~gplace.errors.GplaceError` that names the argument and the fix.
 """
 
 from __future__ import annotations

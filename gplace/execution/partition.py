@@ -1,29 +1,9 @@
 """Partitioning a placed program into same-device clusters (host-side).
 
-Where it sits: :func:`gplace.place` (:mod:`gplace.execution.executor`) asks
-this module in which order to dispatch the op nodes and where to cut that
-order into clusters; :mod:`gplace.execution.cache` compiles the clusters.
-
-The order comes from a *schedule*, a topological order of all nodes
-(``place(..., schedule=...)``; default: the simulator's default schedule of
-the placement, :func:`default_schedules`). A schedule fixes the order in
-which each device runs its ops; :func:`schedule_order` interleaves the
-devices' sequences into one topological order of the op nodes that stays on
-a device as long as its next op is ready, and :func:`partition` cuts it into
-maximal same-device runs, the clusters. Since each cluster is a segment of
-one topological order, the cluster graph is acyclic, and each device runs its
-clusters, hence its ops, in schedule order. :func:`device_greedy_order` (the
-executor's order before schedules, ``schedule="device_greedy"``) stays on the
-current device while *any* of its ops is ready, lowest node id first.
-Programs with side effects add ordering edges that chain their effectful
-ops (:mod:`gplace.execution.effects`); every order here respects them.
-
-Op signatures (primitive, params, input shapes) name what a node computes,
-so the executable cache can share compiled clusters and the profiler can time
-each distinct op once.
-
-Pure Python and numpy, except :func:`default_schedules`, which runs
-:func:`gplace.simulate`; nothing here is traced.
+:func:`schedule_order` interleaves each device's ops from a schedule
+(default: :func:`default_schedules`, the simulator's) into one order, and
+:func:`partition` cuts it into maximal same-device :class:`Cluster` s (an
+acyclic cluster graph, each device in schedule order).
 """
 
 from __future__ import annotations

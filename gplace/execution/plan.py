@@ -1,20 +1,9 @@
 """The flattened dispatch plan of a placed program (host-side).
 
-Where it sits: :class:`gplace.execution.executor.PlacedFunction` builds one
-:class:`Plan` per placed program with :func:`compile_plan`: the clusters of
-:mod:`gplace.execution.partition`, compiled through
-:mod:`gplace.execution.cache`, flattened into a list of steps over value
-*slots* (one value on one device) that a call replays without any lookups.
-Copies between devices are batched per destination and sent as soon as a
-value exists (parameters first, results right after their cluster), as the
-simulator assumes. A copy between platforms (CPU and GPU: two PJRT clients)
-is read back to the host, which ``jax.device_put`` does one value at a time
-and waits for; such copies are instead put on their destination right
-before their first reader, and values on an accelerator start their
-read-back as soon as they exist (``jax.Array.copy_to_host_async``;
-:func:`defer_host_copies`).
-
-Host-side Python; only the cluster functions it compiles are traced.
+:func:`compile_plan` -> :class:`Plan`, steps over value slots that a call
+replays without lookups; copies go as soon as a value exists, and
+:func:`defer_host_copies` splits copies between platforms
+(``docs/design.md#running-a-placement``).
 """
 
 from __future__ import annotations
@@ -224,8 +213,7 @@ def defer_host_copies(steps: list[tuple], slot_device: list[int],
   ``jax.device_put`` of a value onto a device of another PJRT client reads
   the value back to the host first (``jax.Array._value``), one value after
   another, and waits for each: for the whole computation that produces it
-  and then the copy (on CPU + H200, about 0.27 ms a value, serially:
-  RESULTS.md, "Copies out of the GPU wait for each other"). In its place
+  and then the copy (``docs/design.md#running-a-placement``). In its place
   this puts a ``("fetch", src_slots)`` step for the values that live on an
   accelerator (``copy_to_host_async`` of each: every read-back starts as
   soon as its value exists, and they overlap; a CPU value is read in place)

@@ -1,11 +1,6 @@
-"""The saved measurements of :func:`gplace.profile`: a :class:`Profile`.
-
-Where it sits: :mod:`gplace.execution.profiler` measures a program on the
-local devices; :mod:`gplace.execution.fitting` turns the measurements into a
-calibrated :class:`~gplace.sim.topology.Topology` and cost table; this module
-holds the result, the measurements next to what was fitted from them, and
-saves it to one ``.npz`` (written to a temporary file and moved into place)
-so that fidelity runs can reuse or refit a calibration.
+"""The saved result of :func:`gplace.profile`: a :class:`Profile`, the
+measurements next to the topology and costs fitted from them, in one
+``.npz`` (written atomically) to reuse or refit.
 """
 
 from __future__ import annotations

@@ -1,55 +1,10 @@
-"""Calibration: measure local devices so the simulator predicts the executor.
+"""Calibration: measure the local devices so the simulator predicts the
+executor.
 
-``gplace.profile(fn, *args)`` times what the executor
-(:mod:`gplace.execution.executor`) pays to run a program on the local devices
-and turns it into the two things ``gplace.simulate`` takes: a
-:class:`~gplace.sim.topology.Topology` whose numbers are measured instead of
-guessed, and a cost table ``costs [N, D]``.
-
-What is measured (host-side Python; every timing is the median of
-``repeats`` calls, each waited for with ``block_until_ready``):
-
-* **Op times.** Every op node is compiled alone for each device (the
-  executor's op-mode executables, from :mod:`gplace.execution.cache`, so
-  they are shared with ``place(..., mode="op")``) and run on the real intermediate
-  values of the program (so while loops take their real trip counts). Devices
-  of the same platform and kind that share compute (forced CPU devices) are
-  timed once and share the result.
-* **Dispatch overhead**: the time of a trivial executable on each device;
-  it is subtracted from op times (what remains is compute) and, scaled by
-  the calibration, charged once per cluster (see below).
-* **Fusion factor** per device: the whole program's time (placed on that
-  device alone: one executor cluster, i.e. one ``jit``) over the sum of its
-  op compute times. XLA fuses elementwise chains into neighbours, so a
-  program runs faster than its ops one by one.
-* **Transfers**: ``jax.device_put`` between every ordered device pair for a
-  few sizes; a least-squares fit of ``latency + bytes / bandwidth``.
-* **Compute groups**: CPU devices share the host's cores (one group); each
-  accelerator is its own group.
-* **Link, launch and copy calibration**: random placements cut once or
-  into 2-64 same-device blocks are run with the executor, and factors on
-  the links' latency and per-byte time, on the per-cluster launch cost and
-  on the host's cost of issuing each copy are fitted so the simulator
-  matches them (a placed transfer costs more than a bare copy, a cluster
-  more than a bare dispatch; one link factor per pair of device kinds, e.g.
-  CPU to GPU and GPU to CPU, one launch factor and one copy factor per
-  device kind: see
-  :func:`gplace.execution.calibration.calibrate_links`). Each runs with
-  the simulator's default schedule on the uncalibrated topology and costs,
-  and is simulated in that same order, so the fit compares like with like.
-  Placed runs are timed in interleaved rounds, and each is represented by
-  its fastest call of all rounds: load on a shared machine only ever adds
-  time, so the fastest call is what the program costs when nothing else
-  runs, which is what the simulator models. (On a 2-core machine the
-  fastest call of six placed runs reproduced to 2% between two processes,
-  where the median over rounds of each round's fastest call moved by up to
-  12%, and by up to 1.7x in a run under load: RESULTS.md, "Copies cost the
-  host, and one statistic for calibration and fidelity".)
-
-A :class:`~gplace.execution.profile_file.Profile` holds the measurements;
-:mod:`gplace.execution.fitting` turns them into the simulator's topology and
-cost table (and fits them again on new measurements: :func:`~gplace.execution.
-fitting.refit`).
+:func:`profile` ``(fn, *args) -> Profile``: op times, fusion factors, bare
+copies, and calibration placements run by the executor (each scored by its
+fastest call), fitted by :mod:`gplace.execution.fitting`
+(``docs/design.md#calibration-making-the-simulator-predict-the-executor``).
 """
 
 from __future__ import annotations

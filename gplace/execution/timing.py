@@ -1,9 +1,8 @@
 """Timing placed programs: :func:`measure` and :func:`measure_placements`.
 
-Wall-clock medians over repeated calls with ``block_until_ready``; a
-placement that cannot be built or run (compile error, out of device memory)
-comes back as a failed :class:`Measurement` with its reason, so an RL loop can
-penalize it instead of crashing. Host-side Python.
+Wall-clock medians with ``block_until_ready``; a placement that cannot be
+built or run comes back as a failed :class:`Measurement` with its reason,
+so an RL loop can penalize it instead of crashing.
 """
 
 from __future__ import annotations

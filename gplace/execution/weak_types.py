@@ -1,25 +1,9 @@
 """Weak types: when a placed program may run arguments typed differently.
 
-Where it sits: :class:`gplace.execution.executor.PlacedFunction` asks this
-module which traced program its graph describes, and whether a call whose
-arguments differ from the captured ones only in JAX's *weak typing* (a
-Python ``2.0`` is a weakly typed ``float32``, ``np.float32(2.0)`` a strong
-one) may run it.
-
-Weak typing changes how ``fn`` is traced (a weak scalar adopts the dtype of
-the array it meets; a strong one promotes it), so the same function traced
-with ``2.0`` and with ``np.float32(2.0)`` can give different graphs: often
-only a ``convert_element_type`` that drops the weak flag and leaves the
-values alone. ``jax.jit`` simply re-traces. The executor cannot, since the
-placement names the nodes of the captured graph; instead it runs the
-captured program when that program provably computes what the re-traced one
-computes (:func:`same_computation`: the same ops on the same dtypes and
-shapes, wired alike, once converts that change only the weak flag are
-dropped), and otherwise says which argument changed its weak type and how to
-capture consistently.
-
-Host-side Python; it traces ``fn`` (through the executor's trace cache) but
-compiles nothing.
+``jax.jit`` re-traces on a weak-type change; the executor must run the
+captured graph, so :func:`resolve_program` does so when
+:func:`same_computation` proves both compute the same, else
+:func:`weak_type_error` names the argument. Traces, never compiles.
 """
 
 from __future__ import annotations

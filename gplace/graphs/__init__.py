@@ -1,18 +1,9 @@
-"""The graph IR: what every later stage of gplace reads.
+"""The graph IR: the immutable :class:`Graph` every later stage reads.
 
-``graph`` holds the immutable :class:`Graph` value (``schema`` its node
-kinds and fields; ``storage`` reads and writes it, ``build_checks``
-validates ``Graph.build``'s input, ``placement`` validates placements of
-it); ``capture`` turns a jittable function into one (and into a
-re-executable ``Program`` for the executor; ``op_costs`` prices each
-equation); ``features`` turns graphs into padded ``jraph.GraphsTuple``
-batches for the policies; ``coarsening`` merges ops into groups;
-``interchange`` converts ``networkx`` graphs, ``json_format`` is the graph
-part of the JSON format (``records`` reads node and edge records,
-``export`` writes them); ``constraints`` holds the optional device
-constraints a graph may carry. Graph files with their topology and costs
-are the cost model's (:mod:`gplace.sim.graph_files`): this package never
-imports :mod:`gplace.sim`.
+``capture`` (function -> graph), ``features`` (padded ``jraph`` batches),
+``coarsening`` (ops -> groups), ``json_format`` / ``interchange`` (graphs
+from other tools), ``constraints``, ``placement`` (the placement check).
+Never imports :mod:`gplace.sim`.
 """
 
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,

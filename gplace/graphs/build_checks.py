@@ -1,8 +1,6 @@
-"""Input checks and helpers of :meth:`gplace.Graph.build`: per-node
-sequences and the edge list (each failure a
-:class:`~gplace.errors.GraphError` that names the argument and the fix),
-padded shapes, merged edges and the stable topological order. Host-side
-numpy.
+"""Input checks and helpers of :meth:`gplace.Graph.build`: per-node sequences
+and edges (a :class:`~gplace.errors.GraphError` naming the argument and the
+fix), padded shapes, merged edges, the stable topological order.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """Capture: turn any jittable JAX function into a :class:`gplace.Graph`.
 
-``capture(fn, *args, **kwargs)`` traces ``fn`` with ``jax.make_jaxpr`` and
-flattens the jaxpr into an op graph:
-
-* every argument leaf (parameters, optimizer slots, a batch) and every
-  captured constant becomes an input node, named by its pytree path;
-* nested ``jit``, ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``
-  and remat sub-programs are inlined, so their ops are placed one by one;
-* ``scan``, ``while`` and ``cond`` stay single nodes whose cost covers their
-  body (a scan: the body times its length; a while loop: one trip, since its
-  trip count is not known at trace time; a cond: its dearest branch);
-* every output leaf becomes an output node.
-
-Besides the graph, :func:`trace_program` returns the :class:`Program`: one
-record per node that says which primitive it applies and which values it
-reads, so the executor can re-run any subset of nodes on any device. Node ids
-of the program and of its graph agree.
-
-This module is host-side Python; it uses only public JAX APIs
-(``jax.make_jaxpr``, ``jax.extend.core``); node costs come from
-:mod:`gplace.graphs.op_costs`.
+``capture(fn, *args, **kwargs) -> Graph`` traces with ``jax.make_jaxpr``
+(public JAX only): argument leaves and constants become input nodes, nested
+calls are inlined, ``scan`` / ``while`` / ``cond`` stay single nodes.
+:func:`trace_program` also returns the :class:`Program` the executor re-runs
+(same node ids). Host-side.
 """
 
 from __future__ import annotations

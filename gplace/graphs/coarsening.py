@@ -1,60 +1,11 @@
-"""Coarsening: merging ops into groups so that a policy places groups, not ops.
+"""Coarsening: merge ops into groups so that a policy places groups, not ops.
 
-This sits between capture and the policies. A graph of tens of thousands of ops
-is contracted into a few hundred or thousand groups (ColocRL co-locates ops,
-HDP learns groups, HSDAG merges chains); the policy places the coarse graph and
-:func:`expand` maps a group placement back to one device per op. Rewards should
-be computed on the *original* graph with the expanded placement (the coarse
-graph's ``out_bytes`` drop tensors internal to a group, see below), so the
-coarse graph is an input to the policy, not to the simulator.
-
-Rules (``coarsen(graph, rule=...)``):
-
-* ``"colocation"`` (ColocRL): a node whose only consumer is X joins X's group.
-  Applied transitively, so chains and in-trees collapse into their sink. Inputs
-  join their only consumer too (a parameter read by one op lives with it).
-* ``"hsdag"`` (HSDAG): a node merges with its single successor when that
-  successor has no other parent. Applied transitively (chains collapse).
-* ``"size"``: merge until at most ``max_groups`` groups remain (``max_groups``
-  is required). Rounds alternate two kinds of contraction on the current
-  quotient graph: along edges ``A -> B`` where B is A's only successor, then
-  along edges where A is B's only predecessor. Either kind alone is always
-  safe (no other path ``A ~> B`` can exist, so the quotient stays acyclic),
-  and the edges of one kind form a forest, so any subset of them can be
-  contracted at once; the two kinds are never mixed within a round (mixing
-  can close a cycle). Edges are taken heaviest bytes first, skipping a merge
-  that would make a group heavier than ``2 / max_groups`` of the graph, where a
-  node weighs half its share of the nodes plus half its share of the FLOPs
-  (so groups stay balanced for placement); the cap doubles whenever a round
-  pair makes no progress. When no safe edge is left, the groups are put in a
-  topological order and cut into at most ``max_groups`` contiguous runs of
-  about equal weight (contiguous runs of a topological order cannot form a
-  cycle).
-
-For ``"colocation"`` and ``"hsdag"``, a ``max_groups`` continues with the size
-procedure from the rule's groups.
-
-The coarse graph (a valid :class:`~gplace.graphs.graph.Graph`, numbered in
-topological order) has one node per group:
-
-* ``flops``, ``bytes_accessed``: sums over the members.
-* ``out_bytes``: the sum of ``out_bytes`` over the members whose output leaves
-  the group (read by a node of another group) or is read by nobody (a program
-  result); tensors consumed only inside the group vanish.
-* edges: one per pair of groups with an original edge between them; ``bytes``
-  is the sum of the bytes of the original edges between them. Edges inside a
-  group vanish.
-* ``names``, ``op_type``: those of the representative member: the ``NODE_OP``
-  member with the most FLOPs (lowest id on ties; if the group has no op, the
-  lowest-id member).
-* ``kind``: ``NODE_INPUT`` if all members are inputs, ``NODE_OUTPUT`` if all
-  are outputs, else ``NODE_OP``.
-* ``out_shape``, ``out_rank``, ``out_dtype``: those of the largest (by
-  ``out_bytes``) member whose output leaves the group or is read by nobody.
-
-Host-side numpy (vectorized; the size rule has a Python union-find loop over
-candidate edges); nothing here is traced except :func:`expand`, which works on
-numpy and jax arrays alike.
+``coarsen(graph, rule, max_groups=None) -> Coarsening`` (``graph``,
+``group_of int32 [N]``); rules ``"colocation"`` (ColocRL), ``"hsdag"``,
+``"size"``. A coarse node sums its members' FLOPs, bytes and edges, keeps
+only outputs that leave the group, and takes its costliest op's name.
+:func:`expand` maps a group placement back to ops; rewards use the original
+graph. Host-side numpy.
 """
 
 from __future__ import annotations
@@ -238,7 +189,8 @@ def _node_weights(graph: Graph) -> np.ndarray:
 
 
 def _reduce_to(graph: Graph, labels: np.ndarray, max_groups: int):
-  """The ``"size"`` procedure of the module docstring, from ``labels``."""
+  """The ``"size"`` procedure (``docs/design.md``, section 1), from
+  ``labels``."""
   src = graph.edge_src.astype(np.int64)
   dst = graph.edge_dst.astype(np.int64)
   node_weight = _node_weights(graph)

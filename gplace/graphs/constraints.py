@@ -1,23 +1,7 @@
-"""Device constraints of a graph: which devices each node may run on, and
-which nodes must share a device.
-
-Where it sits: a :class:`~gplace.Graph` may carry two optional fields,
-validated here when the graph is built:
-
-* ``allowed_devices``: ``[N, D]`` bool, ``allowed_devices[v, d]`` when node
-  ``v`` may run on device ``d`` of a ``D``-device topology (an op with a
-  kernel only for the CPU, a parameter that must stay on the host). Every
-  node must allow at least one device.
-* ``colocation``: ``[N]`` int32 co-location class per node, ``-1`` for
-  none; all nodes of one class must be placed on the same device (an op and
-  its state, as TensorFlow's ``colocate_with``).
-
-Consumers: ``gplace.simulate`` flags a placement that breaks either
-constraint like one that runs out of memory (:func:`violations`); the
-baselines steer away from disallowed devices through their cost table
-(:func:`penalized_costs`) and repair what is left (:func:`repair`); the
-policies take :func:`device_mask` as their ``device_mask``. Host-side numpy;
-nothing here is traced.
+"""Device constraints of a graph: ``allowed_devices bool [N, D]`` and
+``colocation int32 [N]`` (a class per node, ``-1`` none), checked when a
+graph is built. :func:`violations` (the simulator), :func:`penalized_costs`
+and :func:`repair` (baselines), :func:`device_mask` (policies). Host-side.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A graph written out as plain data: node and edge records (what the JSON
-format holds, :mod:`gplace.graphs.json_format`) and ``networkx.DiGraph``
-values (:meth:`Graph.to_networkx`).
-
-Reading them back is :mod:`gplace.graphs.records`' work (and gives an
-identical graph). This module reads only a graph's fields, never the
-``Graph`` class, so that ``Graph``'s own methods can call it. Host-side
-Python; nothing here is traced.
+"""A graph as plain data: node and edge records (the JSON format's) and
+``networkx.DiGraph`` values; :mod:`gplace.graphs.records` reads them back
+identically. Reads only a graph's fields, so ``Graph``'s methods can call it.
 """
 
 from __future__ import annotations

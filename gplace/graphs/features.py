@@ -1,50 +1,17 @@
-"""Node and edge features, and padded ``jraph.GraphsTuple`` batches of graphs.
+"""Node and edge features, and padded ``jraph.GraphsTuple`` batches
+(host-side numpy, once per graph, outside ``jit``).
 
-This sits between capture (which produces a :class:`~gplace.graphs.graph.Graph`) and
-the policies (which read a ``GraphsTuple``). Everything here is host-side
-numpy: it runs once per graph, outside ``jit``, and returns numpy arrays that a
-jitted function takes as they are.
+:func:`to_graphs_tuple` pads graphs to a :class:`Budget` (:func:`budget_for`
+rounds up, so similar graphs share one compiled step). The layout policies
+read (node ``i`` of graph ``g`` at ``offset(g) + i``; graph ``g``'s forward
+edges, then their reversed copies; padding in the first padding graph)::
 
-Static shapes: :func:`to_graphs_tuple` pads a batch of graphs to a
-:class:`Budget` (node, edge and graph counts), so that every batch padded to
-the same budget has the same shapes and a jitted function compiles once per
-budget, not once per graph. :func:`budget_for` rounds sizes up so that graphs
-of similar size share a budget.
-
-``GraphsTuple`` layout (a contract the policies are written against)::
-
-  nodes = {
-    "features":    float32 [N_pad, n_node_features]  (see NODE_FEATURE_NAMES)
-    "op_type":     int32   [N_pad]  id in OP_VOCABULARY; 0 ("padding") for
-                                    padding nodes
-    "mask":        bool    [N_pad]  True for real nodes
-    "graph_index": int32   [N_pad]  graph of each node; padding nodes belong
-                                    to the padding graph (index len(graphs))
-    "position":    int32   [N_pad]  node id within its graph (= topological
-                                    position); 0 for padding
-    "hint":        int32   [N_pad]  a classical plan's device for the node,
-                                    -1 where there is none (always -1 here;
-                                    gplace.rl.data.make_batch fills it from
-                                    each graph's best baseline) and on
-                                    padding
-  }
-  edges = {
-    "features":  float32 [E_pad, n_edge_features]  (see EDGE_FEATURE_NAMES)
-    "direction": int32   [E_pad]  0: forward (sender = producer, receiver =
-                                  consumer); 1: the reversed copy
-    "mask":      bool    [E_pad]  True for real edges (both directions)
-  }
-  senders, receivers: int32 [E_pad], global node indices; padding edges
-                      point from and to the last node, a padding node
-  n_node, n_edge:     int32 [G_pad]
-  globals = {"mask": bool [G_pad]}  True for real graphs
-
-Graphs are concatenated in order, then padding: the first padding graph holds
-all padding nodes and edges, further padding graphs are empty (the jraph
-convention). Node ``i`` of graph ``g`` is at global index ``offset(g) + i``
-(nodes keep their topological id order). Graph ``g``'s edges are contiguous:
-its ``E_g`` forward edges in ``(src, dst)`` order, then their ``E_g`` reversed
-copies in the same order, so ``n_edge[g] = 2 * E_g``.
+  nodes: features f32 [N_pad, F], op_type int32 [N_pad] (0: padding),
+         mask bool [N_pad], graph_index int32 [N_pad], position int32
+         [N_pad], hint int32 [N_pad] (a plan's device, -1: none)
+  edges: features f32 [E_pad, F_e], direction int32 [E_pad] (1: reversed
+         copy), mask bool [E_pad]; senders, receivers int32 [E_pad]
+  n_node, n_edge int32 [G_pad]; globals: mask bool [G_pad]
 """
 
 from __future__ import annotations

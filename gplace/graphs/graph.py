@@ -1,25 +1,9 @@
-"""The op graph: the one value that capture, features, simulator, executor,
-baselines and policies all share.
+"""The op graph: the immutable value every stage of gplace shares.
 
-A :class:`Graph` is an immutable value of numpy arrays. Node ids are a
-topological order (every edge goes from a lower id to a higher id; this is
-checked on construction), so ``range(n_nodes)`` is always a valid schedule and
-array code can scan nodes in id order. Nodes are of three kinds:
-
-* ``NODE_INPUT``: an argument leaf of the captured function (a parameter, an
-  optimizer slot, a batch) or a captured constant. Where a parameter lives is
-  part of a placement, as in the papers.
-* ``NODE_OP``: one primitive application (``dot_general``, ``add``, ...), or a
-  ``scan`` / ``while`` / ``cond`` kept whole, its cost covering its body.
-* ``NODE_OUTPUT``: one output leaf of the function; it costs nothing and marks
-  where the result must end up.
-
-A node may produce several tensors (``scan``, ``split``); ``out_bytes`` sums
-them and ``out_shape`` / ``out_dtype`` describe the largest. An edge
-``(src, dst)`` is one per producer/consumer pair; its ``bytes`` sum the distinct
-tensors of ``src`` that ``dst`` reads.
-
-This module is host-side numpy; nothing here is traced.
+A :class:`Graph` (numpy arrays) numbers its ``N`` nodes in a topological
+order (checked) and has input, op and output nodes; ``out_bytes`` sums a
+node's outputs, an edge's ``bytes`` the tensors its consumer reads.
+:func:`random_dag` builds test graphs. Host-side.
 """
 
 from __future__ import annotations

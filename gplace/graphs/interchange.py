@@ -1,24 +1,9 @@
-"""Graphs from elsewhere: ``networkx`` graphs in and out of gplace, and the
-graph file suffixes.
+"""``networkx`` graphs in and out of gplace, and graph file suffixes.
 
-Where it sits: beside :func:`gplace.capture`, the other way to get a
-:class:`~gplace.Graph`. :func:`to_networkx` / :func:`graph_from_networkx`
-convert ``networkx.DiGraph`` values whose node and edge attributes are the
-JSON format's fields (:mod:`gplace.graphs.json_format` documents them).
-Graph files with their devices and costs (``.npz``, ``.json``), and
-networkx graphs with a :class:`~gplace.Topology`, are read and written by
-:mod:`gplace.sim.graph_files` (a topology is the cost model's). Every
-malformed input raises a :class:`~gplace.errors.GraphError` that names the
-field and the fix. Host-side Python; nothing here is traced.
-
-networkx convention: node keys are the ids (any hashable); node attributes
-``name``, ``kind``, ``op_type``, ``out_bytes`` (required), ``out_shape``,
-``out_dtype``, ``flops``, ``bytes_accessed``, ``cost_s``,
-``resident_bytes``, ``allowed_devices``, ``colocation``; edge attribute
-``bytes`` (default: the source's ``out_bytes``), or ``transfer_s`` given
-a ``topology``; graph attributes ``name``,
-and ``n_devices`` or ``device_names`` where constraints or costs need
-devices.
+:func:`to_networkx` / :func:`graph_from_networkx` convert ``DiGraph`` s whose
+attributes are the JSON format's fields (:mod:`gplace.graphs.json_format`;
+node keys are ids, ``out_bytes`` required). With a topology and costs:
+:mod:`gplace.sim.graph_files`.
 """
 
 from __future__ import annotations

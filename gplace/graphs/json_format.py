@@ -1,18 +1,10 @@
-"""The JSON graph format: graphs (and optionally their devices) measured or
-built by another tool, read into a :class:`~gplace.Graph`, a
-:class:`~gplace.Topology` and a cost table.
-
-Where it sits: :func:`gplace.sim.graph_files.load` reads ``.json`` files
-(:func:`~gplace.sim.graph_files.read_json`) and ``.npz`` files
-(:meth:`Graph.load`); ``experiments/run.py --config.workload=path.json``
-goes through it. This module holds the graph's part of a document (the
-header, ``n_devices``, ``nodes``, ``edges``); the ``topology`` object is
-read and written by :mod:`gplace.sim.topology_json`, beside the
-:class:`~gplace.Topology` it describes. Every malformed file raises a
-:class:`~gplace.errors.GraphError` naming the field
-(``nodes[3].out_bytes``) and what to write instead. Host-side Python.
-
-The format (``version`` 1)::
+"""The JSON graph format: graphs (and optionally their devices and measured
+costs) from another tool. This module reads the graph part (header,
+``n_devices``, ``nodes``, ``edges``), :mod:`gplace.sim.topology_json` the
+``topology``, :func:`gplace.sim.graph_files.load` a whole file. A malformed
+field raises a :class:`~gplace.errors.GraphError` naming it
+(``nodes[3].out_bytes``) and the fix. The specification, ``version`` 1
+(the guide's table is its summary)::
 
   {
     "format": "gplace.graph", "version": 1,       # both optional on read

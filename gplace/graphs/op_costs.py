@@ -1,15 +1,8 @@
 """Op costs read off a jaxpr equation: FLOPs and bytes accessed.
 
-:func:`eqn_cost` gives ``(flops, bytes_accessed)`` of one equation, the
-bodies of inlined calls and of ``scan`` / ``while`` / ``cond`` included
-(a scan: its body times its length; a while loop: one trip; a cond: its
-dearest branch). ``dot_general`` and ``conv_general_dilated`` count 2 FLOPs
-per multiply-add that touches a real input element (:func:`dot_flops`,
-:func:`conv_flops`, checked against XLA's cost analysis in the tests);
-layout ops cost 0 FLOPs, reductions one per input element, everything else
-one per output element. :mod:`gplace.graphs.capture` uses it for node costs.
-
-Host-side Python on public JAX types (``jax.extend.core`` equations).
+:func:`eqn_cost` ``-> (flops, bytes_accessed)``, bodies of inlined calls and
+loops included; matmuls and convolutions count 2 FLOPs per multiply-add on
+real inputs (:func:`dot_flops`, :func:`conv_flops`). Host-side.
 """
 
 from __future__ import annotations

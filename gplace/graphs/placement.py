@@ -1,8 +1,5 @@
-"""Validating placements: one device index per node, from any caller.
-
-Every public entry point that accepts a placement (the simulator, the
-executor, coarsening's ``expand``, the searches) validates it here, so a bad
-placement gets the same clear :class:`~gplace.errors.PlacementError`
+"""Validating placements: one device index per node, from any caller, so a
+bad placement raises the same :class:`~gplace.errors.PlacementError`
 wherever it enters.
 """
 

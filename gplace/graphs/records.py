@@ -1,16 +1,6 @@
-"""Graphs from plain node and edge records, the common ground of the JSON
-format (:mod:`gplace.graphs.json_format`) and networkx graphs
-(:mod:`gplace.graphs.interchange`).
-
-A node record is a dict with the fields documented in
-:mod:`gplace.graphs.json_format` (``name``, ``kind``, ``op_type``,
-``out_bytes``, ``out_shape``, ``out_dtype``, ``flops``, ``bytes_accessed``,
-``cost_s``, ``resident_bytes``, ``allowed_devices``, ``colocation``); an edge
-record has ``bytes``. :func:`graph_from_records` checks every field and
-raises a :class:`~gplace.errors.GraphError` that names the record, the field
-and the fix; :func:`gplace.graphs.export.records_from_graph` writes a
-graph back so that reading the records again gives an identical graph.
-Host-side Python; nothing here is traced.
+"""Graphs from plain node and edge records, shared by the JSON format and
+networkx: :func:`graph_from_records` checks every field and raises a
+:class:`~gplace.errors.GraphError` naming the record, the field and the fix.
 """
 
 from __future__ import annotations

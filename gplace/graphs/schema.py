@@ -1,9 +1,7 @@
 """What a :class:`~gplace.Graph` is made of: its node kinds and its fields.
 
-Below :mod:`gplace.graphs.graph`, so that the modules ``Graph``'s own
-methods call (:mod:`~gplace.graphs.storage` for ``save`` / ``load``,
-:mod:`~gplace.graphs.export` for ``to_networkx``) read them without
-importing the class.
+Below :mod:`gplace.graphs.graph`, so that ``storage`` and ``export``
+(called by ``Graph``'s methods) read them without importing the class.
 """
 
 NODE_INPUT = 0

@@ -1,9 +1,6 @@
-"""Reading and writing graphs: the ``.npz`` format of :meth:`Graph.save`
-and :meth:`Graph.load`, written atomically and read defensively (a
-truncated or corrupted file is a :class:`~gplace.errors.GraphError` that
-names the file, never a reader's traceback). It reads the graph's fields
-from :mod:`gplace.graphs.schema`, not the class (``Graph``'s methods call
-it). Host-side numpy.
+"""Reading and writing graphs: the ``.npz`` format of :meth:`Graph.save` and
+:meth:`Graph.load`, written atomically and read defensively (a corrupted
+file is a :class:`~gplace.errors.GraphError` that names it).
 """
 
 from __future__ import annotations

@@ -1,69 +1,14 @@
-"""The one interface every placement policy follows, and the policy registry.
+"""The one interface every placement policy follows, and the registry.
 
-The policy interface
---------------------
-A placement policy is a flax module whose ``__call__`` maps a padded batch of
-graphs (the ``jraph.GraphsTuple`` layout of ``gplace.graphs.features``) to
-one row of device logits per node::
-
-    logits = policy.apply(params, graphs, device_mask=None)  # f32 [N_pad, D]
-
-* ``device_mask``: optional ``bool [D]`` or ``[N_pad, D]``; disallowed devices
-  get a large negative logit.
-* Rows of padding nodes (``graphs.nodes["mask"] == False``) are ignored by
-  :mod:`gplace.rl` (they never count in log-probabilities or entropies).
-* The logits define a factorised distribution: each node's device is an
-  independent categorical given the graph ("one-shot" placement, as in GO).
-  ``gplace.rl.sample_placements(logits, rng, K) -> [K, N_pad]`` and
-  ``gplace.rl.log_prob(logits, placements, node_mask) -> [K]`` are the only
-  two things RL needs from a policy.
-
-Sequential policies
--------------------
-Policies that decide step by step (ColocRL's seq2seq, HDP's grouper-placer,
-Placeto's node walk) set the class attribute ``sequential = True`` and
-describe their decisions as *actions* ``int32 [K, A]`` (``A`` fixed by the
-padded layout: e.g. one device per node, or a group per node followed by a
-device per group). They have two entry points::
-
-  scores = policy.apply(params, graphs, device_mask, actions)   # ActionScores
-  placements, actions = policy.apply(params, graphs, device_mask, keys,
-                                     greedy=False, method="sample")
-
-* ``__call__(graphs, device_mask=None, actions=None)`` scores given actions
-  by teacher forcing: an :class:`ActionScores` of per-action
-  log-probabilities and entropies ``[K, A]`` and the mask ``[A]`` of real
-  actions (``actions=None``: one all-zero row, for ``init``).
-* ``sample(graphs, device_mask, keys, greedy=False)``: one decoding per key
-  (``keys [K, 2]``), a ``lax.scan`` inside the jitted step; returns the node
-  (or group) placements ``int32 [K, N_pad]`` and the actions taken
-  ``int32 [K, A]``. ``greedy=True`` takes the most likely action at every
-  step (every row the same).
-* ``placement_actions = True`` says the actions *are* the placements
-  (``A = N_pad``), so a warm start can teacher-force a baseline placement
-  and a search can mutate placements; otherwise neither is possible.
-
-* ``orders = True`` says the policy chooses the schedule too: the first
-  ``N_pad`` actions are the nodes in the order they are scheduled (a
-  topological order; DOPPLER's op selection). The loop then scores each
-  placement with that order as the dynamic schedule's priority (a free
-  device runs its arrived op scheduled first, see
-  :func:`gplace.rl.grouping.order_priority`) instead of the critical
-  path. Such a policy may define ``plan_actions(placement, order,
-  senders, receivers, num_padded)``, the teacher actions of a baseline's
-  plan, for the warm start.
-
-Scoring the sampled actions again must reproduce the sampler's
-log-probabilities (tests check it per policy). :mod:`gplace.rl` turns either
-kind of policy into the same sample / score / greedy functions
-(:func:`gplace.rl.policy_fns.policy_fns`).
-
-The registry
-------------
-One module per policy family registers a factory under its name
-(``@register_policy("go")``); :func:`create_policy` builds a policy from that
-name, the number of devices and the family's hyperparameters (the keys of
-``config.policy`` in ``experiments/configs``, less ``name``).
+A policy is a flax module on a padded ``jraph.GraphsTuple``. One-shot:
+``apply(params, graphs, device_mask=None) -> f32 [N_pad, D]``, each node an
+independent categorical. Sequential (``sequential = True``, actions ``int32
+[K, A]``): ``apply(params, graphs, mask, actions) -> ActionScores`` by
+teacher forcing, reproducing the log-probabilities of ``apply(params,
+graphs, mask, keys [K, 2], method="sample") -> (placements [K, N_pad],
+actions)``. ``placement_actions``: actions are placements; ``orders``: the
+first ``N_pad`` actions are a schedule. :func:`create_policy` ``(name,
+num_devices, **hparams)``, :func:`register_policy`.
 """
 
 from __future__ import annotations
@@ -146,7 +91,7 @@ def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
 
 
 def policy_names() -> tuple[str, ...]:
-  """Names of the registered policy families (``config.policy.name``)."""
+  """Names of the registered policy families (``PolicySettings.name``)."""
   return tuple(sorted(_FACTORIES))
 
 

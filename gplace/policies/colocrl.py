@@ -1,69 +1,10 @@
-"""The ColocRL placement policy (Mirhoseini et al., "Device Placement
-Optimization with Reinforcement Learning", ICML 2017): a seq2seq model that
-reads the co-location groups in topological order and emits one device per
-group.
+"""The ColocRL placement policy: seq2seq over co-location groups in
+topological order, one device per group (sequential, ``"colocrl"``).
 
-Where this sits: a *sequential* policy of :mod:`gplace.policies.base`
-(``sequential = True``; its actions are the placements, ``A = N_pad``),
-registered as ``"colocrl"``. The training loop (:mod:`gplace.rl`) coarsens
-each graph first (``config.groups.rule = "colocation"``), so the nodes this
-policy sees are groups; it samples, scores and decodes greedily through
-:func:`gplace.rl.policy_fns.policy_fns`. The layers are the shared ones of
-:mod:`gplace.policies.seq2seq`.
-
-The paper's architecture, and what gplace does
------------------------------------------------
-* Co-location first (paper: TF co-location constraints, and "an op whose only
-  consumer is X joins X"), to keep sequences under ~1k. gplace:
-  :func:`gplace.coarsen` with rule ``"colocation"`` (capture's name scopes
-  stand in for TF's constraints), applied by the loop to every graph of
-  more than ``config.groups.max_groups`` ops, and going on merging by size
-  down to ``max_groups`` groups where co-location leaves more, which the
-  paper did not need. Graphs of at most ``max_groups`` ops are placed op by
-  op.
-* Op embedding = op-type embedding ‖ output shapes (a fixed-size, zero-padded
-  list) ‖ one-hot adjacency. gplace: a learned op-type embedding ‖ the
-  output-shape node features (``log1p`` of the bytes and of each dimension;
-  a gplace node has one output, so the list has one entry) ‖ a log-bucketed
-  adjacency encoding (:func:`gplace.policies.seq2seq.adjacency_encoding`)
-  ‖ the op's relative position in topological order. Deviation: one-hot
-  adjacency is ``N`` wide, so it neither fits a fixed input width nor
-  scales to 1k-group sequences; the buckets record how far back the inputs
-  and how far ahead the consumers sit, at ``2 * adjacency_buckets``
-  columns, and the position says where the op sits, which the absolute
-  one-hot also said. The float features are layer-normalised (unnormalised
-  ``log1p`` values saturate LSTM gates); ``node_features="all"`` adds every
-  node feature (flops, bytes accessed, depth, degrees, kind), which the
-  paper did not have.
-* Encoder: an LSTM over the sequence. Same (``bidirectional=True`` gives
-  HDP's bidirectional one).
-* Decoder: an LSTM with content-based (Bahdanau) attention over the encoder
-  states, one step per op, the previous step's device embedding fed back.
-  Same; the decoder starts from the encoder's final state. Deviation
-  (``feed_encoder_state=True``, the default): the decoder also reads the
-  encoder state of the op it is placing, so it need not learn the
-  op/step alignment through attention alone, which costs many samples;
-  ``False`` is the paper's decoder.
-* Objective: minimise ``E[sqrt(runtime)]`` by REINFORCE with an EMA baseline,
-  ``K`` sampled placements per update, failed / OOM placements given a large
-  fixed runtime. gplace's loop does this with ``config.rl.loss="reinforce"``,
-  ``advantage="ema"``, ``num_samples=K`` and ``oom_penalty_factor``; the
-  paper's distributed training (controllers sharing a parameter server,
-  placements run on real GPUs) is one learner with simulated (or executed)
-  rewards here.
-* Sizes: PAPERS.md records none of the paper's widths or optimizer
-  settings; gplace's defaults (hidden 64, attention 64) are small enough to
-  train on a CPU.
-
-Length budget: decoding costs ``O(L^2)`` per sample (every step attends over
-all ``L`` steps) and the paper kept ``L`` under ~1k. A graph padded to more
-than ``max_length`` node slots is refused at trace time with a
-:class:`~gplace.errors.PolicyError` that names the fix; nothing is
-truncated.
-
-The policy reads a ``GraphsTuple`` of one graph plus padding (the loop vmaps
-over graphs); with several graphs in one tuple it would decode their nodes
-as one sequence.
+Mirhoseini et al., "Device Placement Optimization with Reinforcement
+Learning", ICML 2017. Deviations: log-bucketed adjacency and position for
+one-hot adjacency; the decoder also reads the placed op's encoder state
+(``feed_encoder_state``); hidden 64; over ``max_length`` nodes refused.
 """
 
 from __future__ import annotations
@@ -222,8 +163,8 @@ def validate_seq2seq_fields(module, owner: str) -> None:
 
 @register_policy("colocrl")
 def create_colocrl_policy(num_devices: int, **hparams) -> ColocRLPolicy:
-  """A :class:`ColocRLPolicy` from flat hyperparameters (``config.policy``
-  less ``name``).
+  """A :class:`ColocRLPolicy` from flat hyperparameters
+  (``PolicySettings.hparams``).
 
   Raises:
     PolicyError: an unknown hyperparameter or a value that cannot work.

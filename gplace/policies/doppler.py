@@ -1,84 +1,14 @@
-"""A DOPPLER-style dual policy (Yao et al., "Dual-Policy Learning for Device
-Assignment in Asynchronous Dataflow Graphs", ICLR 2026): one policy picks
-which ready op is scheduled next, another picks its device, so the schedule
-and the placement are learned together, one op at a time.
+"""A DOPPLER-style dual policy: SEL picks the next ready op, PLC its device
+(sequential and ``orders``: actions ``int32 [K, 2 N_pad]``, ``"doppler"``).
 
-Where this sits: a *sequential* policy of :mod:`gplace.policies.base` that
-also *orders* (``orders = True``): its actions ``int32 [K, 2 N_pad]`` are the
-selected nodes, step by step (``actions[:, :N]``, a topological order), then
-the device chosen at each step (``actions[:, N:]``). The training loop runs
-each sampled placement with its own order as the priority of
-:func:`gplace.simulate`'s dynamic schedule (a free device runs, among its
-arrived ops, the one selected first;
-:func:`gplace.rl.grouping.order_priority`), so the reward scores the
-schedule the policy chose, not the critical-path priority of gplace's
-default dispatcher. Registered as
-``"doppler"`` (``experiments/configs/doppler.py``).
-
-DOPPLER, as its paper describes it
-----------------------------------
-* Setting: asynchronous dataflow runtimes (no barriers), where the order in
-  which each device runs its ops matters as much as the placement.
-* SEL: a message-passing network over the graph with critical-path features
-  (bottom level, top level) scores the *ready* ops; one is selected.
-* PLC: given the selected op, a network with per-device state (load,
-  pending communication) scores the devices; one is chosen.
-* Training in three stages: imitation of a critical-path list scheduler,
-  then RL in an event-driven simulator (ready ops queue FIFO per device),
-  then RL on the real engine. Graphs of 112-261 ops on 4 or 8 GPUs.
-
-What gplace builds, and where it deviates (and why)
----------------------------------------------------
-* **Encoder**: node features (:mod:`gplace.graphs.features`, each column
-  over its per-graph maximum, as Placeto normalises) with bottom and top
-  level, projected and passed through ``message_passing_steps`` direction-
-  aware GraphSAGE layers (:class:`gplace.policies.layers.GraphSAGE`, mean
-  aggregation). DOPPLER's exact GNN is not specified in
-  ``../shared/PAPERS.md``; this is the encoder gplace already has.
-* **Critical-path features without the topology**: a policy sees only the
-  graph, not the devices' speeds, so costs are proxies: an op's cost is the
-  mean of its FLOPs and its bytes accessed, each over its per-graph maximum
-  (a roofline-like mix), and an edge's transfer is its bytes over the
-  per-graph maximum. Bottom level (longest cost + transfer path to a sink)
-  and top level (to a source) are computed on these, divided by the
-  critical path (:mod:`gplace.policies.doppler_context`). The device
-  state (below) uses the same proxies; the PLC learns a per-device
-  embedding, which is how it can tell a CPU from a GPU of a fixed topology.
-* **SEL** scores every ready op from its embedding and its dynamic state
-  (estimated arrival of its inputs, and that minus the earliest free device)
-  with a one-hidden-layer MLP; unready ops are masked.
-* **PLC** scores each device from the op's embedding, a learned device
-  embedding and the device's state: when it is free, its load (the op costs
-  placed on it so far), the bytes the op would have to receive there from
-  its producers on other devices (pending communication), and the op's
-  estimated start there. One-hidden-layer MLP; disallowed devices masked.
-* **State updates** follow a list scheduler on the proxies: the op starts at
-  the later of its device being free and its inputs arriving (a producer's
-  estimated finish, plus the transfer when it sits on another device).
-* **Rewards**: ``-sqrt(runtime)`` of the whole episode's placement,
-  REINFORCE or PPO against the batch mean (gplace's loop), not per-step
-  rewards. The runtime comes from gplace's simulator (calibrated against its
-  executor), not DOPPLER's SimPy model, in its asynchronous (dynamic) rule
-  with the episode's order as the priority: a device never waits for an op
-  that has not arrived, and among arrived ops runs the one selected first.
-  (DOPPLER's own simulator queues ready ops FIFO per device; a strict
-  static order would make a device wait, which costs coarse groups far more
-  than the policy means, see :func:`gplace.rl.grouping.order_priority`.)
-  Stage three (RL on the real engine) is gplace's ``rl.reward="executor"``,
-  which cannot run a per-placement order yet, so it is refused for this
-  policy.
-* **Imitation** is the warm start: ``warm_start.baseline="heft"`` (HEFT is a
-  critical-path list scheduler) is teacher-forced as (HEFT's op order, its
-  devices), see :meth:`DopplerPolicy.plan_actions` and
-  :func:`gplace.rl.warm_start.ordered_warm_start_targets` (the order is the
-  faster of HEFT's own plan and the default schedule's dispatch order; with
-  groups, each group takes its majority device and the place of its first
-  op).
-* **Cost bound**: the dense ``[N, N]`` producer matrix makes a step
-  ``O(N (H + D))`` and an episode ``O(N^2 (H + D))``; batches of more than
-  ``max_nodes`` padded nodes are refused (use coarse groups).
-* One real graph per padded batch (gplace's batches): the device state is
-  shared by every graph of a ``GraphsTuple``.
+Yao et al., "Dual-Policy Learning for Device Assignment in Asynchronous
+Dataflow Graphs", ICLR 2026. A GraphSAGE encoder over features with bottom
+and top levels; SEL scores each ready op from its embedding and input
+arrival; PLC scores each device from the op, a device embedding and the
+device's free time, load, pending communication and the op's start there;
+the state advances as a list scheduler on cost proxies. Deviations: proxies
+from FLOPs and bytes; episodic reward from gplace's dynamic rule with the
+chosen order as priority; HEFT imitation as warm start; no executor rewards.
 """
 
 from __future__ import annotations
@@ -408,8 +338,8 @@ def topological_order(rank: np.ndarray, senders: np.ndarray,
 
 @register_policy("doppler")
 def create_doppler_policy(num_devices: int, **hparams) -> DopplerPolicy:
-  """A :class:`DopplerPolicy` from flat hyperparameters (``config.policy``
-  less ``name``).
+  """A :class:`DopplerPolicy` from flat hyperparameters
+  (``PolicySettings.hparams``).
 
   Raises:
     PolicyError: an unknown hyperparameter or a value the policy rejects.

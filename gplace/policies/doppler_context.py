@@ -1,13 +1,6 @@
-"""What the DOPPLER-style policy sees of a graph: critical-path features.
-
-Where it sits: :mod:`gplace.policies.doppler`'s SEL and PLC networks score
-ops and devices from a :class:`DopplerContext`, computed once per call from
-the padded ``jraph.GraphsTuple`` (jittable): node features over their
-per-graph maximum, cost and transfer proxies (a policy sees the graph, not
-the devices' speeds, so an op's cost is the mean of its FLOPs and bytes
-accessed, each over its per-graph maximum, and an edge's transfer is its
-bytes over theirs), bottom and top levels on those proxies, and the dense
-producer matrix the list-scheduler state of an episode updates.
+"""What the DOPPLER-style policy sees of a graph (jittable): normalised
+features, cost and transfer proxies (no device speeds), bottom and top
+levels on them, and the producer matrix an episode updates.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The GO placement policy (Zhou et al., "Transferable Graph Optimizers",
-NeurIPS 2020): a graph encoder and a per-node placement head.
+"""The GO placement policy: a graph encoder and a per-node placement head.
 
-:class:`GOEncoder` (node embeddings, reusable in other models) holds every
-encoder hyperparameter; :class:`GOPolicy` holds one encoder and the head, and
-follows the policy interface of :mod:`gplace.policies.base`. The family is
-registered as ``"go"``: ``create_policy("go", num_devices, **hparams)`` takes
-the encoder's fields and ``head_hidden_size``.
+Zhou et al., "Transferable Graph Optimizers", NeurIPS 2020.
+:class:`GOEncoder` (reusable) and :class:`GOPolicy` (one-shot, ``"go"``);
+additions ``free_logits``, ``hint``, ``priority_levels``:
+``docs/design.md#go-as-built``.
 """
 
 from __future__ import annotations
@@ -203,10 +201,9 @@ class GOPolicy(nn.Module):
       device's logit. The policy then starts at the plan (its greedy
       placement *is* the plan while the head's own logits are small) and
       learns where to leave it, on any graph, seen or not. Not in GO
-      (whose baselines were weak): from the near-uniform start, pretraining
-      on two CPU cores never reached the list schedulers' plans on unseen
-      graphs (``experiments/RESULTS.md``). Its placements are the policy's
-      own, but every report says which plan it was given.
+      (why: ``docs/design.md``, "Pretraining, and why the shipped policy is
+      given a plan"). Its placements are the policy's own, but every report
+      says which plan it was given.
     hint_init: the initial ``hint_logit`` (4: the plan's device has
       probability e^4 / (e^4 + D - 1), 0.93 on five devices, before any
       training).
@@ -278,7 +275,7 @@ def _field_names(module_class) -> set[str]:
 @register_policy("go")
 def create_go_policy(num_devices: int, **hparams) -> GOPolicy:
   """A :class:`GOPolicy` from flat hyperparameters: the fields of
-  :class:`GOEncoder` and ``head_hidden_size`` (``config.policy``).
+  :class:`GOEncoder` and ``head_hidden_size`` (``PolicySettings.hparams``).
 
   Raises:
     PolicyError: an unknown hyperparameter, or values the encoder rejects.

@@ -1,65 +1,10 @@
-"""The HDP placement policy (Mirhoseini et al., "A Hierarchical Model for
-Device Placement", ICLR 2018): a feed-forward grouper puts every op in one of
-``num_groups`` groups, and a seq2seq placer emits a device per group.
+"""The HDP placement policy: a feed-forward grouper, then a seq2seq placer
+over the groups (sequential, actions ``int32 [K, N_pad + G]``, ``"hdp"``).
 
-Where this sits: a *sequential* policy of :mod:`gplace.policies.base`
-(``sequential = True``, ``placement_actions = False``), registered as
-``"hdp"``. HDP learns its own groups, so its config places the op graph
-(``config.groups.max_groups = 0``). Actions ``int32 [K, N_pad + G]`` are the
-group of every node (masked on padding nodes), then the device of every
-group; the placement of node ``n`` is the device of its group. Both parts'
-log-probabilities count, so :mod:`gplace.rl`'s REINFORCE trains grouper and
-placer jointly, as the paper does. The placer is built from
-:mod:`gplace.policies.seq2seq`.
-
-The paper's model (and grappler's ``hierarchical_controller.py``), and what
-gplace does
------------------------------------------------------------------------------
-* Grouper: per-op features (op type, output shapes, adjacency) through a
-  feed-forward layer of ``grouping_hidden_size`` (64) and a softmax over
-  ``num_groups = min(256, 20 x devices)`` groups; each op's group sampled
-  independently. gplace: the op embedding of
-  :class:`~gplace.policies.seq2seq.OpEmbedding` (a learned op-type embedding
-  where grappler fed the raw type id as a number; log-bucketed adjacency
-  and the op's relative position in topological order where it kept the
-  first 20 neighbour indices, which also said where the op sits: without
-  it, look-alike ops, two copies of a layer, would always share a group),
-  then ``Dense(grouping_hidden) -> relu -> Dense(num_groups)`` (grappler's
-  two layers are linear).
-* Group embeddings: grappler concatenates the group's rows of the group
-  adjacency matrix (edges out and in, ``2 G`` columns), per-group op-type
-  counts and summed output shapes, divided by the row's max + 1. gplace:
-  the mean of the members' op embeddings (so the op-type embedding also
-  learns from the placer's loss) ‖ ``log1p`` member count ‖ ``log1p`` of
-  the group adjacency rows (out, in), layer-normalised.
-* Placer: bidirectional LSTM encoder over the groups in index order (each
-  direction ``hidden / 2``), LSTM decoder with additive attention, the
-  previous group's device embedding fed back, initial state the encoder's
-  final one. Same, plus ``feed_encoder_state`` (default True; False is
-  grappler's decoder, see :mod:`gplace.policies.colocrl`). Deviation: empty
-  groups (no member in a sample) are skipped by encoder and decoder and
-  their device actions count nothing (log-prob and entropy 0): they cannot
-  change the runtime, and in grappler they only add noise to the gradient.
-* Grappler squashes device logits to ``1.0 * tanh(logits)``
-  (``tanh_constant``), which caps any device's odds at ``e^2`` against
-  another; ``logit_tanh_constant`` (default 0: off) restores it.
-* Training (grappler defaults): reward ``sqrt(runtime)``, failing signal
-  100 s, EMA baseline decay 0.9, Adam lr 0.1 decayed x0.95 every 50 steps
-  after step 400, gradient clipping at norm 1.0, logit noise
-  ``sigma = 0.5 x`` the logits' RMS until step 750, failed samples masked
-  from the loss after step 1000, hidden 512. gplace's loop gives reward
-  ``-sqrt(runtime)``, the EMA baseline (``rl.advantage="ema"``,
-  ``baseline_decay``), Adam with clipping (``config.optimizer``) and an OOM
-  penalty (``rl.oom_penalty_factor``) instead of 100 s; see
-  ``experiments/configs/hdp.py`` for the (CPU-sized) values. Logit noise is
-  not implemented: it needs the training step, which a policy does not see,
-  and the noisy samples would not be the ones the teacher-forced scores
-  describe (their loss would be off-policy); the entropy bonus explores
-  instead. Defaults here are CPU-sized (hidden 64).
-
-Device masks: a group gets the devices all its members allow; a group whose
-members allow no device in common may go anywhere (the loop's constraint
-checks then flag the placement), as grouping cannot respect a per-op mask.
+Mirhoseini et al., "A Hierarchical Model for Device Placement", ICLR 2018;
+code: grappler's ``hierarchical_controller.py``. Deviations: learned op-type
+embedding, log-bucketed adjacency and position; empty groups skipped; no
+logit noise; tanh off by default; OOM penalty instead of 100 s; hidden 64.
 """
 
 from __future__ import annotations
@@ -314,8 +259,8 @@ class HDPPolicy(nn.Module):
 
 @register_policy("hdp")
 def create_hdp_policy(num_devices: int, **hparams) -> HDPPolicy:
-  """An :class:`HDPPolicy` from flat hyperparameters (``config.policy``
-  less ``name``).
+  """An :class:`HDPPolicy` from flat hyperparameters
+  (``PolicySettings.hparams``).
 
   Raises:
     PolicyError: an unknown hyperparameter or a value that cannot work

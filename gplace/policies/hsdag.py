@@ -1,74 +1,14 @@
-"""The HSDAG placement policy (Duan et al., "A Structure-Aware Framework for
-Learning Device Placements on Computation Graphs", NeurIPS 2024): GCN node
-embeddings, graph-parsing pooling into learned groups, one device
-distribution per group.
+"""The HSDAG placement policy: GCN embeddings, graph-parsing pooling into
+learned groups, a device distribution per group (one-shot, ``"hsdag"``).
 
-Where this sits: the training loop coarsens each graph first
-(``config.groups.rule = "hsdag"``: an op merges into its single successor
-when that successor has no other parent, :func:`gplace.coarsen`), so
-:class:`HSDAGPolicy` sees the coarse graph. It follows the one-shot policy
-interface of :mod:`gplace.policies.base` and is registered as ``"hsdag"``.
-
-Architecture (the public code, github.com/Esthesia/HSDAG: ``config.py``,
-``model.py`` class ``GPN``, ``layer.py`` classes ``GNN``, ``MLP``,
-``ParsingNet_GPU``, ``main.py`` class ``PPO``):
-
-1. Input transform: an MLP of ``num_transform_layers`` (2) layers, each
-   Dense, LayerNorm, ReLU, over ``[Embed(op_type) ‖ node features ‖
-   position]``.
-2. Per pooling level (Graph Parsing Network, Song et al. 2024):
-   ``h1 = GCN_1(h)`` (``num_gcn_layers`` = 2 GCN layers, ReLU after each,
-   then ``LayerNorm(h + .)``); edge scores ``sigmoid(MLP(h1[u] * h1[v]))``
-   (``num_scorer_layers`` = 2, LayerNorm inside; symmetric in ``u, v``);
-   every node keeps its highest-scoring incident edge; the groups are the
-   connected components of the kept edges (their number is not fixed).
-   Group features: ``h2 = GCN_2(h)`` (``num_pool_gcn_layers`` = 1, its own
-   weights), ``post(sum over members of pre(h2))`` with ``pre``/``post`` one
-   Dense + ReLU + ``LayerNorm(x + .)`` each (DeepSets), times the *sum of
-   the scores of the edges inside the group* (the code multiplies by their
-   mean and by their count; 1 for a single node). That product is how
-   gradients reach the edge scorer: the choice of kept edges and groups is
-   discrete. The coarse graph of the next level has one node per group and
-   one edge per pair of adjacent groups.
-3. Output transform (2 layers, Dense + ReLU) of each final group, then the
-   placement head ``Dense(head_hidden_size = 128), ReLU, Dense(D)``; every
-   node gets its group's logits.
-
-Hyperparameters of the code: hidden 128 everywhere, the layer counts above,
-dropout 0.2, Adam lr 1e-3, 20 placements per update, REINFORCE on
-``1 / latency`` (see ``experiments/configs/hsdag.py`` for the RL side).
-
-Deviations, and why:
-
-* Pooling levels: the code repeats parsing until a level merges nothing,
-  which (every non-isolated node keeps an edge) ends with one group per
-  connected component: as we read ``model.py``, a connected graph then gets
-  a single device, a placement its own reward rejects (1e10 for all-CPU or
-  all-GPU). Here ``num_pooling_levels`` is fixed, default 1: on tiny
-  rnnlm2's 256 coarse nodes, 1, 2 and 3 levels give 24, 6 and 1 groups at
-  initialisation, and with 2 levels the score factor (which grows with the
-  group size) compounded and saturated the policy on one device in a trial.
-  A static count also keeps shapes static under jit.
-* Groups live in the ``N_pad`` node slots of the input: a group is stored at
-  its lowest member index (the label of min-label propagation, a
-  ``lax.while_loop`` until no label changes), so every level has the same
-  shapes and padding nodes (no edges) stay groups of their own.
-* Kept-edge ties go to the lowest edge index (the code: a stable sort).
-* No dropout (0.2 in the code): the same parameters must give the same
-  logits when sampling and when scoring the samples (PPO ratios, REINFORCE
-  log-probabilities).
-* Features: gplace's node features (FLOPs, bytes, output shape, depth,
-  degrees, kind) and a learned op-type embedding instead of the code's
-  one-hot op type averaged over a coarse node's members; the relative
-  topological position instead of the raw node index.
-* The output transform ends at ``hidden_size`` (the code: the input feature
-  width); the head's last layer starts near zero (as GO's), so the initial
-  policy is near uniform.
-* One-shot: the code adds the group features of the last placement to the
-  node features before the next of 20 placements; here all samples of a
-  step come from the same logits.
-* Default ``hidden_size`` is the code's 128; the configs may use less to
-  train on a CPU.
+Duan et al., "A Structure-Aware Framework for Learning Device Placements on
+Computation Graphs", NeurIPS 2024; code: github.com/Esthesia/HSDAG. An input
+MLP; per pooling level (:class:`ParsingPool`) GCN embeddings score edges
+``sigmoid(MLP(h[u] * h[v]))``, each node keeps its best edge, groups are
+the connected components, pooled by DeepSets times the sum of their kept
+edges' scores (how gradients reach the scorer); an output MLP and the head
+give each group's logits. Deviations: ``num_pooling_levels`` fixed (default
+1); no dropout; one-shot, not 20 sequential placements; gplace's features.
 """
 
 from __future__ import annotations
@@ -359,7 +299,8 @@ _POLICIES: dict = {}
 
 @register_policy("hsdag")
 def create_hsdag_policy(num_devices: int, **hparams) -> HSDAGPolicy:
-  """An :class:`HSDAGPolicy` from flat hyperparameters (``config.policy``).
+  """An :class:`HSDAGPolicy` from flat hyperparameters
+  (``PolicySettings.hparams``).
 
   Equal arguments return the same (immutable) module, so that compile
   caches keyed on ``policy.apply`` (a bound method: Python compares its

@@ -1,32 +1,7 @@
-"""Neural network layers of the GO placement policy, on padded GraphsTuples.
-
-These are the building blocks of :class:`gplace.policies.GOPolicy` (Zhou et
-al., "Transferable Graph Optimizers", NeurIPS 2020), usable in any flax model:
-
-* :class:`GraphSAGE`: one message-passing layer that aggregates predecessors
-  and successors separately (mean or max), so it sees the direction of data
-  flow.
-* :class:`FeatureModulation`: per-graph scale and shift (FiLM) or gate computed
-  from a graph embedding, GO's "parameter superposition": one set of weights,
-  specialised to each graph.
-* :class:`SegmentRecurrentAttention`: Transformer-XL-style attention over
-  nodes in topological order, cut into fixed-length segments, each attending to
-  itself and to the cached states of the previous segment; linear cost in the
-  number of nodes, so it runs on 80k-node graphs.
-* :class:`PlacementHead`: node states to per-device logits, with device masks.
-
-Every layer takes the ``jraph.GraphsTuple`` layout built by
-``gplace.graphs.features.to_graphs_tuple``:
-
-* ``graphs.nodes["mask"]``: ``bool [N_pad]``, False for padding nodes;
-* ``graphs.nodes["graph_index"]``: ``int32 [N_pad]``, the graph of each node;
-* ``graphs.edges["direction"]``: ``int32 [E_pad]``, 0 for a forward edge
-  (sender = producer, receiver = consumer), 1 for its reversed copy;
-* ``graphs.edges["mask"]``: ``bool [E_pad]``;
-* ``graphs.n_node``: ``int32 [G_pad]`` (the last graph is padding).
-
-All sizes come from array shapes (static under jit); padding nodes and edges
-contribute nothing, and every layer returns zeros on padding nodes.
+"""Layers of the GO policy on padded ``jraph.GraphsTuple`` s, for any flax
+model: :class:`GraphSAGE`, :class:`FeatureModulation`,
+:class:`SegmentRecurrentAttention`, :class:`PlacementHead`. Sizes come from
+shapes; padding nodes get zeros.
 """
 
 from __future__ import annotations

@@ -1,91 +1,14 @@
-"""The Placeto placement policy (Addanki et al., "Placeto: Learning
-Generalizable Device Placement Algorithms for Distributed Machine Learning",
-NeurIPS 2019): an iterative placement MDP over the nodes of a graph.
+"""The Placeto placement policy: re-place each node once, in topological
+order, given the whole current placement (sequential, ``"placeto"``).
 
-Where this sits: a *sequential* policy of :mod:`gplace.policies.base`
-(``sequential = True``, ``placement_actions = True``: one action per padded
-node, the action is that node's device). :mod:`gplace.rl.policy_fns` turns it
-into the sample / score / greedy functions of the training loop; the family
-is registered as ``"placeto"`` (``config.policy.name``, see
-``experiments/configs/placeto.py``).
-
-Placeto, as in the paper and its public code (mitdbg/placeto)
--------------------------------------------------------------
-* MDP: start from a placement, visit the nodes once each in topological
-  order (``node_traversal_order='topo'``; one round of ``N`` moves per
-  episode), and at each visit re-place the visited node given the *current*
-  placement of the whole graph. Reward: the runtime improvement after each
-  move, REINFORCE with discount 1 and a per-round baseline (the mean over the
-  last 1000 episodes of the return from that round).
-* Node input: ``[cost, output size, done bit, current bit, start time
-  relative to the current node] ‖ one-hot(device)`` (``5 + D`` columns), cost,
-  output size and start time divided by their maximum over the graph.
-* Message passing: a node transform (MLP, two hidden layers), then a forward
-  pass over predecessors and a backward pass over successors, each
-  ``h_v = self_v + g(sum_u f(h_u))`` with ``f``, ``g`` one-hidden-layer ReLU
-  MLPs; a full sequential pass in topological order, or ``radial_mp = k``
-  synchronous rounds. Message width = input width ``5 + D``; output
-  ``[forward ‖ backward]``.
-* Three aggregations for the current node (``tri_agg``): over its ancestors
-  (all of them, not only parents), its descendants, and its "peers", the
-  nodes neither reach (Placeto computes them exactly, by Floyd-Warshall).
-  Each is ``g(sum_u f(h_u))`` (a mean with ``normalize_aggs``), concatenated
-  with the node's own embedding; a classifier MLP (hidden ``[2 in, in]``)
-  gives ``D`` logits.
-* Training defaults of the code: Adam, learning rate 1e-3 (its decay floor is
-  also 1e-3), entropy weight 1.0 (decay off by default), gradient clipping
-  on, one graph copy per update (``num_children=1``), episodes unbounded
-  (``n_eps=1e9``: run until stopped). Initial placement: a random one drawn
-  once and reused every episode, or all on device 0
-  (``zero_placement_init``), a new random one per episode, or the best so
-  far.
-
-What gplace does, and where it deviates (and why)
---------------------------------------------------
-* **Episodic reward.** gplace's loop scores only the final placement of an
-  episode (reward ``-sqrt(runtime)``, REINFORCE against a batch or EMA
-  baseline). The per-move improvements telescope to (initial - final)
-  runtime, so this is the undiscounted episodic version of Placeto's
-  objective (Placeto's own ``one_shot_episodic_rew`` option, which requires
-  the all-on-device-0 start used here by default); per-move credit
-  assignment is lost. Why: the simulator (host or in-step) scores a batch of
-  placements once at the end of a training step; per-move rewards would take
-  ``N`` simulations per episode.
-* **No start-time feature**: it needs a simulation of the current placement
-  at every move. The static node features of :mod:`gplace.graphs.features`
-  (FLOPs and output bytes, Placeto's cost and output size; depth fraction,
-  which stands in for start time; degrees, shape, kind) are used instead,
-  each column divided by its maximum absolute value over the graph, as
-  Placeto normalises. The done and current bits and the one-hot device are
-  Placeto's.
-* **Message passing in ``message_passing_steps`` synchronous rounds**
-  (Placeto's ``radial_mp``), not the full sequential pass: that is ``N``
-  dependent steps per move, ``N^2`` per episode. The ancestor / descendant
-  aggregations still see the whole graph.
-* **Widths**: ``hidden_size`` for messages (Placeto: ``5 + D``, its input
-  width; gplace's inputs are wider).
-* **Mean aggregation** by default (``normalize_aggregations``, Placeto's
-  ``normalize_aggs``): sums over hundreds of ancestors swamp the rest.
-* **Near-uniform start**: the last classifier layer is orthogonal-initialised
-  with scale ``logit_init_scale``, as gplace's one-shot heads
-  (:class:`gplace.policies.layers.PlacementHead`).
-* **Parallel nodes** are exact (reachability, computed once per call by
-  repeated squaring of the adjacency) and restricted to the current node's
-  graph (a batch can hold several graphs; they are walked one after another).
-* **Cost bound**: every move re-embeds the whole graph, ``O(N)`` per move and
-  ``O(N^2)`` per episode; a batch of more than ``max_nodes`` padded nodes is
-  refused with a :class:`~gplace.errors.PolicyError` (use coarser groups).
-* Optimiser, learning rate, samples per step, entropy weight and episodes
-  come from the experiment config (``experiments/configs/placeto.py`` uses
-  Placeto's learning rate, 1e-3).
-
-Initial placement (``initial_placement``): ``"zeros"`` (default; every node
-on device 0), ``"round_robin"`` (node position mod ``D``) or ``"random"`` (a
-fixed pseudo-random device per node position, a hash of the position and
-``initial_seed``: Placeto's default start, the same every episode). All three are functions of the graph alone, so teacher
-forcing reproduces them exactly. The start only enters the features: every
-real node is re-placed once, so the final placement is made of actions only
-and honours the device mask.
+Addanki et al., "Placeto: Learning Generalizable Device Placement
+Algorithms for Distributed Machine Learning", NeurIPS 2019; code:
+github.com/mitdbg/placeto. Each step (:class:`PlacetoNetwork`) embeds node
+features, done and current bits and the current device, passes messages
+forward and backward, aggregates the current node's ancestors, descendants
+and parallel nodes, and a classifier gives its logits. Deviations: episodic
+reward; static features; ``message_passing_steps`` synchronous rounds; mean
+aggregation; ``O(N^2)`` an episode, so over ``max_nodes`` refused.
 """
 
 from __future__ import annotations
@@ -469,8 +392,8 @@ class PlacetoPolicy(nn.Module):
 
 @register_policy("placeto")
 def create_placeto_policy(num_devices: int, **hparams) -> PlacetoPolicy:
-  """A :class:`PlacetoPolicy` from flat hyperparameters (``config.policy``
-  less ``name``).
+  """A :class:`PlacetoPolicy` from flat hyperparameters
+  (``PolicySettings.hparams``).
 
   Raises:
     PolicyError: an unknown hyperparameter or a value the policy rejects.

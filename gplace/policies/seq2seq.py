@@ -1,38 +1,9 @@
-"""Sequence-to-sequence building blocks of the sequential placement policies.
-
-Where this sits: :mod:`gplace.policies.colocrl` (ColocRL, Mirhoseini et al.
-2017) and :mod:`gplace.policies.hdp` (HDP, Mirhoseini et al. 2018) are both
-an LSTM encoder over a sequence (ops or groups in order) and an attentional
-LSTM decoder that emits one device per step, the previous step's device fed
-back. This module holds those parts, written once, over the padded
-``jraph.GraphsTuple`` layout of :mod:`gplace.graphs.features`:
-
-* :func:`adjacency_encoding`: a fixed-width encoding of which positions feed
-  a node and which it feeds (log-bucketed distances in topological order).
-* :class:`OpEmbedding`: op-type embedding ‖ output shape (or all node
-  features) ‖ adjacency ‖ position, ColocRL's op embedding and HDP's
-  grouper input.
-* :class:`SequenceEncoder`: a (bidirectional) LSTM over ``[B, L, E]`` that
-  skips masked steps: a masked step leaves the carry as it was and outputs
-  zeros, so padding (and HDP's empty groups) never changes what real steps
-  compute.
-* :class:`AttentionDecoder`: the decoder as one ``jax.lax.scan``, in three
-  modes that share every line of the step: sample (Gumbel noise drawn from
-  one key per row), greedy (argmax) and teacher-forced (given actions).
-  Each step returns the action's log-probability and the step's entropy,
-  so scoring sampled actions again reproduces the sampler's
-  log-probabilities exactly.
-
-Decoding is ``O(L^2)`` per row (every step attends over all ``L`` encoder
-states), which is why ColocRL checks its sequence length.
-
-Flax note: submodules are called inside ``jax.lax.scan`` bodies. A linen
-module cannot create parameters inside a JAX transform, so while
-initialising, each scanned body runs once outside the scan to create them,
-and the scan itself is skipped (its outputs are zeros of the right shapes:
-``init`` keeps only the parameters, and compiling the scans would only cost
-time; ``init_with_output`` therefore returns zeros). Applying only reads
-parameters inside the scans, which linen allows.
+"""Sequence-to-sequence blocks of ColocRL and HDP: :func:`adjacency_encoding`,
+:class:`OpEmbedding`, :class:`SequenceEncoder` (skips masked steps) and
+:class:`AttentionDecoder` (one ``lax.scan`` to sample, decode greedily or
+teacher-force). Linen cannot create parameters inside a scan, so at init
+each scanned body runs once outside it and ``init_with_output`` returns
+zeros.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Learning placements: the training API and the jittable learning under it.
 
-The entry points: :func:`train` (one policy on a batch of graphs) and
-:func:`pretrain` (one policy over many graphs), set by
-:class:`TrainSettings` and :class:`PolicySettings`. Below them, pure and
-jittable: ``distributions``, ``losses``, ``rewards``, ``update``,
-``grouping``, ``policy_fns``; host-side: ``data`` (graphs -> padded
-batches), ``warm_start``, ``scoring``, ``loop`` (jitted chunks),
-``evaluation``, ``refine``, ``policy_file``, and what a run writes
-(``workdir``, ``checkpoint``, ``run_outputs``, ``reports``).
+``train(graphs, topology, policy, settings, *, workdir=None, progress=None)``
+and ``pretrain`` (one policy over many graphs), set by
+:class:`TrainSettings` and :class:`PolicySettings`. Pure and jittable:
+``distributions``, ``losses``, ``rewards``, ``update``, ``grouping``,
+``policy_fns``; the rest is host-side.
 """
 
 from gplace.rl.distributions import (entropy, exploration_logits, log_prob,

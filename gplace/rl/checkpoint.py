@@ -1,16 +1,9 @@
 """The one place gplace talks to orbax: save and restore training states.
 
-A small wrapper around ``orbax.checkpoint.CheckpointManager`` with an absolute
-directory, ``StandardSave`` / ``StandardRestore`` of a whole pytree (the
-``gplace.rl.state.TrainState``), restores against an abstract target (shapes and
-dtypes of a freshly initialised state), and the train step as the checkpoint
-step. Saving is asynchronous; :meth:`Checkpointer.close` waits for it.
-
-Before reading a step's arrays, its saved tree (paths, shapes, dtypes) is
-compared with the target: a difference means another config wrote it, while
-metadata or arrays that cannot be read mean the step is corrupted.
-:meth:`Checkpointer.restore_latest` then falls back to the newest intact step
-and moves the corrupted newer ones aside (to ``<directory>.corrupted/``).
+:class:`Checkpointer` saves the :class:`~gplace.rl.state.TrainState` at the
+train step, asynchronously; :meth:`Checkpointer.restore_latest` refuses a
+step written by another run and moves corrupted steps aside, falling back to
+the newest intact one.
 """
 
 from __future__ import annotations

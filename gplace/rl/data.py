@@ -1,11 +1,9 @@
-"""Graphs -> padded batches: the input pipeline of training.
+"""Graphs -> padded batches: the input pipeline of training (host-side).
 
-:func:`setup_graphs` turns workloads into :class:`~gplace.rl.types.GraphSetup`
-s (every baseline scored, the failure penalty, the coarsening the policy
-places), and :func:`make_batch` pads them to one budget and stacks them,
-with their simulator problems, into a :class:`~gplace.rl.types.Batch`.
-:func:`experiment_topology` resolves a topology named by a config.
-Host-side numpy; nothing here is traced.
+:func:`setup_graphs` scores every baseline and coarsens each graph into a
+:class:`~gplace.rl.types.GraphSetup`; :func:`make_batch` pads and stacks them
+into a :class:`~gplace.rl.types.Batch`; :func:`hint_placements` fills the
+hint input.
 """
 
 from __future__ import annotations

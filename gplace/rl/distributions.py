@@ -1,17 +1,7 @@
-"""The placement distribution a policy's logits define: sampling, log-probs,
-entropy, and the exploration mixture.
-
-Where this sits: a policy (:mod:`gplace.policies`) maps padded graphs to
-logits ``[N, D]``; these functions are all RL needs from them
-(:mod:`gplace.rl.losses` and :mod:`gplace.rl.update` build on them).
-
-One-shot sampling (GO): every node's device is an independent categorical
-given the graph. Each of the ``K`` samples draws from its own key
-``split(rng, K)[k]``, so splitting the ``K`` samples over devices draws the
-very same placements as one device drawing all of them.
-
-Teacher-forced policies return logits ``[K, N, D]``; :func:`node_log_probs`
-and :func:`log_prob` broadcast over that leading ``K`` unchanged.
+"""The placement distribution a policy's logits ``[N, D]`` define:
+sampling, log-probabilities, entropy, exploration (pure). Sample ``k``
+draws from ``split(rng, K)[k]``, so samples split over devices are the
+placements one device would draw.
 """
 
 from __future__ import annotations

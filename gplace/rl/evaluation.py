@@ -1,28 +1,8 @@
 """The policy's own placements at the end of a run: greedy and sampled.
 
-Where this sits: :func:`gplace.rl.train` calls
-:func:`evaluate_policy` after the last train step; :mod:`gplace.rl.reports`
-prints its rows next to the run's best found placement and every baseline.
-
-The best placement a run reports (``state.best_placement``) is the fastest of
-everything scored during training: the warm-start baseline it was seeded
-with, and with ``rl.mutate_best > 0`` the results of a search around the
-incumbent. It says little about what the policy learned. This module scores
-what the policy places *by itself*, with no best-ever bookkeeping and no
-search:
-
-* **greedy**: every node (or group) on its most likely device (the argmax of
-  the policy's logits; a sequential policy's most likely action at every
-  step);
-* **sampled**: ``K`` fresh placements drawn from the policy's softmax (not
-  the ``rl.explore_epsilon`` mixture used for training samples), reported as
-  their mean and their best.
-
-Group placements (``Batch.group_of``, :mod:`gplace.rl.grouping`) are expanded
-to one device per node before scoring. An ordering policy's placements
-(DOPPLER) are scored in the schedule it chose with them. Scoring is
-host-side, with one :data:`~gplace.rl.types.RewardFn` per graph (simulated
-or measured).
+:func:`evaluate_policy` scores the greedy placement and ``K`` fresh samples
+from the softmax, with no search and no best-ever bookkeeping
+(``docs/design.md#reporting-only-what-the-policy-placed``).
 """
 
 from __future__ import annotations

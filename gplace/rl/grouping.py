@@ -1,19 +1,9 @@
 """Group-level actions: the policy places groups of ops, the simulator ops.
 
-Where this sits: :mod:`gplace.rl.data` coarsens each graph that is large
-enough (:func:`gplace.coarsen`) and puts the coarse graph in the
-:class:`~gplace.rl.types.Batch` the policy sees, with ``group_of`` mapping
-every original node to its group; :mod:`gplace.rl.update` samples one device
-per group and :func:`expand_to_nodes` gives every op its group's device
-before the simulator (or the executor) scores it.
-
-Why: with thousands of independent per-op decisions and a few samples per
-step, REINFORCE/PPO gets almost no credit signal, and a move that helps only
-when many ops move together (a whole chain to another GPU) is never sampled.
-With a few hundred groups (ColocRL's co-location groups, HDP's learned
-groups, HSDAG's coarsening) such a move is one decision. Graphs of at most
-``min_nodes`` nodes are placed op by op; in a batch that mixes both, a graph
-without groups has one group per op.
+:func:`coarsen_for_policy` coarsens graphs of more than ``min_nodes`` nodes;
+:func:`expand_to_nodes` (jittable) and :func:`expand_on_host` give each op
+its group's device; :func:`order_priority` turns an order into a priority
+(``docs/design.md#group-level-actions``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The jitted chunks of a training run, and the steps each one covers.
 
-Where this sits: :func:`gplace.rl.train.run_loop` (and
-:mod:`gplace.rl.pretraining`) loops in Python over chunks that
-:func:`make_step_fns` compiles: a ``lax.scan`` of warm-start or RL steps
-from :mod:`gplace.rl.update`, under ``jax.pmap`` over the local devices
-with a replicated state (:func:`replicate`, :func:`unreplicate`); with host
-rewards (:class:`HostRewards`) sampling and update stay jitted and the
-measurement runs on the host between them (:func:`run_chunk`).
-:class:`Schedule` says how many steps each chunk takes
-(:func:`chunk_schedule`); it depends only on the step, so a resumed run
-replays the uninterrupted schedule.
+:func:`make_step_fns` compiles chunks (a ``lax.scan`` of steps) under
+``jax.pmap``; :func:`run_chunk` interleaves host rewards; :func:`run_loop`
+loops in Python; :func:`chunk_schedule` depends only on the step, so a
+resumed run replays the uninterrupted one.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Policy losses for one graph each (vmap over the batch's graphs).
-
-Where this sits: :mod:`gplace.rl.update` computes advantages from scored
-rollouts and differentiates these losses; they only see logits, placements
-and advantages (:mod:`gplace.rl.distributions` turns logits into
-log-probabilities).
-
-Losses are normalised per node: the policy-gradient term uses the mean log
-probability of a placement's nodes, PPO clips per-node ratios (a ratio of
-80k-node joint probabilities would always be clipped), and the entropy is the
-mean per-node entropy. The objectives take per-action log-probabilities
-(``[K, A]``, any policy: :mod:`gplace.rl.policy_fns`); the ``*_loss``
-functions are the same for a one-shot policy's logits. Every loss returns
-``(loss [], metrics dict)``.
+"""Policy losses for one graph (vmap over graphs; pure): REINFORCE, PPO and
+imitation, normalised per node, each returning ``(loss [], metrics)``
+(``docs/design.md#the-rl-loop``).
 """
 
 from __future__ import annotations
@@ -38,10 +27,10 @@ def entropy_terms(entropies: jax.Array, mask: jax.Array, entropy_weight: float,
   actions, so a policy can keep a healthy mean entropy while the few
   decisions that set the runtime (the groups of the bottleneck device) are
   certain: every sample then agrees on them, the samples' runtimes tie and
-  the advantages carry no signal about them (the late collapse in
-  ``experiments/RESULTS.md``). The floor keeps every decision sampled off
-  its argmax now and then, so the samples keep comparing alternatives for
-  each of them. ``entropy_floor = 0`` (default): no penalty.
+  the advantages carry no signal about them
+  (``docs/design.md#the-entropy-floor``). The floor keeps every decision
+  sampled off its argmax now and then, so the samples keep comparing
+  alternatives for each of them. ``entropy_floor = 0`` (default): no penalty.
 
   Args:
     entropies: ``f32 [K, A]`` or ``[A]``.

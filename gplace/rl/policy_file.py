@@ -1,19 +1,10 @@
 """A trained policy in one file: its parameters and the settings that made it.
 
-Where this sits: :func:`gplace.rl.pretrain` writes one at the end of
-pretraining (and gplace ships one, :func:`shipped_policy_path`);
-:func:`gplace.rl.train` starts from one when
-``config.policy_init`` names it (fine-tuning), and :func:`gplace.optimize`
-applies one zero-shot. Host-side numpy, no JAX tracing.
-
-The file is a plain ``.npz``: one array per parameter leaf, keyed by its path
-(``"params/encoder/input_projection/kernel"``), and ``__meta__``, a JSON
-string with the format version, the policy family and hyperparameters
-(``config.policy``), the grouping (``config.groups``), the topology it was
-trained for and its device count, the full training config, and free-form
-facts (graphs, steps). A plain array file loads without orbax, pickle or the
-training code, in any gplace install. Writes are atomic (a temporary file
-renamed over the target).
+:func:`save_policy` writes a plain ``.npz`` atomically: one array per
+parameter leaf, keyed by path, and ``__meta__`` JSON (format, the
+:class:`~gplace.rl.settings.PolicySettings`, grouping, topology, training
+settings); :func:`load_policy` needs no orbax or pickle;
+:func:`shipped_policy_path` finds the policy gplace ships.
 """
 
 from __future__ import annotations
@@ -45,8 +36,9 @@ class PolicyFile(NamedTuple):
 
   Attributes:
     params: the parameter pytree (nested dicts of numpy arrays).
-    policy: ``config.policy`` (``name`` and hyperparameters).
-    groups: ``config.groups`` (how graphs were coarsened for the policy).
+    policy: the :class:`~gplace.rl.settings.PolicySettings` record
+      (``name`` and hyperparameters).
+    groups: ``settings.groups`` (how graphs were coarsened for the policy).
     topology: the topology name it was trained for.
     n_devices: ``D``, the width of its device head.
     config: the full training config (a JSON object).

@@ -1,24 +1,8 @@
 """One set of functions for every kind of policy: sample, score, greedy.
 
-Where this sits: :mod:`gplace.rl.update` and :mod:`gplace.rl.evaluation`
-never call a policy directly; they call the :class:`PolicyFns` built here
-from it. A *one-shot* policy (GO, HSDAG: ``apply(params, graphs, mask) ->
-logits [N, D]``, every node an independent categorical) and a *sequential*
-policy (ColocRL, HDP, Placeto: actions decoded step by step, scored by
-teacher forcing; see :mod:`gplace.policies.base`) then look the same:
-
-* ``sample(params, graphs, mask, keys [K, 2]) -> (placements [K, N],
-  actions [K, A])``;
-* ``score(params, graphs, mask, actions [K, A]) -> ActionScores`` (per-action
-  log-probabilities and entropies ``[K, A]``, the action mask ``[A]``);
-* ``greedy(params, graphs, mask) -> placement [N]``.
-
-For a one-shot policy the actions are the placements (``A = N``) and the
-scores come from one set of logits, so this is exactly what the loop did
-before sequential policies existed (same samples for the same keys). With
-``explore_epsilon > 0`` a one-shot policy samples and scores the ``eps``-
-uniform mixture (:func:`gplace.rl.distributions.exploration_logits`);
-sequential policies have no such mixture (the config validator refuses it).
+:func:`policy_fns` -> :class:`PolicyFns`: ``sample(params, graphs, mask,
+keys [K, 2]) -> (placements [K, N], actions [K, A])``, ``score(...,
+actions) -> ActionScores``, ``greedy(...) -> [N]``. Pure and jittable.
 """
 
 from __future__ import annotations

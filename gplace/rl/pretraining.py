@@ -1,44 +1,11 @@
-"""Pretraining one policy over many graphs, for zero-shot placement and
-fine-tuning on graphs it has never seen (GO's transfer setting).
+"""Pretraining one policy over many graphs (GO's transfer setting; Zhou et
+al. 2020, sec. 3.3 and 4.2).
 
-Where this sits: ``experiments/pretrain.py --config
-experiments/configs/pretrain.py`` calls :func:`pretrain`; its result is a
-policy file (:mod:`gplace.rl.policy_file`) that
-``config.policy_init`` fine-tunes (:func:`gplace.rl.train`)
-and :func:`gplace.optimize` applies zero-shot. Host-side orchestration around
-the same jitted chunks (:mod:`gplace.rl.chunks`) as the single-graph loop
-(:mod:`gplace.rl.training`).
-
-What GO does and what this does (Zhou et al. 2020, sec. 3.3 and 4.2; see
-``../shared/PAPERS.md``):
-
-* **Batches of several graphs, switched.** The training graphs are cut into
-  batches of ``config.pretrain.graphs_per_batch`` graphs (the last batch is
-  filled up from the first graphs). Every chunk of ``config.train.chunk_steps``
-  steps trains on the next batch in turn, so the update never sees one graph
-  alone for long. All batches are padded to the budget of the whole set
-  (:func:`gplace.rl.data.make_batch`'s ``pad_like``), so they share one
-  compiled step.
-* **One policy, many graphs**: feature modulation conditions every layer on
-  the graph's embedding; ``policy.free_logits`` must be 0 (a per-position
-  logit offset is graph-specific and would not transfer).
-* **Optional imitation first** (``config.warm_start``, not in GO): each
-  graph's best classical placement as the supervised target, batch by batch,
-  so that a zero-shot policy starts from what list schedulers do and RL
-  improves on it. gplace deviates here because on two CPU cores RL alone
-  over a dozen graphs leaves the policy near uniform for hundreds of steps.
-* **Per-batch statistics.** Parameters, optimizer state, step and RNG are
-  shared; each batch keeps its own reward baseline and best placements
-  (a resumed run starts those afresh: they steer nothing but the EMA
-  advantage and the best-ever bookkeeping).
-
-Rewards must be computed inside the jitted step (``rl.reward`` of
-``"simulator_dynamic"`` or ``"simulator"``): host rewards would serialise
-every graph of every batch through Python. ``config.pretrain.dispatch_width``
-sizes the dynamic scheduler's candidate buffer: graphs with hundreds of ops
-ready at once (an optimizer's parameter updates) overflow the default 64
-slots and are scheduled again exactly, 5-10x slower (tiny Transformer-XL
-and ResNet-50: 0.3-0.7 s per 16 placements at 64 slots, 0.09-0.1 s at 256).
+``pretrain(graphs, topology, policy, settings, *, workdir)`` switches batches
+of ``settings.pretrain.graphs_per_batch`` graphs every chunk, all padded to
+one budget, with in-step rewards and per-batch baselines, and writes a
+policy file. Why: ``docs/design.md``, "Pretraining, and why the shipped
+policy is given a plan".
 """
 
 from __future__ import annotations

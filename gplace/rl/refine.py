@@ -1,69 +1,10 @@
 """Refining a placement op by op: a per-op policy trained on its own moves.
 
-Where this sits: the group-level learner (:mod:`gplace.rl.training` with
-``config.groups``) places a few hundred op groups, and every op runs on its
-group's device. It cannot split a group, and on some graphs that is where it
-stops (``experiments/RESULTS.md``, "The ceiling of the group action space").
-Training a policy over single ops with whole-placement samples did not learn:
-thousands of independent decisions per sample and 64 samples per step give no
-usable credit to any one op. :func:`refine_placement` is the second stage that
-the issue's "per-move credit" asks for:
-
-* **The policy**: one categorical per op over the devices, ``logits [N, D]``,
-  initialised at the starting placement (``init_logit`` on its device, 0
-  elsewhere). Its *greedy* placement is the argmax per op.
-* **Its samples**: each of the ``K`` samples of a step is the policy's own
-  greedy placement with between 1 and ``max_moves`` ops (uniform) moved: each
-  moved op draws a new device from its own softmax, conditioned on leaving
-  the greedy device (drawing the greedy device again would be a wasted
-  evaluation whose advantage is known to be 0).
-* **Per-move credit**: a sample's advantage is its runtime change against the
-  policy's greedy placement (``(R_greedy - R_k) / R_greedy``): the greedy
-  rollout baseline of self-critical training (Rennie et al., 2017; Kool et
-  al., 2019). Each sample moves only a few ops (one by default), so its
-  advantage is their credit. With two or more, a good move that shares a
-  sample with a bad one takes the blame for it: on a chain whose output node
-  belonged on the GPU, moving it alone saved 0.3%, but most samples that
-  moved it also moved a chain op to the CPU (-30%), and the output stayed on
-  the CPU.
-* **Advantage scale**: the advantages of a step are divided by its largest
-  improvement and clipped below at -1 (a failed sample is -1), so the best
-  move of every step gets +1 and a move that hurts at least as much as the
-  best one helped gets -1. The gains of single moves are tiny and spread
-  over orders of magnitude (median 0.013% for the improving one-op moves of
-  a local search on paper wavenet2, a few over 1%); with a fixed scale a
-  step size that flips the small ones flips hundreds of ops at once on the
-  large ones. A step without an improving move leaves the policy alone.
-* **The update**: plain gradient ascent on ``sum_k A_k sum_{moved i} log
-  softmax(logits_i)[a_ki]`` (REINFORCE on the moved ops only; the ops copied
-  from the greedy placement were not drawn and get no gradient), step
-  ``learning_rate``. With the default 4 and ``init_logit`` 5, the step's best
-  move shifts about 8 nats between the greedy device and the new one and
-  flips the op; one half as good needs two such steps. Moves that hurt make
-  the greedy device more certain. Deviation from an exact policy gradient:
-  the importance weight ``1 - p(greedy)`` of the conditioned draw is dropped
-  (it would scale every update by the policy's doubt). Adaptive optimizers
-  are not used: Adam's per-parameter normalisation gives a barely-better
-  move the step of a clearly better one and flipped 1,336 ops of resnet50's
-  5,431, most on moves that changed nothing, making it 6% slower.
-* **A line search on each update**, as TRPO checks its step: when an update
-  changes the policy's greedy placement, the new one is scored (one
-  evaluation) and the update is kept only if it is no slower; otherwise the
-  step is halved (up to :data:`MAX_HALVINGS` times, an evaluation each time
-  the greedy placement still changes) and dropped after that. Flips that
-  help one by one can hurt together; without the check the greedy placement
-  of paper resnet50 ended slower than it started on three seeds of three
-  (-4.4% against -4.9% of the best classical plan). So the refined greedy
-  placement is never slower than the start.
-
-Everything it reports is the policy's: its final greedy placement and the
-fastest of its own samples. The line search makes that greedy placement
-improve monotonically, as a search's incumbent would, but what moves it is
-the policy's update: a move is adopted only through the logits, and nothing
-is kept apart from them.
-
-The proposal and the update are jitted (``[K, N]`` arrays); the scoring is a
-host-side :data:`~gplace.rl.types.RewardFn`, e.g. the run's simulator.
+:func:`refine_placement`: logits ``[N, D]`` at the start placement; samples
+move 1 to ``max_moves`` ops off the greedy placement, whose runtime is their
+baseline (per-move credit); gradient ascent with a line search, so the
+greedy placement never gets slower
+(``docs/design.md#the-per-op-refinement-rlrefine``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The final table of a run: the learned placement against every baseline and
-the lower bound.
-
-Where this sits: the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.training` and
-:mod:`gplace.rl.run_outputs` call these at every checkpoint and at the end.
-Host-side; every function receives plain values (arrays, dicts, and graph
-summaries: anything with the attributes of :class:`GraphSummary`, such as
-``gplace.rl.data.GraphSetup``). This module holds the rows of the table
-(every classical plan: :func:`classical_runtimes`), its text
-(:func:`format_table`) and its records (:func:`result_tables`); the files a
-run writes, ``results.json`` among them, are in :mod:`gplace.rl.run_outputs`.
+"""The final table of a run: the learned placements against every baseline
+and the lower bound (:func:`classical_runtimes`, :func:`format_table`,
+:func:`result_tables`; host-side, plain values).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Rewards: what a placement's runtime is worth, and scoring inside the
-jitted step.
+"""Rewards, and scoring inside the jitted step (pure).
 
-Reward ``-sqrt(runtime_s)`` (ColocRL, HDP); a failed placement (out of
-memory, a failed measurement) counts as running ``failing_runtime_s``, a
-per-graph constant. :func:`simulator_reward` (node-id order) and
-:func:`dispatch_reward` (the dynamic schedule) are
-:data:`~gplace.rl.types.SimulateFn` s over a batch's stacked problems
-(:mod:`gplace.rl.scoring`). Pure and jittable.
+:func:`reward` is ``-sqrt(runtime_s)``, a failed placement counting as
+``failing_runtime_s``; :func:`simulator_reward` and :func:`dispatch_reward`
+are in-step :data:`~gplace.rl.types.SimulateFn` s.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""What a training run writes: metrics, the best placement, the progress bar,
-the learning curve and ``results.json``.
-
-Where this sits: near the bottom of :mod:`gplace.rl`; :mod:`gplace.rl.training`
-calls these after every chunk (:class:`RunOutputs`) and at the end
-(:func:`write_final_report`, :func:`output_lines`). Host-side; every function
-receives plain values (arrays, dicts, and graph summaries: anything with the
-attributes of :class:`gplace.rl.reports.GraphSummary`, such as
-``gplace.rl.data.GraphSetup``). The rows and the text of the final table are
-in :mod:`gplace.rl.reports`.
-
-Every file is strict JSON: a non-finite number (``inf`` for an OOM or failed
-placement, NaN) is written as ``null`` (:func:`json_safe`), so any JSON
-parser reads it. ``results.json`` and ``learning_curve.png`` are rewritten at
-every checkpoint (``"finished": false``) and at the end of the run
-(``"finished": true``), so a run killed early still leaves them.
-"""
+"""What a training run writes after every chunk (:class:`RunOutputs`, so a
+killed run keeps them): metrics, best placements, progress bar, curve and
+``results.json``, strict JSON (non-finite numbers as ``null``)."""
 
 from __future__ import annotations
 
@@ -33,7 +19,7 @@ from gplace.sim.topology import Topology
 
 METRICS_FILE = "metrics.jsonl"
 #: ``phase`` of the ``metrics.jsonl`` lines that score the policy's greedy
-#: placement during training (``config.train.greedy_every``).
+#: placement during training (``settings.train.greedy_every``).
 GREEDY_PHASE = "greedy"
 BEST_PLACEMENT_FILE = "best_placement.json"
 CURVE_FILE = "learning_curve.png"
@@ -414,10 +400,9 @@ def write_results(workdir: str, graphs: Sequence[GraphSummary],
                   ) -> list[dict]:
   """``results.json`` and the learning curve PNG (from ``metrics.jsonl``).
 
-  ``results.json`` holds ``step``, ``finished``, ``workloads``,
-  ``topology`` and ``tables``: per graph
-  :func:`~gplace.rl.reports.result_tables` with ``null`` for OOM / failed
-  rows and for a bound that does not apply.
+  ``results.json`` holds ``step``, ``finished``, ``workloads``, ``topology``
+  and ``tables``: per graph :func:`~gplace.rl.reports.result_tables`, with
+  ``null`` for OOM / failed rows and for a bound that does not apply.
 
   Args:
     workdir: the run's directory.
@@ -484,7 +469,7 @@ class Curves(NamedTuple):
     best: ``[S]`` the best own sample so far (NaN: none yet).
     step_wall_s: ``[S]`` seconds since the run started (NaN: not logged).
     greedy: ``(evaluations [G], runtime_s [G])`` of the policy's greedy
-      placement scored every ``config.train.greedy_every`` steps (empty if
+      placement scored every ``settings.train.greedy_every`` steps (empty if
       never), against the train samples spent before it.
   """
 

@@ -1,13 +1,9 @@
-"""Scoring placements for training on the host, and the problems in-step
-rewards read.
+"""Host-side scoring for training, and the problems in-step rewards read.
 
-:class:`Scorer` scores placements of one graph (simulated by
-:func:`gplace.simulate`, or measured by the executor on
-:func:`placement_devices`) as a :data:`~gplace.rl.types.RewardFn`;
-:func:`make_scorer` and :func:`host_reward_fns` build them from the
-settings, :func:`host_scored_rollout` fills a rollout from their scores.
-:func:`stacked_problems` and :func:`stacked_dispatch_problems` stack a
-batch's simulator problems for :mod:`gplace.rl.rewards`. Host-side numpy.
+:class:`Scorer` is a :data:`~gplace.rl.types.RewardFn` (simulated or
+measured); :func:`host_reward_fns`, :func:`host_scored_rollout`;
+:func:`stacked_problems` and :func:`stacked_dispatch_problems` for
+:mod:`gplace.rl.rewards`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The settings of a training run, as frozen dataclasses.
 
-:class:`TrainSettings` holds one dataclass per section (:class:`RLSettings`,
-:class:`OptimizerSettings`, :class:`WarmStartSettings`,
-:class:`GroupSettings`, :class:`RefineSettings`, :class:`LoopSettings`,
-:class:`ExecutorSettings`, :class:`PretrainSettings`) and
-:class:`PolicySettings` names the policy. Each field has its default and its
-valid range here and nowhere else; ``__post_init__`` checks them and raises
-:class:`~gplace.errors.ConfigError`. Fields marked ``free_on_resume`` may
-change when a run resumes. :func:`from_config` and :func:`to_config` map
-``ml_collections.ConfigDict`` configs (``experiments/configs``) onto these
-classes and back: the only place that reads a config.
+:class:`TrainSettings` (sections :class:`RLSettings`, ...,
+:class:`PretrainSettings`) and :class:`PolicySettings` hold every default and
+range, raising :class:`~gplace.errors.ConfigError`; :func:`from_config` /
+:func:`to_config`, the only code that reads a config.
 """
 
 from __future__ import annotations

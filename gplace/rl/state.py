@@ -1,9 +1,8 @@
 """The training state and the optimizer.
 
-:class:`TrainState` is everything a run needs to continue bit-for-bit after a
-restart (parameters, optimizer state, RNG, the reward baseline's EMAs, the
-best placements); :func:`create_optimizer` and :func:`create_train_state`
-build them from :class:`~gplace.rl.settings.TrainSettings`.
+:class:`TrainState` (parameters, optimizer state, RNG, reward baselines, best
+placements) continues a run bit for bit; :func:`create_optimizer` and
+:func:`create_train_state` build them from ``TrainSettings``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Training a placement policy: one call from graphs to a trained policy.
 
-:func:`train` takes the graphs, the topology, the policy and the
-:class:`~gplace.rl.settings.TrainSettings`, and returns a
-:class:`TrainResult`, in the spirit of brax's ``ppo.train``: it checks the
-run (:mod:`gplace.rl.checks`), scores the baselines and pads the graphs
-(:mod:`gplace.rl.data`), initialises or restores the
-:class:`~gplace.rl.state.TrainState`, runs the jitted chunks
-(:mod:`gplace.rl.loop`), and reports the policy's own greedy and sampled
-placements (:mod:`gplace.rl.evaluation`), refined per op if asked
-(:mod:`gplace.rl.refine`), against every baseline and the lower bound. With a
-``workdir`` it checkpoints, resumes and writes its outputs there
-(:mod:`gplace.rl.workdir`, :mod:`gplace.rl.run_outputs`).
+``train(graphs, topology, policy, settings, *, workdir=None,
+progress=None) -> TrainResult`` (as brax's ``ppo.train``): checks, batches,
+the jitted loop, then the policy's own placements against every baseline;
+with a ``workdir`` it checkpoints, resumes and writes its outputs.
 """
 
 from __future__ import annotations

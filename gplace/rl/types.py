@@ -1,15 +1,6 @@
-"""The data that flows through learning: batches, rollouts, function types.
-
-Where this sits: :mod:`gplace.rl.data` builds a :class:`Batch` on the host;
-:mod:`gplace.rl.update` samples a :class:`Rollout` from a policy, scores it
-with a :data:`SimulateFn` (inside the jitted step) or a :data:`RewardFn` (on
-the host, :mod:`gplace.rl.rewards`), and updates the policy. Only types live
-here, so every other module of the package can import them without importing
-each other.
-
-Shapes: ``B`` graphs per batch, ``K`` samples per graph (``K_local = K / axis
-size`` on each device of a parallel update), ``N`` padded nodes, ``D``
-devices.
+"""The data that flows through learning: :class:`Batch`, :class:`Rollout`,
+:class:`GraphSetup`, :data:`SimulateFn` (in-step), :data:`RewardFn` (host).
+Shapes: ``B`` graphs, ``K`` samples, ``N`` padded nodes, ``D`` devices.
 """
 
 from __future__ import annotations

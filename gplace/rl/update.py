@@ -1,24 +1,9 @@
 """The RL and warm-start updates, written once for one device or many.
 
-Where this sits: :mod:`gplace.rl.chunks` jits (or pmaps) chunks of these
-steps; they sample placements from the policy
-(:mod:`gplace.rl.distributions`), score them (a :data:`~gplace.rl.types.SimulateFn` inside the step, or host
-rewards in between :func:`sample_rollout` and :func:`update_from_rollout`),
-turn runtimes into advantages (:mod:`gplace.rl.rewards`, baselines in the
-:class:`~gplace.rl.state.TrainState`), and take gradient steps on
-:mod:`gplace.rl.losses`.
-
-The update is written once, with an ``axis_name``: samples are split over the
-axis, gradients and reward statistics ``lax.pmean``-ed, the best placement
-gathered; with ``axis_name=None`` the same code runs on one device. Every
-function here is pure and jittable.
-
-Shapes: ``B`` graphs per batch, ``K`` samples per graph (``K_local = K /
-axis size`` on each device), ``N`` padded nodes, ``D`` devices. With
-group-level actions (``batch.group_of``, :mod:`gplace.rl.grouping`) the
-policy's ``N`` nodes are groups: rollouts hold group placements, expanded to
-the ``N_sim`` nodes of the simulated graphs for scoring and for the best
-placement (``state.best_placement`` is per node).
+:func:`rl_step` (sample, score, PPO / REINFORCE), :func:`supervised_step`,
+:func:`scan_chunk`; with an ``axis_name`` samples split over the axis and
+gradients are ``lax.pmean``-ed. Pure. Shapes ``[B, K, N]``; ``N`` counts
+groups with ``batch.group_of``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Warm-start targets: the baseline placements a policy imitates first.
 
-Where this sits: after :func:`gplace.rl.data.setup_graphs` has scored every
-baseline, :func:`gplace.rl.train.warm_start` picks each graph's warm-start
-baseline (:func:`warm_start_target`) and turns it into supervised targets:
-:func:`warm_start_targets` for a policy that places nodes (or groups),
-:func:`ordered_warm_start_targets` for an ordering policy (DOPPLER), which
-imitates the placement in its best schedule (:func:`best_schedule`).
-:func:`gplace.rl.data.hint_placements` reads the ``"best"`` target as the
-policy's hint input. Host-side numpy; nothing here is traced.
+:func:`warm_start_targets` (nodes or groups) and
+:func:`ordered_warm_start_targets` (an ordering policy, in the plan's best
+schedule); :func:`warm_start_target` picks a graph's baseline. Host-side.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A run's directory: what identifies the run, and resuming only that run.
 
-:func:`prepare_workdir` checks that a workdir can be written, and refuses one
-whose checkpoints come from another run (:func:`check_resume`: the fields of
-its ``config.json`` that differ are listed) or, with ``train.resume=False``,
-deletes them; then it writes this run's record (:func:`run_record`: the
-settings, the policy, a fingerprint of the topology and of every graph).
-Host-side, no JAX.
+:func:`prepare_workdir` refuses checkpoints of another run
+(:func:`check_resume` lists the differing fields), deletes them with
+``settings.train.resume=False``, and writes :func:`run_record`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Simulated annealing over placements, with batched proposals.
 
-A search, not a learner: one current placement; each step proposes a batch of
-random moves of it (redraws of between 1 and ``move_size`` nodes or groups,
-as in local search), scores the batch with the simulator, and accepts moves by
-the Metropolis rule on the *relative* runtime change, ``delta = (candidate -
-current) / current``: a candidate passes if ``delta <= 0`` or, with
-probability ``exp(-delta / T)``, if it is slower. The chain moves to the
-fastest candidate that passed, so it steps uphill only when no candidate of the
-batch improves and an uphill one passes; with ``batch_size=1`` this is
-textbook annealing. The temperature falls geometrically, ``T_b = t0 *
-decay**b`` at batch ``b``. The best placement ever seen is returned, not the
-chain's last state.
+:func:`annealing` proposes a batch of redraws of the current placement. A
+candidate passes if ``delta = (candidate - current) / current <= 0`` or,
+with probability ``exp(-delta / T)``, if slower; the chain moves to the
+fastest candidate that passed (``batch_size=1``: textbook annealing).
+``T_b = t0 * decay**b`` at batch ``b``; the best placement seen is returned.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""What every search shares: the result type, validated settings, the units a
-move acts on (nodes or coarse groups), the starting placement, and the
-:class:`Evaluator` that scores placements in batches against a budget.
-
-Where it sits: :mod:`gplace.search.local`, :mod:`gplace.search.annealing` and
-:mod:`gplace.search.genetic` propose placements (with the operators of
-:mod:`gplace.search.moves`) and hand them to an :class:`Evaluator`, which
-runs the public simulator ``gplace.simulate`` under its default schedule
-(whatever that is: no ``order`` or ``priority`` is ever passed), counts every
-simulated placement against the budget and keeps the best one seen.
-
-Host-side numpy around a jitted simulator; nothing here is traced.
+"""What every search shares: :class:`SearchResult`, checked settings,
+:func:`make_units` (nodes or groups), :func:`initial_placements`, and the
+:class:`Evaluator` that simulates batches in the default schedule, counts
+them against the budget and keeps the best.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """A genetic search over placements: tournament selection, crossover,
 mutation and elitism.
 
-A search, not a learner. The population starts from the starting candidates
-(``init``, or the cheap baselines) plus mutants of the fastest of them. Each
-generation breeds ``population`` children: two parents, each the fastest of
-``tournament`` members drawn uniformly; a child inherits every unit (node or
-group) from one of them (:func:`gplace.search.moves.crossover`, uniform or
-segment); with probability ``mutation_rate`` (and always when it came out
-identical to its first parent, so no evaluation is spent on a copy) it is
-mutated by a redraw of between 1 and ``move_size`` units. The next population
-is the ``population`` fastest of the ``elite`` best parents and all children,
-so the best placement never leaves it.
+:func:`genetic` starts from the starting candidates plus mutants of the
+fastest. A generation breeds ``population`` children, each from two
+tournament winners (the fastest of ``tournament`` drawn members) by uniform
+or segment crossover of units, mutated with probability ``mutation_rate``
+(always when identical to its first parent); the ``population`` fastest of
+the ``elite`` best parents and all children survive.
 """
 
 from __future__ import annotations

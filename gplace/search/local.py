@@ -1,14 +1,6 @@
-"""Local search: greedy improvement of one placement by random moves.
-
-A search, not a learner: it keeps one incumbent placement, proposes a batch of
-random moves of it (each redraws between 1 and ``move_size`` nodes, or whole
-groups, to other devices; see :func:`gplace.search.moves.redraw`), scores the
-batch with the simulator and moves to the fastest candidate if it beats the
-incumbent. It stops when the evaluation budget (or time limit) is spent.
-
-This is the "uniform redraws" control of issue 10: a few seconds of it often
-beat hand-made and list-scheduling baselines, so a learned placer has to beat
-it at an equal number of simulator evaluations.
+"""Local search: :func:`local_search` redraws a few nodes (or groups) of one
+incumbent per candidate and moves to the fastest candidate of a batch when
+it is faster.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The operators searches build candidate placements with: redraw a few units
-(nodes or groups) to other devices, and cross two parent placements over.
-
-Where it sits: :mod:`gplace.search.local` and :mod:`gplace.search.annealing`
-propose redraws of their incumbent, :mod:`gplace.search.genetic` crosses
-parents over and mutates children with the same redraw. A unit is a node, or a
-group of nodes from :func:`gplace.search.common.make_units` (a move then puts
-the whole group on one device).
-
-Host-side numpy, vectorized over the ``K`` candidates of a batch; every random
-draw comes from the caller's ``np.random.Generator``, so a search is
-deterministic for its seed.
+"""The operators searches build candidates with: :func:`redraw` and
+:func:`crossover`, vectorized over a batch, every draw from the caller's
+``np.random.Generator``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The cost model: devices, simulated runtime and memory, and bounds.
 
-``topology`` describes devices, links and op costs (``topology_json`` is
-its JSON form, ``jax_devices`` the local devices ``topology.local``
-describes; ``graph_files`` reads and writes graphs with their topology and
-costs); ``simulator`` scores placements (jitted, vmapped): ``problem``
-builds its arrays on the host, ``scan`` is the jitted scan and ``kernel``
-its CPU one-kernel compilation; ``dispatch`` list-schedules each placement
-on its own (dynamic rule or priorities; ``native`` is its compiled host
-twin), ``planned`` plans each placement's schedule as HEFT would
-(``list_scheduler``, the list scheduler the baselines share; the default
-takes the faster of the two) and ``priority`` holds the critical-path
-default; ``reference`` is the plain-Python twin of both for tests;
-``bounds`` says how fast any placement could possibly be.
+``topology`` (devices, links, op costs), ``simulator`` (:func:`simulate`)
+over ``scan`` (a shared order), ``dispatch`` / ``native`` (an order per
+placement) and ``planned`` (HEFT's plan); ``reference`` is the plain-Python
+specification, ``bounds`` the lower bound. The model:
+``docs/design.md#the-simulators-model``.
 """
 
 from gplace.sim.topology import Topology, preset, local

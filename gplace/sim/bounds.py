@@ -1,22 +1,8 @@
-"""Lower bounds on the simulated runtime of any placement.
+"""Lower bounds on the simulated runtime of any placement (host-side).
 
-Where it sits: experiments report how far a placement (learned or baseline)
-is from the best possible one; :func:`lower_bound` gives a floor that no
-placement can beat under the simulator's model (``gplace.sim.simulator``), so
-``runtime / lower_bound`` is an honest optimality gap. Host-side numpy.
-
-The bound is the largest of:
-
-* the critical path with every node on its fastest device and free
-  communication (``NODE_INPUT`` nodes cost nothing: they are resident);
-* a work bound. Each compute group runs one node at a time, so for any
-  weights ``w`` on the simplex over groups, ``sum_i min_g w_g * c[i, g]`` is
-  a lower bound (``c[i, g]``: cheapest cost of node ``i`` on a device of
-  group ``g``): weighting the groups' busy times by ``w`` gives at most the
-  makespan, and each node adds at least its cheapest weighted cost. Uniform
-  weights give ``sum_i min_d cost / n_groups``; we also search the weights
-  (a concave maximization, by exponentiated subgradient steps) and keep the
-  best value found, which is sound for any weights.
+:func:`lower_bound` ``(graph, topology, costs=None) -> float`` seconds: the
+larger of :func:`critical_path` and :func:`work_bound`, so that ``runtime /
+lower_bound`` is an honest gap (``docs/design.md#bounds``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Built simulation problems, kept per graph for :func:`gplace.simulate`.
 
-Where this sits: :func:`gplace.simulate` validates its arguments on the host
-and builds a problem (:func:`gplace.sim.problem.make_problem` for a shared
-order, :func:`gplace.sim.dispatch.make_dispatch_problem` for per-placement
-schedules) before it runs the jitted simulator. Building is host-side numpy
-over all nodes and edges (the arrival-table colouring is a Python heap loop)
-and then a copy to the device; on a 10k-node graph it cost about as much as
-simulating 256 placements. Search loops and the RL loop's host rewards call
-``simulate`` on the same graph thousands of times, so the problem is built
-once and reused.
-
-What makes two calls share a problem: the same :class:`~gplace.Graph` object
-(its arrays are read-only; its entries go when it is garbage collected),
-the same :class:`~gplace.Topology` object (read-only as well), costs and
-order of equal content (hashed: a caller may reuse one array), and the same
-builder settings. At most :data:`PER_GRAPH` problems are kept per graph,
-least recently used first out.
+:func:`cached_problem` reuses a problem for the same :class:`~gplace.Graph`
+and :class:`~gplace.Topology` objects, costs and order of equal content
+and builder settings (:data:`PER_GRAPH` per graph, LRU); :func:`clear`.
 """
 
 from __future__ import annotations

@@ -1,49 +1,10 @@
 """The executor's host work for a placement: cluster launches and copies.
 
-Where it sits: :func:`gplace.simulate` adds each device's
-``Device.cluster_launch_s`` once per cluster the executor
-(:mod:`gplace.execution.partition`) would cut a placement into, and its
-``Device.copy_issue_s`` once per value copied to it, when a topology sets
-them (``gplace.profile`` fits them; presets leave them 0, and then nothing
-here runs).
-
-Why: the executor runs a placement as one compiled executable per cluster, a
-maximal run of same-device ops in its dispatch order, launched one after
-another from one Python thread, each with its own argument handling and
-copies. Measured on CPU + GPU (RESULTS.md, "CPU + H200 checks, second
-loan"), placements cut into 58-106 clusters ran 2.7-4x slower than the
-simulator's per-transfer model predicted, about 0.35-0.5 ms per extra
-cluster; that cost is per cluster, not per transfer, so the model charges
-it per cluster.
-
-The count follows the executor's rule (:func:`gplace.execution.partition.
-schedule_order`) exactly: every device runs its ops in priority order; the
-dispatcher stays on a device while that device's next op has all its op
-inputs dispatched, and otherwise moves to the device whose next op is ready
-and ranks first. Clusters are the maximal same-device runs of the order it
-produces. (Ordering edges that the executor adds between effectful ops are
-not part of a :class:`~gplace.Graph`, so programs with side effects can
-count a few clusters fewer here than they run.)
-
-The charge is additive (``runtime_s += sum over clusters of
-cluster_launch_s[device]``): a model of steps short enough that the devices
-wait for the host, which is where the per-cluster cost matters; a device
-that is busy for longer than the host's launches would hide part of it.
-
-Copies are host work too: the executor issues every copy with
-``jax.device_put`` from the same Python thread, so their issue time adds to
-the step's like launches do, while the simulator's links model only the
-copy itself (which overlaps compute). The copies are the simulator's
-transfers: each value goes once to every other device that reads it
-(:func:`count_copies`). Measured on two forced CPU devices (RESULTS.md,
-"Copies cost the host, and one statistic for calibration and fidelity"), a
-placement with all ops on one device and 39 of its parameters on the other
-ran 2.5x its single-device time, 17 us per parameter, which the links had
-hidden under compute.
-
-Host-side numpy; the counting loop is compiled with numba where it is
-installed (``O(N + E + switches * D)`` per placement), plain Python
-otherwise.
+:func:`count_clusters` follows the executor's dispatch rule exactly (effect
+ordering aside), :func:`count_copies` counts values copied into each device;
+:func:`host_costs` charges ``Device.cluster_launch_s`` and ``copy_issue_s``
+for them, added to ``runtime_s``. Host-side (numba where installed). Why:
+``docs/design.md``, "Calibration".
 """
 
 from __future__ import annotations

@@ -1,49 +1,12 @@
-"""Per-sample schedules in the simulator: list scheduling, jitted and vmapped.
+"""Per-placement schedules inside ``jit``: the list scheduler, vmapped.
 
-Where it sits: :func:`gplace.simulate` runs a *shared* order (one order for
-all ``K`` placements) through the fast scan of :mod:`gplace.sim.scan`. A
-schedule that differs per placement, the default one included, goes through
-:func:`simulate_dispatch` instead, a list scheduler that dispatches one node
-per step and gives each of the ``K`` placements its own order (on the host,
-``gplace.simulate`` runs its compiled twin, :mod:`gplace.sim.native`, with
-bit-identical schedules; this one runs inside jitted code, on any backend):
-
-* ``dynamic=True``, the rule of an asynchronous runtime with a good
-  dispatcher: whenever a compute group is free it runs, among its ops whose
-  inputs have arrived, the one of highest priority; when none has arrived,
-  the first to arrive. Default priority: the critical path
-  (:func:`gplace.sim.priority.bottom_level`).
-* ``dynamic=False``: the priority-respecting topological order (repeatedly
-  the highest-priority node whose producers are all dispatched), what a
-  policy that outputs ``[K, N]`` priorities means; an explicit ``[K, N]``
-  order is the special case ``priority = N - position``.
-
-Each step dispatches the node with the smallest key ``(t, group, -priority,
-id)`` among those whose producers are all dispatched, where ``t`` is when it
-could start (``max(ready, group free)``, 0 for ``NODE_INPUT`` nodes, which
-run nowhere and come first) and ``t`` and ``group`` count only with
-``dynamic=True``. Start times are nondecreasing in dynamic dispatch, so no
-node that is not yet a candidate could have started earlier (up to zero-cost
-ties, which this key settles).
-
-Everything else is the model of :mod:`gplace.sim.simulator`, with the
-dispatch order as the priority order: a node starts at ``max(ready, its
-group's previous finish)``, transfers are eager and each link serves them in
-dispatch order of their producers, memory is counted by dispatch position.
-So the result of every placement equals ``simulate_problem`` with ``order =``
-its dispatch order (tested), and :class:`SimResult.order` returns it.
-
-Cost: ``N`` sequential steps of ``O(W + out-degree)`` work per placement:
-candidates wait in a ``W``-slot buffer (:mod:`gplace.sim.list_kernel`; a
-batch whose buffer overflows is scheduled again with ``8 W`` slots, then
-``64 W``, ..., and finally ``W = N``: :func:`width_ladder`). On CPU,
-within :func:`gplace.sim.kernel.one_kernel_loops` (as ``gplace.simulate``
-calls it), each placement runs as one native kernel, and a batch whose
-first buffer overflows runs the rank trees of :mod:`gplace.sim.tree_kernel`
-instead of the wider buffers (``O(log N + out-degree)`` per step, 4-6x
-faster on training steps of real models with hundreds of candidates at
-once: ``experiments/bench_dispatch.py``); elsewhere (GPU, a user's jit, a
-training step) the batch runs as one loop with the buffers.
+:func:`dispatch_problem` ``(problem, placements [K, n], priority, *,
+dynamic)`` -> :class:`SimResult` (jitted: ``simulate_dispatch``) gives each
+placement its own order: the dynamic rule (a free group runs its arrived op
+of highest priority) or the priority-respecting order, equal to the scan in
+that order. Candidates sit in a ``W``-slot buffer (:func:`width_ladder`;
+rank trees on CPU). ``gplace.simulate`` runs the compiled twin,
+:mod:`gplace.sim.native`.
 """
 
 from __future__ import annotations

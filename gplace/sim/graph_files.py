@@ -1,17 +1,9 @@
-"""Graph files with their devices and costs: ``.npz`` and ``.json`` files,
-and ``networkx`` graphs with a :class:`~gplace.Topology`, in and out of
-gplace.
+"""Graph files with their devices and costs (``.npz``, ``.json``), and
+``networkx`` graphs with a :class:`~gplace.Topology`.
 
-Where it sits: above the graph IR and :class:`~gplace.Topology`, whose
-pieces it puts together. :func:`load` reads a graph file of either format
-into a :class:`GraphFile` (the graph, and the topology and measured cost
-table a JSON file may carry); :func:`save` writes one; :func:`from_networkx`
-converts a ``networkx.DiGraph`` (:mod:`gplace.graphs.interchange` has the
-convention, and :func:`~gplace.graphs.interchange.to_networkx` the other
-way). The JSON format is :mod:`gplace.graphs.json_format` (the graph) and
-:mod:`gplace.sim.topology_json` (its ``topology``). Every malformed input
-raises a :class:`~gplace.errors.GraphError` that names the field and the
-fix. Host-side Python; nothing here is traced.
+:func:`load` -> :class:`GraphFile` (``graph``, optional ``topology`` and
+``costs [N, D]``), :func:`save`, :func:`from_networkx`. The format:
+:mod:`gplace.graphs.json_format`, :mod:`gplace.sim.topology_json`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The local ``jax.Device`` s that a topology describes and a placement
-runs on: the default list (CPU devices first) and the check of a
-``devices=`` argument.
-
-Where it sits: in the cost model, because :func:`gplace.sim.topology.local`
-describes such a list; :mod:`gplace.execution` runs placements on it (and
-re-exports these from :mod:`gplace.execution.inputs`). Host-side Python.
+"""The local ``jax.Device`` s a topology describes and a placement runs on:
+:func:`default_devices` (CPU first) and :func:`check_devices` of a
+``devices=`` argument (re-exported by :mod:`gplace.execution.inputs`).
 """
 
 from __future__ import annotations

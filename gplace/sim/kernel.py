@@ -1,10 +1,8 @@
 """The CPU one-kernel path of the simulator's loops, and its compile options.
 
-XLA's CPU runtime launches every fused op of a loop body separately; the
-simulator's scans run ~20 tiny ops per step, so they are compiled instead as
-one native function each (:func:`_one_kernel`), where traced inside
-:func:`one_kernel_loops`. :data:`COMPILER_OPTIONS` asks for 512-bit vectors
-on CPUs with AVX-512 (a ``/proc/cpuinfo`` probe at import).
+Inside :func:`one_kernel_loops` the simulator's loops compile as one native
+function each (:func:`per_member_kernel`); :data:`COMPILER_OPTIONS` asks for
+512-bit vectors where the CPU has AVX-512.
 """
 
 from __future__ import annotations

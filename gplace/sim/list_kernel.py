@@ -1,27 +1,10 @@
-"""The list scheduler's inner loop: ``K`` placements, a candidate buffer each.
+"""The list scheduler's inner loop for ``K`` placements, each with a
+``W``-slot candidate buffer, for :mod:`gplace.sim.dispatch`.
 
-:mod:`gplace.sim.dispatch` gives each placement its own dispatch order. Its
-loop dispatches one node per placement per step; this module is that loop,
-written for a batch of ``K`` placements at once (every array has a leading
-``K`` axis, every per-lane read and write is a gather or scatter of one
-element per lane), so that:
-
-* each step costs ``O(W + out-degree)`` per placement, not ``O(N)``: the
-  candidates (executed nodes whose producers have all been dispatched) sit
-  in a fixed-width buffer of ``W`` slots, with their arrival time, group and
-  priority; nodes that run nowhere and have no producers (graph inputs,
-  padding) form a stream pre-sorted by ``(-priority, id)`` instead, since
-  there can be many of them;
-* the consumer loop of a step runs ``max`` over the batch of the dispatched
-  nodes' out-degrees, with masked updates (``vmap`` of a per-lane loop would
-  select, and copy, every ``[K, N]`` array on every iteration);
-* on CPU, within :func:`gplace.sim.kernel.one_kernel_loops`, each placement
-  runs as one native kernel (:func:`gplace.sim.kernel.per_member_kernel`).
-
-If a placement ever has more than ``W`` buffered candidates, its ``overflow``
-flag is set and its schedule is wrong; :func:`gplace.sim.dispatch
-.dispatch_problem` then schedules the batch again with a wider buffer
-(:func:`gplace.sim.dispatch.width_ladder`, at most ``W = N``).
+Arrays carry a leading ``K`` axis with per-lane gathers and scatters, so a
+step costs ``O(W + out-degree)``; a placement with more than ``W``
+candidates sets ``overflow`` and is scheduled again wider. On CPU, one
+native kernel per placement.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""The list scheduler the simulator and the baselines share: a planning
-problem, the state a list scheduler books as it commits nodes, and HEFT's
-insertion schedule.
+"""The list scheduler the simulator and the baselines share (host-side).
 
-Where it sits: in the cost model, because the simulator's planned schedule
-(:mod:`gplace.sim.planned`, ``schedule="planned"``) is HEFT's insertion
-rule on a given placement, and :func:`heft_schedule` with a fixed
-``placement`` is its plain-Python reference. The list-scheduling baselines
-of :mod:`gplace.baselines` (m-TOPO, m-ETF, m-SCT, HEFT, ordered EFT) drive
-:class:`ListScheduler` too, on a :class:`PlanningProblem` from
-:func:`prepare`, and repair plans that overflow memory
-(:mod:`gplace.baselines.scheduler`). Host-side pure Python and numpy;
-nothing here is traced.
+:func:`prepare` -> :class:`PlanningProblem`; a :class:`ListScheduler` books
+compute groups, links and live memory node by node into a :class:`Plan`
+(placement and order); :func:`heft_schedule` is HEFT's insertion schedule,
+with a fixed placement the reference of :mod:`gplace.sim.planned`.
 """
 
 from __future__ import annotations

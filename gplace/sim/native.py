@@ -1,46 +1,12 @@
-"""The list scheduler of :mod:`gplace.sim.dispatch` as compiled host code.
+"""The list scheduler of :mod:`gplace.sim.dispatch` as compiled host code
+(numba): what :func:`gplace.simulate` runs for per-placement schedules.
 
-Where it sits: :func:`gplace.simulate` scores per-placement schedules (the
-default, dynamic one included) on the host. The jitted list scheduler of
-:mod:`gplace.sim.dispatch` is what runs *inside* a jitted training step, on
-any backend; on the host it pays for XLA's one-kernel code, a few hundred
-small ops per dispatched node (about 0.6 us a step). This module runs the
-same rule, step for step, as native code compiled by numba, with the
-candidates in bit sets and binary heaps, so a step costs ``O(G + log N +
-out-degree)`` of plain machine instructions:
-
-* ``dynamic=True``: per compute group ``g``, an *arrived* set (inputs
-  there by the time the group is free, ordered by ``(-priority, id)``) and
-  a *pending* heap (keyed ``(ready, -priority, id)``); when a group's free
-  time moves, its pending nodes whose inputs arrived by then move over.
-  The next node is the least ``(t, g, -priority, id)``: in each group the
-  first of its arrived set at ``t = group free``, else the top of its
-  pending heap at ``t = ready``; ties in ``t`` go to the lower group. Nodes
-  that run nowhere (graph inputs) form one more set that always goes first,
-  as the stream of :mod:`gplace.sim.list_kernel` does.
-* ``dynamic=False``: one set ordered by ``(-priority, id)``: the
-  priority-respecting topological order.
-
-Priorities become ranks first (:func:`priority_ranks`), so an arrived set
-is a 64-ary tree of bit words over ranks: adding a node and taking the
-first cost three word operations each (four above ``64**3`` nodes),
-whatever the number of candidates.
-
-Times are float32 and computed with the same operations in the same order
-as the jitted scheduler, so schedules (orders, start and finish times) are
-bit-identical to it (``tests/sim/test_native.py``); peak memory follows
-:func:`gplace.sim.dispatch.peak_by_position` (sums of float32 bytes, equal
-up to the order of additions).
-
-Placements are independent: :func:`schedule_batch` runs rows ``lo..hi`` of
-the batch with the GIL released, so :func:`gplace.simulate` runs parts of a
-batch from threads of their own, one per core.
-
-Deviation from the design's "everything inside the jitted simulator": this
-host path serves only :func:`gplace.simulate` (host-side by contract: it
-validates its arguments and cannot be traced). Inside ``jax.jit`` the
-jitted scheduler still runs, with identical results; set
-``GPLACE_NATIVE=0`` to make ``gplace.simulate`` use it too.
+Per compute group an *arrived* set over priority ranks
+(:func:`priority_ranks`) and a *pending* heap keyed by ready time; the next
+node is the least ``(t, group, -priority, id)``, as in the jitted one.
+:func:`schedule_batch` schedules rows of a batch with the GIL released, in
+the jitted scheduler's float32 operations, so schedules are bit-identical
+to it (``docs/design.md#making-it-fast``; ``GPLACE_NATIVE=0``: the jitted one).
 """
 
 from __future__ import annotations

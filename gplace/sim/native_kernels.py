@@ -1,9 +1,7 @@
-"""The compiled kernels of :mod:`gplace.sim.native` (numba).
-
-Imported by :mod:`gplace.sim.native` where numba is installed (numba
-compiles each kernel on its first call). The rule, the data structures and
-the guarantees (bit-identical schedules) are described in
-:mod:`gplace.sim.native`.
+"""The compiled kernels of :mod:`gplace.sim.native` (numba, compiled on
+first call; imported where numba is installed): the rule of
+:mod:`gplace.sim.dispatch` on the data structures :mod:`gplace.sim.native`
+describes.
 """
 
 from __future__ import annotations

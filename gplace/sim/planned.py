@@ -1,37 +1,10 @@
 """The planned schedule: HEFT's scheduling phase on a given placement.
 
-Where it sits: :func:`gplace.simulate` evaluates a placement in a schedule
-(in which order each compute group runs its ops). ``schedule="dynamic"``
-(:mod:`gplace.sim.dispatch`) is what an asynchronous runtime with a good
-dispatcher does: a free device never waits while one of its ops could run.
-``schedule="planned"`` is what an ahead-of-time planner does, and what
-gplace's executor can run (it dispatches each device's ops in a fixed
-order): the ops, in decreasing priority (default: the critical path,
-:func:`gplace.sim.priority.bottom_level`, HEFT's upward rank), are each
-booked on their device at the earliest time their inputs can be there,
-into the first idle gap of the device's compute group that holds them
-(insertion scheduling, at most ``max_gaps`` gaps looked at), and the
-schedule is the ops in planned start order. A plan may keep a device idle
-for a critical op that has not arrived yet, which no work-conserving
-dispatcher does; on the recurrent graphs that is worth 18-24% (RESULTS.md,
-"Schedules"). ``schedule="best"`` takes the faster of the two per
-placement.
-
-Transfers are planned as the list schedulers of :mod:`gplace.baselines`
-plan them (:class:`~gplace.sim.list_scheduler.ListScheduler`): a
-producer's output is sent once per remote device, when the first consumer
-there is booked, on a link that carries one transfer at a time. Given the
-placement of HEFT (:func:`gplace.baselines.heft`), the planned schedule is
-HEFT's own plan, op for op (tested), so under ``schedule="best"`` HEFT's
-placement is never slower than HEFT's plan.
-
-The planned order is then simulated like any order (the model of
-:mod:`gplace.sim.simulator`: its times, not the plan's estimates, are the
-result). Host-side: the planning runs as compiled numba code
-(:mod:`gplace.sim.planned_kernels`), parts of a batch on threads of their
-own; without numba, the plain-Python reference
-(:func:`gplace.sim.list_scheduler.heft_schedule` with a fixed placement)
-plans one placement at a time.
+:func:`planned_orders` books each placement's ops in decreasing priority into
+the first idle gap of their device (insertion), transfers as the baselines
+plan them, then simulates the planned order; given HEFT's placement it is
+HEFT's own plan. ``schedule="best"`` keeps the faster of this and the
+dynamic schedule (:data:`BEST_TIE`). Host-side (numba on threads).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The compiled kernel of :mod:`gplace.sim.planned` (numba).
-
-Imported by :mod:`gplace.sim.planned` where numba is installed (numba
-compiles each kernel on its first call). The rule is described in
-:mod:`gplace.sim.planned`; the arithmetic is that of the plain-Python
-reference (:func:`gplace.sim.list_scheduler.heft_schedule` with a fixed
-placement), operation for operation in float64, so the planned start
-times, and hence the orders, are equal to it.
+"""The compiled kernel of :mod:`gplace.sim.planned` (numba): the reference's
+float64 arithmetic (:func:`gplace.sim.list_scheduler.heft_schedule`),
+operation for operation, so the planned orders are equal to it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Schedule priorities on the host: the critical-path default, checks, and
-the priority-respecting topological order.
-
-Where it sits: a *schedule* says in which order each compute group runs its
-ops. :func:`gplace.simulate` takes one of three kinds (see
-:mod:`gplace.sim.dispatch`): an explicit order, a priority vector (the order
-is then the priority-respecting topological order, :func:`priority_order`),
-or the dynamic list-scheduling rule, whose default priority is
-:func:`bottom_level`. Host-side numpy; nothing here is traced.
+"""Schedule priorities on the host: the critical path (:func:`bottom_level`,
+:func:`upward_rank`), :func:`check_priority`, and the priority-respecting
+topological order (:func:`priority_order`, :func:`order_priority`).
 """
 
 from __future__ import annotations

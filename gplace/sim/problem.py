@@ -1,10 +1,7 @@
-"""Host-side half of the simulator: a graph, topology and cost table as the
-padded arrays of a :class:`SimProblem` (numpy; nothing here is traced).
-
-Where it sits: :func:`make_problem` lays the graph out as scan steps (one per
-``width`` inputs / consumers of a node, nodes in schedule order) for
-:func:`gplace.sim.scan.simulate_problem`; :class:`SimResult` is what that
-scan returns. The model itself is documented in :mod:`gplace.sim.simulator`.
+"""Host-side half of the simulator: :func:`make_problem` lays a graph,
+topology and costs out as the padded arrays of a :class:`SimProblem` (scan
+steps in schedule order); :class:`SimResult` (``runtime_s [K]``,
+``peak_bytes [K, D]``, ``oom [K]``) is what the scan returns.
 """
 
 from __future__ import annotations

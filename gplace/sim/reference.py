@@ -1,24 +1,8 @@
-"""Plain-Python, event-driven reference of the simulator's model.
+"""Plain-Python, event-driven reference of the simulator's model: the
+specification the fast paths are tested against (float64, slow, tests only).
 
-This is the specification :mod:`gplace.sim.simulator` is tested against: the
-same model (see that module's docstring), written as a discrete-event
-simulation with explicit queues rather than as a recurrence, in float64, one
-placement at a time. It is plain Python and slow: use it for tests and for
-checking the fast simulator, never in a training loop.
-
-Each compute group has a queue of its nodes in priority order and each link
-``(s, d)`` a queue of its transfers in priority order of their producers. A
-queue's head starts as soon as its resource is idle and its inputs are there
-(a node: all inputs arrived on its device; a transfer: its producer
-finished). Events (node or transfer completions) are processed in time order;
-each completion wakes the queues it may unblock.
-
-Memory is computed separately by a sweep over priority positions of explicit
-live intervals of every copy of every node's output.
-
-Per-placement schedules (a priority, or ``schedule="dynamic"``; see
-:mod:`gplace.sim.dispatch`) are specified by :func:`dispatch_reference`: the
-list scheduler's rule, one node at a time, in float64.
+:func:`simulate_reference` (a shared order), :func:`dispatch_reference` (the
+list scheduler) and :func:`planned_reference` (the planned schedule).
 """
 
 from __future__ import annotations

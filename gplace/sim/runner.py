@@ -1,15 +1,7 @@
-"""Runs batches of placements through the simulator's kernels on the host.
-
-Where it sits: :func:`gplace.simulate` (:mod:`gplace.sim.simulator`)
-validates its arguments and picks a schedule; this module runs it. A shared
-order goes through the jitted scan (:mod:`gplace.sim.scan`), split across
-the machine's cores; per-placement schedules go through the compiled host
-scheduler (:mod:`gplace.sim.native`) or the jitted list scheduler
-(:mod:`gplace.sim.dispatch`) on a problem padded to shape buckets; the
-``"best"`` schedule runs the dynamic rule and the insertion planner
-(:mod:`gplace.sim.planned`) and keeps the faster per placement. The
-executor's host work (cluster launches, copy issues) is added last. The
-model these compute is documented in :mod:`gplace.sim.simulator`.
+"""Runs batches of placements through the simulator's kernels on the host,
+for :func:`gplace.simulate`: the scan split across cores
+(:func:`scan_in_parts`), per-placement schedules compiled or jitted
+(:func:`per_placement`), ``"best"`` as the faster of two, host work last.
 """
 
 from __future__ import annotations
@@ -117,9 +109,9 @@ def scan_in_parts(problem: SimProblem, placements: np.ndarray,
   if (jax.default_backend() != "cpu" or parts < 2 or k % parts
       or k * n < SPLIT_MIN):
     return run(slice(None))
-  # Each thread waits for its own part (np.asarray). Measured (RESULTS.md,
-  # "The shared-order scan on all cores"): with the results awaited by the
-  # caller instead, the split lost to one call at 1k and 80k nodes.
+  # Each thread waits for its own part (np.asarray): with the results
+  # awaited by the caller instead, the split lost to one call at 1k and 80k
+  # nodes (experiments/results/simulator_speed/README.md).
   in_thread = lambda rows: jax.tree_util.tree_map(np.asarray, run(rows))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
                                 *run_parts(in_thread, k, n))

@@ -1,24 +1,8 @@
 """Device half of the simulator: the scan that scores ``K`` placements.
 
-Where it sits: :func:`simulate_problem` takes a :class:`SimProblem` from
-:func:`gplace.sim.problem.make_problem` and ``[K, n_nodes]`` placements and
-returns a :class:`SimResult`; it is pure, so a training step jits and vmaps
-it. The model is documented in :mod:`gplace.sim.simulator`.
-
-Implementation: everything that depends on the placement but not on time
-(which devices hold consumers of each node, which consumer is the last one
-on its device) comes from a first ``lax.scan`` over nodes, as a device
-bitmask per node and two-bit codes per consumer slot (no ``[steps, width,
-K]`` temporaries); one second ``lax.scan`` over nodes in priority order then
-carries device-group, link and arrival times, and live and peak bytes (memory
-does not depend on time; it shares the pass only to share its masks), with
-the ``K`` placements as the minor (vector) axis of every array. Nodes with
-more than ``width`` inputs or consumers take several scan steps, so no array
-grows with the largest degree. Rows of the arrival table are reused once
-their last reader has run (``n_slots`` rows instead of one per node). On CPU
-each scan is compiled as a single kernel (see
-:func:`gplace.sim.kernel._one_kernel`), which avoids XLA's per-op launch
-overhead inside the loops.
+:func:`simulate_problem` ``(problem, placements int32 [K, n_nodes])`` ->
+:class:`SimResult` is pure (jit and vmap it in a training step); the ``K``
+placements are the vector axis (``docs/design.md#making-it-fast``).
 """
 
 from __future__ import annotations

@@ -1,98 +1,11 @@
-"""Fast simulated runtime and memory of placements: the RL reward.
+"""Simulated runtime and memory of placements: the RL reward.
 
-Where it sits: a policy proposes ``K`` placements of a :class:`~gplace.Graph`
-on a :class:`~gplace.Topology`; :func:`simulate_problem` scores all of them in
-one jitted call, inside the training step. :func:`make_problem` is the
-host-side (numpy) half that turns a graph, a topology and a cost table into a
-padded :class:`SimProblem` of arrays; :func:`simulate` is the convenience
-wrapper that validates its arguments, builds the problem and runs a cached
-jitted simulation. :mod:`gplace.sim.reference` holds a plain-Python,
-event-driven implementation of exactly the same model; tests check that the
-two agree to 1e-6 relative (graphs of up to 40 nodes; see Precision).
-
-Modules: :mod:`gplace.sim.problem` builds the arrays (host side),
-:mod:`gplace.sim.scan` is the jitted scan, :mod:`gplace.sim.kernel` compiles
-its loops as single CPU kernels, :mod:`gplace.sim.runner` runs batches of
-placements through them on the host's cores; this module holds the public
-wrapper and its argument checks.
-
-The model
----------
-Let ``p[v]`` be the device of node ``v`` and ``pos(v)`` its index in the
-priority ``order``, a topological order. Schedules that differ per
-placement choose each placement's order first, then follow exactly this
-model with that order: ``schedule="dynamic"`` (and ``[K, N]`` orders or
-priorities) with the list scheduler of :mod:`gplace.sim.dispatch`,
-``schedule="planned"`` with the insertion planner of
-:mod:`gplace.sim.planned`, and the default, ``schedule="best"``, with
-both, keeping the faster; ``schedule="static"`` without an order uses
-node-id order.
-Costs are ``costs[v, p[v]]`` seconds (default: the topology's roofline
-``Topology.op_costs``).
-
-Time:
-
-* ``NODE_INPUT`` nodes are not executed: their outputs are resident on their
-  device at time 0 (start = finish = 0, cost ignored).
-* Every other node runs on its device's compute group (devices with the same
-  ``topology.compute_group`` act as one processor). A group runs its nodes one
-  at a time, strictly in priority order, without preemption: node ``v``
-  starts at ``max(ready(v), finish of the group's previous node in priority
-  order)`` and finishes ``costs[v, p[v]]`` later.
-* ``ready(v)`` is the latest arrival of its inputs on ``p[v]``: a producer on
-  the same device delivers at its finish time; otherwise its output arrives by
-  a transfer.
-* Transfers are eager and sent once per destination device: when producer
-  ``u`` finishes, its output is sent to every device other than ``p[u]`` that
-  holds at least one of its consumers. A transfer on link ``(s, d)`` carries
-  ``send_bytes[u]`` = the largest ``edge_bytes`` among ``u``'s out-edges and
-  takes ``link_latency[s, d] + send_bytes[u] / link_bandwidth[s, d]``
-  (without the latency when ``u`` is a graph input and
-  ``topology.batched_inputs``: the executor's one batched copy). Each
-  link (ordered device pair) carries one transfer at a time, in priority
-  order of the producers: the transfer of ``u`` starts at ``max(finish(u),
-  end of the previous transfer on that link)``. Where
-  ``topology.pipelined_links`` pipelines a link (``gplace.profile`` sets
-  it as the executor copies, :func:`gplace.execution.profiler.
-  executor_pipelining`: a step's copies in one ``jax.device_put``, values
-  read back from an accelerator all at once), it is free again
-  after the bytes, ``send_bytes[u] / link_bandwidth[s, d]``, and the
-  latency only delays the arrival; the jitted kernels do not model this
-  and refuse such a topology. Transfers on different links overlap
-  freely, and with compute.
-* ``runtime_s`` is the latest finish time of any node; where devices have
-  a ``Device.cluster_launch_s`` (a calibrated topology: ``gplace.profile``),
-  :func:`simulate` adds it once per cluster the executor would launch for
-  that placement in that order, and a ``Device.copy_issue_s`` once per
-  transfer into the device (:mod:`gplace.sim.clusters`: host time the
-  devices wait for on short steps). Start and finish times leave them out,
-  and so do the jitted in-step simulators (:func:`simulate_problem`,
-  :mod:`gplace.sim.dispatch`).
-
-Because every queue (group or link) is served in a fixed order, the whole
-schedule is a max-plus recurrence that one sequential pass over nodes in
-priority order computes exactly; that is what :func:`simulate_problem` does,
-with the ``K`` placements vectorized inside each step.
-
-Memory (by position in the priority order, not by time): a node's output has
-one copy on its own device and one on each remote device that receives it.
-
-* The own copy holds ``out_bytes[u]`` and lives over positions
-  ``[pos(u), max(pos(u), last pos of a consumer of u on p[u])]``; the own
-  copy of a ``NODE_INPUT`` lives over the whole step (parameters stay
-  resident), that of a ``NODE_OUTPUT`` from ``pos(u)`` to the end.
-* A remote copy on ``d`` holds ``send_bytes[u]`` and lives over
-  ``[pos(u), last pos of a consumer of u on d]`` (it is allocated when it is
-  sent).
-* ``peak_bytes[d]`` is the maximum over positions of the bytes of copies on
-  ``d`` live there (a node's inputs and its output both count at its
-  position). A placement is ``oom`` when ``peak_bytes[d] >
-  topology.memory_bytes[d]`` for some device.
-
-Precision: float32 throughout. Times carry a relative rounding error that
-grows like ``sqrt(path length) * 6e-8``; byte counts are exact while live
-bytes stay below 2**24 bytes or are multiples of a large power of two (as
-in ``random_dag``), otherwise within ~1e-7 relative per step.
+:func:`simulate` ``(graph, placements [K, N], topology, costs=None,
+order=None, *, priority=None, schedule=None) -> SimResult`` validates on the
+host, reuses the built problem and runs the schedule (default ``"best"``);
+inside ``jit`` call :func:`simulate_problem` or
+:func:`gplace.sim.dispatch.simulate_dispatch`. The model:
+``docs/design.md#the-simulators-model``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,10 @@
 """Device topologies and the per-op cost model.
 
-A :class:`Topology` says what a placement runs on: devices (peak FLOP/s,
-memory bandwidth and capacity, per-op launch overhead), links between every
-device pair (latency and bandwidth), and groups of devices that share compute
-(several CPU "devices" on the same cores run one op at a time between them).
-
-The default op cost is a roofline: ``max(flops / peak_flops, bytes_accessed /
-mem_bandwidth) + launch_overhead`` for op nodes, zero for input and output
-nodes. A measured ``[n_nodes, n_devices]`` cost table (from
-``gplace.profile``) replaces it wherever a caller passes ``costs=``.
-
-Presets (:func:`preset`):
-
-* ``"1cpu+2gpu"``, ``"1cpu+4gpu"``, ``"1cpu+8gpu"``: the hardware of the
-  ColocRL / HDP experiments, a Haswell-class server CPU plus K80-class GPUs
-  over PCIe 3.0. Figures: the CPU is an 18-core Haswell Xeon at 2.3 GHz
-  (ColocRL: "Intel Haswell 2300, 18 cores"): 18 cores x 2.3 GHz x 32 fp32
-  FLOP/cycle (2 AVX2 FMA units) = 1.32 TFLOP/s peak, of which we credit 50%
-  as attainable by framework kernels -> 0.66 TFLOP/s; 4 channels of DDR4-2133
-  = 68 GB/s; 128 GiB. A GPU is one GK210 die of a Tesla K80 (NVIDIA data
-  sheet: 8.73 TFLOP/s fp32 boost per board = 4.37 per die, 480 GB/s per board =
-  240 GB/s per die, 24 GB per board = 12 GB per die); we credit 70% of peak
-  FLOPs -> 3.06 TFLOP/s. Per-op launch overhead: 10 us on GPU (TF1-era
-  kernel launch + executor), 5.7 us on CPU (Placeto's simulator figure).
-  Links CPU<->GPU and GPU<->GPU go over PCIe 3.0 x16: 12 GB/s effective
-  (15.75 GB/s theoretical, ~75% achieved), 25 us latency (Placeto's simulator:
-  25 us per transfer).
-* ``"8xh100"``: eight H100 SXM5 GPUs on NVLink 4 (NVIDIA data sheet: 67
-  TFLOP/s fp32 non-tensor, 495 TFLOP/s TF32 dense, 3.35 TB/s HBM3, 80 GB;
-  NVLink 900 GB/s bidirectional = 450 GB/s per direction). We credit 200
-  TFLOP/s (TF32 matmuls dominate FLOPs), 5 us launch overhead, 8 us link
-  latency.
-
-:func:`local` describes the local JAX devices with rough defaults; the
-executor's calibration (``gplace.profile``) fits them to measurements.
+A :class:`Topology`: :class:`Device` s, latency and bandwidth per device
+pair, compute groups. :meth:`Topology.op_costs` is the roofline ``[N, D]``
+seconds (a measured ``costs=`` table replaces it); :func:`preset` gives the
+papers' hardware (``docs/design.md#topology-and-op-costs``), :func:`local`
+this machine.
 """
 
 from __future__ import annotations
@@ -195,12 +166,8 @@ class Topology:
       ``[D, D]`` bool array per link (``[src, dst]``; the diagonal is
       ignored; one that is the same on every link becomes that bool).
       ``gplace.profile`` sets it as the executor copies
-      (:func:`gplace.execution.fitting.executor_pipelining`): on CPU +
-      H200 the values of one executor step moved into the GPU arrive about
-      2.6x sooner than one latency each in turn (RESULTS.md, "Links held
-      for the bytes only"); values the GPU computed reached the CPU one
-      after another until the executor started their read-backs early
-      ("Copies out of the GPU wait for each other").
+      (:func:`gplace.execution.fitting.executor_pipelining`; why:
+      ``docs/design.md#the-simulators-model``).
   """
 
   devices: tuple[Device, ...]

@@ -1,12 +1,6 @@
-"""Topologies in the JSON graph format: the ``topology`` object of a graph
-file (:mod:`gplace.graphs.json_format` documents its fields) to and from a
-:class:`~gplace.Topology`.
-
-Where it sits: beside :class:`~gplace.Topology`, which it builds;
-:mod:`gplace.sim.graph_files` reads and writes graph files with it, and
-``config.topology="file"`` compares topologies by it. Reading it back gives
-an identical topology. Every malformed field raises a
-:class:`~gplace.errors.GraphError` that names it. Host-side Python.
+"""The ``topology`` object of a JSON graph file
+(:mod:`gplace.graphs.json_format`) to and from a :class:`~gplace.Topology`:
+:func:`topology_from_dict`, :func:`topology_to_dict` (round trip exact).
 """
 
 from __future__ import annotations

@@ -1,42 +1,10 @@
-"""The list scheduler for wide frontiers: candidates in trees by rank.
+"""The list scheduler for wide frontiers: candidates in segment trees over
+priority ranks, ``O(log N)`` a step.
 
-:mod:`gplace.sim.list_kernel` keeps each placement's candidates in a
-``W``-slot buffer and scans it at every step, ``O(W)``. Training steps of
-real models have hundreds to over a thousand candidates at once (every
-optimizer op that reads only parameters is one from the start), so that scan
-dominates them. This module is the same list scheduler with ``O(log N)``
-steps instead. :func:`gplace.sim.dispatch.dispatch_problem` runs it, one
-placement at a time as a native CPU kernel
-(:func:`gplace.sim.kernel.per_member_kernel`), for a batch whose 64-slot
-buffer overflowed; it is written for a batch, as the buffer loop is, and the
-plain loop gives the same results (tested):
-
-* every node has a *rank*, its position in ``(-priority, id)`` order, and
-  candidates are leaves of segment trees over ranks (``2 R`` entries, ``R``
-  the power of two at or above the node count), each entry the least
-  ``(time, rank)`` pair below it, ``time`` a candidate's input arrival
-  (absent: ``(+inf, R)``);
-* with the dynamic rule, each compute group has one tree, ordered by
-  ``(arrival, rank)``, and one more holds candidates that run nowhere. A
-  group could start its next op at ``max(least arrival, free time)``; the
-  next node is that of the least ``(t, group)``: if the group's least
-  arrival is by its free time, every candidate that has arrived could start
-  then, and the one of least rank among them is found by descending the
-  tree (left whenever the left half holds one that has arrived); otherwise
-  it is the group's least ``(arrival, rank)``. This is exactly the buffer
-  loop's ``(t, group, -priority, id)``;
-* otherwise one tree holds every candidate, ordered by rank alone, their
-  arrivals carried along.
-
-Updating a leaf reads the siblings on its path, then writes the path.
-
-XLA's CPU compiler copies a whole array each step when a value read from it
-is used after the array is written in place (it fuses the read into the
-later user). The loop is arranged so that this never happens: the roots are
-kept in small arrays of their own, a tree's reads happen in the loop that
-writes it or end in a loop's result (:func:`_descend`), a start time comes
-from the tree rather than ``ready``, and candidates join the trees in a loop
-after the one that updates ``ready``.
+:func:`tree_steps` runs where a batch overflows the 64-slot buffer (one
+native CPU kernel per placement), with the buffer loop's results; its loop
+is arranged so XLA never copies a whole array per step
+(``docs/design.md#making-it-fast``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Exact solvers: a proven optimum and a proven bound to measure against.
 
-:func:`solve` places and schedules a graph with OR-tools CP-SAT and returns
-its best placement + order (evaluated in ``gplace.simulate``) with a lower
-bound on the simulated runtime that it proved; :func:`solver_lower_bound`
-tightens ``gplace.lower_bound`` with the solver's bound (both in
-:mod:`gplace.solvers.cpsat`); :func:`exact` (:mod:`gplace.solvers.placer`)
-is the solver as a placer with the baselines' interface. The model and what
-it relaxes: :mod:`gplace.solvers.model`.
+:func:`solve` places and schedules with OR-tools CP-SAT and proves a lower
+bound on the simulated runtime; :func:`solver_lower_bound`; :func:`exact`,
+the solver as a placer. The model: :mod:`gplace.solvers.model`.
 """
 
 from gplace.solvers.cpsat import (BOUND_SLACK, COARSE_GROUPS, MAX_EXACT_NODES,

@@ -1,28 +1,9 @@
 """Exact placement + scheduling with OR-tools CP-SAT, and what it proves.
 
-Where it sits: next to the baselines and the searches, as the placer an
-operations-research user would pick; and as the yardstick of every other
-method: :func:`solve` returns its best placement and schedule (evaluated in
-``gplace.simulate``) with a proven lower bound on the simulated runtime of
-any placement, so ``runtime / bound - 1`` is an honest gap to optimal.
-
-The model and its relaxations are in :mod:`gplace.solvers.model`: the
-simulator's model without link contention, durations rounded down to integer
-ticks, memory as necessary capacity conditions. Hence CP-SAT's proven
-objective bound (times the tick, less a ``BOUND_SLACK`` relative margin for
-the simulator's float32 rounding) is at most ``gplace.simulate(...)
-.runtime_s`` of every placement and order that fits in memory (of every
-placement at all with ``memory=False``); :func:`solve` reports the larger of
-it and ``gplace.lower_bound``.
-
-Graphs above ``max_nodes`` are solved on a coarsened graph
-(``gplace.coarsen(graph, "size", max_groups=256)``, group costs = sums of
-member costs) and the group placement is expanded. Grouping constrains the
-placement, so the coarse model's bound says nothing about the original
-graph: such results report ``gplace.lower_bound`` as their bound, status
-``"FEASIBLE"`` and ``coarsened=True``.
-
-Host-side (numpy, OR-tools, the jitted simulator for evaluation).
+:func:`solve` -> :class:`SolverResult`: the best placement and order (scored
+by ``gplace.simulate``) and a bound below ``gplace.simulate`` of every
+memory-feasible placement and order. Above ``max_nodes`` it solves a
+coarsened graph and reports ``gplace.lower_bound`` (``coarsened=True``).
 """
 
 from __future__ import annotations

@@ -1,50 +1,12 @@
 """The CP-SAT model of placement + scheduling: integer data and constraints.
 
-Where it sits: :mod:`gplace.solvers.cpsat` solves the model built here and
-evaluates its answer in the simulator. This module is host-side numpy plus
-OR-tools model building; nothing here is traced.
-
-The model is the simulator's (``gplace.sim.simulator``) without link
-contention, in integer time:
-
-* One Boolean ``x[v, d]`` per node and device, exactly one true per node;
-  the graph's device constraints fix ``x[v, d] = 0`` where ``v`` does not
-  allow ``d`` and put each co-location class on one device (so the bound
-  holds for placements that keep them).
-* ``NODE_INPUT`` nodes are not executed: start = finish = 0 on their device
-  (their placement only decides where their transfers start and whose memory
-  holds them).
-* Every other node ``v`` has a start ``S[v]`` and one optional fixed-size
-  interval per device (present iff ``x[v, d]``, length ``duration[v, d]``);
-  the intervals of the devices of one ``topology.compute_group`` do not
-  overlap (CP-SAT forbids zero-length intervals strictly inside others, as
-  the simulator's in-order queues do).
-* Edge ``u -> v``: ``S[v] >= E[u]`` and, when ``u`` sits on ``s`` and ``v``
-  on ``d != s``, ``S[v] >= E[u] + transfer[u, s, d]`` with the transfer of
-  ``u``'s ``send_bytes`` (its largest out-edge) on link ``(s, d)``.
-* Objective: the makespan ``M >= E[v]`` of every sink.
-
-Relaxations (each keeps the model's optimum at or below the simulator's
-runtime of every memory-feasible placement and order, so the proven
-objective bound is a lower bound of ``gplace.simulate``):
-
-* Links carry any number of transfers at once (no link contention).
-* Durations and transfer times are rounded DOWN to whole ticks
-  (``tick_s``): a real schedule's start times floored to ticks satisfy every
-  constraint (``floor(a + b) >= floor(a) + floor(b)``), so the integer
-  optimum is at most the real optimum / ``tick_s``.
-* Memory (only with ``memory=True``): the simulator counts live bytes by
-  position in the order; the model keeps two necessary conditions. (1) At
-  the last position every ``NODE_INPUT`` (resident) and ``NODE_OUTPUT``
-  (live to the end) own copy on ``d`` is live, so their ``out_bytes`` on
-  ``d`` fit in ``memory_bytes[d]``. (2) At the position of node ``v`` on
-  ``d``, the resident inputs on ``d``, ``v``'s own output and one copy of
-  each input of ``v`` (its own copy or the received one: the smaller of
-  ``out_bytes`` and ``send_bytes`` for an op producer, ``send_bytes`` for a
-  remote parameter) are live. Byte counts are rounded down to KiB and
-  capacities up. Everything else about liveness is dropped, so a model
-  placement may still OOM in the simulator; the bound is a bound over the
-  placements that do not.
+:func:`build_model` (on :func:`scale_problem` ticks): a Boolean ``x[v, d]``
+per node and device (the graph's device constraints fixed), per op a start
+and an optional interval per device, no overlap within a compute group, an
+edge across devices delayed by its transfer, the makespan as objective.
+Relaxed so that its optimum bounds ``gplace.simulate`` from below: no link
+contention, times rounded down, memory as two necessary conditions
+(``docs/design.md``, section 4).
 """
 
 from __future__ import annotations
@@ -258,7 +220,7 @@ def _add_device_constraints(model, graph, on) -> None:
 
 
 def _add_memory(model, graph, topology, on, scaled):
-  """The two necessary memory conditions of the module docstring."""
+  """The two necessary memory conditions (``docs/design.md``, section 4)."""
   d = topology.n_devices
   kib = lambda b: np.floor_divide(np.asarray(b, np.int64), _KIB)
   capacity = [int(math.ceil(m / _KIB)) for m in topology.memory_bytes]

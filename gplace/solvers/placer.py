@@ -1,9 +1,6 @@
-"""The exact solver as a placer with the baselines' interface.
-
-:func:`exact` is what an operations-research user would pick instead of RL:
-CP-SAT (:func:`gplace.solvers.cpsat.solve`) started from the best classical
-placement, returning a placement that is never worse than its hints in the
-simulator's default schedule. Host-side.
+"""The exact solver as a placer with the baselines' interface: :func:`exact`
+runs CP-SAT from the best classical placement and is never worse than its
+hints in the default schedule.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Command line of the workload zoo.
 
   python -m gplace.workloads export --out DIR [--size tiny] [--step train]
-      [--names gnmt2,rnnlm2]
   python -m gplace.workloads table [--size paper] [--step train]
   python -m gplace.workloads list
-
-``export`` writes each captured workload as ``DIR/<name>_<size>_<step>.npz``
-(readable with ``gplace.Graph.load``) and prints a table of graph sizes;
-``table`` prints the same table without writing files.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""AmoebaNet-A: an evolved image classifier built from two repeated cells.
-
-GO placed AmoebaNet; its graph is wide (ten two-input ops per cell, many
-parallel branches) rather than deep, unlike the recurrent workloads. The
-network is a stem, then ``N`` normal cells, a reduction cell, ``N`` normal
-cells, a reduction cell and ``N`` normal cells (channels double at each
-reduction), global average pooling and a classifier. Each cell reads the two
-previous cells' outputs, brings them to ``F`` channels, and builds five nodes,
-each the sum of two ops applied to earlier states; it outputs the
-concatenation of some nodes.
-
-The cell genotypes below are AmoebaNet-A's as recalled from public
-reimplementations (DARTS' ``genotypes.py``); they were not re-checked against
-the paper, so treat them as AmoebaNet-style. Separable convolutions are two
-rounds of ReLU, depthwise convolution, pointwise convolution and batch norm.
-
-Paper-size choices (GO gives none): the AmoebaNet-A ImageNet model as
-recalled from its paper, ``N = 6`` cells per stack and ``F = 190`` channels in
-the first stack; 224x224 images, 1000 classes, batch 32, RMSProp. The tiny
-size has two stacks of one normal cell (normal, reduction, normal), the small
-size three stacks of two. Node names: ``AmoebaNet/cell_{k}/node_{i}_{a|b}/...``.
+"""AmoebaNet-A (GO): three stacks of ``N`` normal cells with reduction cells
+between, a wide graph. Genotypes from DARTS' ``genotypes.py`` (not re-checked
+against the paper); paper size (GO gives none): ``N = 6``, ``F = 190``,
+224x224, batch 32, RMSProp.
 """
 
 from __future__ import annotations

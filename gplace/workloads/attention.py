@@ -1,21 +1,8 @@
-"""Attention workloads: the BERT-base encoder and Transformer-XL.
-
-Paper-size choices (recorded here; the papers give only some of them):
-
-* BERT (HSDAG placed BERT-base inference): 12 layers, hidden 768, 12 heads,
-  feed-forward 3072, vocabulary 30522, sequence 128, batch 32. Training is a
-  masked-LM loss over every position (weights pick the masked ones). Adam.
-* Transformer-XL (GO placed 2/4/8-layer variants): d_model 512, 8 heads,
-  feed-forward 2048, segment length 128, memory length 128, batch 32,
-  vocabulary 32k with a full softmax (the wt103 model's adaptive softmax is
-  not modelled). Relative positional attention with the global content and
-  position biases (``u``, ``v``), post-layer-norm blocks. The memory of the
-  previous segment is an input ``memory [L, B, M, D]`` and the new memory an
-  output of inference; both pass through ``stop_gradient``. Adam.
-
-Node names: ``Bert/BertEncoder/layer_{i}/attention/...``,
-``Bert/BertEncoder/layer_{i}/feed_forward/...``, ``Bert/mlm_head``;
-``TransformerXL/layer_{i}/attention/...``, ``TransformerXL/softmax``.
+"""Attention workloads: the BERT-base encoder (HSDAG) and Transformer-XL
+(GO). Paper sizes: BERT 12 layers, hidden 768, 12 heads, sequence 128,
+batch 32, masked-LM loss; Transformer-XL d_model 512, 8 heads, segment and
+memory 128, batch 32, memory ``[L, B, M, D]`` an input, a full 32k softmax
+(wt103's adaptive softmax is not modelled). Adam.
 """
 
 from __future__ import annotations

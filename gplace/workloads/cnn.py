@@ -1,27 +1,6 @@
-"""Convolutional workloads: ResNet-50 and Inception-V3, with batch norm.
-
-Every convolution is a :class:`ConvBN` (convolution without bias, batch norm,
-optional ReLU). The train step updates the batch-norm running statistics
-(``batch_stats``) as well as the parameters; inference uses the running
-statistics.
-
-Paper-size choices (recorded here; the papers give only some of them):
-
-* ResNet-50 (HDP, HSDAG): bottleneck stages of 3, 4, 6, 3 blocks, base width
-  64, ImageNet 224x224x3 images, 1000 classes, batch 64, SGD with momentum
-  0.9.
-* Inception-V3 (ColocRL, HDP, GO, HSDAG): the standard stem, three
-  Inception-A blocks (Mixed_5b-d), a reduction (Mixed_6a), four Inception-C
-  blocks with factorized 7x7 convolutions (Mixed_6b-e), a reduction
-  (Mixed_7a) and two Inception-E blocks (Mixed_7b-c); no auxiliary head.
-  299x299x3 images, 1000 classes, batch 32 (ColocRL's and HDP's setting),
-  RMSProp as in the Inception-V3 paper.
-
-Smaller sizes keep the structure but use fewer blocks (tiny: one block per
-stage / per Inception block type), fewer channels and smaller images.
-
-Node names: ``ResNet50/stem``, ``ResNet50/stage_{s}/block_{b}/conv_{k}``,
-``InceptionV3/Mixed_6b/branch_7x7/...``, ``*/classifier``.
+"""Convolutional workloads with batch norm: ResNet-50 (HDP, HSDAG; 224x224,
+batch 64, SGD with momentum) and Inception-V3 (ColocRL, HDP, GO, HSDAG;
+299x299, batch 32, RMSProp) at paper size; smaller sizes keep the structure.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""Shared plumbing of the workload zoo: turning a flax model into a step.
-
-Each model module (``cnn``, ``rnn``, ``attention``, ``wavenet``) describes one
-workload at one size as a :class:`WorkloadSpec` (a model, the shapes of a
-batch, a loss, an optimizer). :func:`make_step` turns a spec into the
-``(fn, args)`` pair that ``gplace.workloads.get`` returns: ``fn`` is a pure,
-jittable train or inference step and ``fn(*args)`` runs it.
-
-Parameters are not made by running ``model.init`` (which would trace and run
-the whole unrolled forward pass once); their shapes come from
-``jax.eval_shape(model.init, ...)`` and their values from numpy, so building
-even a large workload is cheap. With ``abstract=True`` nothing is allocated at
-all: every leaf of ``args`` is a ``jax.ShapeDtypeStruct``, which
-``jax.make_jaxpr`` and ``gplace.capture`` accept but which cannot be run.
-
-Host-side numpy; nothing here is traced except inside the returned ``fn``.
+"""Shared plumbing of the zoo: :func:`make_step` turns a
+:class:`WorkloadSpec` (model, batch shapes, loss, optimizer) into ``(fn,
+args)`` without running the model; ``abstract=True`` gives
+``jax.ShapeDtypeStruct`` arguments (capturable, not runnable).
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Workloads named by something other than a zoo name: a saved graph file
-or a Python function.
-
-Where it sits: ``experiments/run.py --config.workload=`` accepts, beside the
-zoo's names (:func:`gplace.workloads.names`) and ``random_dag:N[:seed]``:
-
-* a graph file path ending in ``.npz`` (:meth:`gplace.Graph.save`) or
-  ``.json`` (:mod:`gplace.graphs.json_format`);
-* ``module:function`` (``my_models.encoder:make_graph``): the function is
-  imported and called with no arguments and returns a
-  :class:`~gplace.Graph`, a ``networkx.DiGraph``
-  (:func:`gplace.sim.graph_files.from_networkx`), a
-  :class:`~gplace.sim.graph_files.GraphFile`, or a ``(fn, args)`` pair
-  that :func:`gplace.capture` traces (then the placement can also be run).
-
-:func:`is_reference` tells such names apart; :func:`load_reference` turns
-one into a :class:`Resolved` workload. Host-side Python.
+"""Workloads named by a graph file (``.npz``, ``.json``) or
+``module:function`` (returning a graph, a ``networkx.DiGraph``, a
+``GraphFile`` or ``(fn, args)``): :func:`is_reference`,
+:func:`load_reference`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""Recurrent workloads: GNMT (LSTM seq2seq with attention) and the RNN LM.
-
-Both are unrolled in Python, one LSTM cell application per time step and
-layer, as in the TF graphs that ColocRL, HDP and GO placed: that is what makes
-these graphs long (GNMT-8 training is over 50k nodes). Each layer is one
-module instance reused at every step, so its weights are shared and every op
-of the layer carries the same name prefix (``GNMT/Encoder/layer_3/...``),
-which the expert baseline parses.
-
-Paper-size choices (recorded here; the papers give only some of them):
-
-* GNMT (Wu et al. 2016 as used by HDP/GO): hidden 1024, vocabulary 32k
-  (word pieces), batch 128, source and target length 50, unrolled. The first
-  encoder layer is bidirectional, residual connections from the third layer
-  on, additive (Bahdanau) attention computed from the bottom decoder layer and
-  fed to all layers above. Adam.
-* RNNLM (ColocRL / HDP, after Jozefowicz et al. 2016): hidden 2048, batch 64,
-  20 unrolled steps, vocabulary 40k with a full softmax (the paper's 800k
-  vocabulary used a sampled softmax, which we do not model). Adam.
-
-Node names: ``GNMT/Encoder/layer_{i}`` (``layer_0/forward``,
-``layer_0/backward``), ``GNMT/Decoder/layer_{i}``, ``GNMT/Decoder/attention``,
-``GNMT/Decoder/softmax``; ``RNNLM/layer_{i}``, ``RNNLM/softmax``.
+"""Recurrent workloads unrolled in time as in the papers' graphs: GNMT (Wu et
+al. 2016; hidden 1024, vocabulary 32k, batch 128, length 50) and the RNN LM
+(after Jozefowicz et al. 2016; hidden 2048, batch 64, 20 steps, a full 40k
+softmax: the paper's sampled 800k one is not modelled). Adam. A layer's
+weights and names are shared over steps.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""WaveNet: stacks of dilated causal convolutions (GO placed 2 and 4 stacks).
-
-Each stack has ``layers_per_stack`` residual layers with dilations
-``1, 2, 4, ..., 2**(layers_per_stack - 1)``; a layer is a dilated causal
-convolution (kernel 2) to ``2 * residual`` channels, a gated activation
-``tanh(filter) * sigmoid(gate)``, and two 1x1 convolutions: one back to the
-residual stream, one to the skip stream. The skips are summed, then
-``relu -> 1x1 -> relu -> 1x1`` gives 256-way logits of the next mu-law sample.
-
-Paper-size choices (GO does not give them; these follow the WaveNet paper and
-common reimplementations): 10 layers per stack (dilations 1..512), residual
-and dilation channels 64, skip channels 256, 256 quantization levels, batch 4
-of 8192 samples (about half a second at 16 kHz). Adam.
-
-Node names: ``WaveNet/stack_{s}/layer_{i}/...``, ``WaveNet/input_conv``,
-``WaveNet/output_{1,2}``.
+"""WaveNet (GO: 2 and 4 stacks): dilated causal convolutions with gated
+activations. Paper size (WaveNet paper; GO gives none): 10 layers per stack,
+residual channels 64, skip 256, batch 4 of 8192 samples, Adam.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Capturing the whole zoo: graph sizes, the README table, and ``.npz`` export.
-
-:func:`capture_workload` captures one workload (with abstract arguments, so
-even paper sizes allocate nothing); :func:`zoo_rows` does that for many and
-:func:`zoo_table` formats the result as markdown; :func:`export` also writes
-each graph as ``DIR/<name>_<size>_<step>.npz``. ``python -m gplace.workloads
-export`` is the command-line front end.
-
-Host-side Python; the captures trace but never run the workloads.
+"""Capturing the whole zoo with abstract arguments: :func:`capture_workload`,
+:func:`zoo_table` (graph sizes) and :func:`export` (``.npz`` files).
 """
 
 from __future__ import annotations
