@@ -96,6 +96,7 @@ def load_experiment(experiment: Experiment,
     ConfigError: the graph cache lacks a graph and cannot be written.
     WorkloadError: a workload or graph file that cannot be loaded.
   """
+  check_experiment(experiment)
   settings = experiment.settings
   runnable = settings.rl.reward == "executor"
   cache = experiment.graph_cache if not runnable else ""
@@ -118,6 +119,53 @@ def load_experiment(experiment: Experiment,
           f"{experiment.topology!r} is (--config.topology=file uses the "
           "file's).")
   return loaded, topology
+
+
+def check_experiment(experiment: Experiment) -> None:
+  """The names an :class:`~gplace.rl.settings.Experiment` gives: known
+  workloads (or graph files, ``module:function``, ``random_dag:N``),
+  sizes, steps and topology, and runnable ones for measured rewards.
+
+  Raises:
+    ConfigError: naming the field and the choices.
+  """
+  if not experiment.workloads:
+    raise ConfigError("config.workload is empty; name a workload, e.g. "
+                      "'rnnlm2', or 'random_dag:1000'.")
+  executor = experiment.settings.rl.reward == "executor"
+  for name in experiment.workloads:
+    match = workloads_lib.RANDOM_DAG.match(name)
+    if match and int(match.group(1)) < 2:
+      raise ConfigError(f"config.workload={name!r}: a random_dag needs at "
+                        "least 2 nodes; use e.g. 'random_dag:100'.")
+    if workloads_lib.resolve.is_reference(name):
+      if executor and workloads_lib.is_graph_file(name):
+        raise ConfigError(
+            f"config.workload={name!r} is a saved graph, which cannot be "
+            "run: use a simulated reward (config.rl.reward='simulator'), "
+            "or name a module:function that returns (fn, args).")
+    elif not match and name not in workloads_lib.names():
+      raise ConfigError(
+          f"Unknown workload {name!r} in config.workload; choose from "
+          f"{', '.join(workloads_lib.names())}, 'random_dag:N[:seed]', a "
+          "graph file (.npz / .json) or module:function.")
+    if match and executor:
+      raise ConfigError("Executor rewards need a runnable workload, not a "
+                        "random_dag.")
+  if experiment.workload_size not in workloads_lib.SIZES:
+    raise ConfigError(
+        f"Unknown config.workload_size {experiment.workload_size!r}; choose "
+        f"from {', '.join(workloads_lib.SIZES)}.")
+  if experiment.workload_step not in workloads_lib.STEPS:
+    raise ConfigError(
+        f"Unknown config.workload_step {experiment.workload_step!r}; choose "
+        f"from {', '.join(workloads_lib.STEPS)}.")
+  if experiment.topology not in ("local", FILE_TOPOLOGY) + tuple(
+      topology_lib.preset_names()):
+    raise ConfigError(
+        f"Unknown topology {experiment.topology!r}; choose from "
+        f"{', '.join(topology_lib.preset_names())}, 'local' or 'file' (the "
+        "workload's graph file gives the devices).")
 
 
 def _check_graph_cache(cache_dir: str, paths: Sequence[str]) -> None:

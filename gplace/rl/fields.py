@@ -145,3 +145,14 @@ def unknown_field(keys, known, where: str) -> ConfigError:
   hint = (f"did you mean {' or '.join(close)}?" if close
           else f"{where} has {', '.join(sorted(known))}.")
   return ConfigError(f"Unknown setting {key!r} in {where}; {hint}")
+
+
+class Section:
+  """Base of a settings dataclass: ``SECTION`` names it in a config
+  (``"rl"``; ``""`` for the top level), and building one checks every
+  declared field (:func:`check_fields`)."""
+
+  SECTION = ""
+
+  def __post_init__(self):
+    check_fields(self)

@@ -14,13 +14,11 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from gplace import baselines as baselines_lib
 from gplace import policies
-from gplace import workloads
 from gplace.errors import ConfigError, PolicyError, is_int
-from gplace.rl.fields import (bad_value, check_fields, choice_field,
+from gplace.rl.fields import (Section, bad_value, choice_field,
                               divisors_near, field, flag_field, int_field,
                               is_real, real_field, unknown_field)
 from gplace.graphs.coarsening import RULES
-from gplace.sim import topology as topology_lib
 
 REWARDS = ("simulator", "simulator_dynamic", "simulator_host", "executor")
 # Rewards scored inside the jitted step (the others on the host).
@@ -38,7 +36,7 @@ DEFAULT_DISPATCH_WIDTH = 64
 
 
 @dataclasses.dataclass(frozen=True)
-class RLSettings:
+class RLSettings(Section):
   """Reinforcement learning (ColocRL / GO): rewards, loss and exploration.
 
   Attributes:
@@ -87,7 +85,7 @@ class RLSettings:
                              example=0.01)
 
   def __post_init__(self):
-    check_fields(self)
+    super().__post_init__()
     if self.reward_schedule == "dynamic" and self.reward != "simulator_host":
       raise ConfigError(
           f"rl.reward_schedule='dynamic' applies to host-simulated rewards; "
@@ -102,7 +100,7 @@ class RLSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimizerSettings:
+class OptimizerSettings(Section):
   """Adam with global-norm clipping; ``decay="cosine"`` lowers RL's rate
   along a half cosine to ``final_fraction`` of it over the run's updates."""
 
@@ -112,12 +110,9 @@ class OptimizerSettings:
   decay: str = choice_field("none", DECAYS)
   final_fraction: float = real_field(0.1, 0.0, 1.0, high_included=True)
 
-  def __post_init__(self):
-    check_fields(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class WarmStartSettings:
+class WarmStartSettings(Section):
   """Supervised imitation of a baseline before RL: ``baseline`` is
   ``"none"`` (pure RL), ``"best"`` or a baseline name; ``steps`` updates at
   ``learning_rate`` with ``label_smoothing``."""
@@ -129,7 +124,7 @@ class WarmStartSettings:
   label_smoothing: float = real_field(0.0, 0.0, 1.0)
 
   def __post_init__(self):
-    check_fields(self)
+    super().__post_init__()
     if self.baseline not in ("best", "none") + tuple(baselines_lib.names()):
       raise ConfigError(
           f"warm_start.baseline={self.baseline!r}: use 'best', 'none' or "
@@ -141,7 +136,7 @@ class WarmStartSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class GroupSettings:
+class GroupSettings(Section):
   """Group-level actions: a graph of more than ``min_nodes`` nodes is
   coarsened by ``rule`` to at most ``max_groups`` groups (0: ops)."""
 
@@ -150,12 +145,9 @@ class GroupSettings:
   rule: str = choice_field("colocation", RULES)
   min_nodes: int = int_field(256)
 
-  def __post_init__(self):
-    check_fields(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class RefineSettings:
+class RefineSettings(Section):
   """A per-op second stage after RL (:mod:`gplace.rl.refine`);
   ``evaluations=0`` turns it off. ``start``: ``"policy"`` (its greedy
   placement) or ``"best"`` (the fastest of it and every baseline)."""
@@ -169,7 +161,7 @@ class RefineSettings:
   start: str = choice_field("policy", REFINE_STARTS, free_on_resume=True)
 
   def __post_init__(self):
-    check_fields(self)
+    super().__post_init__()
     if 0 < self.evaluations < 3:
       raise ConfigError(
           f"refine.evaluations={self.evaluations} is too few for the per-op "
@@ -178,7 +170,7 @@ class RefineSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class LoopSettings:
+class LoopSettings(Section):
   """The training loop: ``num_steps`` RL steps after the warm start, in
   jitted chunks of ``chunk_steps``; a checkpoint every ``checkpoint_every``
   steps (``max_to_keep`` kept); ``resume=False`` discards a workdir's
@@ -194,24 +186,18 @@ class LoopSettings:
   eval_samples: int = int_field(64, 1, free_on_resume=True)
   greedy_every: int = int_field(0, free_on_resume=True)
 
-  def __post_init__(self):
-    check_fields(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class ExecutorSettings:
+class ExecutorSettings(Section):
   """Measured rewards: ``repeats`` timed calls after ``warmup``."""
 
   SECTION = "executor"
   repeats: int = int_field(5, 1)
   warmup: int = int_field(1)
 
-  def __post_init__(self):
-    check_fields(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class PretrainSettings:
+class PretrainSettings(Section):
   """One policy over many graphs: batches of ``graphs_per_batch`` graphs,
   switched every chunk; ``dispatch_width``: the dynamic scheduler's
   candidate buffer."""
@@ -219,9 +205,6 @@ class PretrainSettings:
   SECTION = "pretrain"
   graphs_per_batch: int = int_field(4, 1)
   dispatch_width: int = int_field(DEFAULT_DISPATCH_WIDTH, 1)
-
-  def __post_init__(self):
-    check_fields(self)
 
 
 _SECTIONS = {"rl": RLSettings, "optimizer": OptimizerSettings,
@@ -231,7 +214,7 @@ _SECTIONS = {"rl": RLSettings, "optimizer": OptimizerSettings,
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainSettings:
+class TrainSettings(Section):
   """Everything a training run is set by, besides its graphs, topology and
   policy.
 
@@ -263,7 +246,7 @@ class TrainSettings:
   pretrain: Optional[PretrainSettings] = None
 
   def __post_init__(self):
-    check_fields(self)
+    super().__post_init__()
     for name, cls in _SECTIONS.items():
       value = getattr(self, name)
       if not isinstance(value, cls) and not (name == "pretrain"
@@ -471,9 +454,11 @@ def _baseline_names(value) -> Optional[tuple[str, ...]]:
 
 
 class Experiment(NamedTuple):
-  """What a config asks for: the graphs (workload names, their size and
-  step, a directory caching captured graphs), the topology (a preset,
-  ``"local"`` or ``"file"``), the policy and the settings."""
+  """What a config asks for: workload names (for
+  :func:`gplace.workloads.load`), their size and step, the topology (a
+  preset, ``"local"`` or ``"file"``), a graph cache directory (or ``""``),
+  the policy and the settings; :func:`gplace.rl.data.load_experiment`
+  checks the names and loads them."""
 
   workloads: tuple[str, ...]
   workload_size: str
@@ -494,52 +479,14 @@ def from_config(config) -> Experiment:
   record = config.to_dict() if hasattr(config, "to_dict") else dict(config)
   settings = from_record(record)
   policy = PolicySettings.from_record(record.get("policy", {}))
-  names = tuple(w.strip() for w in str(record.get("workload", "")).split(",")
-                if w.strip())
-  size = record.get("workload_size", "tiny")
-  step = record.get("workload_step", "train")
-  topology = record.get("topology", "1cpu+4gpu")
-  _check_experiment(names, size, step, topology, settings)
-  return Experiment(names, size, step, topology,
-                    str(record.get("graph_cache", "") or ""), policy,
-                    settings)
-
-
-def _check_experiment(names, size, step, topology, settings) -> None:
-  if not names:
-    raise ConfigError("config.workload is empty; name a workload, e.g. "
-                      "'rnnlm2', or 'random_dag:1000'.")
-  for name in names:
-    match = workloads.RANDOM_DAG.match(name)
-    if match and int(match.group(1)) < 2:
-      raise ConfigError(f"config.workload={name!r}: a random_dag needs at "
-                        "least 2 nodes; use e.g. 'random_dag:100'.")
-    if workloads.resolve.is_reference(name):
-      if (settings.rl.reward == "executor"
-          and workloads.is_graph_file(name)):
-        raise ConfigError(
-            f"config.workload={name!r} is a saved graph, which cannot be "
-            "run: use a simulated reward (config.rl.reward='simulator'), "
-            "or name a module:function that returns (fn, args).")
-    elif not match and name not in workloads.names():
-      raise ConfigError(
-          f"Unknown workload {name!r} in config.workload; choose from "
-          f"{', '.join(workloads.names())}, 'random_dag:N[:seed]', a graph "
-          "file (.npz / .json) or module:function.")
-    if match and settings.rl.reward == "executor":
-      raise ConfigError("Executor rewards need a runnable workload, not a "
-                        "random_dag.")
-  if size not in workloads.SIZES:
-    raise ConfigError(f"Unknown config.workload_size {size!r}; choose from "
-                      f"{', '.join(workloads.SIZES)}.")
-  if step not in workloads.STEPS:
-    raise ConfigError(f"Unknown config.workload_step {step!r}; choose from "
-                      f"{', '.join(workloads.STEPS)}.")
-  if topology not in ("local", "file") + tuple(topology_lib.preset_names()):
-    raise ConfigError(
-        f"Unknown topology {topology!r}; choose from "
-        f"{', '.join(topology_lib.preset_names())}, 'local' or 'file' (the "
-        "workload's graph file gives the devices).")
+  return Experiment(
+      workloads=tuple(w.strip() for w in str(
+          record.get("workload", "")).split(",") if w.strip()),
+      workload_size=record.get("workload_size", "tiny"),
+      workload_step=record.get("workload_step", "train"),
+      topology=record.get("topology", "1cpu+4gpu"),
+      graph_cache=str(record.get("graph_cache", "") or ""), policy=policy,
+      settings=settings)
 
 
 def to_config(settings: TrainSettings, policy: Optional[PolicySettings] = None):

@@ -133,7 +133,7 @@ def test_executor_rewards_need_a_runnable_workload():
   config = tiny_config()
   config.rl.reward = "executor"
   with pytest.raises(ConfigError, match="runnable workload"):
-    settings_lib.from_config(config)
+    data.check_experiment(settings_lib.from_config(config))
 
 
 def test_executor_rewards_need_several_devices(monkeypatch):
@@ -267,7 +267,7 @@ def test_workload_and_baseline_names(field, value, message):
   config.baselines = "m_etf,round_robin"
   _set(config, field, value)
   with pytest.raises(ConfigError, match=message):
-    settings_lib.from_config(config)
+    data.check_experiment(settings_lib.from_config(config))
 
 
 def test_selected_baselines_skip_blanks():

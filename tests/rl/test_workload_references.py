@@ -20,7 +20,10 @@ from test_settings import tiny_config
 
 
 def _experiment(config):
-  return settings_lib.from_config(config)
+  """The checked experiment a config describes."""
+  experiment = settings_lib.from_config(config)
+  data.check_experiment(experiment)
+  return experiment
 
 
 def _topology(config):
