@@ -74,6 +74,26 @@ def initial_setup(policy):
   return graphs, batch, params
 
 
+def entry_point_shapes(policy, setup, num_samples: int = 5):
+  """``(placements, actions, scores)``, each a ``jax.ShapeDtypeStruct`` (or
+  a tuple of them; traced, not run): ``policy.sample`` with ``num_samples``
+  keys, and the call ``init`` makes, on the first graph of the setup."""
+  _, batch, params = setup
+  graphs = jax.tree.map(lambda x: x[0], batch)
+  placements, actions = jax.eval_shape(
+      lambda p: policy.apply(p, graphs, None, keys(num_samples),
+                             method="sample"), params)
+  scores = jax.eval_shape(policy.apply, params, graphs)  # init's call
+  return placements, actions, scores
+
+
+def other_batches():
+  """``(seed, batch)``: three batches of two graphs of other sizes than the
+  setup's, padded to the same budget (no new compile)."""
+  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
+    yield seed, make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+
+
 def jitted_score(policy, traces):
   """``score(params, batch, device_masks, actions [B, K, A])``: ``policy``'s
   teacher-forced scores of a batch of graphs (vmapped), jitted; each trace

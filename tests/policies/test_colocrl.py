@@ -18,8 +18,9 @@ from gplace.graphs import features
 from gplace.policies import colocrl, seq2seq
 from policy_cases import (FAST_COMPILE, GREEDY, K, NUM_DEVICES, SAMPLE,
                           all_devices, budget, check_training_improves,
-                          initial_setup, jitted_score, keys, make_batch,
-                          shrink_for_a_test, small_graph, validate_policy)
+                          entry_point_shapes, initial_setup, jitted_score,
+                          keys, make_batch, other_batches, shrink_for_a_test,
+                          small_graph, validate_policy)
 
 TINY = dict(hidden_size=8, attention_size=8, device_embedding_size=4,
             op_embedding_size=4, adjacency_buckets=3)
@@ -61,14 +62,9 @@ def test_factory_and_interface_attributes():
 
 
 def test_public_entry_points_shapes(setup):
-  _, batch, params = setup
-  graphs = jax.tree.map(lambda x: x[0], batch)
-  placements, actions = jax.eval_shape(
-      lambda p: POLICY.apply(p, graphs, None, keys(5), method="sample"),
-      params)
+  placements, actions, scores = entry_point_shapes(POLICY, setup)
   assert placements.shape == actions.shape == (5, 16)
   assert placements.dtype == actions.dtype == jnp.int32
-  scores = jax.eval_shape(POLICY.apply, params, graphs)  # init's call
   assert scores.log_probs.shape == scores.entropy.shape == (1, 16)
   assert scores.mask.shape == (16,) and scores.mask.dtype == jnp.bool_
 
@@ -148,8 +144,7 @@ def test_disallowed_devices_are_never_sampled(setup):
 
 def test_jitted_functions_compile_once_per_budget(setup):
   _, _, params = setup
-  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
-    batch = make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+  for seed, batch in other_batches():
     actions, _ = decode(params, batch, all_devices(), keys(seed=seed),
                         SAMPLE)
     score(params, batch, all_devices(), actions)

@@ -17,8 +17,9 @@ from gplace.errors import ConfigError, PolicyError
 from gplace.policies import hdp
 from policy_cases import (FAST_COMPILE, GREEDY, K, NUM_DEVICES, SAMPLE,
                           all_devices, check_training_improves,
-                          initial_setup, jitted_score, keys, make_batch,
-                          shrink_for_a_test, small_graph, validate_policy)
+                          entry_point_shapes, initial_setup, jitted_score,
+                          keys, make_batch, other_batches, shrink_for_a_test,
+                          validate_policy)
 
 GROUPS = 6
 TINY = dict(num_groups=GROUPS, grouping_hidden_size=8, hidden_size=8,
@@ -58,14 +59,9 @@ def test_factory_defaults_and_interface_attributes():
 
 
 def test_public_entry_points_shapes(setup):
-  _, batch, params = setup
-  graphs = jax.tree.map(lambda x: x[0], batch)
-  placements, actions = jax.eval_shape(
-      lambda p: POLICY.apply(p, graphs, None, keys(5), method="sample"),
-      params)
+  placements, actions, scores = entry_point_shapes(POLICY, setup)
   assert placements.shape == (5, 16) and actions.shape == (5, 16 + GROUPS)
   assert placements.dtype == actions.dtype == jnp.int32
-  scores = jax.eval_shape(POLICY.apply, params, graphs)  # init's call
   assert scores.log_probs.shape == scores.entropy.shape == (1, 16 + GROUPS)
   assert scores.mask.shape == (16 + GROUPS,)
 
@@ -175,8 +171,7 @@ def test_disallowed_devices_are_never_used(setup):
 
 def test_jitted_functions_compile_once_per_budget(setup):
   _, _, params = setup
-  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
-    batch = make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+  for seed, batch in other_batches():
     _, actions, _ = sample(params, batch, all_devices(), keys(seed=seed),
                            SAMPLE)
     score(params, batch, all_devices(), actions)
