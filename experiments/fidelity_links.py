@@ -31,7 +31,7 @@ def predictions(prof: Profile, placements: np.ndarray,
   ``factors [D, D]`` instead of its calibrated ones."""
   calibrated = prof.link_scales if prof.link_scales is not None else (
       np.full_like(prof.topology.link_latency, prof.link_scale))
-  topology = calibration._rescaled(prof.topology, factors / calibrated)  # pylint: disable=protected-access
+  topology = calibration.rescaled(prof.topology, factors / calibrated)
   return np.array([simulator.simulate(prof.graph, p, topology,
                                       costs=prof.costs, order=o).runtime_s
                    for p, o in zip(placements, orders)], np.float64)
@@ -39,10 +39,7 @@ def predictions(prof: Profile, placements: np.ndarray,
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--dump", required=True,
-                      help=fidelity_dumps.DUMP_HELP)
-  parser.add_argument("--profiles", default="",
-                      help=fidelity_dumps.PROFILES_HELP)
+  fidelity_dumps.add_dump_arguments(parser)
   args = parser.parse_args()
   print("| workload | schedule | statistic | link factors | Spearman, one "
         "factor | Spearman, per direction | median abs err %, one factor | "

@@ -99,7 +99,7 @@ def refit(prof: Profile, placements: np.ndarray, orders: np.ndarray,
         link_latency=topology.link_latency * factors,
         link_bandwidth=topology.link_bandwidth / factors,
         batched_inputs=batched, compute_group=np.asarray(group))
-    costs = calibration._net_of_launch(gross, trial)  # pylint: disable=protected-access
+    costs = calibration.net_of_launch(gross, trial)
     predicted = np.asarray(simulator.simulate(
         prof.graph, placements, trial, costs=costs, order=orders).runtime_s,
                            np.float64)
@@ -143,10 +143,7 @@ def measured_of(data, schedule: str, statistic: str) -> np.ndarray:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--dump", required=True,
-                      help=fidelity_dumps.DUMP_HELP)
-  parser.add_argument("--profiles", default="",
-                      help=fidelity_dumps.PROFILES_HELP)
+  fidelity_dumps.add_dump_arguments(parser)
   parser.add_argument("--schedule", default="sim",
                       help="which of the dump's schedule kinds to score")
   parser.add_argument("--statistic", default="fastest",

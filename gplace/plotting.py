@@ -176,15 +176,38 @@ def _floats(values) -> np.ndarray:
   return np.array([np.nan if v is None else v for v in values], np.float64)
 
 
+def _agg_pyplot():
+  """``matplotlib.pyplot`` on the Agg backend (PNG files, no display)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _reference_lines(ax, best_baseline_s: float,
+                     lower_bound_s: float) -> None:
+  """The best baseline (dashed) and the lower bound (dotted), each drawn
+  where finite."""
+  if np.isfinite(best_baseline_s):
+    ax.axhline(best_baseline_s, color="k", ls="--", label="best baseline")
+  if np.isfinite(lower_bound_s):
+    ax.axhline(lower_bound_s, color="g", ls=":", label="lower bound")
+
+
+def _save_png(plt, fig, path: str) -> None:
+  """Writes ``fig`` to ``path`` and closes it."""
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
 def plot_learning_curve(path: str, records: Sequence[dict], *,
                         best_baseline_s: float, lower_bound_s: float) -> None:
   """A training run's learning curve as a PNG at ``path``: mean sampled and
   best runtime per RL step of ``records`` (``metrics.jsonl`` lines; nothing
   is drawn without RL records, gaps where a runtime is ``null``), with the
   best baseline and the lower bound (NaN: not drawn)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = _agg_pyplot()
   rl_records = [r for r in records if r.get("phase") == "rl"]
   if not rl_records:
     return
@@ -195,20 +218,14 @@ def plot_learning_curve(path: str, records: Sequence[dict], *,
   ax.plot(steps, mean, label="mean sampled runtime (failed = penalty)",
           alpha=0.7)
   ax.plot(steps, best, label="best runtime so far")
-  best_base, bound = best_baseline_s, lower_bound_s
-  if np.isfinite(best_base):
-    ax.axhline(best_base, color="k", ls="--", label="best baseline")
-  if np.isfinite(bound):
-    ax.axhline(bound, color="g", ls=":", label="lower bound")
+  _reference_lines(ax, best_baseline_s, lower_bound_s)
   ax.set_xlabel("train step")
   ax.set_ylabel("runtime (s), mean over graphs")
   shown = np.concatenate([mean, best])
   if np.any(np.isfinite(shown) & (shown > 0)):
     ax.set_yscale("log")
   ax.legend(fontsize=8)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  _save_png(plt, fig, path)
 
 
 def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
@@ -225,9 +242,7 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
     lower_bound_s: drawn as a dotted line (NaN: not drawn).
     title: the plot's title.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = _agg_pyplot()
   fig, ax = plt.subplots(figsize=(7, 4))
   for label, (evaluations, runtime) in curves.items():
     runtime = np.array([np.nan if v is None else v for v in runtime],
@@ -235,16 +250,11 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
     runtime[~np.isfinite(runtime)] = np.nan
     ax.plot(np.asarray(evaluations, np.float64), runtime, label=label,
             alpha=0.8)
-  if np.isfinite(best_baseline_s):
-    ax.axhline(best_baseline_s, color="k", ls="--", label="best baseline")
-  if np.isfinite(lower_bound_s):
-    ax.axhline(lower_bound_s, color="g", ls=":", label="lower bound")
+  _reference_lines(ax, best_baseline_s, lower_bound_s)
   ax.set_xscale("log")
   ax.set_xlabel("simulator evaluations")
   ax.set_ylabel("runtime (s)")
   if title:
     ax.set_title(title, fontsize=9)
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  _save_png(plt, fig, path)

@@ -87,6 +87,31 @@ def test_there_are_scripts_to_check():
       SCRIPTS)
 
 
+def _helper_flags(tree: ast.AST):
+  """The ``add_argument`` calls of the gplace functions a script calls to
+  add shared flags (``module.add_<what>_arguments(parser)``, ``module``
+  imported ``from gplace...``)."""
+  modules = {alias.asname or alias.name: f"{node.module}.{alias.name}"
+             for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("gplace")
+             for alias in node.names}
+  found = []
+  for call in ast.walk(tree):
+    if not (isinstance(call, ast.Call) and isinstance(call.func,
+                                                      ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in modules
+            and call.func.attr.startswith("add_")
+            and call.func.attr.endswith("_arguments")):
+      continue
+    path = ROOT / (modules[call.func.value.id].replace(".", "/") + ".py")
+    helper, = [node for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.FunctionDef)
+               and node.name == call.func.attr]
+    found += _calls(helper, "add_argument")
+  return found
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_scripts_use_argparse_with_help_on_every_flag(script):
   source = (EXPERIMENTS / script).read_text()
@@ -98,7 +123,7 @@ def test_scripts_use_argparse_with_help_on_every_flag(script):
                if isinstance(node, ast.ImportFrom) and node.module}
   assert "absl" not in imported, f"{script} still parses flags with absl"
   assert "argparse" in imported
-  arguments = _calls(tree, "add_argument")
+  arguments = _calls(tree, "add_argument") + _helper_flags(tree)
   assert arguments, f"{script} defines no flags"
   for call in arguments:
     flag = call.args[0].value if call.args and isinstance(

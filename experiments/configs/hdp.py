@@ -36,11 +36,13 @@ code), and where this config differs:
 
 import ml_collections
 
-from experiments.configs import quickstart
+from experiments.configs import colocrl
 
 
 def get_config():
-  config = quickstart.get_config()
+  # ColocRL's training (REINFORCE, EMA baseline, Adam with clipping), with
+  # HDP's policy over the op graph.
+  config = colocrl.get_config()
   config.policy = ml_collections.ConfigDict(dict(
       name="hdp", num_groups=0, grouping_hidden_size=64, hidden_size=64,
       attention_size=64, device_embedding_size=16, op_embedding_size=16,
@@ -48,13 +50,4 @@ def get_config():
       feed_encoder_state=True, logit_tanh_constant=0.0))
   config.groups = ml_collections.ConfigDict(dict(
       max_groups=0, rule="colocation", min_nodes=256))
-  config.optimizer = ml_collections.ConfigDict(dict(
-      learning_rate=1e-3, grad_clip=1.0))
-  config.rl.update(loss="reinforce", advantage="ema", baseline_decay=0.9,
-                   normalize_rewards=True, num_samples=32,
-                   entropy_weight=1e-2, reward="simulator_host",
-                   explore_epsilon=0.0, mutate_best=0.0,
-                   entropy_floor=0.0)
-  config.warm_start.baseline = "none"
-  config.train.num_steps = 200
   return config

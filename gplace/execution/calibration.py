@@ -69,7 +69,7 @@ def calibration_blocks(n_nodes: int, n_devices: int, count: int,
   return np.concatenate(out).astype(np.int32)
 
 
-def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
+def net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
   """``costs`` with each device's column scaled so that the one cluster of
   a single-device placement plus its launch (``cluster_launch_s``) costs
   what the column summed to (the measured whole program); a column keeps at
@@ -80,9 +80,9 @@ def _net_of_launch(costs: np.ndarray, topology: Topology) -> np.ndarray:
                           1.0)[None, :]
 
 
-def _rescaled(topology: Topology, links: float | np.ndarray = 1.0,
-              launch: np.ndarray | None = None,
-              copy_issue_s: np.ndarray | None = None, **changes) -> Topology:
+def rescaled(topology: Topology, links: float | np.ndarray = 1.0,
+             launch: np.ndarray | None = None,
+             copy_issue_s: np.ndarray | None = None, **changes) -> Topology:
   """``topology`` with link latencies and per-byte times times ``links``
   (a number or ``[D, D]``), each device's ``cluster_launch_s`` times
   ``launch[d]``, its ``copy_issue_s`` set to ``copy_issue_s[d]`` and the
@@ -139,7 +139,7 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   the latency) and keeps the better: on CPU + GPU a batched copy still
   costs tens of microseconds per array.
 
-  Op costs shrink by one launch per device (:func:`_net_of_launch`), so a
+  Op costs shrink by one launch per device (:func:`net_of_launch`), so a
   single-device placement still costs the measured whole program; a
   launch is capped at half of that run (it is part of it: without the cap
   a fit can put a step's whole cost into launches that a one-cluster run
@@ -205,10 +205,10 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
 
   def scaled(per_class: dict) -> Topology:
     links, launch = factors_of(per_class)
-    return _rescaled(topology, links, np.minimum(launch, most),
-                     copy_issue_s=np.zeros(d),  # added by error()
-                     batched_inputs=per_class.get("batched",
-                                                  topology.batched_inputs))
+    return rescaled(topology, links, np.minimum(launch, most),
+                    copy_issue_s=np.zeros(d),  # added by error()
+                    batched_inputs=per_class.get("batched",
+                                                 topology.batched_inputs))
 
   # Copy issue: [M, kinds] factor combinations, and [K, kinds] the host
   # seconds each placement's copies into each kind cost at factor 1.
@@ -228,7 +228,7 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     ranks; the mean breaks its ties (a median can be flat)."""
     trial = scaled(per_class)
     sim = np.asarray(simulator.simulate(
-        graph, placements[ok], trial, costs=_net_of_launch(costs, trial),
+        graph, placements[ok], trial, costs=net_of_launch(costs, trial),
         order=schedules[ok]).runtime_s, np.float64)
     log_error = np.abs(np.log((sim[None, :] + extra) / measured[ok][None]))
     median, mean = np.median(log_error, axis=1), np.mean(log_error, axis=1)
@@ -274,6 +274,6 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
           best, per_class, improved = e, trial, True
   links, launch = factors_of(per_class)
   copy = copy_combos[best[2]][[kind_names.index(k) for k in kinds]]
-  fitted = _rescaled(scaled(per_class), copy_issue_s=copy * unit)
-  return (fitted, _net_of_launch(costs, fitted), common, links,
+  fitted = rescaled(scaled(per_class), copy_issue_s=copy * unit)
+  return (fitted, net_of_launch(costs, fitted), common, links,
           np.minimum(launch, most), copy)

@@ -23,6 +23,14 @@ PROFILES_HELP = ("directory of the profiles (fidelity.py's --cache; "
                  "default: --dump)")
 
 
+def add_dump_arguments(parser) -> None:
+  """Adds the ``--dump`` (required) and ``--profiles`` flags to an
+  ``argparse`` parser (:func:`load_all`'s ``dump_dir`` and
+  ``profile_dir``)."""
+  parser.add_argument("--dump", required=True, help=DUMP_HELP)
+  parser.add_argument("--profiles", default="", help=PROFILES_HELP)
+
+
 def dump_path(dump_dir: str, name: str, size: str) -> str:
   """``dump_dir/fidelity_<name>_<size>.npz``."""
   return os.path.join(dump_dir, f"{PREFIX}{name}_{size}.npz")

@@ -99,7 +99,7 @@ def merge_edges(n_nodes: int, src, dst, nbytes):
       unique % max(n_nodes, 1)).astype(np.int32), merged
 
 
-def _stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
+def stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
   """Kahn's algorithm that always takes the smallest ready id (so a graph
   already in topological order keeps its numbering)."""
   import heapq  # pylint: disable=g-import-not-at-top

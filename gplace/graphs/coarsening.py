@@ -17,10 +17,10 @@ import numbers
 import numpy as np
 
 from gplace.errors import CoarseningError, PlacementError, check_type
+from gplace.graphs.build_checks import merge_edges, stable_topological_order
 from gplace.graphs.constraints import coarse_constraints
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
-                          _stable_topological_order, check_graph,
-                          merge_edges)
+                                 check_graph)
 
 RULES = ("colocation", "hsdag", "size")
 
@@ -311,8 +311,8 @@ def _topological_labels(graph: Graph, labels: np.ndarray) -> np.ndarray:
     if np.all(new_label[qsrc] < new_label[qdst]):
       return new_label[labels]
   qsrc, qdst, _ = merge_edges(n_groups, qsrc, qdst, np.zeros_like(qsrc))
-  order = _stable_topological_order(n_groups, qsrc.astype(np.int64),
-                                    qdst.astype(np.int64))
+  order = stable_topological_order(n_groups, qsrc.astype(np.int64),
+                                   qdst.astype(np.int64))
   new_label = np.empty(n_groups, np.int64)
   new_label[order] = np.arange(n_groups)
   return new_label[labels]

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from gplace.errors import GraphError, check_type, first_line
-from gplace.graphs.build_checks import (MAX_RANK, _stable_topological_order,
-                                        edge_array, merge_edges, pad_shapes,
-                                        sequence_length)
+from gplace.graphs.build_checks import (MAX_RANK, edge_array, merge_edges,
+                                        pad_shapes, sequence_length,
+                                        stable_topological_order)
 from gplace.graphs.constraints import (check_allowed_devices,
                                        check_colocation, check_feasible)
 from gplace.graphs import export
@@ -210,7 +210,7 @@ class Graph:
             f"in {field}; give every per-node argument one entry per node.")
     edges = edge_array(edges, n)
     edges = edges[edges[:, 0] != edges[:, 1]]
-    order = _stable_topological_order(n, edges[:, 0], edges[:, 1])
+    order = stable_topological_order(n, edges[:, 0], edges[:, 1])
     new_id = np.empty(n, np.int64)
     new_id[order] = np.arange(n)
     src, dst = new_id[edges[:, 0]], new_id[edges[:, 1]]

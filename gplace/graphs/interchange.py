@@ -40,18 +40,8 @@ def graph_from_networkx(nx_graph: Any, *, name: str | None = None,
                         ) -> tuple[Graph, Optional[np.ndarray]]:
   """``(graph, costs [N, D] or None)`` of a ``networkx.DiGraph`` (see the
   module docstring); :func:`gplace.sim.graph_files.from_networkx` checks
-  a topology and gives its device names first.
-
-  Args:
-    nx_graph: a directed acyclic ``networkx.DiGraph``.
-    name: the graph's label (default: ``nx_graph.graph["name"]``, else
-      ``"graph"``).
-    device_names: names that ``allowed_devices`` / ``cost_s`` may use
-      (default: the graph attribute ``device_names``).
-    n_devices: ``D`` for index-based constraints (default: the graph
-      attribute ``n_devices``, else the ``cost_s`` lists' length).
-    topology: the devices, already checked, or None: edges may then give
-      ``transfer_s`` instead of ``bytes``.
+  a topology and gives its device names first, and documents the
+  arguments (``topology`` here: already checked, or None).
 
   Raises:
     GraphError: not a DiGraph, a cycle, or any malformed attribute.

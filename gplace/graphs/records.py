@@ -11,7 +11,7 @@ from typing import Any, Hashable, Optional, Sequence
 import numpy as np
 
 from gplace.errors import GraphError
-from gplace.graphs.build_checks import _stable_topological_order
+from gplace.graphs.build_checks import stable_topological_order
 from gplace.graphs.graph import Graph, KIND_NAMES, NODE_INPUT, NODE_OP
 
 NODE_FIELDS = ("name", "kind", "op_type", "out_bytes", "out_shape",
@@ -347,4 +347,4 @@ def _hashable(key: Any) -> Any:
 def _build_order(rows: list, edge_rows: list) -> np.ndarray:
   """The node order :meth:`Graph.build` gives the same rows."""
   edges = np.asarray(edge_rows, np.int64).reshape(-1, 3)
-  return _stable_topological_order(len(rows), edges[:, 0], edges[:, 1])
+  return stable_topological_order(len(rows), edges[:, 0], edges[:, 1])

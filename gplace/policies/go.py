@@ -8,7 +8,6 @@ additions ``free_logits``, ``hint``, ``priority_levels``:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import flax.linen as nn
@@ -19,7 +18,7 @@ import jraph
 from gplace.errors import PolicyError
 from gplace.graphs import features
 from gplace.policies import layers
-from gplace.policies.base import register_policy
+from gplace.policies.base import module_fields, register_policy
 
 # Op-type ids at or above the vocabulary size share the last embedding row.
 DEFAULT_VOCABULARY_SIZE = features.VOCABULARY_SIZE
@@ -267,11 +266,6 @@ class GOPolicy(nn.Module):
     return joint.reshape(joint.shape[0], -1)
 
 
-def _field_names(module_class) -> set[str]:
-  return {f.name for f in dataclasses.fields(module_class)} - {"parent",
-                                                               "name"}
-
-
 @register_policy("go")
 def create_go_policy(num_devices: int, **hparams) -> GOPolicy:
   """A :class:`GOPolicy` from flat hyperparameters: the fields of
@@ -280,8 +274,8 @@ def create_go_policy(num_devices: int, **hparams) -> GOPolicy:
   Raises:
     PolicyError: an unknown hyperparameter, or values the encoder rejects.
   """
-  encoder_fields = _field_names(GOEncoder)
-  policy_fields = _field_names(GOPolicy) - {"num_devices", "encoder"}
+  encoder_fields = module_fields(GOEncoder)
+  policy_fields = module_fields(GOPolicy) - {"num_devices", "encoder"}
   unknown = set(hparams) - encoder_fields - policy_fields
   if unknown:
     raise PolicyError(

@@ -17,11 +17,9 @@ import jax.numpy as jnp
 import jraph
 
 from gplace.errors import PolicyError
-from gplace.graphs import features as features_lib
 from gplace.policies import seq2seq
 from gplace.policies.base import (ActionScores, module_fields,
                                   register_policy, reject_unknown)
-from gplace.policies.colocrl import validate_seq2seq_fields
 
 # grappler: num_groups = min(256, 20 x devices) when unset.
 MAX_DEFAULT_GROUPS = 256
@@ -41,50 +39,30 @@ def _chosen_log_probs(log_p: jax.Array, chosen: jax.Array,
   return jnp.where(mask, taken, 0.0)
 
 
-class HDPPolicy(nn.Module):
+class HDPPolicy(seq2seq.Seq2SeqPlacer):
   """HDP: a feed-forward grouper and a seq2seq placer over its groups.
 
   Actions ``int32 [K, N_pad + G]``: the group of every node (0 on padding),
   then the device of every group (0 on empty groups).
 
+  Hyperparameters: those of :class:`~gplace.policies.seq2seq.Seq2SeqPlacer`
+  (``hidden_size``: the placer's, even: two directions of ``H / 2``;
+  ``feed_encoder_state``: the state of the group being placed;
+  ``logit_tanh_constant``: grappler's is 1.0) and the attributes below.
+
   Attributes:
-    num_devices: ``D``.
     num_groups: ``G`` (0: :func:`default_num_groups`); at least ``D``.
     grouping_hidden_size: the grouper's hidden width.
-    hidden_size: placer LSTM width ``H`` (even: two directions of ``H / 2``).
-    attention_size: width of the additive attention's hidden layer.
-    device_embedding_size: width of the fed-back device embedding.
-    op_embedding_size: width of the op-type embedding.
-    adjacency_buckets: log-distance buckets of the op adjacency encoding.
-    num_position_frequencies: frequencies of the relative-position
-      encoding in the op embedding (0: only the fraction).
-    node_features: ``"shape"`` (output shapes, as the paper) or ``"all"``.
-    feed_encoder_state: the decoder also reads the encoder state of the
-      group being placed (False: grappler's decoder).
-    logit_tanh_constant: ``c > 0`` squashes device logits to
-      ``c tanh(logits)`` (grappler: 1.0; 0: off).
-    vocabulary_size: op-type ids (larger ids share the last row).
   """
 
   sequential: ClassVar[bool] = True
   placement_actions: ClassVar[bool] = False
 
-  num_devices: int
   num_groups: int = 0
   grouping_hidden_size: int = 64
-  hidden_size: int = 64
-  attention_size: int = 64
-  device_embedding_size: int = 16
-  op_embedding_size: int = 16
-  adjacency_buckets: int = 8
-  num_position_frequencies: int = 4
-  node_features: str = "shape"
-  feed_encoder_state: bool = True
-  logit_tanh_constant: float = 0.0
-  vocabulary_size: int = features_lib.VOCABULARY_SIZE
 
   def __post_init__(self):
-    validate_seq2seq_fields(self, "HDP")
+    seq2seq.validate_seq2seq_fields(self, "HDP")
     seq2seq.check_positive("HDP",
                            grouping_hidden_size=self.grouping_hidden_size)
     if self.hidden_size % 2:
@@ -113,18 +91,12 @@ class HDPPolicy(nn.Module):
     return self.num_groups or default_num_groups(self.num_devices)
 
   def setup(self):
-    self.op_embedding = seq2seq.OpEmbedding(
-        self.vocabulary_size, self.op_embedding_size, self.adjacency_buckets,
-        self.node_features, self.num_position_frequencies)
+    super().setup()
     self.grouper_hidden = nn.Dense(self.grouping_hidden_size)
     self.grouper_output = nn.Dense(self.groups)
     self.group_norm = nn.LayerNorm()
     self.encoder = seq2seq.SequenceEncoder(self.hidden_size,
                                            bidirectional=True)
-    self.decoder = seq2seq.AttentionDecoder(
-        self.num_devices, self.hidden_size, self.attention_size,
-        self.device_embedding_size, self.feed_encoder_state,
-        self.logit_tanh_constant)
 
   def __call__(self, graphs: jraph.GraphsTuple,
                device_mask: Optional[jax.Array] = None,

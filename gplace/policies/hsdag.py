@@ -24,7 +24,7 @@ import jraph
 from gplace.errors import PolicyError
 from gplace.graphs import features
 from gplace.policies import layers
-from gplace.policies.base import register_policy
+from gplace.policies.base import module_fields, register_policy
 from gplace.policies.go import relative_position_encoding
 
 
@@ -309,8 +309,7 @@ def create_hsdag_policy(num_devices: int, **hparams) -> HSDAGPolicy:
   Raises:
     PolicyError: an unknown hyperparameter, or a value that cannot work.
   """
-  fields = {f.name for f in dataclasses.fields(HSDAGPolicy)} - {
-      "parent", "name", "num_devices"}
+  fields = module_fields(HSDAGPolicy) - {"num_devices"}
   unknown = set(hparams) - fields
   if unknown:
     raise PolicyError(

@@ -440,3 +440,76 @@ class AttentionDecoder(nn.Module):
     _, (taken, log_probs, entropy) = jax.lax.scan(
         jax.checkpoint(step), (carry, start), xs)
     return Decoded(taken.T, log_probs.T, entropy.T)
+
+
+# -- the placers' shared part ----------------------------------------------------
+
+
+class Seq2SeqPlacer(nn.Module):
+  """The hyperparameters and layers ColocRL and HDP share: an
+  :class:`OpEmbedding` and an :class:`AttentionDecoder` built from them in
+  :meth:`setup`; a subclass adds its own fields, calls ``super().setup()``
+  and adds its encoder.
+
+  Attributes:
+    num_devices: ``D``.
+    hidden_size: LSTM width ``H`` of the encoder and the decoder.
+    attention_size: width of the additive attention's hidden layer.
+    device_embedding_size: width of the fed-back device embedding.
+    op_embedding_size: width of the op-type embedding.
+    adjacency_buckets: log-distance buckets of the adjacency encoding per
+      direction (0: no adjacency).
+    num_position_frequencies: frequencies of the relative-position
+      encoding in the op embedding (0: only the fraction).
+    node_features: ``"shape"`` (the papers' output shapes) or ``"all"``.
+    feed_encoder_state: the decoder also reads the encoder state of the
+      step being placed (False: the papers' decoder).
+    logit_tanh_constant: ``c > 0`` squashes device logits to
+      ``c tanh(logits)`` (0: off).
+    vocabulary_size: op-type ids (larger ids share the last row).
+  """
+
+  num_devices: int
+  hidden_size: int = 64
+  attention_size: int = 64
+  device_embedding_size: int = 16
+  op_embedding_size: int = 16
+  adjacency_buckets: int = 8
+  num_position_frequencies: int = 4
+  node_features: str = "shape"
+  feed_encoder_state: bool = True
+  logit_tanh_constant: float = 0.0
+  vocabulary_size: int = features_lib.VOCABULARY_SIZE
+
+  def setup(self):
+    self.op_embedding = OpEmbedding(
+        self.vocabulary_size, self.op_embedding_size, self.adjacency_buckets,
+        self.node_features, self.num_position_frequencies)
+    self.decoder = AttentionDecoder(
+        self.num_devices, self.hidden_size, self.attention_size,
+        self.device_embedding_size, self.feed_encoder_state,
+        self.logit_tanh_constant)
+
+
+def validate_seq2seq_fields(module: Seq2SeqPlacer, owner: str) -> None:
+  """Checks the hyperparameters of :class:`Seq2SeqPlacer` (PolicyError
+  naming ``owner``)."""
+  check_positive(
+      owner, num_devices=module.num_devices, hidden_size=module.hidden_size,
+      attention_size=module.attention_size,
+      device_embedding_size=module.device_embedding_size,
+      op_embedding_size=module.op_embedding_size,
+      vocabulary_size=module.vocabulary_size)
+  for name in ("adjacency_buckets", "num_position_frequencies"):
+    value = getattr(module, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      raise PolicyError(
+          f"{owner}: {name}={value!r} must be a non-negative integer; set "
+          f"config.policy.{name} to e.g. 4 (0: none).")
+  check_choice(owner, "node_features", module.node_features,
+               NODE_FEATURE_CHOICES)
+  if not module.logit_tanh_constant >= 0:
+    raise PolicyError(
+        f"{owner}: logit_tanh_constant={module.logit_tanh_constant!r} must "
+        "be >= 0; set config.policy.logit_tanh_constant to 0 (off) or e.g. "
+        "2.5.")

@@ -21,7 +21,8 @@ import numpy as np
 
 from gplace import policies
 from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
-from gplace.rl.settings import PolicySettings, TrainSettings, to_record
+from gplace.rl.settings import (PolicySettings, TrainSettings, flatten,
+                                to_record)
 
 FORMAT = "gplace-policy/1"
 META_KEY = "__meta__"
@@ -58,7 +59,7 @@ class PolicyFile(NamedTuple):
 
 def _flatten(tree: Mapping) -> dict[str, np.ndarray]:
   """``{"params/encoder/.../kernel": array}``: the leaves as numpy."""
-  return {k: np.asarray(v) for k, v in _flatten_leaves(tree).items()}
+  return {k: np.asarray(v) for k, v in flatten(tree, separator="/").items()}
 
 
 def _unflatten(flat: Mapping[str, np.ndarray]) -> dict:
@@ -219,7 +220,7 @@ def params_like(policy_file: PolicyFile, target: Any) -> Any:
   Raises:
     ConfigError: a leaf is missing, extra, or of another shape.
   """
-  want = _flatten_leaves(target)
+  want = flatten(target, separator="/")
   have = _flatten(policy_file.params)
   problems = [f"{k}: missing" for k in sorted(set(want) - set(have))]
   problems += [f"{k}: not in this policy" for k in sorted(set(have) -
@@ -236,16 +237,3 @@ def params_like(policy_file: PolicyFile, target: Any) -> Any:
         f"({policy_file.policy}).")
   flat = {k: have[k].astype(want[k].dtype) for k in want}
   return jax.tree.map(lambda _, v: v, dict(target), _unflatten(flat))
-
-
-def _flatten_leaves(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-  """Like :func:`_flatten`, keeping the leaves as they are (arrays or
-  ``ShapeDtypeStruct`` s)."""
-  out = {}
-  for key, value in tree.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      out.update(_flatten_leaves(value, path + "/"))
-    else:
-      out[path] = value
-  return out

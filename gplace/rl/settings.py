@@ -396,6 +396,20 @@ def to_record(settings: TrainSettings) -> dict:
   return record
 
 
+def flatten(tree: Mapping, prefix: str = "",
+            separator: str = ".") -> dict[str, Any]:
+  """``{"rl.num_samples": 16, ...}``: the leaves of nested mappings, kept as
+  they are, each under its keys joined by ``separator``."""
+  out = {}
+  for key, value in tree.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(flatten(value, path + separator, separator))
+    else:
+      out[path] = value
+  return out
+
+
 def _section(cls, values: Mapping, legacy: bool):
   if not isinstance(values, Mapping):
     raise ConfigError(f"{cls.SECTION} must be a group of settings, got "

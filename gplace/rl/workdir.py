@@ -18,7 +18,7 @@ from gplace.errors import ConfigError, first_line
 from gplace.graphs.graph import Graph
 from gplace.rl import checkpoint
 from gplace.rl import run_outputs
-from gplace.rl.settings import (PolicySettings, TrainSettings,
+from gplace.rl.settings import (PolicySettings, TrainSettings, flatten,
                                 free_on_resume, to_record)
 
 
@@ -62,18 +62,6 @@ def run_record(settings: TrainSettings, policy: PolicySettings, topology,
                        "fingerprint": graph_fingerprint(g.graph, g.costs)}
                       for g in graphs]
   return record
-
-
-def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-  """``{"rl.num_samples": 16, ...}``: the leaves of nested mappings."""
-  out = {}
-  for key, value in tree.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      out.update(flatten(value, path + "."))
-    else:
-      out[path] = value
-  return out
 
 
 def record_differences(saved: Mapping, record: Mapping

@@ -19,7 +19,7 @@ from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
                                   SearchResult, placer_from_search, stack_best,
                                   start)
-from gplace.search.moves import redraw
+from gplace.search.moves import neighbours
 from gplace.sim.topology import Topology
 
 DEFAULT_T0 = 0.001
@@ -123,11 +123,7 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
   temperature = t0
   while setup.n_devices > 1 and evaluator.remaining > 0:
-    k = min(batch_size, evaluator.remaining)
-    base = np.broadcast_to(current, (k, current.size))
-    candidates = redraw(rng, base, setup.units, setup.n_devices,
-                        setup.move_size)
-    runtime_s = evaluator(candidates)
+    candidates, runtime_s = neighbours(setup, current, batch_size)
     passed = metropolis(rng, runtime_s, current_s, temperature)
     if passed.any():
       chosen = int(np.argmin(np.where(passed, runtime_s, np.inf)))

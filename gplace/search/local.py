@@ -11,7 +11,7 @@ from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
                                   SearchResult, placer_from_search, stack_best,
                                   start)
-from gplace.search.moves import redraw
+from gplace.search.moves import neighbours
 from gplace.sim.topology import Topology
 
 
@@ -61,15 +61,11 @@ def local_search(graph: Graph, topology: Topology, *, costs=None,
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
                 batch_size=batch_size, time_limit_s=time_limit_s)
-  evaluator, rng = setup.evaluator, setup.rng
+  evaluator = setup.evaluator
   incumbent, incumbent_s = stack_best(setup.placements, setup.runtime_s)
   init_s = incumbent_s
   while setup.n_devices > 1 and evaluator.remaining > 0:
-    k = min(batch_size, evaluator.remaining)
-    base = np.broadcast_to(incumbent, (k, incumbent.size))
-    candidates = redraw(rng, base, setup.units, setup.n_devices,
-                        setup.move_size)
-    runtime_s = evaluator(candidates)
+    candidates, runtime_s = neighbours(setup, incumbent, batch_size)
     best = int(np.argmin(runtime_s))
     if runtime_s[best] < incumbent_s:
       incumbent, incumbent_s = candidates[best].copy(), float(runtime_s[best])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.errors import SearchError
-from gplace.search.common import Units
+from gplace.search.common import Start, Units
 
 CROSSOVERS = ("uniform", "segment")
 
@@ -85,6 +85,18 @@ def redraw(rng: np.random.Generator, base: np.ndarray, units: Units,
   node_device = unit_device[:, units.group_of]                 # [k', N]
   out[moved] = np.where(node_device >= 0, node_device, base[moved])
   return out
+
+
+def neighbours(setup: Start, placement: np.ndarray,
+               batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+  """``(candidates [K, N], runtime_s [K])``: :func:`redraw` moves of
+  ``placement``, ``K`` of them (``batch_size``, or what the budget
+  leaves), simulated by the search's evaluator."""
+  k = min(batch_size, setup.evaluator.remaining)
+  base = np.broadcast_to(placement, (k, placement.size))
+  candidates = redraw(setup.rng, base, setup.units, setup.n_devices,
+                      setup.move_size)
+  return candidates, setup.evaluator(candidates)
 
 
 def crossover(rng: np.random.Generator, first: np.ndarray, second: np.ndarray,

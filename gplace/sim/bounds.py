@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, check_graph
-from gplace.sim.topology import Topology, check_topology, validate_costs
+from gplace.sim.topology import Topology, check_topology, cost_table
 
 
 def _group_costs(costs: np.ndarray, topology: Topology) -> np.ndarray:
@@ -90,8 +90,7 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
   """
   check_graph(graph, "gplace.lower_bound")
   check_topology(topology, "gplace.lower_bound")
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, costs)
   if graph.n_nodes == 0:
     return 0.0

@@ -27,7 +27,7 @@ from gplace.sim.kernel import one_kernel_active, per_member_kernel
 from gplace.sim.list_kernel import (GraphArrays, LaneArrays, init_state,
                                     run_steps)
 from gplace.sim.tree_kernel import ranks, tree_size, tree_steps
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 
 #: Candidate buffer slots per placement (see :func:`dispatch_problem`).
 BUFFER_WIDTH = 64
@@ -118,8 +118,7 @@ def make_dispatch_problem(graph: Graph, topology: Topology, costs=None,
     raise PlacementError(
         f"The budget (n_nodes={n_pad}, n_edges={e_pad}) is smaller than the "
         f"graph ({n} nodes, {e} edges); pass larger budgets.")
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   m = n_pad + 1
   sentinel = n_pad
   kind = np.full(m, NODE_INPUT, np.int64)

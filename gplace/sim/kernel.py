@@ -21,7 +21,7 @@ except (ImportError, TypeError, ValueError):      # older jax
   _HAS_OP_METADATA = False
 
 #: Compile the simulator's sequential loops as single CPU kernels (see
-#: :func:`_one_kernel`). Set to False to fall back to XLA's default per-op
+#: :func:`one_kernel`). Set to False to fall back to XLA's default per-op
 #: CPU runtime (about 2x slower); it takes effect at the next trace. The
 #: environment variable ``GPLACE_SIM_ONE_KERNEL=0`` sets it to False at import
 #: (a safety valve: that compilation path is XLA-internal).
@@ -39,7 +39,7 @@ _ONE_KERNEL_SCOPE = contextvars.ContextVar("gplace_one_kernel", default=False)
 @contextlib.contextmanager
 def one_kernel_loops(enabled: bool = True):
   """Within this context, traces of :func:`simulate_problem` compile their
-  loops as single CPU kernels (see :func:`_one_kernel`); outside it they use
+  loops as single CPU kernels (see :func:`one_kernel`); outside it they use
   the plain ``lax.scan`` (same results)."""
   token = _ONE_KERNEL_SCOPE.set(enabled)
   try:
@@ -59,14 +59,14 @@ def _as_one_kernel(fn):
   """``fn`` as a call XLA's CPU backend compiles into one native function
   (tagged ``xla_cpu_small_call`` and kept from inlining)."""
 
-  def one_kernel(*args):
+  def compiled(*args):
     return _set_metadata(jax.jit(fn)(*args), xla_cpu_small_call="true",
                          inlineable="false")
 
-  return one_kernel
+  return compiled
 
 
-def _one_kernel(fn, *args):
+def one_kernel(fn, *args):
   """``fn(*args)``; on CPU, compiled as one kernel. ``fn`` must not close
   over traced values (pass them in ``args``).
 
@@ -82,14 +82,14 @@ def _one_kernel(fn, *args):
   each as one kernel: a batched loop would write per-member dynamic rows
   (scatters), which that compilation path does not support.
   """
-  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
+  if not one_kernel_active():
     return fn(*args)
 
-  one_kernel = _as_one_kernel(fn)
+  compiled = _as_one_kernel(fn)
 
   @jax.custom_batching.custom_vmap
   def run(*args):
-    return jax.lax.platform_dependent(*args, cpu=one_kernel, default=fn)
+    return jax.lax.platform_dependent(*args, cpu=compiled, default=fn)
 
   @run.def_vmap
   def run_batched(axis_size, in_batched, *args):
@@ -123,18 +123,18 @@ def per_member_kernel(fn, batched: tuple, shared: tuple):
   """``fn(*batched, *shared)`` for a function written for a batch (every
   leaf of ``batched`` has a leading ``K`` axis). On CPU within
   :func:`one_kernel_loops`, each member runs on its own as one kernel (a
-  batch of one, ``lax.map`` over the ``K`` members; see :func:`_one_kernel`
+  batch of one, ``lax.map`` over the ``K`` members; see :func:`one_kernel`
   for why not the whole batch); elsewhere the whole batch at once, as
   written. Same results either way."""
-  if not (_HAS_OP_METADATA and ONE_KERNEL_LOOPS and _ONE_KERNEL_SCOPE.get()):
+  if not one_kernel_active():
     return fn(*batched, *shared)
 
-  one_kernel = _as_one_kernel(fn)
+  compiled = _as_one_kernel(fn)
 
   def per_member(batched, shared):
     def member(values):
       one = jax.tree_util.tree_map(lambda x: x[None], values)
-      out = one_kernel(*one, *shared)
+      out = compiled(*one, *shared)
       return jax.tree_util.tree_map(lambda x: x[0], out)
     return jax.lax.map(member, batched)
 

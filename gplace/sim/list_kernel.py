@@ -62,15 +62,115 @@ class GraphArrays(NamedTuple):
   in_degree: jax.Array      # [M] int32 producers (sentinel: 1)
 
 
-def _at(x: jax.Array, index: jax.Array) -> jax.Array:
+def at(x: jax.Array, index: jax.Array) -> jax.Array:
   """``x[k, index[k]]`` for every lane ``k`` (``index``: ``[K]``)."""
   return x[jnp.arange(x.shape[0]), index]
 
 
-def _set(x: jax.Array, index: jax.Array, value) -> jax.Array:
+def set_at(x: jax.Array, index: jax.Array, value) -> jax.Array:
   """``x`` with ``x[k, index[k]] = value[k]`` in every lane."""
   return x.at[jnp.arange(x.shape[0]), index].set(
       jnp.asarray(value, x.dtype))
+
+
+class Dispatched(NamedTuple):
+  """The node each lane dispatched at a step (``[K]`` each): what its
+  consumers and its device's links are told."""
+  device: jax.Array         # int32 where it runs
+  finish: jax.Array         # its finish (0 if it runs nowhere)
+  link_row: jax.Array       # [K, D] its device's links' free times before it
+  link_end: jax.Array       # [K, D] end of its transfer to each device
+  first_edge: jax.Array     # int32 its first consumer in ``succ_dst``
+  n_edges: jax.Array        # int32 its consumers
+
+
+def dispatch(state, v: jax.Array, i, ready: jax.Array, lanes: LaneArrays,
+             graph: GraphArrays):
+  """Dispatches node ``v [K]`` as step ``i`` of every lane, its inputs
+  arrived at ``ready [K]`` (a node that runs nowhere starts at 0).
+
+  Returns:
+    ``(state, Dispatched)``: ``state`` (a :class:`ListState`, or a tree
+    kernel's state with the same timing fields) with ``v``'s start, finish,
+    step and position, ``v`` done, and its group busy until it finishes.
+  """
+  dev = at(lanes.placement, v)
+  grp = at(lanes.group, v)
+  group_was = at(state.group_free, grp)
+  link_row = at(state.link_free, dev)                              # [K, D]
+  runs = graph.executed[v]
+  start = jnp.where(runs, jnp.maximum(ready, group_was), 0.0)
+  finish = jnp.where(runs, start + at(lanes.cost, v), 0.0)
+  link_end = (jnp.maximum(finish[:, None], link_row)
+              + graph.send_s[v, dev])                              # [K, D]
+  done_mark = state.remaining.shape[1]
+  state = state._replace(
+      remaining=set_at(state.remaining, v, done_mark),
+      group_free=set_at(state.group_free, grp,
+                        jnp.where(runs, finish, group_was)),
+      start=set_at(state.start, v, start),
+      finish=set_at(state.finish, v, finish),
+      order=state.order.at[:, i].set(v),
+      position=set_at(state.position, v, i))
+  lo = graph.succ_ptr[v]
+  return state, Dispatched(device=dev, finish=finish, link_row=link_row,
+                           link_end=link_end, first_edge=lo,
+                           n_edges=graph.succ_ptr[v + 1] - lo)
+
+
+def consumer(graph: GraphArrays, node: Dispatched, j):
+  """``(valid, w)``: each lane's ``j``-th consumer ``w [K]`` of the
+  dispatched node, where ``valid`` (the sentinel past its last)."""
+  valid = j < node.n_edges
+  w = jnp.where(valid, graph.succ_dst[jnp.minimum(
+      node.first_edge + j, graph.succ_dst.shape[0] - 1)],
+                graph.in_degree.shape[0] - 1)
+  return valid, w
+
+
+def deliver(state, node: Dispatched, lanes: LaneArrays, graph: GraphArrays,
+            admit=None):
+  """Sends the dispatched node's output to each of its consumers: their
+  inputs' latest arrival (``ready``) and one producer fewer to wait for
+  (``remaining``); ``admit(state, w, valid)``, if given, then runs on each
+  consumer edge in the same loop.
+
+  Returns:
+    ``(state, dest [K, D] bool)``: the devices its output went to.
+  """
+  k, d = node.link_row.shape
+  rows = jnp.arange(k)
+  devices = jnp.arange(d, dtype=jnp.int32)
+
+  def edge(j, carry):
+    s, dest = carry
+    valid, w = consumer(graph, node, j)
+    there = at(lanes.placement, w)
+    arrive = jnp.where(there == node.device, node.finish,
+                       at(node.link_end, there))
+    # Update first, then read back (in ``admit``): a read of the old array
+    # that XLA fuses elsewhere would force a copy of the whole array each
+    # iteration.
+    s = s._replace(
+        ready=s.ready.at[rows, w].max(jnp.where(valid, arrive, -jnp.inf)),
+        remaining=s.remaining.at[rows, w].add(valid.astype(jnp.int32) * -1))
+    if admit is not None:
+      s = admit(s, w, valid)
+    dest = dest | ((devices[None, :] == there[:, None]) & valid[:, None])
+    return s, dest
+
+  return jax.lax.fori_loop(0, jnp.max(node.n_edges), edge,
+                           (state, jnp.zeros((k, d), bool)))
+
+
+def release_links(state, node: Dispatched, dest: jax.Array):
+  """``state`` with the links from the dispatched node's device to
+  ``dest [K, D]`` (other devices) busy until its transfers end."""
+  devices = jnp.arange(dest.shape[1], dtype=jnp.int32)
+  sent = dest & (devices[None, :] != node.device[:, None])
+  return state._replace(link_free=set_at(
+      state.link_free, node.device,
+      jnp.where(sent, node.link_end, node.link_row)))
 
 
 def _lex_less(a: tuple, b: tuple) -> jax.Array:
@@ -131,11 +231,8 @@ def _steps(state: ListState, lanes: LaneArrays, graph: GraphArrays, *,
   """The loop of :func:`run_steps` over a batch."""
   k, m = lanes.placement.shape
   sentinel = m - 1
-  d = graph.send_s.shape[1]
   g = state.group_free.shape[1]
-  devices = jnp.arange(d, dtype=jnp.int32)
   inf = jnp.float32(jnp.inf)
-  done_mark = jnp.int32(m)
 
   def best_buffered(s: ListState):
     """Per lane, the buffered candidate of least ``(t, group, -priority,
@@ -165,79 +262,45 @@ def _steps(state: ListState, lanes: LaneArrays, graph: GraphArrays, *,
     return (slot.astype(jnp.int32),
             (t_min[:, 0], g_min[:, 0], -p_max[:, 0], id_min[:, 0]))
 
-  def deliver(j, carry):
-    """The ``j``-th consumer edge of each lane's dispatched node: counts the
-    node as dispatched there and makes the consumer a candidate when that
-    was its last producer."""
-    s, lo, count, dev, finish, link_end, dest = carry
-    valid = j < count
-    w = jnp.where(valid, graph.succ_dst[jnp.minimum(lo + j,
-                                                    graph.succ_dst.shape[0]
-                                                    - 1)], sentinel)
-    there = _at(lanes.placement, w)
-    arrive = jnp.where(there == dev, finish, _at(link_end, there))
-    rows = jnp.arange(k)
-    # Update first, then read back: a read of the old array that XLA fuses
-    # elsewhere would force a copy of the whole array each iteration.
-    ready = s.ready.at[rows, w].max(jnp.where(valid, arrive, -inf))
-    remaining = s.remaining.at[rows, w].add(valid.astype(jnp.int32) * -1)
-    becomes = valid & (_at(remaining, w) == 0)
+  def buffer_candidate(s: ListState, w, valid) -> ListState:
+    """Buffers consumer ``w`` if the dispatched node was its last producer
+    (``overflow`` if the buffer is full)."""
+    becomes = valid & (at(s.remaining, w) == 0)
     insert = becomes & (s.n_free > 0)
-    slot = _at(s.free_slots, jnp.maximum(s.n_free - 1, 0))
-    keep = lambda x, new: _set(x, slot, jnp.where(insert, new, _at(x, slot)))
-    s = s._replace(
-        ready=ready, remaining=remaining,
+    slot = at(s.free_slots, jnp.maximum(s.n_free - 1, 0))
+    keep = lambda x, new: set_at(x, slot, jnp.where(insert, new, at(x, slot)))
+    return s._replace(
         slot_node=keep(s.slot_node, w),
-        slot_ready=keep(s.slot_ready, _at(ready, w)),
-        slot_group=keep(s.slot_group, _at(lanes.group_key, w)),
-        slot_priority=keep(s.slot_priority, _at(lanes.priority, w)),
+        slot_ready=keep(s.slot_ready, at(s.ready, w)),
+        slot_group=keep(s.slot_group, at(lanes.group_key, w)),
+        slot_priority=keep(s.slot_priority, at(lanes.priority, w)),
         n_free=s.n_free - insert.astype(jnp.int32),
         overflow=s.overflow | (becomes & ~insert))
-    dest = dest | ((devices[None, :] == there[:, None]) & valid[:, None])
-    return s, lo, count, dev, finish, link_end, dest
 
   def step(i, s: ListState) -> ListState:
     slot, buffered_key = best_buffered(s)
-    head_node = _at(lanes.stream, jnp.minimum(s.head, m - 1))
+    head_node = at(lanes.stream, jnp.minimum(s.head, m - 1))
     head_key = (jnp.zeros((k,), jnp.float32),
                 jnp.full((k,), -1 if dynamic else 0, jnp.int32),
-                -_at(lanes.priority, head_node), head_node)
+                -at(lanes.priority, head_node), head_node)
     take_head = (s.head < lanes.n_stream) & _lex_less(head_key, buffered_key)
     v = jnp.where(take_head, head_node, buffered_key[3])
     from_buffer = ~take_head
     push = jnp.minimum(s.n_free, s.free_slots.shape[1] - 1)
-    dev = _at(lanes.placement, v)
-    grp = _at(lanes.group, v)
-    group_was = _at(s.group_free, grp)
-    link_row = _at(s.link_free, dev)                               # [K, D]
     # When its inputs arrived (stream nodes have none); read from the slot,
     # not ``ready``, so no read of ``ready`` outlives the consumer loop.
-    ready_v = jnp.where(take_head, 0.0, _at(s.slot_ready, slot))
-    runs = graph.executed[v]
-    start = jnp.where(runs, jnp.maximum(ready_v, group_was), 0.0)
-    finish = jnp.where(runs, start + _at(lanes.cost, v), 0.0)
-    link_end = (jnp.maximum(finish[:, None], link_row)
-                + graph.send_s[v, dev])                            # [K, D]
+    ready_v = jnp.where(take_head, 0.0, at(s.slot_ready, slot))
+    s, node = dispatch(s, v, i, ready_v, lanes, graph)
     s = s._replace(
-        slot_node=_set(s.slot_node, slot, jnp.where(
-            from_buffer, sentinel, _at(s.slot_node, slot))),
-        slot_ready=_set(s.slot_ready, slot, jnp.where(
-            from_buffer, inf, _at(s.slot_ready, slot))),
-        free_slots=_set(s.free_slots, push, jnp.where(
-            from_buffer, slot, _at(s.free_slots, push))),
+        slot_node=set_at(s.slot_node, slot, jnp.where(
+            from_buffer, sentinel, at(s.slot_node, slot))),
+        slot_ready=set_at(s.slot_ready, slot, jnp.where(
+            from_buffer, inf, at(s.slot_ready, slot))),
+        free_slots=set_at(s.free_slots, push, jnp.where(
+            from_buffer, slot, at(s.free_slots, push))),
         n_free=s.n_free + from_buffer.astype(jnp.int32),
-        head=s.head + take_head.astype(jnp.int32),
-        remaining=_set(s.remaining, v, done_mark),
-        group_free=_set(s.group_free, grp,
-                        jnp.where(runs, finish, group_was)),
-        start=_set(s.start, v, start), finish=_set(s.finish, v, finish),
-        order=s.order.at[:, i].set(v), position=_set(s.position, v, i))
-    lo = graph.succ_ptr[v]
-    count = graph.succ_ptr[v + 1] - lo
-    s, *_, dest = jax.lax.fori_loop(
-        0, jnp.max(count), deliver,
-        (s, lo, count, dev, finish, link_end, jnp.zeros((k, d), bool)))
-    return s._replace(link_free=_set(s.link_free, dev, jnp.where(
-        dest & (devices[None, :] != dev[:, None]), link_end, link_row)))
+        head=s.head + take_head.astype(jnp.int32))
+    s, dest = deliver(s, node, lanes, graph, admit=buffer_candidate)
+    return release_links(s, node, dest)
 
   return jax.lax.fori_loop(0, m - 1, step, state)

@@ -24,15 +24,16 @@ from gplace.sim.problem import link_hold_seconds
 #: Largest graph the bit sets hold: four levels of 64-bit words.
 MAX_NODES = 64 ** 4
 
-_HAS_NUMBA = importlib.util.find_spec("numba") is not None
-if _HAS_NUMBA:  # else gplace.simulate keeps to the jitted scheduler
+#: Whether numba is installed (then the compiled kernels are imported).
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+if HAS_NUMBA:  # else gplace.simulate keeps to the jitted scheduler
   from gplace.sim import native_kernels  # pylint: disable=g-import-not-at-top
 
 
 def available() -> bool:
   """Whether :func:`gplace.simulate` uses this module: numba is installed
   and the environment variable ``GPLACE_NATIVE`` is not ``0``."""
-  return _HAS_NUMBA and os.environ.get("GPLACE_NATIVE", "1") != "0"
+  return HAS_NUMBA and os.environ.get("GPLACE_NATIVE", "1") != "0"
 
 
 class NativeProblem(NamedTuple):

@@ -12,18 +12,18 @@ from llvmlite import ir
 from numba.extending import intrinsic
 
 
-def _jit(function=None, **options):
+def jit(function=None, **options):
   """numba's ``njit``: no GIL, compiled once per machine (cached on disk)."""
   if function is None:
-    return lambda f: _jit(f, **options)
+    return lambda f: jit(f, **options)
   return numba.njit(nogil=True, cache=True, **options)(function)
 
 
 _LOW = (1 << 32) - 1
 
 
-@_jit(inline="always")
-def _push(heap, sizes, h, key):
+@jit(inline="always")
+def push(heap, sizes, h, key):
   """Pushes ``key`` (int64) on the min-heap in row ``h`` of ``heap``."""
   i = sizes[h]
   sizes[h] = i + 1
@@ -37,8 +37,8 @@ def _push(heap, sizes, h, key):
   heap[h, i] = key
 
 
-@_jit(inline="always")
-def _pop(heap, sizes, h):
+@jit(inline="always")
+def pop(heap, sizes, h):
   """Pops and returns the least key of the min-heap in row ``h``."""
   top = heap[h, 0]
   n = sizes[h] - 1
@@ -73,7 +73,7 @@ def _trailing_zeros(typingctx, word):
   return signature, codegen
 
 
-@_jit
+@jit
 def set_words(n):
   """Words of the three lower levels of a bit set of ``n`` ranks, and in
   all (with the root word)."""
@@ -83,7 +83,7 @@ def set_words(n):
   return w0, w1, w2, w0 + w1 + w2 + 1
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _add(bits, h, r, o1, o2, o3):
   """Adds rank ``r`` to the set in row ``h`` of ``bits``: a 64-ary tree of
   bit words (level 0 at offset 0, then ``o1``, ``o2``, and, for more than
@@ -100,7 +100,7 @@ def _add(bits, h, r, o1, o2, o3):
     bits[h, o3] |= one << np.uint64(r & 63)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _take_least(bits, h, o1, o2, o3):
   """Removes and returns the least rank of the (non-empty) set in row
   ``h`` (levels as in :func:`_add`)."""
@@ -125,7 +125,7 @@ def _take_least(bits, h, o1, o2, o3):
   return r
 
 
-@_jit
+@jit
 def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
                   executed,
                   succ_ptr, succ_dst, in_degree, group_of_device, n_groups,
@@ -194,7 +194,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
         n_arrived[best] -= 1
         v = node_of_rank[_take_least(arrived, best, o1, o2, o3)]
       else:
-        v = node_of_rank[_pop(pending, n_pending, best) & _LOW]
+        v = node_of_rank[pop(pending, n_pending, best) & _LOW]
     dev = placement[v]
     grp = group_of_device[dev]
     if executed[v]:
@@ -207,7 +207,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
     if dynamic and executed[v]:       # grp is free later: nodes pending
       gf = np.int64(free_bits[grp])   # there may have arrived by then
       while n_pending[grp] > 0 and (pending[grp, 0] >> 32) <= gf:
-        key = _pop(pending, n_pending, grp)
+        key = pop(pending, n_pending, grp)
         n_arrived[grp] += 1
         _add(arrived, grp, key & _LOW, o1, o2, o3)
       if n_arrived[grp] > 0:
@@ -244,7 +244,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
             _add(arrived, g, r, o1, o2, o3)
             cand[g] = group_free[g]
           else:
-            _push(pending, n_pending, g,
+            push(pending, n_pending, g,
                   (np.int64(ready_bits[w]) << 32) | r)
             if n_arrived[g] == 0:
               cand[g] = ready[node_of_rank[pending[g, 0] & _LOW]]
@@ -254,7 +254,7 @@ def _schedule_one(placement, rank, node_of_rank, costs, send_s, hold_s,
       link_free[dev, b] = max(f, link_free[dev, b]) + hold_s[v, dev, b]
 
 
-@_jit
+@jit
 def _peak_one(placement, position, edge_src, edge_dst, own_bytes,
               send_bytes, is_input, is_output, last, live, total, peak):
   """``peak[D]`` live bytes per device by dispatch position, the model of
@@ -299,7 +299,7 @@ def _peak_one(placement, position, edge_src, edge_dst, own_bytes,
         peak[b] = total[b]
 
 
-@_jit
+@jit
 def schedule_rows(lo, hi, placements, ranks, nodes_of_rank, costs, send_s,
                   hold_s, executed, succ_ptr, succ_dst, in_degree, group_of_device,
                   n_groups, dynamic, edge_src, edge_dst, own_bytes,

@@ -19,14 +19,14 @@ from gplace.sim import native
 from gplace.sim.cache import cached_problem
 from gplace.sim.list_scheduler import MAX_GAPS
 from gplace.sim.priority import order_priority, priority_order
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 #: ``schedule="best"`` keeps the planned schedule only where it is faster
 #: than the dynamic one by more than this fraction: closer is a tie (the
 #: dynamic one wins), which float32 rounding could otherwise decide either
 #: way (the compiled schedulers run in float32, the reference in float64).
 BEST_TIE = 1e-6
 
-_HAS_NUMBA = native._HAS_NUMBA  # pylint: disable=protected-access
+_HAS_NUMBA = native.HAS_NUMBA
 if _HAS_NUMBA:  # else the plain-Python reference plans (planned_orders)
   from gplace.sim import planned_kernels  # pylint: disable=g-import-not-at-top
 
@@ -56,8 +56,7 @@ def make_planned_problem(graph: Graph, topology: Topology,
     topology: the devices (``D``).
     costs: optional ``[N, D]`` seconds (default: the roofline).
   """
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   ptr, eids = graph.pred_csr
   send = np.zeros(graph.n_nodes)
   np.maximum.at(send, graph.edge_src, graph.edge_bytes.astype(np.float64))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.sim.native_kernels import _jit, _pop, _push
+from gplace.sim.native_kernels import jit, pop, push
 
 
 # Each compute group's busy intervals, sorted by start, live in chunks of
@@ -19,7 +19,7 @@ from gplace.sim.native_kernels import _jit, _pop, _push
 CHUNK = 64
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _bisect_right(values, row, lo, hi, x):
   """First index in ``lo..hi`` of ``values[row]`` whose value is greater
   than ``x``."""
@@ -32,7 +32,7 @@ def _bisect_right(values, row, lo, hi, x):
   return lo
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
                c_end, c_len, c_gap):
   """Where an op of ``duration``, ready at ``ready``, goes in group ``g``:
@@ -96,7 +96,7 @@ def _first_gap(g, ready, duration, max_gaps, chunks, n_chunks, c_start,
   return j, c_len[c], ready if ready > tail else tail
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _widest_gap(c, c_start, c_end, c_len, c_gap):
   """Recomputes ``c_gap[c]``: the longest idle gap between two intervals
   of chunk ``c`` (not the one before its first)."""
@@ -108,7 +108,7 @@ def _widest_gap(c, c_start, c_end, c_len, c_gap):
   c_gap[c] = widest
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _insert(g, j, pos, s, f, node, chunks, n_chunks, c_start, c_end,
             c_node, c_len, c_gap, n_pool):
   """Books ``node``'s interval ``[s, f)`` at position ``pos`` of group ``g``'s
@@ -161,7 +161,7 @@ def _insert(g, j, pos, s, f, node, chunks, n_chunks, c_start, c_end,
   return n_pool
 
 
-@_jit
+@jit
 def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
               send_bytes, latency, hold_latency, inv_bandwidth,
               group_of_device, max_gaps, chunks, n_chunks, c_start, c_end,
@@ -224,7 +224,7 @@ def _plan_one(placement, node_order, costs, is_input, pred_ptr, pred_src,
         arrival[p, d] = t + (latency[dp, d] + carry)
 
 
-@_jit
+@jit
 def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
               pred_src, send_bytes, latency, hold_latency, inv_bandwidth,
               group_of_device, n_groups, max_gaps, order, rank):
@@ -264,7 +264,7 @@ def plan_rows(lo, hi, placements, node_order, costs, is_input, pred_ptr,
                  zeros, order, rank)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
                  c_start, c_node, c_len, head_j, head_pos, head_s, head_i,
                  zeros, order, rank):
@@ -322,7 +322,7 @@ def _merge_order(row, n_groups, is_input, start, finish, chunks, n_chunks,
             head_s, head_i)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _head(g, chunks, n_chunks, c_start, c_node, head_j, head_pos, head_s,
           head_i):
   """Caches group ``g``'s next interval in the merge: its start and node
@@ -335,7 +335,7 @@ def _head(g, chunks, n_chunks, c_start, c_node, head_j, head_pos, head_s,
     head_i[g] = c_node[c, head_pos[g]]
 
 
-@_jit
+@jit
 def topological_rows(rows, rank, node_of_rank, succ_ptr, succ_dst,
                      in_degree, order):
   """The priority-respecting topological order of each row in ``rows``:
@@ -350,12 +350,12 @@ def topological_rows(rows, rank, node_of_rank, succ_ptr, succ_dst,
     sizes[0] = 0
     for v in range(n):
       if waiting[v] == 0:
-        _push(heap, sizes, 0, rank[row, v])
+        push(heap, sizes, 0, rank[row, v])
     for position in range(n):
-      v = node_of_rank[row, _pop(heap, sizes, 0)]
+      v = node_of_rank[row, pop(heap, sizes, 0)]
       order[row, position] = v
       for k in range(succ_ptr[v], succ_ptr[v + 1]):
         w = succ_dst[k]
         waiting[w] -= 1
         if waiting[w] == 0:
-          _push(heap, sizes, 0, rank[row, w])
+          push(heap, sizes, 0, rank[row, w])

@@ -11,7 +11,7 @@ import numpy as np
 
 from gplace.errors import ScheduleError
 from gplace.graphs.graph import Graph, NODE_INPUT
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 
 
 def bottom_level(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
@@ -32,8 +32,7 @@ def bottom_level(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
     ``[N]`` float64; ``level[u] > level[v]`` for every edge ``u -> v`` whose
     head costs something, ``>=`` always.
   """
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   node_cost = np.where(graph.kind == NODE_INPUT, 0.0, costs.mean(axis=1))
   edge_cost = mean_transfer_s(topology, np.arange(topology.n_devices),
                               graph.edge_bytes)

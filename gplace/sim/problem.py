@@ -17,11 +17,12 @@ from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs import constraints
 from gplace.graphs.constraints import check_device_count
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 
 DEFAULT_WIDTH = 8
 _MAX_DEVICES = 32                # consumer sets are unsigned bitmasks
-_BLOCK = 32                      # steps per inner scan; n_steps is a multiple
+#: Steps per inner scan of :mod:`gplace.sim.scan` (``n_steps`` is a multiple).
+BLOCK = 32
 
 
 class SimResult(NamedTuple):
@@ -276,8 +277,7 @@ def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
                          "nodes; pass a larger node budget.")
   if width < 1:
     raise PlacementError(f"width must be at least 1, got {width}.")
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   order = (np.arange(n) if order is None else check_order(order, n, graph))
   pos = np.empty(n, np.int64)
   pos[order] = np.arange(n)
@@ -293,7 +293,7 @@ def make_problem(graph: Graph, topology: Topology, costs=None, order=None,
   commit = first_step + chunks - 1
   if n_steps is None:
     n_steps = needed_steps if exact else n_pad
-  n_steps = _round_up(max(int(n_steps), 1), _BLOCK)
+  n_steps = _round_up(max(int(n_steps), 1), BLOCK)
   if needed_steps > n_steps:
     raise PlacementError(
         f"The graph needs {needed_steps} simulator steps (nodes with more "

@@ -18,7 +18,7 @@ from gplace.sim.planned import BEST_TIE, MAX_GAPS
 from gplace.sim.priority import bottom_level, order_priority, priority_order
 from gplace.sim.problem import (check_order, link_hold_seconds, send_bytes,
                                 transfer_seconds)
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 
 
 class ReferenceResult(NamedTuple):
@@ -93,8 +93,7 @@ def simulate_reference(graph: Graph, placement, topology: Topology,
   n = graph.n_nodes
   placement = [int(x) for x in np.asarray(placement).reshape(-1)]
   assert len(placement) == n
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   order = list(range(n)) if order is None else [
       int(x) for x in check_order(order, n, graph)]
   position = [0] * n
@@ -225,8 +224,7 @@ def dispatch_reference(graph: Graph, placement, topology: Topology, costs,
   """
   n = graph.n_nodes
   placement = [int(x) for x in np.asarray(placement).reshape(-1)]
-  costs = (topology.op_costs(graph) if costs is None
-           else validate_costs(costs, graph, topology))
+  costs = cost_table(graph, topology, costs)
   send_s = transfer_seconds(graph, topology)
   hold_s = link_hold_seconds(graph, topology)
   groups = [int(x) for x in topology.compute_group]

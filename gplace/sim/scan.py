@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from gplace.errors import TopologyError
-from gplace.sim.kernel import _one_kernel
-from gplace.sim.problem import _BLOCK, SimProblem, SimResult
+from gplace.sim.kernel import one_kernel
+from gplace.sim.problem import BLOCK, SimProblem, SimResult
 
 
 class _Carry(NamedTuple):
@@ -54,7 +54,7 @@ def _consumer_sets(problem: SimProblem, placement_t: jax.Array,
   its device.
 
   Placement-dependent but time-independent: one pass over the steps (a
-  single kernel on CPU, see :func:`_one_kernel`) that carries the consumer
+  single kernel on CPU, see :func:`one_kernel`) that carries the consumer
   bits of the node's earlier chunks (which hold its later consumers, as
   consumers are sorted latest first). Nothing larger than its outputs is
   materialized.
@@ -93,7 +93,7 @@ def _consumer_sets(problem: SimProblem, placement_t: jax.Array,
 
   xs = _ConsumerInputs(first=problem.step_flags[:, 0],
                        succ_node=problem.succ_node, device=step_device)
-  _, (consumers, codes) = _one_kernel(
+  _, (consumers, codes) = one_kernel(
       functools.partial(_blocked_scan, step), jnp.zeros(
           step_device.shape[1:], bits_dtype), xs, placement_t)
   return consumers, codes.reshape((n_steps * n_words,) + codes.shape[2:])
@@ -170,14 +170,14 @@ def _memory_step(carry: _Carry, xs: _StepInputs, codes: jax.Array,
 
 
 def _blocked_scan(step, carry, xs, *aux):
-  """``lax.scan(step, carry, xs)`` as blocks of ``_BLOCK`` steps, each an
+  """``lax.scan(step, carry, xs)`` as blocks of ``BLOCK`` steps, each an
   inner scan. (Under XLA's per-op CPU runtime, slicing the whole ``[S, ...]``
   inputs inside one flat scan makes XLA count them as operands of the tiny
   fused ops and split those over threads, which costs far more than it
-  saves; as one kernel, see :func:`_one_kernel`, blocking costs nothing.)"""
+  saves; as one kernel, see :func:`one_kernel`, blocking costs nothing.)"""
   n_steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
   blocks = jax.tree_util.tree_map(
-      lambda x: x.reshape((n_steps // _BLOCK, _BLOCK) + x.shape[1:]), xs)
+      lambda x: x.reshape((n_steps // BLOCK, BLOCK) + x.shape[1:]), xs)
   body = lambda c, x: step(c, x, *aux)
   carry, ys = jax.lax.scan(
       lambda c, block: jax.lax.scan(body, c, block), carry, blocks)
@@ -291,9 +291,9 @@ def simulate_problem(problem: SimProblem, placements: jax.Array, *,
       device=step_device, consumers=consumers, sizes=sizes,
       code_row=code_row, code_shift=code_shift,
       pred_sizes=problem.pred_sizes)
-  carry, times = _one_kernel(functools.partial(_blocked_scan, step), carry,
-                             xs, problem.group_of_device, problem.group_ids,
-                             codes)
+  carry, times = one_kernel(functools.partial(_blocked_scan, step), carry,
+                            xs, problem.group_of_device, problem.group_ids,
+                            codes)
   runtime = jnp.max(carry.group_free, 0)
   peak = (carry.resident + carry.peak).T                        # [K, D]
   oom = jnp.any(peak > problem.memory_bytes[None, :], -1)

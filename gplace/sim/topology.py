@@ -356,6 +356,14 @@ def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:
   return costs
 
 
+def cost_table(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
+  """``[N, D]`` float64 seconds of each node on each device: ``costs``
+  checked by :func:`validate_costs`, or the roofline
+  (:meth:`Topology.op_costs`) when None."""
+  return (topology.op_costs(graph) if costs is None
+          else validate_costs(costs, graph, topology))
+
+
 def uniform_links(n_devices: int, bandwidth: float, latency_s: float):
   """``(bandwidth [D, D], latency [D, D])`` with the same link everywhere."""
   bandwidth_matrix = np.full((n_devices, n_devices), float(bandwidth))

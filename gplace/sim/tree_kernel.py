@@ -14,7 +14,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gplace.sim.list_kernel import GraphArrays, LaneArrays, _at, _set
+from gplace.sim.list_kernel import (GraphArrays, LaneArrays, at, consumer,
+                                   deliver, dispatch, release_links, set_at)
 
 
 class TreeState(NamedTuple):
@@ -123,14 +124,14 @@ def _update(state: TreeState, tree: jax.Array, rank: jax.Array,
 
   def write(level, trees):
     tree_time, tree_rank = trees
-    at = where[:, level]
-    return (_set(tree_time, at, times[:, level]),
-            _set(tree_rank, at, ranks_[:, level]))
+    entry = where[:, level]
+    return (set_at(tree_time, entry, times[:, level]),
+            set_at(tree_rank, entry, ranks_[:, level]))
 
   tree_time, tree_rank = jax.lax.fori_loop(
       0, levels + 1, write, (state.tree_time, state.tree_rank))
-  keep = lambda roots, new: _set(roots, tree, jnp.where(
-      active, new, _at(roots, tree)))
+  keep = lambda roots, new: set_at(roots, tree, jnp.where(
+      active, new, at(roots, tree)))
   return state._replace(tree_time=tree_time, tree_rank=tree_rank,
                         root_time=keep(state.root_time, times[:, levels]),
                         root_rank=keep(state.root_rank, ranks_[:, levels]))
@@ -147,8 +148,8 @@ def _descend(state: TreeState, tree: jax.Array, limit: jax.Array,
   def down(_, carry):
     node, _ = carry
     left = 2 * node
-    left_time = _at(state.tree_time, base + left)
-    right_time = _at(state.tree_time, base + left + 1)
+    left_time = at(state.tree_time, base + left)
+    right_time = at(state.tree_time, base + left + 1)
     go_left = left_time <= limit
     return (jnp.where(go_left, left, left + 1),
             jnp.where(go_left, left_time, right_time))
@@ -165,16 +166,12 @@ def tree_steps(lanes: LaneArrays, order_ranks: RankArrays, graph: GraphArrays,
   docstring; same results as :func:`gplace.sim.list_kernel.run_steps` with a
   buffer that never overflows)."""
   k, m = lanes.placement.shape
-  sentinel = m - 1
   d = graph.send_s.shape[1]
   g = n_groups
   size = order_ranks.node.shape[1]
   n_trees = g + 1 if dynamic else 1
   nowhere_tree = g                      # dynamic: candidates that run nowhere
-  devices = jnp.arange(d, dtype=jnp.int32)
-  lane_ids = jnp.arange(k)
   inf = jnp.float32(jnp.inf)
-  done_mark = jnp.int32(m)
   zero = jnp.zeros((k,), jnp.float32)
   # With the dynamic rule a group's tree orders by (arrival, rank); the
   # single tree of the other rule by rank alone, its time the candidate's
@@ -211,7 +208,7 @@ def tree_steps(lanes: LaneArrays, order_ranks: RankArrays, graph: GraphArrays,
   def root(s, tree):
     """Each lane's least ``(time, rank)`` of ``tree`` (``[K]`` or int)."""
     where = jnp.broadcast_to(tree, (k,))
-    return _at(s.root_time, where), _at(s.root_rank, where)
+    return at(s.root_time, where), at(s.root_rank, where)
 
   def update(s, tree, rank, present, time, active):
     return _update(s, tree, rank, present, time, active, size, dynamic)
@@ -240,7 +237,7 @@ def tree_steps(lanes: LaneArrays, order_ranks: RankArrays, graph: GraphArrays,
       best_ready = jnp.where(better, ready, best_ready)
       best_tree = jnp.where(better, group, best_tree)
     found = best_rank < size
-    free = _at(s.group_free, jnp.minimum(best_tree, g - 1))
+    free = at(s.group_free, jnp.minimum(best_tree, g - 1))
     arrived = found & (best_tree < g) & (best_ready <= free)
     arrived_rank, arrived_ready = _descend(
         s, jnp.where(arrived, best_tree, 0), jnp.where(arrived, free, inf),
@@ -248,77 +245,41 @@ def tree_steps(lanes: LaneArrays, order_ranks: RankArrays, graph: GraphArrays,
     return (best_tree, jnp.where(arrived, arrived_rank, best_rank),
             jnp.where(arrived, arrived_ready, best_ready), found)
 
-  def deliver(j, carry):
-    """The ``j``-th consumer edge of each lane's dispatched node: its
-    inputs' arrival, and one producer fewer to wait for."""
-    s, lo, count, dev, finish, link_end, dest = carry
-    valid = j < count
-    w = jnp.where(valid, graph.succ_dst[jnp.minimum(
-        lo + j, graph.succ_dst.shape[0] - 1)], sentinel)
-    there = _at(lanes.placement, w)
-    arrive = jnp.where(there == dev, finish, _at(link_end, there))
-    s = s._replace(
-        ready=s.ready.at[lane_ids, w].max(jnp.where(valid, arrive, -inf)),
-        remaining=s.remaining.at[lane_ids, w].add(-valid.astype(jnp.int32)))
-    dest = dest | ((devices[None, :] == there[:, None]) & valid[:, None])
-    return s, lo, count, dev, finish, link_end, dest
-
   def admit(j, carry):
     """The ``j``-th consumer of each lane's dispatched node becomes a
     candidate if that was its last producer. (A loop of its own, after
     ``deliver``'s: in the same loop, XLA would copy ``ready`` at every
     edge.)"""
-    s, lo, count = carry
-    valid = j < count
-    w = jnp.where(valid, graph.succ_dst[jnp.minimum(
-        lo + j, graph.succ_dst.shape[0] - 1)], sentinel)
-    becomes = valid & (_at(s.remaining, w) == 0)
-    ready_w = _at(s.ready, w)
+    s, node = carry
+    valid, w = consumer(graph, node, j)
+    becomes = valid & (at(s.remaining, w) == 0)
+    ready_w = at(s.ready, w)
     tree = jnp.zeros((k,), jnp.int32)
     if dynamic:
-      group = _at(lanes.group_key, w)
+      group = at(lanes.group_key, w)
       runs = group >= 0
       tree = jnp.where(runs, group, nowhere_tree)
       ready_w = jnp.where(runs, ready_w, 0.0)    # no group: by rank alone
-    return update(s, tree, _at(order_ranks.rank, w), True, ready_w,
-                  becomes), lo, count
+    return update(s, tree, at(order_ranks.rank, w), True, ready_w,
+                  becomes), node
 
   def step(i, s: TreeState) -> TreeState:
     tree, rank, ready, found = next_candidate(s)
-    head_node = _at(lanes.stream, jnp.minimum(s.head, m - 1))
+    head_node = at(lanes.stream, jnp.minimum(s.head, m - 1))
     streaming = s.head < lanes.n_stream
     # Stream nodes start at 0 in no group: before any group's candidate, and
     # by rank against candidates that run nowhere too.
-    ahead = found & (rank < _at(order_ranks.rank, head_node))
+    ahead = found & (rank < at(order_ranks.rank, head_node))
     if dynamic:
       ahead &= tree == nowhere_tree
     take_head = streaming & ~ahead
     v = jnp.where(take_head, head_node,
-                  _at(order_ranks.node, jnp.minimum(rank, size - 1)))
+                  at(order_ranks.node, jnp.minimum(rank, size - 1)))
     s = update(s, tree, rank, False, zero, ~take_head & found)
-    dev = _at(lanes.placement, v)
-    grp = _at(lanes.group, v)
-    group_was = _at(s.group_free, grp)
-    link_row = _at(s.link_free, dev)                               # [K, D]
-    runs = graph.executed[v]
-    start = jnp.where(runs & ~take_head, jnp.maximum(ready, group_was), 0.0)
-    finish = jnp.where(runs, start + _at(lanes.cost, v), 0.0)
-    link_end = (jnp.maximum(finish[:, None], link_row)
-                + graph.send_s[v, dev])                            # [K, D]
-    s = s._replace(
-        head=s.head + take_head.astype(jnp.int32),
-        remaining=_set(s.remaining, v, done_mark),
-        group_free=_set(s.group_free, grp,
-                        jnp.where(runs, finish, group_was)),
-        start=_set(s.start, v, start), finish=_set(s.finish, v, finish),
-        order=s.order.at[:, i].set(v), position=_set(s.position, v, i))
-    lo = graph.succ_ptr[v]
-    count = graph.succ_ptr[v + 1] - lo
-    s, *_, dest = jax.lax.fori_loop(
-        0, jnp.max(count), deliver,
-        (s, lo, count, dev, finish, link_end, jnp.zeros((k, d), bool)))
-    s = jax.lax.fori_loop(0, jnp.max(count), admit, (s, lo, count))[0]
-    return s._replace(link_free=_set(s.link_free, dev, jnp.where(
-        dest & (devices[None, :] != dev[:, None]), link_end, link_row)))
+    s, node = dispatch(s, v, i, ready, lanes, graph)
+    s, dest = deliver(s._replace(head=s.head + take_head.astype(jnp.int32)),
+                      node, lanes, graph)
+    s = jax.lax.fori_loop(0, jnp.max(node.n_edges), admit, (s, node))[0]
+    return release_links(s, node, dest)
 
   return jax.lax.fori_loop(0, m - 1, step, state)

@@ -21,7 +21,7 @@ from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
 from gplace.sim.bounds import lower_bound
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Topology, validate_costs
+from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.model import (build_model, canonical_placement,
                                   interchangeable_devices, scale_problem)
 
@@ -70,8 +70,8 @@ class SolverResult(NamedTuple):
   coarsened: bool = False
 
 
-def _check_arguments(graph, topology, time_limit_s, num_workers, *,
-                     seed=0, max_nodes=0, **flags):
+def check_arguments(graph, topology, time_limit_s, num_workers, *,
+                    seed=0, max_nodes=0, **flags):
   """Validates the arguments every solver entry point shares; returns the
   time limit as a float. ``flags`` are bool switches (``memory``,
   ``links``, ``log``) by name."""
@@ -105,11 +105,6 @@ def _check_arguments(graph, topology, time_limit_s, num_workers, *,
     if not isinstance(value, (bool, np.bool_)):
       raise SearchError(f"{name} must be True or False, got {value!r}.")
   return limit
-
-
-def _costs(graph, topology, costs):
-  return (topology.op_costs(graph) if costs is None
-          else validate_costs(costs, graph, topology))
 
 
 def _order_from_times(start, finish) -> np.ndarray:
@@ -366,10 +361,10 @@ def solve(graph: Graph, topology: Topology, costs=None, *,
     TopologyError: a bad topology or cost table.
   """
   began = time.perf_counter()
-  limit = _check_arguments(graph, topology, time_limit_s, num_workers,
-                           seed=seed, max_nodes=max_nodes, memory=memory,
-                           links=links, log=log)
-  costs = _costs(graph, topology, costs)
+  limit = check_arguments(graph, topology, time_limit_s, num_workers,
+                          seed=seed, max_nodes=max_nodes, memory=memory,
+                          links=links, log=log)
+  costs = cost_table(graph, topology, costs)
   n = graph.n_nodes
   if hint is not None:
     hint = check_placements(hint, graph, topology.n_devices,
@@ -461,9 +456,9 @@ def solver_lower_bound(graph: Graph, topology: Topology, costs=None, *,
       ``seed`` or ``max_nodes``, or ``links`` not a bool.
     TopologyError: a bad topology or cost table.
   """
-  limit = _check_arguments(graph, topology, time_limit_s, num_workers,
-                           seed=seed, max_nodes=max_nodes, links=links)
-  costs = _costs(graph, topology, costs)
+  limit = check_arguments(graph, topology, time_limit_s, num_workers,
+                          seed=seed, max_nodes=max_nodes, links=links)
+  costs = cost_table(graph, topology, costs)
   bound = lower_bound(graph, topology, costs)
   if graph.n_nodes == 0 or graph.n_nodes > max_nodes:
     return bound

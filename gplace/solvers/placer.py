@@ -11,8 +11,8 @@ from gplace import baselines
 from gplace.errors import PlacementError
 from gplace.graphs.graph import Graph
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Topology
-from gplace.solvers.cpsat import _check_arguments, _costs, solve
+from gplace.sim.topology import Topology, cost_table
+from gplace.solvers.cpsat import check_arguments, solve
 
 # Baselines whose best placement seeds :func:`exact`.
 HINT_BASELINES = ("single_device", "heft", "m_etf")
@@ -32,12 +32,12 @@ def exact(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     PlacementError: an empty graph.
     SearchError, TopologyError: as :func:`~gplace.solvers.cpsat.solve`.
   """
-  _check_arguments(graph, topology, time_limit_s, num_workers, seed=seed)
+  check_arguments(graph, topology, time_limit_s, num_workers, seed=seed)
   if graph.n_nodes == 0:
     raise PlacementError(
         f"graph {graph.name!r} has no nodes; there is nothing to place (as "
         "for every baseline).")
-  table = _costs(graph, topology, costs)
+  table = cost_table(graph, topology, costs)
 
   def fastest(placements):
     # One at a time and with the schedule: the simulator _simulated compiled.

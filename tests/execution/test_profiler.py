@@ -171,7 +171,7 @@ def _link_fit_problem(topology, true_factors, count=24):
   placements = calibration.block_placements(graph.n_nodes, topology.n_devices,
                                          count, rng, max_blocks=8)
   orders = np.tile(np.arange(graph.n_nodes), (count, 1))
-  truth = calibration._rescaled(topology, true_factors)  # pylint: disable=protected-access
+  truth = calibration.rescaled(topology, true_factors)
   measured = np.array([simulator.simulate(graph, p, truth, costs=costs,
                                           order=o).runtime_s
                        for p, o in zip(placements, orders)])
@@ -252,9 +252,9 @@ def _launch_fit_problem(topology, true_links, true_launch, seed,
                    rng.uniform(1e-5, 1e-4, (graph.n_nodes, 2)), 0.0)
   placements = calibration.calibration_blocks(graph.n_nodes, 2, 16, rng)
   orders = np.tile(np.arange(graph.n_nodes), (16, 1))
-  truth = calibration._rescaled(topology, true_links, true_launch,  # pylint: disable=protected-access
+  truth = calibration.rescaled(topology, true_links, true_launch,
                              copy_issue_s=true_copy)
-  truth_costs = calibration._net_of_launch(costs, truth)  # pylint: disable=protected-access
+  truth_costs = calibration.net_of_launch(costs, truth)
   measured = np.array([simulator.simulate(graph, p, truth, costs=truth_costs,
                                           order=o).runtime_s
                        for p, o in zip(placements, orders)])
@@ -311,7 +311,7 @@ def test_calibration_recovers_a_host_cost_per_copy():
                         for p, o in zip(placements, orders)])
   np.testing.assert_allclose(simulated, measured, rtol=1e-6)
   # Without the copy cost the same runs are matched worse.
-  fitted_without = calibration._rescaled(fitted, copy_issue_s=np.zeros(2))  # pylint: disable=protected-access
+  fitted_without = calibration.rescaled(fitted, copy_issue_s=np.zeros(2))
   without = np.array([simulator.simulate(graph, p, fitted_without, costs=net,
                                          order=o).runtime_s
                       for p, o in zip(placements, orders)])

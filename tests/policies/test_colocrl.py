@@ -15,52 +15,16 @@ from experiments.configs import colocrl as colocrl_config
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
-from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT, Graph
 from gplace.policies import colocrl, seq2seq
-from gplace.rl import training
-from experiments.run import run
-from gplace.rl import checks
-from gplace.rl import settings as settings_lib
+from policy_cases import (FAST_COMPILE, GREEDY, K, NUM_DEVICES, SAMPLE,
+                          all_devices, budget, check_training_improves,
+                          entry_point_shapes, initial_setup, jitted_score,
+                          keys, make_batch, other_batches, shrink_for_a_test,
+                          small_graph, validate_policy)
 
-
-def validate_policy(config):
-  """The policy a config names, built and checked for what it trains."""
-  experiment = settings_lib.from_config(config)
-  module = experiment.policy.create(3)
-  checks.check_actions(experiment.settings, experiment.policy.name, module)
-
-
-NUM_DEVICES = 3
 TINY = dict(hidden_size=8, attention_size=8, device_embedding_size=4,
             op_embedding_size=4, adjacency_buckets=3)
-
-
-def small_graph(n_ops: int = 6, seed: int = 0) -> Graph:
-  """``input -> n_ops ops -> output``: a chain with skip edges, mixed op
-  types and shapes."""
-  rng = np.random.default_rng(seed)
-  n = n_ops + 2
-  kinds = [NODE_INPUT] + [NODE_OP] * n_ops + [NODE_OUTPUT]
-  ops = ["input"] + list(rng.choice(["dot_general", "add", "tanh"],
-                                    n_ops)) + ["output"]
-  shapes = [tuple(int(d) for d in rng.integers(1, 64, rng.integers(1, 3)))
-            for _ in range(n)]
-  edges = [(i, i + 1, 256) for i in range(n - 1)]
-  edges += [(i, i + 3, 1024) for i in range(0, n - 3, 2)]
-  return Graph.build(
-      names=[f"n{i}" for i in range(n)], op_type=ops, kind=kinds,
-      out_shapes=shapes, out_dtype=["float32"] * n,
-      out_bytes=[4 * int(np.prod(s)) for s in shapes],
-      flops=rng.uniform(0, 1e9, n), bytes_accessed=rng.uniform(0, 1e6, n),
-      edges=edges, name=f"small_{seed}")
-
-
-def budget(n_nodes: int) -> features.Budget:
-  return features.Budget(n_nodes=n_nodes, n_edges=64, n_graphs=2)
-
-
 POLICY = policies.create_policy("colocrl", NUM_DEVICES, **TINY)
-K = 24  # one row count everywhere: every jitted function compiles once
 TRACES = collections.Counter()
 
 
@@ -78,40 +42,13 @@ def _decode(params, batch, device_masks, sample_keys, greedy):
   return jax.vmap(one)(batch, device_masks)
 
 
-def _score(params, batch, device_masks, actions):
-  """Teacher-forced scores of ``actions [B, K, N_pad]``."""
-  TRACES["score", batch.nodes["mask"].shape[-1]] += 1
-  return jax.vmap(lambda g, d, a: POLICY.apply(params, g, d, a))(
-      batch, device_masks, actions)
-
-
-# Test-only: unoptimised XLA code compiles in half the time on a loaded CPU.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-decode, score = (jax.jit(f, compiler_options=FAST_COMPILE)
-                 for f in (_decode, _score))
-SAMPLE, GREEDY = jnp.bool_(False), jnp.bool_(True)
-
-
-def make_batch(*graphs: Graph, n_pad: int = 16):
-  return features.stack_graphs_tuples(
-      [features.to_graphs_tuple(g, budget(n_pad)) for g in graphs])
-
-
-def all_devices(n_pad: int = 16, batch: int = 2) -> np.ndarray:
-  return np.ones((batch, n_pad, NUM_DEVICES), bool)
-
-
-def keys(k: int = K, seed: int = 1) -> jax.Array:
-  return jax.random.split(jax.random.PRNGKey(seed), k)
+decode = jax.jit(_decode, compiler_options=FAST_COMPILE)
+score = jitted_score(POLICY, TRACES)
 
 
 @pytest.fixture(scope="module")
 def setup():
-  graphs = (small_graph(), small_graph(5, seed=4))
-  batch = make_batch(*graphs)
-  params = jax.jit(POLICY.init, compiler_options=FAST_COMPILE)(
-      jax.random.PRNGKey(0), jax.tree.map(lambda x: x[0], batch))
-  return graphs, batch, params
+  return initial_setup(POLICY)
 
 
 def test_factory_and_interface_attributes():
@@ -125,14 +62,9 @@ def test_factory_and_interface_attributes():
 
 
 def test_public_entry_points_shapes(setup):
-  _, batch, params = setup
-  graphs = jax.tree.map(lambda x: x[0], batch)
-  placements, actions = jax.eval_shape(
-      lambda p: POLICY.apply(p, graphs, None, keys(5), method="sample"),
-      params)
+  placements, actions, scores = entry_point_shapes(POLICY, setup)
   assert placements.shape == actions.shape == (5, 16)
   assert placements.dtype == actions.dtype == jnp.int32
-  scores = jax.eval_shape(POLICY.apply, params, graphs)  # init's call
   assert scores.log_probs.shape == scores.entropy.shape == (1, 16)
   assert scores.mask.shape == (16,) and scores.mask.dtype == jnp.bool_
 
@@ -212,8 +144,7 @@ def test_disallowed_devices_are_never_sampled(setup):
 
 def test_jitted_functions_compile_once_per_budget(setup):
   _, _, params = setup
-  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
-    batch = make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+  for seed, batch in other_batches():
     actions, _ = decode(params, batch, all_devices(), keys(seed=seed),
                         SAMPLE)
     score(params, batch, all_devices(), actions)
@@ -267,44 +198,6 @@ def test_config_is_valid_and_bad_values_name_the_field():
     validate_policy(config)
 
 
-def shrink_for_a_test(config, tmp_path):
-  """A config of experiments/configs, shrunk to train in seconds on tiny
-  rnnlm2 over 1 CPU + 2 GPUs (on which the CPU is the best single device)."""
-  config.update(topology="1cpu+2gpu", graph_cache=str(tmp_path / "graphs"),
-                baselines="single_device,round_robin,random",
-                progress_bar=False, print_table=False)
-  config.policy.update(hidden_size=16, attention_size=16,
-                       device_embedding_size=8, op_embedding_size=8)
-  config.optimizer.learning_rate = 1e-2
-  # Few compiles: every simulator call scores 3 or 4 placements (3
-  # baselines, 3 single devices, greedy + 3 samples, 4 samples per step).
-  config.rl.num_samples = 4
-  config.train.update(chunk_steps=50, checkpoint_every=1000, eval_samples=3)
-  return config
-
-
-def greedy_before_and_after(config, tmp_path, monkeypatch,
-                            log=lambda _: None):
-  """Trains ``config``; returns the run's own evaluations of its initial
-  and its final parameters, and its results (the run's lines go to
-  ``log``)."""
-  initial = {}
-  run_loop, evaluate_policy = training.run_loop, training.evaluate_policy
-
-  def recording_run_loop(fns, state, *args, **kwargs):
-    initial["params"] = state.params
-    return run_loop(fns, state, *args, **kwargs)
-
-  def evaluate_initial_too(params, *args, **kwargs):
-    initial["own"] = evaluate_policy(initial["params"], *args, **kwargs)
-    return evaluate_policy(params, *args, **kwargs)
-
-  monkeypatch.setattr(training, "run_loop", recording_run_loop)
-  monkeypatch.setattr(training, "evaluate_policy", evaluate_initial_too)
-  result = run(config, str(tmp_path / "run"), log=log)
-  return initial["own"][0], result.policy[0], result
-
-
 def test_training_improves_the_policys_own_greedy_placement(tmp_path,
                                                            monkeypatch):
   """experiments/configs/colocrl.py, shrunk (co-location then 32 groups,
@@ -315,11 +208,4 @@ def test_training_improves_the_policys_own_greedy_placement(tmp_path,
   config = shrink_for_a_test(colocrl_config.get_config(), tmp_path)
   config.groups.max_groups = 32
   config.train.num_steps = 200
-  before, after, result = greedy_before_and_after(config, tmp_path,
-                                                  monkeypatch)
-  assert np.isfinite(before.greedy_runtime_s)
-  assert after.greedy_runtime_s < before.greedy_runtime_s, (
-      before.greedy_runtime_s, after.greedy_runtime_s)
-  single_device = result.table[0]["single_device"]
-  assert result.best_runtime_s[0] <= single_device, (
-      result.best_runtime_s[0], single_device)
+  check_training_improves(config, tmp_path, monkeypatch)

@@ -26,7 +26,7 @@ from gplace.rl import settings as settings_lib
 from gplace.rl.warm_start import ordered_warm_start_targets
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
-from test_colocrl import greedy_before_and_after
+from policy_cases import greedy_before_and_after
 from test_placeto import DIAMOND, diamond_and_chain, op_graph
 
 
@@ -276,10 +276,10 @@ def test_imitation_then_rl_improves_its_own_greedy_placement(tmp_path,
   assert record["runtime_s"] <= heft_s + 5e-8 + 1e-6 * heft_s
 
 
-def test_warm_start_targets_are_the_plan_in_its_best_order():
-  config = doppler_config.get_config()
-  config.workload, config.topology = "random_dag:30:1", "1cpu+2gpu"
-  config.baselines = "single_device,heft"
+def heft_warm_start(config):
+  """``(setups, batch, topology, warm)``: the config's graphs set up and
+  batched as the loop does, and the warm-start targets of HEFT's plan in its
+  best order."""
   experiment = settings_lib.from_config(config)
   topology = data.experiment_topology(experiment.topology, [])
   setups = data.setup_graphs(
@@ -289,6 +289,14 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   batch = data.make_batch(setups, topology, with_problems=False)
   warm = ordered_warm_start_targets(
       setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)
+  return setups, batch, topology, warm
+
+
+def test_warm_start_targets_are_the_plan_in_its_best_order():
+  config = doppler_config.get_config()
+  config.workload, config.topology = "random_dag:30:1", "1cpu+2gpu"
+  config.baselines = "single_device,heft"
+  setups, batch, topology, warm = heft_warm_start(config)
   graph, n = setups[0].graph, setups[0].graph.n_nodes
   num_padded = batch.graphs.nodes["mask"].shape[1]
   assert warm.targets.shape == (1, 2 * num_padded)
@@ -309,14 +317,7 @@ def test_warm_start_targets_are_the_plan_in_its_best_order():
   # With groups: the teacher is each group's majority device, the groups in
   # a topological order of the coarse graph, scored as the loop would.
   config.groups.update(max_groups=8, min_nodes=8)
-  experiment = settings_lib.from_config(config)
-  setups = data.setup_graphs(
-      [workloads.load(n, seed=experiment.settings.seed)
-       for n in experiment.workloads], topology, experiment.settings,
-      log=lambda _: None)
-  batch = data.make_batch(setups, topology, with_problems=False)
-  warm = ordered_warm_start_targets(
-      setups, "heft", batch, topology, doppler.DopplerPolicy.plan_actions)
+  setups, batch, _, warm = heft_warm_start(config)
   coarse = setups[0].coarsening.graph
   num_padded = batch.graphs.nodes["mask"].shape[1]
   position = np.argsort(warm.targets[0, :num_padded])

@@ -14,29 +14,18 @@ import pytest
 from experiments.configs import hdp as hdp_config
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError
-from gplace.graphs import features
-from gplace.graphs.graph import Graph
 from gplace.policies import hdp
-from gplace.rl import checks
-from gplace.rl import settings as settings_lib
-from tests.policies.test_colocrl import (budget, greedy_before_and_after,
-                                         shrink_for_a_test, small_graph)
+from policy_cases import (FAST_COMPILE, GREEDY, K, NUM_DEVICES, SAMPLE,
+                          all_devices, check_training_improves,
+                          entry_point_shapes, initial_setup, jitted_score,
+                          keys, make_batch, other_batches, shrink_for_a_test,
+                          validate_policy)
 
-
-def validate_policy(config):
-  """The policy a config names, built and checked for what it trains."""
-  experiment = settings_lib.from_config(config)
-  module = experiment.policy.create(3)
-  checks.check_actions(experiment.settings, experiment.policy.name, module)
-
-
-NUM_DEVICES = 3
 GROUPS = 6
 TINY = dict(num_groups=GROUPS, grouping_hidden_size=8, hidden_size=8,
             attention_size=8, device_embedding_size=4, op_embedding_size=4,
             adjacency_buckets=3)
 POLICY = policies.create_policy("hdp", NUM_DEVICES, **TINY)
-K = 24  # one row count everywhere: every jitted function compiles once
 TRACES = collections.Counter()
 
 
@@ -49,40 +38,13 @@ def _sample(params, batch, device_masks, sample_keys, greedy):
       method=lambda m, *args: m._sample(*args)))(batch, device_masks)
 
 
-def _score(params, batch, device_masks, actions):
-  """Teacher-forced scores of ``actions [B, K, N_pad + G]``."""
-  TRACES["score", batch.nodes["mask"].shape[-1]] += 1
-  return jax.vmap(lambda g, d, a: POLICY.apply(params, g, d, a))(
-      batch, device_masks, actions)
-
-
-# Test-only: unoptimised XLA code compiles in half the time on a loaded CPU.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-sample, score = (jax.jit(f, compiler_options=FAST_COMPILE)
-                 for f in (_sample, _score))
-SAMPLE, GREEDY = jnp.bool_(False), jnp.bool_(True)
-
-
-def make_batch(*graphs: Graph, n_pad: int = 16):
-  return features.stack_graphs_tuples(
-      [features.to_graphs_tuple(g, budget(n_pad)) for g in graphs])
-
-
-def all_devices(n_pad: int = 16, batch: int = 2) -> np.ndarray:
-  return np.ones((batch, n_pad, NUM_DEVICES), bool)
-
-
-def keys(k: int = K, seed: int = 1) -> jax.Array:
-  return jax.random.split(jax.random.PRNGKey(seed), k)
+sample = jax.jit(_sample, compiler_options=FAST_COMPILE)
+score = jitted_score(POLICY, TRACES)
 
 
 @pytest.fixture(scope="module")
 def setup():
-  graphs = (small_graph(), small_graph(5, seed=4))
-  batch = make_batch(*graphs)
-  params = jax.jit(POLICY.init, compiler_options=FAST_COMPILE)(
-      jax.random.PRNGKey(0), jax.tree.map(lambda x: x[0], batch))
-  return graphs, batch, params
+  return initial_setup(POLICY)
 
 
 def test_factory_defaults_and_interface_attributes():
@@ -97,14 +59,9 @@ def test_factory_defaults_and_interface_attributes():
 
 
 def test_public_entry_points_shapes(setup):
-  _, batch, params = setup
-  graphs = jax.tree.map(lambda x: x[0], batch)
-  placements, actions = jax.eval_shape(
-      lambda p: POLICY.apply(p, graphs, None, keys(5), method="sample"),
-      params)
+  placements, actions, scores = entry_point_shapes(POLICY, setup)
   assert placements.shape == (5, 16) and actions.shape == (5, 16 + GROUPS)
   assert placements.dtype == actions.dtype == jnp.int32
-  scores = jax.eval_shape(POLICY.apply, params, graphs)  # init's call
   assert scores.log_probs.shape == scores.entropy.shape == (1, 16 + GROUPS)
   assert scores.mask.shape == (16 + GROUPS,)
 
@@ -214,8 +171,7 @@ def test_disallowed_devices_are_never_used(setup):
 
 def test_jitted_functions_compile_once_per_budget(setup):
   _, _, params = setup
-  for seed, n_ops in ((1, 4), (2, 9), (3, 7)):
-    batch = make_batch(small_graph(n_ops, seed), small_graph(3, seed))
+  for seed, batch in other_batches():
     _, actions, _ = sample(params, batch, all_devices(), keys(seed=seed),
                            SAMPLE)
     score(params, batch, all_devices(), actions)
@@ -254,11 +210,4 @@ def test_training_improves_the_policys_own_greedy_placement(tmp_path,
   the best single device."""
   config = shrink_for_a_test(hdp_config.get_config(), tmp_path)
   config.train.num_steps = 120
-  before, after, result = greedy_before_and_after(config, tmp_path,
-                                                  monkeypatch)
-  assert np.isfinite(before.greedy_runtime_s)
-  assert after.greedy_runtime_s < before.greedy_runtime_s, (
-      before.greedy_runtime_s, after.greedy_runtime_s)
-  single_device = result.table[0]["single_device"]
-  assert result.best_runtime_s[0] <= single_device, (
-      result.best_runtime_s[0], single_device)
+  check_training_improves(config, tmp_path, monkeypatch)

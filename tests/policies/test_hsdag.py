@@ -17,15 +17,7 @@ from gplace.errors import ConfigError, PolicyError
 from gplace.policies import hsdag
 from gplace.rl import training
 from experiments.run import run
-from gplace.rl import checks
-from gplace.rl import settings as settings_lib
-
-
-def validate_policy(config):
-  """The policy a config names, built and checked for what it trains."""
-  experiment = settings_lib.from_config(config)
-  module = experiment.policy.create(3)
-  checks.check_actions(experiment.settings, experiment.policy.name, module)
+from policy_cases import validate_policy
 
 
 DIAMOND = (4, [(0, 1), (0, 2), (1, 3), (2, 3)])

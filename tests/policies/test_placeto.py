@@ -15,7 +15,7 @@ from gplace.errors import PolicyError
 from gplace.graphs import features
 from gplace.graphs.graph import NODE_OP, Graph
 from gplace.policies import layers, placeto
-from test_colocrl import greedy_before_and_after
+from policy_cases import greedy_before_and_after
 
 DIAMOND = [(0, 1), (0, 2), (1, 3), (2, 3)]
 CHAIN = [(0, 1), (1, 2)]

@@ -1,8 +1,6 @@
 """Sequential policies in the RL loop (gplace.rl.policy_fns): sampling,
 teacher-forced scores, the update, the warm start and evaluation."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +16,7 @@ from gplace.rl.settings import RLSettings
 from gplace.rl import checks
 from gplace.rl import settings as settings_lib
 from experiments.configs import quickstart
+from rl_cases import fit_toy_target, toy_train
 
 
 def _graph(batch, b=0):
@@ -76,11 +75,8 @@ def test_rl_step_with_a_sequential_policy_learns_the_toy_problem(loss):
         num_samples=16, loss=loss, entropy_weight=0.0,
                           ppo_epochs=2, advantage="batch")
   state = toy_train_state(policy, batch, optimizer)
-  step = functools.partial(update.rl_step, apply_fn=policy.apply,
-                           optimizer=optimizer, hparams=hparams,
-                           simulate_fn=toy_simulate)
-  chunk = jax.jit(functools.partial(update.scan_chunk, step, num_steps=40))
-  state, metrics = chunk(state, batch)
+  state, metrics = toy_train(policy, optimizer, hparams, state, batch,
+                             num_steps=40)
   runtime = np.asarray(metrics["mean_runtime_s"])
   assert runtime[-5:].mean() < 0.8 * runtime[:5].mean(), runtime
   # The policy's own greedy placement is better than the initial one's.
@@ -119,17 +115,8 @@ def test_rollout_of_a_sequential_policy_keeps_its_actions_and_log_probs():
 
 
 def test_warm_start_teacher_forces_a_sequential_policy():
-  batch = toy_batch()
   policy = SequentialTabularPolicy()
-  optimizer = optax.adam(3e-2)
-  state = toy_train_state(policy, batch, optimizer)
-  target = jnp.asarray(np.random.default_rng(3).integers(0, 3, (1, 12)),
-                       jnp.int32).repeat(2, 0)
-  step = functools.partial(update.supervised_step, apply_fn=policy.apply,
-                           optimizer=optimizer)
-  chunk = jax.jit(functools.partial(update.scan_chunk, step, num_steps=80))
-  state, metrics = chunk(state, batch, target)
-  assert metrics["accuracy"][-1] > 0.95, metrics["accuracy"]
+  batch, state, target = fit_toy_target(policy)
   greedy = policy_fns(policy).greedy(state.params, _graph(batch),
                                      batch.device_mask[0])
   real = np.asarray(batch.graphs.nodes["mask"][0])

@@ -14,15 +14,7 @@ from gplace._testing import (LinearPolicy, TabularPolicy, toy_batch,
 from gplace.rl import distributions
 from gplace.rl import update
 from gplace.rl.settings import RLSettings
-
-
-def _train(policy, optimizer, hparams, state, batch, num_steps):
-  """``num_steps`` jitted RL steps on the toy problem: ``(state, metrics)``."""
-  step = functools.partial(update.rl_step, apply_fn=policy.apply,
-                           optimizer=optimizer, hparams=hparams,
-                           simulate_fn=toy_simulate)
-  return jax.jit(functools.partial(update.scan_chunk, step,
-                                   num_steps=num_steps))(state, batch)
+from rl_cases import fit_toy_target, toy_train
 
 
 @pytest.mark.parametrize("loss", ["ppo"])
@@ -81,11 +73,8 @@ def test_reinforce_improves_tiny_problem(num_graphs):
         num_samples=16, loss="reinforce",
                              entropy_weight=0.0)
   state = toy_train_state(policy, batch, optimizer)
-  step = functools.partial(update.rl_step, apply_fn=policy.apply,
-                           optimizer=optimizer, hparams=hparams,
-                           simulate_fn=toy_simulate)
-  chunk = jax.jit(functools.partial(update.scan_chunk, step, num_steps=60))
-  state, metrics = chunk(state, batch)
+  state, metrics = toy_train(policy, optimizer, hparams, state, batch,
+                             num_steps=60)
   runtime = np.asarray(metrics["mean_runtime_s"])
   assert runtime[-10:].mean() < 0.8 * runtime[:5].mean(), runtime
   assert metrics["entropy"][-1] < metrics["entropy"][0]
@@ -109,7 +98,7 @@ def test_ppo_reports_the_clipped_fraction_after_its_updates(epochs):
         num_samples=16, loss="ppo", ppo_epochs=epochs,
                           ppo_clip=0.05, entropy_weight=0.0)
   state = toy_train_state(policy, batch, optimizer)
-  _, metrics = _train(policy, optimizer, hparams, state, batch, num_steps=3)
+  _, metrics = toy_train(policy, optimizer, hparams, state, batch, num_steps=3)
   clipped = np.asarray(metrics["clipped_fraction"])
   if epochs == 1:
     np.testing.assert_array_equal(clipped, 0.0)
@@ -128,7 +117,7 @@ def test_an_entropy_floor_keeps_every_decision_open_while_learning():
     hparams = RLSettings(advantage="ema",
         num_samples=16, loss="reinforce",
                             entropy_weight=0.0, entropy_floor=floor)
-    end, metrics = _train(policy, optimizer, hparams, state, batch,
+    end, metrics = toy_train(policy, optimizer, hparams, state, batch,
                           num_steps=60)
     runtime = np.asarray(metrics["mean_runtime_s"])
     assert runtime[-10:].mean() < 0.9 * runtime[:5].mean(), (floor, runtime)
@@ -144,18 +133,7 @@ def test_an_entropy_floor_keeps_every_decision_open_while_learning():
 
 
 def test_supervised_warm_start_fits_target():
-  batch = toy_batch()
-  policy = TabularPolicy()
-  optimizer = optax.adam(3e-2)
-  state = toy_train_state(policy, batch, optimizer)
-  # One target per position (the tabular policy is shared by position).
-  target = jnp.asarray(np.random.default_rng(3).integers(0, 3, (1, 12)),
-                       jnp.int32).repeat(2, 0)
-  step = functools.partial(update.supervised_step, apply_fn=policy.apply,
-                           optimizer=optimizer)
-  chunk = jax.jit(functools.partial(update.scan_chunk, step, num_steps=80))
-  state, metrics = chunk(state, batch, target)
-  assert metrics["accuracy"][-1] > 0.95, metrics["accuracy"]
+  fit_toy_target(TabularPolicy())
 
 
 def test_mutate_best_samples_around_the_best_placement():
