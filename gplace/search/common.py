@@ -299,6 +299,7 @@ class Evaluator:
     self.start = time.perf_counter() if start_time is None else start_time
     self.evaluations = 0
     self.best_placement: np.ndarray | None = None
+    self.best_priority: np.ndarray | None = None
     self.best_runtime_s = math.inf
     self._history_evaluations: list[int] = []
     self._history_runtime_s: list[float] = []
@@ -310,10 +311,16 @@ class Evaluator:
       return 0
     return self.budget - self.evaluations
 
-  def __call__(self, placements: np.ndarray) -> np.ndarray:
+  def __call__(self, placements: np.ndarray,
+               priorities: np.ndarray | None = None) -> np.ndarray:
     """Simulated runtimes of ``[k, N]`` placements: ``[k]`` float64 seconds,
-    ``inf`` where a placement runs out of memory."""
+    ``inf`` where a placement runs out of memory. With ``[k, N]``
+    ``priorities``, each placement's schedule is steered by its own
+    priorities (``gplace.simulate(..., priority=)``), else by the critical
+    path."""
     placements = np.asarray(placements, np.int32)
+    if priorities is not None:
+      priorities = np.asarray(priorities, np.float32)
     k = placements.shape[0]
     if k > self.budget - self.evaluations:
       raise SearchError(
@@ -322,12 +329,12 @@ class Evaluator:
           f"{self.budget - self.evaluations}.")
     runtimes = np.empty(k, np.float64)
     for lo in range(0, k, self.batch_size):
-      batch = placements[lo:lo + self.batch_size]
-      size = batch.shape[0]
-      if size < self.batch_size:
-        batch = np.concatenate(
-            [batch, np.repeat(batch[:1], self.batch_size - size, axis=0)])
-      result = simulate(self.graph, batch, self.topology, costs=self.costs)
+      batch = _padded(placements[lo:lo + self.batch_size], self.batch_size)
+      priority = None if priorities is None else _padded(
+          priorities[lo:lo + self.batch_size], self.batch_size)
+      size = min(self.batch_size, k - lo)
+      result = simulate(self.graph, batch, self.topology, costs=self.costs,
+                        priority=priority)
       runtime = np.asarray(result.runtime_s, np.float64)[:size]
       oom = np.asarray(result.oom)[:size]
       runtimes[lo:lo + size] = np.where(oom | ~np.isfinite(runtime), np.inf,
@@ -338,6 +345,8 @@ class Evaluator:
       if self.best_placement is None or runtimes[best] < self.best_runtime_s:
         self.best_runtime_s = float(runtimes[best])
         self.best_placement = placements[best].copy()
+        self.best_priority = (None if priorities is None
+                              else priorities[best].copy())
     self._history_evaluations.append(self.evaluations)
     self._history_runtime_s.append(self.best_runtime_s)
     return runtimes
@@ -351,6 +360,14 @@ class Evaluator:
                         evaluations=self.evaluations, history=history,
                         wall_s=time.perf_counter() - self.start,
                         init_runtime_s=init_runtime_s)
+
+
+def _padded(rows: np.ndarray, size: int) -> np.ndarray:
+  """``rows`` padded to ``size`` rows with copies of its first."""
+  if rows.shape[0] == size:
+    return rows
+  return np.concatenate([rows, np.repeat(rows[:1], size - rows.shape[0],
+                                         axis=0)])
 
 
 class Start(NamedTuple):

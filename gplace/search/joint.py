@@ -1,0 +1,193 @@
+"""Simulated annealing over placement and schedule together.
+
+A candidate is a placement and a priority per node (a random-key encoding of
+the schedule: the simulator's default schedule, steered by these priorities
+instead of the critical path, ``gplace.simulate(..., priority=)``); a move
+redraws devices (as :mod:`gplace.search.annealing`) or rescales the
+priorities of a few ops, and the Metropolis rule of annealing accepts it.
+The result carries the op ``order`` its best candidate ran in, which
+``gplace.simulate(..., order=)`` and ``gplace.place(..., schedule=)``
+reproduce.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from gplace.errors import SearchError
+from gplace.graphs.graph import NODE_OP, Graph
+from gplace.search.annealing import (DEFAULT_T0, FINAL_TEMPERATURE_RATIO,
+                                     check_schedule, metropolis)
+from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
+                                  History, check_fraction, start)
+from gplace.search.moves import choose_distinct, redraw
+from gplace.sim.priority import bottom_level
+from gplace.sim.simulator import simulate
+from gplace.sim.topology import Topology
+
+#: Share of moves that change the schedule (the rest move devices).
+DEFAULT_SCHEDULE_SHARE = 0.5
+#: A schedule move multiplies a few ops' priorities by ``exp(sigma z)``.
+DEFAULT_PRIORITY_SIGMA = 1.0
+#: Ops whose priorities one schedule move rescales, at most.
+PRIORITY_MOVE_SIZE = 3
+
+
+class JointResult(NamedTuple):
+  """The best placement and schedule a joint search found.
+
+  Attributes:
+    placement: ``[N]`` int32 device per node.
+    priority: ``[N]`` float32 priorities that schedule it.
+    order: ``[N]`` int32 op order it ran in (``gplace.simulate(...,
+      order=order)`` gives ``runtime_s``).
+    runtime_s: its simulated runtime (``inf``: nothing fitted in memory).
+    init_runtime_s: the start's, in the default schedule.
+    evaluations: simulator evaluations spent.
+    history: best runtime after each batch.
+  """
+
+  placement: np.ndarray
+  priority: np.ndarray
+  order: np.ndarray
+  runtime_s: float
+  init_runtime_s: float
+  evaluations: int
+  history: History
+
+
+def order_priority(order: np.ndarray) -> np.ndarray:
+  """``[N]`` float32 priorities that run ``order`` first to last
+  (``p[order[i]] = N - i``)."""
+  order = np.asarray(order, np.int64)
+  priority = np.empty(order.size, np.float32)
+  priority[order] = np.arange(order.size, 0, -1, dtype=np.float32)
+  return priority
+
+
+def rescale(rng: np.random.Generator, base: np.ndarray, movable: np.ndarray,
+            sigma: float, move_size: int) -> np.ndarray:
+  """``[k, N]`` priorities: each row of ``base`` with between 1 and
+  ``move_size`` of the ``movable`` node ids' priorities multiplied by
+  ``exp(sigma z)``, ``z`` standard normal (priorities stay positive)."""
+  base = np.asarray(base, np.float32)
+  k = base.shape[0]
+  out = base.copy()
+  if k == 0 or movable.size == 0:
+    return out
+  m = min(move_size, movable.size)
+  picks = movable[choose_distinct(rng, movable.size, k, m)]
+  sizes = rng.integers(1, m + 1, k)
+  factors = np.exp(sigma * rng.standard_normal((k, m))).astype(np.float32)
+  factors[np.arange(m)[None, :] >= sizes[:, None]] = 1.0
+  rows = np.repeat(np.arange(k), m)
+  out[rows, picks.ravel()] *= factors.ravel()
+  return out
+
+
+def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
+                    seed: int = 0, budget: int = DEFAULT_BUDGET, init=None,
+                    init_order: Optional[np.ndarray] = None,
+                    groups=None, move_size: int | None = None,
+                    schedule_share: float = DEFAULT_SCHEDULE_SHARE,
+                    sigma: float = DEFAULT_PRIORITY_SIGMA,
+                    t0: float = DEFAULT_T0, decay: float | None = None,
+                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    time_limit_s: float | None = None) -> JointResult:
+  """Simulated annealing over placements and their schedules.
+
+  Args:
+    graph, topology, costs, seed, budget, init, groups, move_size, t0,
+      decay, batch_size, time_limit_s: as for
+      :func:`gplace.search.annealing.annealing`.
+    init_order: ``[N]`` op order the start runs in (e.g. a list
+      scheduler's own plan); default the critical path.
+    schedule_share: share of moves that rescale priorities, in ``[0, 1]``
+      (1: the placement stays; 0: a placement search in the start's
+      schedule).
+    sigma: spread of a priority rescale (``> 0``).
+
+  Returns:
+    A :class:`JointResult`, never slower than the start in its schedule.
+
+  Raises:
+    SearchError: a bad ``schedule_share``, ``sigma`` or ``init_order``, and
+      what :func:`gplace.search.annealing.annealing` raises.
+  """
+  t0, decay = check_schedule(t0, decay)
+  schedule_share = check_fraction(schedule_share, "schedule_share")
+  if (not isinstance(sigma, (int, float)) or isinstance(sigma, bool)
+      or not math.isfinite(sigma) or sigma <= 0):
+    raise SearchError(f"sigma must be a positive number (the spread of a "
+                      f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
+  setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
+                init=init, groups=groups, move_size=move_size,
+                batch_size=batch_size, time_limit_s=time_limit_s)
+  evaluator, rng = setup.evaluator, setup.rng
+  best = int(np.argmin(setup.runtime_s))
+  placement = setup.placements[best].copy()
+  init_s = float(setup.runtime_s[best])
+  start_priority = _start_priority(graph, topology, evaluator.costs,
+                                   init_order)
+  priority = start_priority
+  current_s = (float(evaluator(placement[None], priority[None])[0])
+               if evaluator.remaining > 0 else init_s)
+  movable = np.flatnonzero(graph.kind == NODE_OP)
+  if decay is None:
+    batches = max(1, math.ceil(evaluator.remaining / batch_size))
+    decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
+  temperature = t0
+  while evaluator.remaining > 0:
+    k = min(batch_size, evaluator.remaining)
+    schedule_rows = rng.random(k) < (schedule_share if setup.n_devices > 1
+                                     else 1.0)
+    placements = redraw(rng, np.broadcast_to(placement, (k, placement.size)),
+                        setup.units, setup.n_devices, setup.move_size,
+                        rows=~schedule_rows)
+    priorities = np.broadcast_to(priority, (k, priority.size)).copy()
+    priorities[schedule_rows] = rescale(rng, priorities[schedule_rows],
+                                        movable, sigma, PRIORITY_MOVE_SIZE)
+    runtime_s = evaluator(placements, priorities)
+    passed = metropolis(rng, runtime_s, current_s, temperature)
+    if passed.any():
+      chosen = int(np.argmin(np.where(passed, runtime_s, np.inf)))
+      placement, priority = (placements[chosen].copy(),
+                             priorities[chosen].copy())
+      current_s = float(runtime_s[chosen])
+    temperature *= decay
+  return _result(graph, topology, evaluator, start_priority, init_s)
+
+
+def _start_priority(graph: Graph, topology: Topology, costs,
+                    init_order: Optional[np.ndarray]) -> np.ndarray:
+  if init_order is None:
+    return np.asarray(bottom_level(graph, topology, costs), np.float32) + 1.0
+  init_order = np.asarray(init_order)
+  if init_order.shape != (graph.n_nodes,) or not np.array_equal(
+      np.sort(init_order), np.arange(graph.n_nodes)):
+    raise SearchError(f"init_order must be a permutation of the "
+                      f"{graph.n_nodes} node ids (an [N] op order), got shape "
+                      f"{init_order.shape}.")
+  return order_priority(init_order)
+
+
+def _result(graph, topology, evaluator, start_priority,
+            init_s) -> JointResult:
+  """The evaluator's best, with the order it ran in (a best scored without
+  priorities, a start, ran in the critical path's)."""
+  placement = evaluator.best_placement
+  priority = (evaluator.best_priority if evaluator.best_priority is not None
+              else np.asarray(bottom_level(graph, topology, evaluator.costs),
+                              np.float32) + 1.0)
+  del start_priority
+  result = simulate(graph, placement, topology, evaluator.costs,
+                    priority=priority, return_schedule=True)
+  history = evaluator.result(init_s).history
+  return JointResult(np.asarray(placement, np.int32),
+                     np.asarray(priority, np.float32),
+                     np.asarray(result.order, np.int32),
+                     evaluator.best_runtime_s, init_s, evaluator.evaluations,
+                     history)
