@@ -162,8 +162,18 @@ def pretrain(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   Raises:
     ConfigError: see :func:`check_pretrain` and
       :func:`gplace.rl.checks.check_run`.
+    WorkdirBusyError: another process is running in ``workdir``.
   """
-  began, workdir = time.time(), os.path.abspath(workdir)
+  workdir = os.path.abspath(workdir)
+  with workdir_lib.locked(workdir, log):
+    return _pretrain(graphs, topology, policy, settings, workdir=workdir,
+                     log=log, stop_after_step=stop_after_step)
+
+
+def _pretrain(graphs, topology, policy, settings, *, workdir, log,
+              stop_after_step) -> PretrainResult:
+  """:func:`pretrain` with ``workdir`` (absolute) locked."""
+  began = time.time()
   check_pretrain(policy, settings)
   loaded = as_workloads(graphs)
   module = check_run(loaded, topology, policy, settings)

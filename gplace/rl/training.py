@@ -201,15 +201,28 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   Raises:
     ConfigError: settings that cannot work with these graphs, topology or
       policy, or a workdir holding another run (before any compile).
+    WorkdirBusyError: another process is running in ``workdir`` (its
+      pid, host and start are named); the run holds ``workdir/run.lock``
+      until it returns, and takes over one a crashed run left.
     CheckpointError: the workdir's checkpoints are all corrupted.
   """
+  if workdir is not None:
+    workdir = os.path.abspath(workdir)
+  with workdir_lib.locked(workdir, log):
+    return _train(graphs, topology, policy, settings, workdir=workdir,
+                  progress=progress, stop_after_step=stop_after_step,
+                  log=log)
+
+
+def _train(graphs, topology, policy, settings, *, workdir, progress,
+           stop_after_step, log) -> TrainResult:
+  """:func:`train` with ``workdir`` (absolute, or None) locked."""
   run_start = time.time()
   loaded = as_workloads(graphs)
   module = check_run(loaded, topology, policy, settings)
   parallel = num_parallel_devices(settings)
   checkpoint_dir = None
   if workdir is not None:
-    workdir = os.path.abspath(workdir)
     checkpoint_dir = workdir_lib.prepare_workdir(
         workdir, workdir_lib.run_record(settings, policy, topology, loaded),
         settings, log)
