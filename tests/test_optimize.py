@@ -395,3 +395,25 @@ def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy,
   assert sorted(tuned) == ["pretrained GO fine-tuned (50 steps): best sampled",
                            "pretrained GO fine-tuned (50 steps): greedy"]
   assert all(np.isfinite(result.candidates[k]) for k in tuned)
+
+
+@pytest.mark.parametrize("poison", [np.nan, np.inf])
+def test_a_policy_file_with_non_finite_weights_is_refused(small_policy,
+                                                          tmp_path, poison):
+  # NaN logits make every node's argmax device 0: the "greedy" placement
+  # was single_device's, listed as the policy's.
+  from gplace.rl import policy_file  # pylint: disable=import-outside-toplevel
+  with np.load(small_policy) as data:
+    arrays = {k: data[k] for k in data.files}
+  leaf = sorted(k for k in arrays if k.endswith("kernel"))[0]
+  arrays[leaf] = arrays[leaf].copy()
+  arrays[leaf].flat[1] = poison
+  path = str(tmp_path / "poisoned.npz")
+  np.savez(path, **arrays)
+  with pytest.raises(errors.PolicyError,
+                     match=re.escape(f"{leaf} (1 of {arrays[leaf].size} "
+                                     "entries)")):
+    policy_file.load_policy(path)
+  with pytest.raises(errors.PolicyError, match="non-finite"):
+    gplace.optimize(random_dag(30, seed=5), topology="1cpu+2gpu",
+                    method="pretrained", policy=path, progress=False)
