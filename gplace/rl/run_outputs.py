@@ -22,6 +22,7 @@ import json
 import math
 import numbers
 import os
+import re
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -138,16 +139,94 @@ def _parse_record(line: str) -> Optional[dict]:
   return record if isinstance(record, dict) and "step" in record else None
 
 
-def trim_metrics(path: str, last_step: int) -> None:
-  """Drops lines written after the checkpoint a run resumes from (all of them
-  for ``last_step=0``), and half-written ones."""
+#: ``phase`` of the line that stands for a train step whose record was lost
+#: (a damaged ``metrics.jsonl``; :func:`trim_metrics`), with ``lost``: why.
+MISSING_PHASE = "missing"
+# Phases with one record per train step.
+_STEP_PHASES = ("warm_start", "rl", MISSING_PHASE)
+_STEP_KEY = re.compile(r'"step"\s*:\s*(\d+)')
+
+
+def trim_metrics(path: str, last_step: int) -> list[str]:
+  """Makes ``metrics.jsonl`` match the checkpoint a run resumes from: keeps
+  the records of steps up to ``last_step`` (none for ``last_step=0``) and
+  drops later ones (the run takes those steps again).
+
+  A record lost to damage is never dropped silently: a line that is not a
+  record (torn, or not JSON) is dropped and reported with its line number;
+  a train step up to ``last_step`` with no record left gets a line
+  ``{"step": k, "phase": "missing", "lost": why}`` (a checkpoint holds the
+  state, not the metrics of each step, so the record cannot be rebuilt);
+  of two records of one step and phase the later is kept.
+
+  Returns:
+    Lines saying what was damaged or lost (empty if nothing).
+  """
   if not os.path.exists(path):
-    return
+    return []
   with open(path) as f:
-    lines = [l for l in f if (r := _parse_record(l)) is not None
-             and r["step"] <= last_step]
-  with open(path, "w") as f:
-    f.writelines(l if l.endswith("\n") else l + "\n" for l in lines)
+    lines = f.readlines()
+  kept, torn, seen, duplicates = [], [], {}, set()
+  for number, line in enumerate(lines, 1):
+    record = _parse_record(line)
+    if record is None:
+      if line.strip():
+        match = _STEP_KEY.search(line)
+        step = int(match.group(1)) if match else None
+        if step is None or step <= last_step:
+          torn.append((number, step, line.strip()))
+      continue
+    if last_step <= 0 or record["step"] > last_step:
+      continue
+    key = (record["step"], record.get("phase"))
+    if key in seen:
+      kept[seen[key]] = None  # the later record of a step replaces it
+      duplicates.add(record["step"])
+    seen[key] = len(kept)
+    kept.append(record)
+  kept = [r for r in kept if r is not None]
+  present = {r["step"] for r in kept if r.get("phase") in _STEP_PHASES}
+  missing = [k for k in range(1, last_step + 1) if k not in present]
+  messages = []
+  for number, step, text in torn:
+    excerpt = text if len(text) <= 60 else text[:57] + "..."
+    messages.append(
+        f"[gplace] {path}: line {number} is damaged (not a JSON record: "
+        f"{excerpt!r}); dropped" + (f", it held step {step}" if step
+                                    else ""))
+  if duplicates:
+    messages.append(f"[gplace] {path}: {_ranges(sorted(duplicates))} "
+                    "recorded more than once (two runs in one "
+                    "workdir?); kept the later record of each")
+  if missing:
+    why = ("its line in metrics.jsonl was damaged; the checkpoint holds "
+           "the state, not the step's metrics")
+    kept += [{"step": k, "phase": MISSING_PHASE, "lost": why}
+             for k in missing]
+    messages.append(
+        f"[gplace] {path}: the records of {_ranges(missing)} are "
+        f"lost (resuming from step {last_step}); they are marked "
+        f'"phase": "{MISSING_PHASE}" in the file, and training resumes '
+        "from the checkpoint unaffected")
+  kept.sort(key=lambda r: (r["step"], r.get("phase") not in _STEP_PHASES))
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    f.writelines(json.dumps(json_safe(r), allow_nan=False) + "\n"
+                 for r in kept)
+  os.replace(tmp, path)
+  return messages
+
+
+def _ranges(steps: Sequence[int]) -> str:
+  """``"steps 3-5, 8"`` for ``[3, 4, 5, 8]``, ``"step 3"`` for ``[3]``."""
+  out, start = [], None
+  for i, step in enumerate(steps):
+    if start is None:
+      start = step
+    if i + 1 == len(steps) or steps[i + 1] != step + 1:
+      out.append(str(start) if start == step else f"{start}-{step}")
+      start = None
+  return ("step " if len(steps) == 1 else "steps ") + ", ".join(out)
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -164,12 +243,16 @@ class MetricsWriter:
   Args:
     path: the file.
     resume_step: the step the run starts from: later lines (left by an
-      interrupted run) are dropped, so the file always matches the state.
+      interrupted run) are dropped, so the file always matches the state
+      (:func:`trim_metrics`; what it finds damaged or lost goes to ``log``).
+    log: where lines of text go.
   """
 
-  def __init__(self, path: str, resume_step: int = 0):
+  def __init__(self, path: str, resume_step: int = 0,
+               log: Callable[[str], None] = print):
     self.path = path
-    trim_metrics(path, resume_step)
+    for line in trim_metrics(path, resume_step):
+      log(line)
     self._file = open(path, "a")  # pylint: disable=consider-using-with
 
   def write(self, records: Sequence[dict]) -> None:
@@ -328,11 +411,13 @@ class RunOutputs:
     total_steps: the run's last step.
     first_step: the step the run starts from (0, or a restored step).
     progress_bar: show the bar.
+    log: where lines of text go (a damaged ``metrics.jsonl`` on resume).
   """
 
   def __init__(self, workdir: Optional[str], graphs: Sequence[GraphSummary],
                topology: Topology, best_runtime_s, *, total_steps: int,
-               first_step: int, progress_bar: bool = True):
+               first_step: int, progress_bar: bool = True,
+               log: Callable[[str], None] = print):
     self.workdir, self.graphs, self.topology = workdir, graphs, topology
     self.metrics = self.best = None
     if workdir is not None:
@@ -341,7 +426,7 @@ class RunOutputs:
           if os.path.exists(os.path.join(workdir, name)):
             os.remove(os.path.join(workdir, name))
       self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
-                                   resume_step=first_step)
+                                   resume_step=first_step, log=log)
       self.best = BestPlacementWriter(
           os.path.join(workdir, BEST_PLACEMENT_FILE), graphs, topology,
           best_runtime_s)

@@ -272,7 +272,8 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
                                 state.best_runtime_s,
                                 total_steps=schedule.total_steps,
                                 first_step=int(state.step),
-                                progress_bar=settings.progress_bar) as outputs:
+                                progress_bar=settings.progress_bar,
+                                log=log) as outputs:
       loop = run_loop(fns, state, batch, target, schedule, outputs,
                       checkpointer, parallel=parallel,
                       host_rewards=host_rewards, progress_fn=progress,

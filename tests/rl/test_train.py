@@ -135,6 +135,29 @@ def test_resume_matches_uninterrupted_run(uninterrupted, tmp_path):
     assert [json.loads(l)["step"] for l in f] == list(range(1, 9))
 
 
+def test_a_torn_metrics_line_is_reported_on_resume(uninterrupted, tmp_path):
+  del uninterrupted  # compiles the step functions this run reuses
+  workdir = str(tmp_path)
+  config = tiny_config()
+  config.print_table = False
+  run(config, workdir, stop_after_step=4, log=lambda _: None)
+  path = os.path.join(workdir, "metrics.jsonl")
+  with open(path) as f:
+    lines = f.readlines()
+  assert json.loads(lines[-1])["step"] == 4
+  with open(path, "w") as f:  # external damage: the last line torn
+    f.writelines(lines[:-1] + [lines[-1][:20]])
+  log = []
+  run(config, workdir, log=log.append)
+  text = "\n".join(log)
+  assert f"{path}: line 4 is damaged" in text and "it held step 4" in text
+  assert "the records of step 4 are lost (resuming from step 4)" in text
+  with open(path) as f:
+    records = [json.loads(line) for line in f]
+  assert [r["step"] for r in records] == list(range(1, 9))
+  assert records[3]["phase"] == "missing" and "damaged" in records[3]["lost"]
+
+
 def test_unwritable_workdir_fails_at_start(tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")
