@@ -121,7 +121,10 @@ def test_best_placement_json_content_and_rewrites(tmp_path):
   with open(path) as f:
     best = json.load(f)
   assert best["step"] == 6
-  assert {g["schedule"] for g in best["graphs"]} == {"dynamic"}
+  # gplace.simulate's default schedule (it was mislabelled "dynamic").
+  assert {g["schedule"] for g in best["graphs"]} == {"best"}
+  assert {g["source"] for g in best["graphs"]} == {"training samples"}
+  assert [g["found_at_step"] for g in best["graphs"]] == [4, 4]
   assert "order" not in best["graphs"][0]
   # An ordering policy's best: its order (padding cut), by priority.
   priority = np.array([[-2.0, 0.0, -1.0, -3.0, -9.0],
