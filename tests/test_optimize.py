@@ -417,3 +417,57 @@ def test_a_policy_file_with_non_finite_weights_is_refused(small_policy,
   with pytest.raises(errors.PolicyError, match="non-finite"):
     gplace.optimize(random_dag(30, seed=5), topology="1cpu+2gpu",
                     method="pretrained", policy=path, progress=False)
+
+
+@pytest.mark.parametrize("method", ["finetune", "policy"])
+def test_a_budget_too_small_to_train_says_so(small_policy, monkeypatch,
+                                             method):
+  # A first call compiles the training step (20-40 s on two CPU cores);
+  # budget_s=2 left no room for it, and training ran past the budget
+  # (budget_s=20 took 51 s). Now the result has what was found before and
+  # says why training is missing.
+  from gplace.autoplace import policy as learned  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(learned, "_first_chunk_s", {})  # nothing timed yet
+  result = gplace.optimize(
+      random_dag(30, seed=6), topology="1cpu+2gpu", method=method,
+      policy=small_policy if method == "finetune" else None, budget_s=2.0,
+      progress=False)
+  label = ("pretrained GO fine-tuned" if method == "finetune"
+           else "GO trained on this graph")
+  assert not any(k.startswith(label) for k in result.candidates)
+  if method == "finetune":
+    assert "pretrained GO zero-shot: greedy" in result.candidates
+  (note,) = result.notes
+  assert note.startswith(f"{label}: not trained: ")
+  assert "compiling included" in note and "raise budget_s" in note
+  assert f"note: {note}" in str(result)
+  assert np.isfinite(result.runtime_s)
+  assert result.wall_s < 120  # generous: no training step was compiled
+
+
+def test_the_budget_stops_fine_tuning_after_its_first_chunk(small_policy,
+                                                            monkeypatch):
+  from gplace.autoplace import policy as learned  # pylint: disable=import-outside-toplevel
+  from gplace.autoplace.inputs import Problem  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(learned, "FIRST_CHUNK_S", 0.0)  # start whatever is left
+  monkeypatch.setattr(learned, "_first_chunk_s", {})
+  topology = gplace.topology.preset("1cpu+2gpu")
+  loaded = learned.resolve_policy_file(small_policy, topology)
+  notes = []
+  found = learned.finetune_candidates(
+      Problem(random_dag(30, seed=6), topology), loaded, time_s=1e-3,
+      seed=0, notes=notes)
+  assert sorted(c.label for c in found) == [
+      "pretrained GO fine-tuned (10 of 50 steps, budget spent): best sampled",
+      "pretrained GO fine-tuned (10 of 50 steps, budget spent): greedy"]
+  (note,) = notes
+  assert note.startswith("pretrained GO fine-tuned: the budget stopped "
+                         "training after 10 of 50 steps (the first 10, "
+                         "compiling included, took ")
+  # The first chunk was timed: a later call with less left does not start.
+  (timed,) = learned._first_chunk_s.values()  # pylint: disable=protected-access
+  monkeypatch.setattr(learned, "FIRST_CHUNK_S", 1e9)
+  assert learned.finetune_candidates(
+      Problem(random_dag(30, seed=6), topology), loaded, time_s=timed / 2,
+      seed=0, notes=notes) == []
+  assert notes[-1].startswith("pretrained GO fine-tuned: not trained: ")

@@ -52,6 +52,8 @@ class PlacementResult(NamedTuple):
     wall_s: seconds the whole call took.
     placements: ``{label: [N] int32 placement}`` of everything tried (see
       :meth:`placement_of`).
+    notes: lines on what the budget cut short or left out (a training
+      method stopped early or not started), printed under the table.
   """
 
   placement: np.ndarray
@@ -66,6 +68,7 @@ class PlacementResult(NamedTuple):
   costs: Optional[np.ndarray]
   wall_s: float
   placements: dict = {}
+  notes: tuple = ()
 
   def placement_of(self, label: str) -> np.ndarray:
     """``[N]`` int32 placement of the candidate ``label`` (a key of
@@ -124,6 +127,7 @@ class PlacementResult(NamedTuple):
       lines.append(f"{mark} {label:<{width}}{format_seconds(runtime):>12}  "
                    f"{ratio}")
     lines.append(f"  {'lower bound':<{width}}{format_seconds(bound):>12}")
+    lines += [f"  note: {note}" for note in self.notes]
     return "\n".join(lines)
 
   def __str__(self) -> str:
