@@ -417,6 +417,17 @@ def test_a_policy_file_with_non_finite_weights_is_refused(small_policy,
   with pytest.raises(errors.PolicyError, match="non-finite"):
     gplace.optimize(random_dag(30, seed=5), topology="1cpu+2gpu",
                     method="pretrained", policy=path, progress=False)
+  # Nor is such a policy written (a diverged pretraining).
+  from gplace.rl import settings as settings_lib  # pylint: disable=import-outside-toplevel
+  params = policy_file._unflatten(  # pylint: disable=protected-access
+      {k: v for k, v in arrays.items() if k != policy_file.META_KEY})
+  out = tmp_path / "diverged.npz"
+  with pytest.raises(errors.PolicyError, match=re.escape(
+      f"the policy to be written to {out} has non-finite")):
+    policy_file.save_policy(str(out), params, settings_lib.DEFAULT_POLICY,
+                            settings_lib.TrainSettings(),
+                            gplace.topology.preset("1cpu+2gpu"))
+  assert not out.exists()
 
 
 @pytest.mark.parametrize("method", ["finetune", "policy"])

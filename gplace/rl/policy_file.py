@@ -96,6 +96,10 @@ def save_policy(path: str, params: Any, policy: PolicySettings,
 
   Returns:
     ``path``.
+
+  Raises:
+    PolicyError: a parameter holds NaN or infinite entries (nothing is
+      written).
   """
   record = dict(to_record(settings), policy=policy.record())
   meta = dict(facts, format=FORMAT, policy=record["policy"],
@@ -104,6 +108,7 @@ def save_policy(path: str, params: Any, policy: PolicySettings,
   arrays = _flatten(dict(params))
   if META_KEY in arrays:
     raise PolicyError(f"a parameter is named {META_KEY!r}; rename it.")
+  check_finite(arrays, f"the policy to be written to {path}")
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
@@ -160,20 +165,20 @@ def load_policy(path: str) -> PolicyFile:
   if missing:
     raise PolicyError(f"{path}: its metadata lacks {', '.join(missing)}; "
                       "write it with gplace.rl.policy_file.save_policy.")
-  check_finite(flat, path)
+  check_finite(flat, f"the policy file {path}")
   return PolicyFile(_unflatten(flat), dict(meta["policy"]),
                     dict(meta["groups"]), str(meta["topology"]),
                     int(meta["n_devices"]), dict(meta["config"]), meta, path)
 
 
-def check_finite(flat: Mapping[str, np.ndarray], path: str) -> None:
+def check_finite(flat: Mapping[str, np.ndarray], where: str) -> None:
   """Refuses parameters with NaN or infinite entries: such a policy places
   every node on device 0 (the argmax of NaN logits) and would pass for a
   real one.
 
   Args:
     flat: ``{"params/.../kernel": array}``.
-    path: the file they come from (for the message).
+    where: what holds them, for the message (``"the policy file p.npz"``).
 
   Raises:
     PolicyError: naming the leaves and how many entries are not finite.
@@ -188,7 +193,7 @@ def check_finite(flat: Mapping[str, np.ndarray], path: str) -> None:
       bad.append(f"{key} ({count} of {value.size} entries)")
   if bad:
     raise PolicyError(
-        f"the policy file {path} holds non-finite (NaN or infinite) "
+        f"{where} has non-finite (NaN or infinite) "
         f"parameters: {'; '.join(bad[:4])}"
         + (f"; and {len(bad) - 4} more leaves" if len(bad) > 4 else "")
         + ". The training that wrote it diverged, or the file is damaged; "

@@ -147,7 +147,8 @@ _STEP_PHASES = ("warm_start", "rl", MISSING_PHASE)
 _STEP_KEY = re.compile(r'"step"\s*:\s*(\d+)')
 
 
-def trim_metrics(path: str, last_step: int) -> list[str]:
+def trim_metrics(path: str, last_step: int,
+                 per_step: bool = True) -> list[str]:
   """Makes ``metrics.jsonl`` match the checkpoint a run resumes from: keeps
   the records of steps up to ``last_step`` (none for ``last_step=0``) and
   drops later ones (the run takes those steps again).
@@ -157,7 +158,9 @@ def trim_metrics(path: str, last_step: int) -> list[str]:
   a train step up to ``last_step`` with no record left gets a line
   ``{"step": k, "phase": "missing", "lost": why}`` (a checkpoint holds the
   state, not the metrics of each step, so the record cannot be rebuilt);
-  of two records of one step and phase the later is kept.
+  of two records of one step and phase the later is kept. With
+  ``per_step=False`` (a file of one line per chunk, as pretraining writes)
+  no step is expected to have a record.
 
   Returns:
     Lines saying what was damaged or lost (empty if nothing).
@@ -186,7 +189,8 @@ def trim_metrics(path: str, last_step: int) -> list[str]:
     kept.append(record)
   kept = [r for r in kept if r is not None]
   present = {r["step"] for r in kept if r.get("phase") in _STEP_PHASES}
-  missing = [k for k in range(1, last_step + 1) if k not in present]
+  missing = [k for k in range(1, last_step + 1)
+             if per_step and k not in present]
   messages = []
   for number, step, text in torn:
     excerpt = text if len(text) <= 60 else text[:57] + "..."
