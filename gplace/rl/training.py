@@ -294,6 +294,12 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
     if checkpointer is not None:
       checkpointer.close()
   finished = loop.step >= schedule.total_steps or stop_after_step is None
+  diverged = not all(bool(np.all(np.isfinite(np.asarray(leaf))))
+                     for leaf in jax.tree.leaves(loop.state.params))
+  if diverged:  # its argmax is device 0 everywhere: a placement, not learnt
+    log(f"[gplace] {DIVERGED} after step {loop.step}; lower "
+        "--config.optimizer.learning_rate or --config.optimizer.grad_clip "
+        "and start over")
   own, refined = None, []
   if finished:
     own = evaluate_policy(
@@ -304,11 +310,18 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
                                     topology.n_devices, log)
   result = _final_result(settings, workdir, setups, topology, loop, outputs,
                          finished, own, log, refined,
-                         rescore=None if same_schedule else reward_fns())
+                         rescore=None if same_schedule else reward_fns(),
+                         diverged=diverged)
   if workdir is not None:
     for line in run_outputs.output_lines(workdir):
       log(line)
   return result
+
+
+#: The verdict of a run whose policy parameters are not finite.
+DIVERGED = ("training diverged: the policy's parameters are NaN or "
+            "infinite, so its own placements (every node on device 0) say "
+            "nothing about what it learnt")
 
 
 def train_experiment(experiment: Experiment, *,
@@ -375,7 +388,7 @@ def best_found_name(settings: TrainSettings) -> str:
 def _final_result(settings: TrainSettings, workdir: Optional[str],
                   setups: Sequence[GraphSetup], topology, loop: LoopResult,
                   outputs, finished, own, log, refined=(),
-                  rescore=None) -> TrainResult:
+                  rescore=None, diverged=False) -> TrainResult:
   """Writes the end-of-run files and collects the :class:`TrainResult`;
   ``own``: the policy's own placements (:func:`evaluate_policy`) of a
   finished run, else None; ``refined``: their per-op refinements (one per
@@ -412,7 +425,8 @@ def _final_result(settings: TrainSettings, workdir: Optional[str],
                      for e, r in zip(own, refined)],
         policy_records=[dict(e.record(), **(r.record() if r else {}))
                         for e, r in zip(own, refined)],
-        verdicts=[_verdict(e, r, s) for e, r, s in zip(own, refined, setups)],
+        verdicts=[DIVERGED if diverged else _verdict(e, r, s)
+                  for e, r, s in zip(own, refined, setups)],
         best_found_name=best_found_name(settings))
   best_of_run = []
   if finished:

@@ -504,6 +504,27 @@ def test_best_placement_json_is_the_fastest_of_the_run(tmp_path):
              in line for line in lines)
 
 
+def test_a_diverged_policy_is_not_reported_as_a_verdict(monkeypatch,
+                                                        tmp_path):
+  # NaN parameters place every node on device 0: the "policy greedy" row
+  # was single_device's runtime, with a verdict as if it had learnt that.
+  run_loop = training.run_loop
+
+  def diverging_run_loop(*args, **kwargs):
+    result = run_loop(*args, **kwargs)
+    params = jax.tree.map(lambda x: np.full_like(np.asarray(x), np.nan),
+                          result.state.params)
+    return result._replace(state=result.state.replace(params=params))
+
+  monkeypatch.setattr(training, "run_loop", diverging_run_loop)
+  lines = []
+  run(host_reward_config(2), str(tmp_path), log=lines.append)
+  text = "\n".join(lines)
+  assert "[gplace] training diverged: the policy's parameters are NaN" in text
+  assert "after step 2; lower --config.optimizer.learning_rate" in text
+  assert "the policy itself (greedy, no search) is" not in text
+
+
 def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
   # rl.reward="simulator_dynamic" scores samples inside the jitted step with
   # the list scheduler, so the run's best equals gplace.simulate's default.
