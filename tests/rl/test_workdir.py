@@ -176,7 +176,7 @@ def test_two_processes_on_one_workdir(tmp_path):
   try:
     deadline = time.time() + 240
     while not holding.exists():
-      assert first.poll() is None, first.stdout.read()
+      assert first.poll() is None, first.communicate()[0]
       assert time.time() < deadline, "the first run never started"
       time.sleep(0.2)
     second = subprocess.run(
@@ -196,6 +196,7 @@ def test_two_processes_on_one_workdir(tmp_path):
   finally:
     release.touch()
     first.wait(timeout=120)
+    first.stdout.close()
   assert first.returncode == 3  # crashed holding the lock
   lines = []
   with workdir_lib.WorkdirLock(str(workdir), lines.append):
