@@ -39,6 +39,10 @@ class ConfigError(GplaceError):
   """An experiment config holds a value that cannot work."""
 
 
+class WorkdirBusyError(ConfigError):
+  """Another run holds the workdir (its lock names the process)."""
+
+
 class CheckpointError(GplaceError):
   """A checkpoint could not be written or restored."""
 

@@ -395,3 +395,90 @@ def test_finetune_trains_the_pretrained_policy_on_the_graph(small_policy,
   assert sorted(tuned) == ["pretrained GO fine-tuned (50 steps): best sampled",
                            "pretrained GO fine-tuned (50 steps): greedy"]
   assert all(np.isfinite(result.candidates[k]) for k in tuned)
+
+
+@pytest.mark.parametrize("poison", [np.nan, np.inf])
+def test_a_policy_file_with_non_finite_weights_is_refused(small_policy,
+                                                          tmp_path, poison):
+  # NaN logits make every node's argmax device 0: the "greedy" placement
+  # was single_device's, listed as the policy's.
+  from gplace.rl import policy_file  # pylint: disable=import-outside-toplevel
+  with np.load(small_policy) as data:
+    arrays = {k: data[k] for k in data.files}
+  leaf = sorted(k for k in arrays if k.endswith("kernel"))[0]
+  arrays[leaf] = arrays[leaf].copy()
+  arrays[leaf].flat[1] = poison
+  path = str(tmp_path / "poisoned.npz")
+  np.savez(path, **arrays)
+  with pytest.raises(errors.PolicyError,
+                     match=re.escape(f"{leaf} (1 of {arrays[leaf].size} "
+                                     "entries)")):
+    policy_file.load_policy(path)
+  with pytest.raises(errors.PolicyError, match="non-finite"):
+    gplace.optimize(random_dag(30, seed=5), topology="1cpu+2gpu",
+                    method="pretrained", policy=path, progress=False)
+  # Nor is such a policy written (a diverged pretraining).
+  from gplace.rl import settings as settings_lib  # pylint: disable=import-outside-toplevel
+  params = policy_file._unflatten(  # pylint: disable=protected-access
+      {k: v for k, v in arrays.items() if k != policy_file.META_KEY})
+  out = tmp_path / "diverged.npz"
+  with pytest.raises(errors.PolicyError, match=re.escape(
+      f"the policy to be written to {out} has non-finite")):
+    policy_file.save_policy(str(out), params, settings_lib.DEFAULT_POLICY,
+                            settings_lib.TrainSettings(),
+                            gplace.topology.preset("1cpu+2gpu"))
+  assert not out.exists()
+
+
+@pytest.mark.parametrize("method", ["finetune", "policy"])
+def test_a_budget_too_small_to_train_says_so(small_policy, monkeypatch,
+                                             method):
+  # A first call compiles the training step (20-40 s on two CPU cores);
+  # budget_s=2 left no room for it, and training ran past the budget
+  # (budget_s=20 took 51 s). Now the result has what was found before and
+  # says why training is missing.
+  from gplace.autoplace import policy as learned  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(learned, "_first_chunk_s", {})  # nothing timed yet
+  result = gplace.optimize(
+      random_dag(30, seed=6), topology="1cpu+2gpu", method=method,
+      policy=small_policy if method == "finetune" else None, budget_s=2.0,
+      progress=False)
+  label = ("pretrained GO fine-tuned" if method == "finetune"
+           else "GO trained on this graph")
+  assert not any(k.startswith(label) for k in result.candidates)
+  if method == "finetune":
+    assert "pretrained GO zero-shot: greedy" in result.candidates
+  (note,) = result.notes
+  assert note.startswith(f"{label}: not trained: ")
+  assert "compiling included" in note and "raise budget_s" in note
+  assert f"note: {note}" in str(result)
+  assert np.isfinite(result.runtime_s)
+  assert result.wall_s < 120  # generous: no training step was compiled
+
+
+def test_the_budget_stops_fine_tuning_after_its_first_chunk(small_policy,
+                                                            monkeypatch):
+  from gplace.autoplace import policy as learned  # pylint: disable=import-outside-toplevel
+  from gplace.autoplace.inputs import Problem  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(learned, "FIRST_CHUNK_S", 0.0)  # start whatever is left
+  monkeypatch.setattr(learned, "_first_chunk_s", {})
+  topology = gplace.topology.preset("1cpu+2gpu")
+  loaded = learned.resolve_policy_file(small_policy, topology)
+  notes = []
+  found = learned.finetune_candidates(
+      Problem(random_dag(30, seed=6), topology), loaded, time_s=1e-3,
+      seed=0, notes=notes)
+  assert sorted(c.label for c in found) == [
+      "pretrained GO fine-tuned (10 of 50 steps, budget spent): best sampled",
+      "pretrained GO fine-tuned (10 of 50 steps, budget spent): greedy"]
+  (note,) = notes
+  assert note.startswith("pretrained GO fine-tuned: the budget stopped "
+                         "training after 10 of 50 steps (the first 10, "
+                         "compiling included, took ")
+  # The first chunk was timed: a later call with less left does not start.
+  (timed,) = learned._first_chunk_s.values()  # pylint: disable=protected-access
+  monkeypatch.setattr(learned, "FIRST_CHUNK_S", 1e9)
+  assert learned.finetune_candidates(
+      Problem(random_dag(30, seed=6), topology), loaded, time_s=timed / 2,
+      seed=0, notes=notes) == []
+  assert notes[-1].startswith("pretrained GO fine-tuned: not trained: ")

@@ -97,7 +97,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
     fine-tuned on the graph for at most 50 RL steps or the rest of the
-    budget (a minute or more on two CPU cores).
+    budget (a minute or more on two CPU cores; not started when less is
+    left than its first steps take, compiling included: see ``budget_s``).
   * ``"<baseline>"`` or ``"baseline:<baseline>"`` (``gplace.baselines.
     names()``): that baseline alone, in its best schedule.
   * ``"search"`` (annealing), ``"search:<name>"`` or the name
@@ -131,11 +132,19 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       the graph file or networkx graph carries, else the topology's
       roofline (analytic) costs.
     method: see above.
-    budget_s: wall-clock seconds for the whole call. The baselines always
-      run in full first (seconds even on 10k-node graphs; the first call on
-      a graph size also compiles the simulator); the search then gets the
-      rest of the budget (half of it when the solver follows), but at least
-      a tenth of the budget.
+    budget_s: wall-clock seconds for the whole call, compiling included
+      (the first call on a graph size compiles the simulator, and the
+      training methods their training step: 20-40 s on two CPU cores). The
+      baselines always run in full first (seconds even on 10k-node graphs);
+      the search then gets the rest of the budget (half of it when the
+      solver follows), but at least a tenth of the budget. The training
+      methods (``"finetune"``, ``"policy"``) stop between chunks of 10
+      steps once the budget is spent or the next chunk would overrun it,
+      and do not start when less is left than a first chunk takes (30 s
+      until this process has timed one on the same graph); then the
+      result has what was found before (the baselines, the zero-shot
+      policy) and ``result.notes`` (printed with it) says what the budget
+      cut short. Only the evaluation of a trained policy may run past it.
     seed: seeds the baselines, the search, the solver and the policy.
     progress: draw a progress bar (after two seconds) on stderr.
     profile: with ``topology="local"`` and a function: measure per-op costs
@@ -233,6 +242,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   # Measuring on this machine gets its share of the budget at the end.
   measure_s = max(MEASURE_SHARE * budget_s, MIN_MEASURE_S) if measuring else 0
   deadline = began + max(budget_s - measure_s, SEARCH_FLOOR * budget_s)
+  notes: list = []
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
   with Progress(budget_s, progress) as bar:
     bar.stage("baselines")
@@ -277,15 +287,18 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     if finetune_next:
       bar.stage("fine-tuning")
       tried.extend(learned.finetune_candidates(
-          problem, loaded, time_s=max(left, 1.0), seed=seed))
+          problem, loaded, time_s=max(left, 0.0), seed=seed, notes=notes))
       _show_best(bar, tried)
     if chosen.kind == "policy":
       bar.stage("policy")
-      found = learned.policy_candidates(problem, time_s=max(left, 1.0),
-                                        seed=seed)
-      tried.extend(found or [Candidate(
-          "GO trained on this graph: no placement fitted in memory",
-          np.zeros(n, np.int32), None, math.inf)])
+      told = len(notes)
+      found = learned.policy_candidates(problem, time_s=max(left, 0.0),
+                                        seed=seed, notes=notes)
+      if not found and len(notes) == told:  # it trained; nothing fitted
+        found = [Candidate(
+            "GO trained on this graph: no placement fitted in memory",
+            np.zeros(n, np.int32), None, math.inf)]
+      tried.extend(found)
       _show_best(bar, tried)
     measurements = {}
     if measuring and len(tried) > 1:
@@ -297,7 +310,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   tie = (measured_lib.PRESET_TIE if not problem.local else
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)
-  return _result(problem, tried, bound_s, began, measurements, tie)
+  return _result(problem, tried, bound_s, began, measurements, tie, notes)
 
 
 def _show_best(bar: Progress, tried: list) -> None:
@@ -307,7 +320,7 @@ def _show_best(bar: Progress, tried: list) -> None:
 
 
 def _result(problem: Problem, tried: list, bound_s: float, began: float,
-            measurements: dict, tie: float) -> PlacementResult:
+            measurements: dict, tie: float, notes=()) -> PlacementResult:
   """The :class:`PlacementResult` of the chosen candidate
   (:func:`gplace.autoplace.measured.choose`: the fastest, measured where
   measured, or a simpler one as fast within the noise).
@@ -342,4 +355,4 @@ def _result(problem: Problem, tried: list, bound_s: float, began: float,
       wall_s=time.perf_counter() - began,
       placements={c.label: np.asarray(c.placement, np.int32)
                   for c in ranked},
-      measured=measurements, reason=choice.reason)
+      measured=measurements, reason=choice.reason, notes=tuple(notes))

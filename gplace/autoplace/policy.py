@@ -39,6 +39,14 @@ MAX_STEPS = 1_000_000
 FINETUNE_STEPS = 50
 # Fresh samples of a policy scored next to its greedy placement.
 NUM_SAMPLES = 16
+# What a first chunk of training takes before this process has measured one
+# (setting up and compiling the training step included: 20-40 s on two CPU
+# cores); a training candidate with less time left is not started.
+FIRST_CHUNK_S = 30.0
+# Seconds the first chunk of a training run took in this process (setting
+# up and compiling included), by (label, nodes, devices): a later call on
+# the same problem reuses the compiled step and knows what it costs.
+_first_chunk_s: dict = {}
 
 
 def resolve_policy_file(policy: Any, topology) -> Optional[
@@ -140,12 +148,13 @@ def _policy_model(policy_json: str, n_devices: int):
 def finetune_candidates(problem: Problem,
                         loaded: policy_file_lib.PolicyFile,
                         *, time_s: float, seed: int,
-                        steps: int = FINETUNE_STEPS) -> list[Candidate]:
+                        steps: int = FINETUNE_STEPS,
+                        notes: Optional[list] = None) -> list[Candidate]:
   """The pretrained policy fine-tuned on ``problem.graph`` for at most
   ``steps`` RL steps (fewer if ``time_s`` runs out), with the settings it
   was trained with (a file's record read as its version read it), no warm
   start: its greedy placement afterwards and the best placement it sampled
-  while fine-tuning."""
+  while fine-tuning. ``notes``: see :func:`train_candidates`."""
   record = {k: v for k, v in loaded.config.items() if k != "pretrain"}
   settings = settings_lib.from_record(record, legacy=True).replace(
       policy_init=loaded.path, warm_start=dict(baseline="none"))
@@ -155,36 +164,60 @@ def finetune_candidates(problem: Problem,
     label += " (given the best default-schedule baseline's plan)"
   return train_candidates(problem, PolicySettings.from_record(loaded.policy),
                           settings, time_s=time_s, seed=seed,
-                          max_steps=steps, label=label)
+                          max_steps=steps, label=label, notes=notes)
 
 
-def policy_candidates(problem: Problem, *, time_s: float,
-                      seed: int) -> list[Candidate]:
+def policy_candidates(problem: Problem, *, time_s: float, seed: int,
+                      notes: Optional[list] = None) -> list[Candidate]:
   """GO trained by RL on ``problem.graph`` from scratch (the default
-  settings, :data:`DEFAULT_POLICY`) for about ``time_s`` seconds (at least
-  one chunk of :data:`CHUNK_STEPS`): its greedy placement at the end and
-  the best placement it sampled."""
+  settings, :data:`DEFAULT_POLICY`) for about ``time_s`` seconds (chunks of
+  :data:`CHUNK_STEPS`; none if the first would not fit): its greedy
+  placement at the end and the best placement it sampled. ``notes``: see
+  :func:`train_candidates`."""
   return train_candidates(problem, DEFAULT_POLICY, TrainSettings(),
                           time_s=time_s, seed=seed, max_steps=MAX_STEPS,
-                          label="GO trained on this graph")
+                          label="GO trained on this graph", notes=notes)
 
 
 def train_candidates(problem: Problem, policy: PolicySettings,
                      settings: TrainSettings, *, time_s: float, seed: int,
-                     max_steps: int, label: str) -> list[Candidate]:
+                     max_steps: int, label: str,
+                     notes: Optional[list] = None) -> list[Candidate]:
   """Trains ``policy`` with ``settings`` on ``problem`` (its graph,
   topology and costs) until ``max_steps`` RL steps or ``time_s`` seconds,
-  whichever ends first (checked between chunks), then scores, in the
-  default schedule, the policy's greedy placement and the best placement it
-  sampled, labelled ``"<label> (<steps> steps): greedy"`` and ``"...: best
-  sampled"``."""
-  deadline = time.perf_counter() + time_s
-  steps = [0]
+  whichever ends first, then scores, in the default schedule, the policy's
+  greedy placement and the best placement it sampled, labelled ``"<label>
+  (<steps> steps): greedy"`` and ``"...: best sampled"`` (``"(<steps> of
+  <max_steps> steps, budget spent)"`` when the time ran out first).
+
+  ``time_s`` covers setting up and compiling: training does not start when
+  less is left than its first chunk takes (:data:`FIRST_CHUNK_S`, or what
+  this process measured for the same problem), and stops between chunks
+  once the time is spent or the next chunk (timed as the last) would
+  overrun it. The policy's final evaluation comes after that. Each of these
+  cases appends a line to ``notes`` (if given) and returns what there is.
+  """
+  began = time.perf_counter()
+  deadline = began + time_s
+  key = (label, problem.graph.n_nodes, problem.topology.n_devices)
+  expected_s = _first_chunk_s.get(key, FIRST_CHUNK_S)
+  if time_s < expected_s:
+    if notes is not None:
+      notes.append(
+          f"{label}: not trained: {time_s:.1f} s of budget_s were left and "
+          f"its first {CHUNK_STEPS} steps (compiling included) take about "
+          f"{expected_s:.0f} s here; raise budget_s to train.")
+    return []
+  steps, chunk_s, last = [0], [], [began]
 
   def stop_when_spent(step: int, metrics: dict) -> bool:
     del metrics
-    steps[0] = step
-    return time.perf_counter() > deadline
+    now = time.perf_counter()
+    if not chunk_s:
+      _first_chunk_s[key] = now - began
+    chunk_s.append(now - last[0])
+    steps[0], last[0] = step, now
+    return now + chunk_s[-1] > deadline
 
   rl = settings.rl
   if checks.ignores_host_costs(rl.reward, problem.topology):
@@ -200,14 +233,23 @@ def train_candidates(problem: Problem, policy: PolicySettings,
   workload = Workload(problem.graph.name, problem.graph, costs=problem.costs)
   result = training.train([workload], problem.topology, policy, settings,
                            progress=stop_when_spent, log=lambda line: None)
+  done = f"{steps[0]} steps"
+  if steps[0] < max_steps and max_steps < MAX_STEPS:  # the time ran out
+    done = f"{steps[0]} of {max_steps} steps, budget spent"
+    if notes is not None:
+      notes.append(
+          f"{label}: the budget stopped training after {steps[0]} of "
+          f"{max_steps} steps (the first {min(CHUNK_STEPS, max_steps)}, "
+          f"compiling included, took {chunk_s[0]:.0f} s); raise budget_s "
+          "to train longer.")
   out = []
   n = problem.graph.n_nodes
   if result.policy:
     greedy = np.asarray(result.policy[0].greedy_placement, np.int32)[:n]
-    out.append(Candidate(f"{label} ({steps[0]} steps): greedy", greedy, None,
+    out.append(Candidate(f"{label} ({done}): greedy", greedy, None,
                          float(score(problem, greedy[None]).runtime_s[0])))
   if np.isfinite(result.best_runtime_s[0]):  # else nothing sampled fitted
     best = np.asarray(result.best_placements[0], np.int32)[:n]
-    out.append(Candidate(f"{label} ({steps[0]} steps): best sampled", best,
+    out.append(Candidate(f"{label} ({done}): best sampled", best,
                          None, float(score(problem, best[None]).runtime_s[0])))
   return out

@@ -66,6 +66,8 @@ class PlacementResult(NamedTuple):
       function was given); with them the winner is the measured fastest.
     reason: why the winner won, in one line (e.g. a simpler plan as fast
       within the noise).
+    notes: lines on what the budget cut short or left out (a training
+      method stopped early or not started), printed under the table.
   """
 
   placement: np.ndarray
@@ -82,6 +84,7 @@ class PlacementResult(NamedTuple):
   placements: dict = {}
   measured: dict = {}
   reason: str = ""
+  notes: tuple = ()
 
   def placement_of(self, label: str) -> np.ndarray:
     """``[N]`` int32 placement of the candidate ``label`` (a key of
@@ -161,6 +164,7 @@ class PlacementResult(NamedTuple):
                    "of those devices, not a measurement)")
     if self.reason:
       lines.append(f"  chosen: {self.reason}")
+    lines += [f"  note: {note}" for note in self.notes]
     return "\n".join(lines)
 
   def __str__(self) -> str:

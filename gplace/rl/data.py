@@ -247,7 +247,10 @@ def setup_graphs(loaded: Sequence[Workload], topology,
             min_nodes=groups.min_nodes),
         costs=costs,
         planned_runtime_s=(None if scorer.executor else
-                           planned_runtimes(graph, plans, topology, costs))))
+                           planned_runtimes(graph, plans, topology, costs)),
+        planned_orders=(None if scorer.executor else
+                        {b: np.asarray(plans[b].order, np.int32)
+                         for b in baselines.schedulers() if b in plans})))
     grouped = out[-1].coarsening is not None
     log(f"[gplace] {workload.name}: {graph.n_nodes} nodes, {graph.n_edges} "
         f"edges, baselines scored in {time.time() - t0:.1f}s" + (

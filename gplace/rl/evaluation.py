@@ -35,11 +35,17 @@ class PolicyEvaluation(NamedTuple):
     greedy_placement: ``int32 [N]``, argmax device per node.
     greedy_runtime_s: its runtime (inf: OOM / failed).
     sampled_runtime_s: ``float64 [K]``, runtimes of ``K`` fresh samples.
+    best_sample: ``int32 [N]``, the fastest of them (None if not kept).
+    greedy_order, best_sample_order: ``int32 [N]``, node ids in the order
+      the policy's own schedule runs them (ordering policies), else None.
   """
 
   greedy_placement: np.ndarray
   greedy_runtime_s: float
   sampled_runtime_s: np.ndarray
+  best_sample: Any = None
+  greedy_order: Any = None
+  best_sample_order: Any = None
 
   @property
   def num_samples(self) -> int:
@@ -170,9 +176,22 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
           [own.greedy_priority[b, None, :n], own.sample_priority[b, :, :n]]))
     runtimes = np.asarray(runtimes, np.float64)
     runtimes = np.where(np.isfinite(runtimes), runtimes, np.inf)
-    out.append(PolicyEvaluation(greedy[b, :n].astype(np.int32),
-                                float(runtimes[0]), runtimes[1:]))
+    best = int(np.argmin(runtimes[1:])) if runtimes.size > 1 else None
+    orders = [None, None]
+    if own.greedy_priority is not None:
+      orders[0] = _order(own.greedy_priority[b, :n])
+      if best is not None:
+        orders[1] = _order(own.sample_priority[b, best, :n])
+    out.append(PolicyEvaluation(
+        greedy[b, :n].astype(np.int32), float(runtimes[0]), runtimes[1:],
+        None if best is None else samples[b, best, :n].astype(np.int32),
+        *orders))
   return out
+
+
+def _order(priority: np.ndarray) -> np.ndarray:
+  """Node ids by decreasing dynamic-schedule ``priority``."""
+  return np.argsort(-np.asarray(priority), kind="stable").astype(np.int32)
 
 
 def policy_verdict(greedy_runtime_s: float,

@@ -89,6 +89,10 @@ def save_policy(path: str, params: Any, policy: PolicySettings,
 
   Returns:
     ``path``.
+
+  Raises:
+    PolicyError: a parameter holds NaN or infinite entries (nothing is
+      written).
   """
   record = dict(to_record(settings), policy=policy.record())
   meta = dict(facts, format=FORMAT, policy=record["policy"],
@@ -97,6 +101,7 @@ def save_policy(path: str, params: Any, policy: PolicySettings,
   arrays = _flatten(dict(params))
   if META_KEY in arrays:
     raise PolicyError(f"a parameter is named {META_KEY!r}; rename it.")
+  check_finite(arrays, f"the policy to be written to {path}")
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
@@ -116,8 +121,9 @@ def load_policy(path: str) -> PolicyFile:
   """Reads a policy file written by :func:`save_policy`.
 
   Raises:
-    PolicyError: a missing, truncated or foreign file, or one of another
-      format version (the message names the file and the problem).
+    PolicyError: a missing, truncated or foreign file, one of another
+      format version, or one with NaN or infinite parameters (the message
+      names the file and the problem).
   """
   if not isinstance(path, (str, os.PathLike)):
     raise PolicyError(f"load_policy needs the path of a policy file (a str "
@@ -152,9 +158,40 @@ def load_policy(path: str) -> PolicyFile:
   if missing:
     raise PolicyError(f"{path}: its metadata lacks {', '.join(missing)}; "
                       "write it with gplace.rl.policy_file.save_policy.")
+  check_finite(flat, f"the policy file {path}")
   return PolicyFile(_unflatten(flat), dict(meta["policy"]),
                     dict(meta["groups"]), str(meta["topology"]),
                     int(meta["n_devices"]), dict(meta["config"]), meta, path)
+
+
+def check_finite(flat: Mapping[str, np.ndarray], where: str) -> None:
+  """Refuses parameters with NaN or infinite entries: such a policy places
+  every node on device 0 (the argmax of NaN logits) and would pass for a
+  real one.
+
+  Args:
+    flat: ``{"params/.../kernel": array}``.
+    where: what holds them, for the message (``"the policy file p.npz"``).
+
+  Raises:
+    PolicyError: naming the leaves and how many entries are not finite.
+  """
+  bad = []
+  for key in sorted(flat):
+    value = np.asarray(flat[key])
+    if not np.issubdtype(value.dtype, np.inexact):
+      continue
+    count = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+    if count:
+      bad.append(f"{key} ({count} of {value.size} entries)")
+  if bad:
+    raise PolicyError(
+        f"{where} has non-finite (NaN or infinite) "
+        f"parameters: {'; '.join(bad[:4])}"
+        + (f"; and {len(bad) - 4} more leaves" if len(bad) > 4 else "")
+        + ". The training that wrote it diverged, or the file is damaged; "
+        "train it again (e.g. a lower --config.optimizer.learning_rate) or "
+        "use another policy file.")
 
 
 def shipped_policy_path(topology_name: str) -> Optional[str]:

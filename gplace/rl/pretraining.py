@@ -25,6 +25,7 @@ from gplace.graphs.graph import Graph
 from gplace.policies import is_sequential
 from gplace.rl import data
 from gplace.rl import policy_file
+from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.checks import check_run, num_parallel_devices
@@ -129,8 +130,18 @@ def pretrain(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   Raises:
     ConfigError: see :func:`check_pretrain` and
       :func:`gplace.rl.checks.check_run`.
+    WorkdirBusyError: another process is running in ``workdir``.
   """
-  began, workdir = time.time(), os.path.abspath(workdir)
+  workdir = os.path.abspath(workdir)
+  with workdir_lib.locked(workdir, log):
+    return _pretrain(graphs, topology, policy, settings, workdir=workdir,
+                     log=log, stop_after_step=stop_after_step)
+
+
+def _pretrain(graphs, topology, policy, settings, *, workdir, log,
+              stop_after_step) -> PretrainResult:
+  """:func:`pretrain` with ``workdir`` (absolute) locked."""
+  began = time.time()
   check_pretrain(policy, settings)
   loaded = as_workloads(graphs)
   module = check_run(loaded, topology, policy, settings)
@@ -169,6 +180,11 @@ def pretrain(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
     current = batch_at(int(state.step), chunk, len(batches))
     step = int(state.step)
     fresh = settings.rl.fresh_optimizer
+    # Lines an interrupted run wrote after its checkpoint would be written
+    # again (and a fresh run's file starts empty).
+    for line in run_outputs.trim_metrics(os.path.join(workdir, METRICS_FILE),
+                                         step, per_step=False):
+      log(line)
     with open(os.path.join(workdir, METRICS_FILE), "a") as metrics_file:
       while step < schedule.total_steps and (stop_after_step is None
                                              or step < stop_after_step):

@@ -8,6 +8,7 @@ import json
 import math
 import numbers
 import os
+import re
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -124,16 +125,98 @@ def _parse_record(line: str) -> Optional[dict]:
   return record if isinstance(record, dict) and "step" in record else None
 
 
-def trim_metrics(path: str, last_step: int) -> None:
-  """Drops lines written after the checkpoint a run resumes from (all of them
-  for ``last_step=0``), and half-written ones."""
+#: ``phase`` of the line that stands for a train step whose record was lost
+#: (a damaged ``metrics.jsonl``; :func:`trim_metrics`), with ``lost``: why.
+MISSING_PHASE = "missing"
+# Phases with one record per train step.
+_STEP_PHASES = ("warm_start", "rl", MISSING_PHASE)
+_STEP_KEY = re.compile(r'"step"\s*:\s*(\d+)')
+
+
+def trim_metrics(path: str, last_step: int,
+                 per_step: bool = True) -> list[str]:
+  """Makes ``metrics.jsonl`` match the checkpoint a run resumes from: keeps
+  the records of steps up to ``last_step`` (none for ``last_step=0``) and
+  drops later ones (the run takes those steps again).
+
+  A record lost to damage is never dropped silently: a line that is not a
+  record (torn, or not JSON) is dropped and reported with its line number;
+  a train step up to ``last_step`` with no record left gets a line
+  ``{"step": k, "phase": "missing", "lost": why}`` (a checkpoint holds the
+  state, not the metrics of each step, so the record cannot be rebuilt);
+  of two records of one step and phase the later is kept. With
+  ``per_step=False`` (a file of one line per chunk, as pretraining writes)
+  no step is expected to have a record.
+
+  Returns:
+    Lines saying what was damaged or lost (empty if nothing).
+  """
   if not os.path.exists(path):
-    return
+    return []
   with open(path) as f:
-    lines = [l for l in f if (r := _parse_record(l)) is not None
-             and r["step"] <= last_step]
-  with open(path, "w") as f:
-    f.writelines(l if l.endswith("\n") else l + "\n" for l in lines)
+    lines = f.readlines()
+  kept, torn, seen, duplicates = [], [], {}, set()
+  for number, line in enumerate(lines, 1):
+    record = _parse_record(line)
+    if record is None:
+      if line.strip():
+        match = _STEP_KEY.search(line)
+        step = int(match.group(1)) if match else None
+        if step is None or step <= last_step:
+          torn.append((number, step, line.strip()))
+      continue
+    if last_step <= 0 or record["step"] > last_step:
+      continue
+    key = (record["step"], record.get("phase"))
+    if key in seen:
+      kept[seen[key]] = None  # the later record of a step replaces it
+      duplicates.add(record["step"])
+    seen[key] = len(kept)
+    kept.append(record)
+  kept = [r for r in kept if r is not None]
+  present = {r["step"] for r in kept if r.get("phase") in _STEP_PHASES}
+  missing = [k for k in range(1, last_step + 1)
+             if per_step and k not in present]
+  messages = []
+  for number, step, text in torn:
+    excerpt = text if len(text) <= 60 else text[:57] + "..."
+    messages.append(
+        f"[gplace] {path}: line {number} is damaged (not a JSON record: "
+        f"{excerpt!r}); dropped" + (f", it held step {step}" if step
+                                    else ""))
+  if duplicates:
+    messages.append(f"[gplace] {path}: {_ranges(sorted(duplicates))} "
+                    "recorded more than once (two runs in one "
+                    "workdir?); kept the later record of each")
+  if missing:
+    why = ("its line in metrics.jsonl was damaged; the checkpoint holds "
+           "the state, not the step's metrics")
+    kept += [{"step": k, "phase": MISSING_PHASE, "lost": why}
+             for k in missing]
+    messages.append(
+        f"[gplace] {path}: the records of {_ranges(missing)} are "
+        f"lost (resuming from step {last_step}); they are marked "
+        f'"phase": "{MISSING_PHASE}" in the file, and training resumes '
+        "from the checkpoint unaffected")
+  kept.sort(key=lambda r: (r["step"], r.get("phase") not in _STEP_PHASES))
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    f.writelines(json.dumps(json_safe(r), allow_nan=False) + "\n"
+                 for r in kept)
+  os.replace(tmp, path)
+  return messages
+
+
+def _ranges(steps: Sequence[int]) -> str:
+  """``"steps 3-5, 8"`` for ``[3, 4, 5, 8]``, ``"step 3"`` for ``[3]``."""
+  out, start = [], None
+  for i, step in enumerate(steps):
+    if start is None:
+      start = step
+    if i + 1 == len(steps) or steps[i + 1] != step + 1:
+      out.append(str(start) if start == step else f"{start}-{step}")
+      start = None
+  return ("step " if len(steps) == 1 else "steps ") + ", ".join(out)
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -150,12 +233,16 @@ class MetricsWriter:
   Args:
     path: the file.
     resume_step: the step the run starts from: later lines (left by an
-      interrupted run) are dropped, so the file always matches the state.
+      interrupted run) are dropped, so the file always matches the state
+      (:func:`trim_metrics`; what it finds damaged or lost goes to ``log``).
+    log: where lines of text go.
   """
 
-  def __init__(self, path: str, resume_step: int = 0):
+  def __init__(self, path: str, resume_step: int = 0,
+               log: Callable[[str], None] = print):
     self.path = path
-    trim_metrics(path, resume_step)
+    for line in trim_metrics(path, resume_step):
+      log(line)
     self._file = open(path, "a")  # pylint: disable=consider-using-with
 
   def write(self, records: Sequence[dict]) -> None:
@@ -176,29 +263,99 @@ class MetricsWriter:
 # -- best_placement.json -------------------------------------------------------
 
 
-#: ``best_placement.json``'s ``schedule``: how its runtime was simulated.
-DEFAULT_SCHEDULE = "dynamic"
+#: ``best_placement.json``'s ``schedule``: how its ``runtime_s`` was
+#: obtained. ``gplace.simulate(graph, placement, topology, schedule=s)``
+#: reproduces a simulated one; with ``order`` in the record,
+#: ``gplace.simulate(..., order=order)`` (``"static"``) or
+#: ``gplace.simulate(..., priority=p)`` with ``p[order[i]] = -i`` (an
+#: ordering policy's ``"dynamic: order as priority"``).
+DEFAULT_SCHEDULE = "best"  # gplace.simulate's default
+STATIC_SCHEDULE = "static"
 OWN_SCHEDULE = "dynamic: order as priority"
+MEASURED = "measured"
+#: ``source`` of a best placement written during training.
+TRAINING_SOURCE = "training samples"
+
+
+class FoundPlacement(NamedTuple):
+  """One placement of one graph that a run found or scored, for
+  ``best_placement.json``.
+
+  Attributes:
+    source: what produced it, e.g. ``"baseline: single_device"``.
+    placement: ``int [N]`` device per node.
+    runtime_s: its runtime (inf: OOM / failed), as ``results.json`` lists
+      it.
+    schedule: how ``runtime_s`` was obtained (:data:`DEFAULT_SCHEDULE`...).
+    order: ``int [N]`` node ids in the order its schedule runs them (static
+      and ordering-policy schedules), or None.
+  """
+
+  source: str
+  placement: np.ndarray
+  runtime_s: float
+  schedule: str = DEFAULT_SCHEDULE
+  order: Optional[np.ndarray] = None
+
+
+def fastest(found: Sequence[FoundPlacement]) -> FoundPlacement:
+  """The fastest of ``found`` (the first on ties; a failed one only if all
+  failed)."""
+  def key(f):
+    runtime = float(f.runtime_s)
+    return runtime if math.isfinite(runtime) else math.inf
+  return min(found, key=key)
+
+
+def ordered_schedule(schedule: str) -> str:
+  """The label of ``schedule`` steered by a policy's own priority:
+  ``"dynamic: order as priority"``."""
+  return f"{schedule}: order as priority"
+
+
+def priority_order(priority: np.ndarray) -> np.ndarray:
+  """Node ids by decreasing ``priority`` (the dynamic schedule's ranking)."""
+  return np.argsort(-np.asarray(priority), kind="stable").astype(np.int32)
+
+
+def _graph_record(summary: GraphSummary, topology: Topology,
+                  found: FoundPlacement, **extra) -> dict:
+  devices = np.asarray(found.placement)[:summary.graph.n_nodes]
+  record = {
+      "workload": summary.name, "runtime_s": float(found.runtime_s),
+      "source": found.source, "schedule": found.schedule, **extra,
+      "placement": [{"node": i, "name": str(summary.graph.names[i]),
+                     "device": topology.device_names[int(d)]}
+                    for i, d in enumerate(devices)]}
+  if found.order is not None:
+    record["order"] = [int(i) for i in found.order]
+  return record
 
 
 def best_placement_record(graphs: Sequence[GraphSummary],
                           best_placement: np.ndarray,
                           best_runtime_s: np.ndarray, topology: Topology,
-                          step: int, best_priority=None) -> dict:
-  """The content of ``best_placement.json``: per graph its runtime (written
-  as ``null`` while nothing fits in memory), the device name of every real
-  node, and its ``schedule``: ``"dynamic"`` (``gplace.simulate``'s
-  default), or for an ordering policy ``"dynamic: order as priority"`` with
-  ``order``, the node ids in the policy's order (``gplace.simulate(...,
-  priority=p)`` with ``p[order[i]] = -i`` reproduces the runtime).
+                          step: int, best_priority=None,
+                          schedules: Optional[Sequence[str]] = None,
+                          found_steps: Optional[Sequence] = None) -> dict:
+  """The content of ``best_placement.json`` during training: per graph the
+  best placement sampled so far (``"source": "training samples"``), its
+  runtime (written as ``null`` while nothing fits in memory), the device
+  name of every real node, ``found_at_step`` (the chunk by whose end it was
+  found) and its ``schedule`` (:data:`DEFAULT_SCHEDULE`...): the training
+  reward's, or for an ordering policy ``"dynamic: order as priority"`` with
+  ``order``, the node ids in the policy's order.
 
   Args:
     graphs: ``B`` graph summaries.
     best_placement: ``int [B, N_pad]``.
     best_runtime_s: ``[B]``.
     topology: names the devices.
-    step: the train step it was found by.
+    step: the train step it was written at.
     best_priority: ``[B, N_pad]`` (ordering policies) or None.
+    schedules: per graph the schedule of the training runtimes (default:
+      :data:`DEFAULT_SCHEDULE`); ``"static"`` is node-id order.
+    found_steps: per graph the step it was found by (None: unknown).
   """
   best = np.asarray(best_placement)
   runtime = np.asarray(best_runtime_s)
@@ -206,19 +363,33 @@ def best_placement_record(graphs: Sequence[GraphSummary],
          "device_names": topology.device_names, "graphs": []}
   for b, s in enumerate(graphs):
     n = s.graph.n_nodes
-    devices = best[b, :n]
-    record = {
-        "workload": s.name, "runtime_s": float(runtime[b]),
-        "schedule": DEFAULT_SCHEDULE,
-        "placement": [{"node": i, "name": str(s.graph.names[i]),
-                       "device": topology.device_names[int(d)]}
-                      for i, d in enumerate(devices)]}
+    schedule = schedules[b] if schedules is not None else DEFAULT_SCHEDULE
+    order = np.arange(n) if schedule == STATIC_SCHEDULE else None
     if best_priority is not None:
-      priority = np.asarray(best_priority)[b, :n]
-      record["schedule"] = OWN_SCHEDULE
-      record["order"] = [int(i) for i in np.argsort(-priority,
-                                                    kind="stable")]
-    out["graphs"].append(record)
+      schedule = (OWN_SCHEDULE if schedules is None
+                  else ordered_schedule(schedule))
+      order = priority_order(np.asarray(best_priority)[b, :n])
+    found_step = found_steps[b] if found_steps is not None else None
+    out["graphs"].append(_graph_record(
+        s, topology, FoundPlacement(TRAINING_SOURCE, best[b, :n],
+                                    float(runtime[b]), schedule, order),
+        found_at_step=None if found_step is None else int(found_step)))
+  return out
+
+
+def best_of_run_record(graphs: Sequence[GraphSummary], topology: Topology,
+                       step: int, winners: Sequence[FoundPlacement],
+                       tried: Sequence[int] = ()) -> dict:
+  """The content of ``best_placement.json`` at the end of a run: per graph
+  the fastest placement of the run, whatever found it (``winners[b]``,
+  :func:`fastest` of everything the run scored), with its ``source``,
+  ``runtime_s`` (as ``results.json`` lists it), ``schedule`` and
+  ``candidates`` (how many placements it was picked from, ``tried[b]``)."""
+  out = {"step": int(step), "finished": True, "topology": topology.name,
+         "device_names": topology.device_names, "graphs": []}
+  for b, (s, found) in enumerate(zip(graphs, winners)):
+    extra = {"candidates": int(tried[b])} if len(tried) > b else {}
+    out["graphs"].append(_graph_record(s, topology, found, **extra))
   return out
 
 
@@ -231,12 +402,29 @@ class BestPlacementWriter:
     topology: names the devices.
     best_runtime_s: ``[B]`` the best runtimes already known (from a restored
       state): only improvements on these are written.
+    schedules: per graph the schedule of the training runtimes
+      (:func:`best_placement_record`).
   """
 
   def __init__(self, path: str, graphs: Sequence[GraphSummary],
-               topology: Topology, best_runtime_s: np.ndarray):
+               topology: Topology, best_runtime_s: np.ndarray,
+               schedules: Optional[Sequence[str]] = None):
     self.path, self.graphs, self.topology = path, graphs, topology
+    self.schedules = schedules
     self._best_seen = np.array(best_runtime_s, copy=True)
+    self.found_steps = self._saved_found_steps()
+
+  def _saved_found_steps(self) -> list:
+    """Per graph the step a resumed run's best was found by (from the file
+    the interrupted run left), else None."""
+    steps = [None] * len(self.graphs)
+    try:
+      saved = read_json(self.path)["graphs"]
+      for b, record in enumerate(saved[:len(steps)]):
+        steps[b] = record.get("found_at_step")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+      pass
+    return steps
 
   def update(self, step: int, best_placement, best_runtime_s,
              force: bool = False, best_priority=None) -> None:
@@ -247,10 +435,22 @@ class BestPlacementWriter:
 
   def write(self, step: int, best_placement, best_runtime_s,
             best_priority=None) -> None:
+    best_now = np.asarray(best_runtime_s)
+    for b, (now, seen) in enumerate(zip(best_now, self._best_seen)):
+      if now < seen or self.found_steps[b] is None:
+        self.found_steps[b] = int(step)
     write_json(self.path, best_placement_record(
-        self.graphs, best_placement, best_runtime_s, self.topology, step,
-        best_priority))
-    self._best_seen = np.array(best_runtime_s, copy=True)
+        self.graphs, best_placement, best_now, self.topology, step,
+        best_priority, self.schedules, self.found_steps))
+    self._best_seen = np.array(best_now, copy=True)
+
+  def write_best_of_run(self, step: int,
+                        winners: Sequence[FoundPlacement],
+                        tried: Sequence[int] = ()) -> None:
+    """Writes the fastest placement of the run per graph
+    (:func:`best_of_run_record`)."""
+    write_json(self.path, best_of_run_record(self.graphs, self.topology,
+                                             step, winners, tried))
 
 
 # -- progress bar --------------------------------------------------------------
@@ -314,11 +514,16 @@ class RunOutputs:
     total_steps: the run's last step.
     first_step: the step the run starts from (0, or a restored step).
     progress_bar: show the bar.
+    log: where lines of text go (a damaged ``metrics.jsonl`` on resume).
+    schedules: per graph the schedule of the training runtimes
+      (``best_placement.json``'s ``schedule`` while training).
   """
 
   def __init__(self, workdir: Optional[str], graphs: Sequence[GraphSummary],
                topology: Topology, best_runtime_s, *, total_steps: int,
-               first_step: int, progress_bar: bool = True):
+               first_step: int, progress_bar: bool = True,
+               log: Callable[[str], None] = print,
+               schedules: Optional[Sequence[str]] = None):
     self.workdir, self.graphs, self.topology = workdir, graphs, topology
     self.metrics = self.best = None
     if workdir is not None:
@@ -327,10 +532,10 @@ class RunOutputs:
           if os.path.exists(os.path.join(workdir, name)):
             os.remove(os.path.join(workdir, name))
       self.metrics = MetricsWriter(os.path.join(workdir, METRICS_FILE),
-                                   resume_step=first_step)
+                                   resume_step=first_step, log=log)
       self.best = BestPlacementWriter(
           os.path.join(workdir, BEST_PLACEMENT_FILE), graphs, topology,
-          best_runtime_s)
+          best_runtime_s, schedules)
     self.bar = ProgressBar(total_steps, first_step, enabled=progress_bar)
 
   def after_chunk(self, first_step: int, phase: str,

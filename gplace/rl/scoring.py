@@ -184,6 +184,24 @@ def reward_schedule(rl: RLSettings, n_nodes: int) -> str:
   return rl.reward_schedule
 
 
+#: :func:`sample_schedule` of measured rewards.
+MEASURED = "measured"
+
+
+def sample_schedule(rl: RLSettings, n_nodes: int) -> str:
+  """The schedule RL's sample runtimes of a graph of ``n_nodes`` ops (and so
+  the run's best found) are in: ``"static"`` (node-id order) for
+  ``rl.reward="simulator"``, ``"dynamic"`` for ``"simulator_dynamic"``,
+  :data:`MEASURED` for ``"executor"``, else :func:`reward_schedule`."""
+  if rl.reward == "simulator":
+    return "static"
+  if rl.reward == "simulator_dynamic":
+    return "dynamic"
+  if rl.reward == "executor":
+    return MEASURED
+  return reward_schedule(rl, n_nodes)
+
+
 def stacked_problems(graphs: Sequence[Graph], topology, n_nodes: int,
                      costs: Optional[Sequence] = None):
   """Simulator problems of one budget for all graphs, stacked ``[B, ...]``

@@ -61,6 +61,11 @@ class TrainResult(NamedTuple):
       (:class:`~gplace.rl.evaluation.PolicyEvaluation`; no search, no
       best-ever bookkeeping; empty for a run stopped early).
     refined: per graph, the per-op refinement (``settings.refine``).
+    best_of_run: per graph, the fastest placement of a finished run
+      whatever found it (training, the policy's own placements, the
+      refinement, every baseline;
+      :class:`~gplace.rl.run_outputs.FoundPlacement`): what
+      ``best_placement.json`` holds (empty for a run stopped early).
   """
 
   state: Any
@@ -70,6 +75,7 @@ class TrainResult(NamedTuple):
   steps_per_second: float
   policy: list = []
   refined: list = []
+  best_of_run: list = []
 
 
 def as_workloads(graphs: Sequence[Union[Graph, Workload]]) -> list[Workload]:
@@ -194,15 +200,28 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   Raises:
     ConfigError: settings that cannot work with these graphs, topology or
       policy, or a workdir holding another run (before any compile).
+    WorkdirBusyError: another process is running in ``workdir`` (its
+      pid, host and start are named); the run holds ``workdir/run.lock``
+      until it returns, and takes over one a crashed run left.
     CheckpointError: the workdir's checkpoints are all corrupted.
   """
+  if workdir is not None:
+    workdir = os.path.abspath(workdir)
+  with workdir_lib.locked(workdir, log):
+    return _train(graphs, topology, policy, settings, workdir=workdir,
+                  progress=progress, stop_after_step=stop_after_step,
+                  log=log)
+
+
+def _train(graphs, topology, policy, settings, *, workdir, progress,
+           stop_after_step, log) -> TrainResult:
+  """:func:`train` with ``workdir`` (absolute, or None) locked."""
   run_start = time.time()
   loaded = as_workloads(graphs)
   module = check_run(loaded, topology, policy, settings)
   parallel = num_parallel_devices(settings)
   checkpoint_dir = None
   if workdir is not None:
-    workdir = os.path.abspath(workdir)
     checkpoint_dir = workdir_lib.prepare_workdir(
         workdir, workdir_lib.run_record(settings, policy, topology, loaded),
         settings, log)
@@ -222,10 +241,13 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
       batch.graphs.nodes["mask"].shape, np.int32))  # [B, N_pad]
   num_nodes = [s.graph.n_nodes for s in setups]
 
-  # RL's samples may be simulated in a cheaper schedule than the table's.
-  same_schedule = all(scoring.reward_schedule(settings.rl,
-                                                   s.graph.n_nodes)
-                      == DEFAULT_SCHEDULE for s in setups)
+  # RL's samples may be simulated in another schedule than the table's (a
+  # cheaper one, or node-id order inside the jitted step); the run's best
+  # is then scored again in the table's.
+  schedules = [scoring.sample_schedule(settings.rl, s.graph.n_nodes)
+               for s in setups]
+  same_schedule = all(schedule in (DEFAULT_SCHEDULE, scoring.MEASURED)
+                      for schedule in schedules)
 
   @functools.lru_cache(maxsize=1)
   def reward_fns():
@@ -252,7 +274,8 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
                                 state.best_runtime_s,
                                 total_steps=schedule.total_steps,
                                 first_step=int(state.step),
-                                progress_bar=settings.progress_bar) as outputs:
+                                progress_bar=settings.progress_bar,
+                                log=log, schedules=schedules) as outputs:
       loop = run_loop(fns, state, batch, target, schedule, outputs,
                       checkpointer, parallel=parallel,
                       host_rewards=host_rewards, progress_fn=progress,
@@ -264,6 +287,12 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
     if checkpointer is not None:
       checkpointer.close()
   finished = loop.step >= schedule.total_steps or stop_after_step is None
+  diverged = not all(bool(np.all(np.isfinite(np.asarray(leaf))))
+                     for leaf in jax.tree.leaves(loop.state.params))
+  if diverged:  # its argmax is device 0 everywhere: a placement, not learnt
+    log(f"[gplace] {DIVERGED} after step {loop.step}; lower "
+        "--config.optimizer.learning_rate or --config.optimizer.grad_clip "
+        "and start over")
   own, refined = None, []
   if finished:
     own = evaluate_policy(
@@ -274,11 +303,18 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
                                     topology.n_devices, log)
   result = _final_result(settings, workdir, setups, topology, loop, outputs,
                          finished, own, log, refined,
-                         rescore=None if same_schedule else reward_fns())
+                         rescore=None if same_schedule else reward_fns(),
+                         diverged=diverged)
   if workdir is not None:
     for line in run_outputs.output_lines(workdir):
       log(line)
   return result
+
+
+#: The verdict of a run whose policy parameters are not finite.
+DIVERGED = ("training diverged: the policy's parameters are NaN or "
+            "infinite, so its own placements (every node on device 0) say "
+            "nothing about what it learnt")
 
 
 def train_experiment(experiment: Experiment, *,
@@ -345,7 +381,7 @@ def best_found_name(settings: TrainSettings) -> str:
 def _final_result(settings: TrainSettings, workdir: Optional[str],
                   setups: Sequence[GraphSetup], topology, loop: LoopResult,
                   outputs, finished, own, log, refined=(),
-                  rescore=None) -> TrainResult:
+                  rescore=None, diverged=False) -> TrainResult:
   """Writes the end-of-run files and collects the :class:`TrainResult`;
   ``own``: the policy's own placements (:func:`evaluate_policy`) of a
   finished run, else None; ``refined``: their per-op refinements (one per
@@ -358,15 +394,20 @@ def _final_result(settings: TrainSettings, workdir: Optional[str],
   best_runtime = [float(x) for x in np.asarray(state.best_runtime_s)]
   best_placements = [np.asarray(state.best_placement)[b, :s.graph.n_nodes]
                      for b, s in enumerate(setups)]
+  best_priority = getattr(state, "best_priority", None)
+  best_orders = [None if best_priority is None else
+                 run_outputs.priority_order(
+                     np.asarray(best_priority)[b, :s.graph.n_nodes])
+                 for b, s in enumerate(setups)]
   if rescore is not None:
-    best_runtime = [float(np.asarray(fn(p[None]))[0]) if np.isfinite(r)
-                    else r
-                    for fn, p, r in zip(rescore, best_placements,
-                                        best_runtime)]
+    best_runtime = [_rescore(fn, p, r, None if best_priority is None else
+                             np.asarray(best_priority)[b, :len(p)])
+                    for b, (fn, p, r) in enumerate(zip(
+                        rescore, best_placements, best_runtime))]
     if outputs.best is not None:
+      outputs.best.schedules = [run_outputs.DEFAULT_SCHEDULE] * len(setups)
       outputs.best.write(int(state.step), state.best_placement,
-                         np.asarray(best_runtime),
-                         getattr(state, "best_priority", None))
+                         np.asarray(best_runtime), best_priority)
   tables = []
   if finished:
     refined = list(refined) or [None] * len(own)
@@ -377,11 +418,88 @@ def _final_result(settings: TrainSettings, workdir: Optional[str],
                      for e, r in zip(own, refined)],
         policy_records=[dict(e.record(), **(r.record() if r else {}))
                         for e, r in zip(own, refined)],
-        verdicts=[_verdict(e, r, s) for e, r, s in zip(own, refined, setups)],
+        verdicts=[DIVERGED if diverged else _verdict(e, r, s)
+                  for e, r, s in zip(own, refined, setups)],
         best_found_name=best_found_name(settings))
+  best_of_run = []
+  if finished:
+    found = [found_placements(
+        settings, s, best_placements[b], best_runtime[b], best_orders[b],
+        None if outputs.best is None else outputs.best.found_steps[b],
+        own[b], refined[b], loop.step) for b, s in enumerate(setups)]
+    best_of_run = [run_outputs.fastest(f) for f in found]
+    if outputs.best is not None:
+      outputs.best.write_best_of_run(loop.step, best_of_run,
+                                     [len(f) for f in found])
+    for s, best in zip(setups, best_of_run):
+      log(f"[gplace] {s.name}: the fastest placement of the run is "
+          f"{best.source}'s ({best.runtime_s * 1e3:.4f} ms)")
   return TrainResult(state, best_placements, best_runtime, tables,
                      loop.steps_per_second, own or [],
-                     [r for r in refined or () if r is not None])
+                     [r for r in refined or () if r is not None],
+                     best_of_run)
+
+
+def _rescore(fn, placement, runtime_s, priority) -> float:
+  """``placement``'s runtime under the table's scorer ``fn`` (with the
+  policy's own ``priority``, if any); a failed one stays failed."""
+  if not np.isfinite(runtime_s):
+    return runtime_s
+  if priority is None:
+    return float(np.asarray(fn(placement[None]))[0])
+  return float(np.asarray(fn(placement[None], priority=priority[None]))[0])
+
+
+def found_placements(settings: TrainSettings, setup: GraphSetup,
+                     best_placement, best_runtime_s: float, best_order,
+                     found_step, own, refined, step: int
+                     ) -> list[run_outputs.FoundPlacement]:
+  """Every placement of one graph a finished run scored in the table's
+  schedule, each with its runtime as ``results.json`` lists it: every
+  baseline, each list scheduler's own plan, the best found in training,
+  the policy's greedy placement and best fresh sample (``own``, a
+  :class:`~gplace.rl.evaluation.PolicyEvaluation`) and the per-op
+  refinement's (``refined``, or None). Baselines come first, so a
+  training best that is still the warm-start seed is named by its
+  baseline."""
+  FoundPlacement = run_outputs.FoundPlacement  # pylint: disable=invalid-name
+  table = (scoring.MEASURED if settings.rl.reward == "executor"
+           else run_outputs.DEFAULT_SCHEDULE)
+  ordered = run_outputs.ordered_schedule(table)
+  out = [FoundPlacement(f"baseline: {name}", setup.baselines[name],
+                        float(runtime), table)
+         for name, runtime in setup.baseline_runtime_s.items()]
+  for name, runtime in (setup.planned_runtime_s or {}).items():
+    order = (setup.planned_orders or {}).get(name)
+    if order is not None:
+      out.append(FoundPlacement(f"baseline: {name} (own plan)",
+                                setup.baselines[name], float(runtime),
+                                run_outputs.STATIC_SCHEDULE, order))
+  what = ("training samples and search" if settings.rl.mutate_best > 0
+          else run_outputs.TRAINING_SOURCE)
+  out.append(FoundPlacement(
+      f"{what} (found by step {found_step})" if found_step else what,
+      best_placement, float(best_runtime_s),
+      table if best_order is None else ordered, best_order))
+  if own is not None:
+    out.append(FoundPlacement(
+        f"policy greedy (step {step})", own.greedy_placement,
+        own.greedy_runtime_s,
+        table if own.greedy_order is None else ordered, own.greedy_order))
+    if own.best_sample is not None:
+      out.append(FoundPlacement(
+          f"policy sample (best of {own.num_samples}, step {step})",
+          own.best_sample, own.sampled_best_s,
+          table if own.best_sample_order is None else ordered,
+          own.best_sample_order))
+  if refined is not None:
+    out.append(FoundPlacement("policy refined per op: greedy",
+                              refined.greedy_placement,
+                              refined.greedy_runtime_s, table))
+    out.append(FoundPlacement("policy refined per op: best sample",
+                              refined.best_sample,
+                              refined.best_sample_runtime_s, table))
+  return out
 
 
 def _verdict(own, refined, setup) -> str:

@@ -113,6 +113,9 @@ class GraphSetup(NamedTuple):
       runs its own dispatch order). ``baseline_runtime_s`` stays the default
       schedule's, which warm starts and pretraining read; reports compare
       with the best of both (``gplace.rl.reports.classical_runtimes``).
+    planned_orders: ``{name: [N] int32}``, the op order each list scheduler
+      of ``planned_runtime_s`` planned (what ``best_placement.json``
+      records when its plan is the fastest placement), or None.
   """
 
   name: str
@@ -126,3 +129,4 @@ class GraphSetup(NamedTuple):
   coarsening: Any = None
   costs: Optional[np.ndarray] = None
   planned_runtime_s: Optional[dict] = None
+  planned_orders: Optional[dict] = None

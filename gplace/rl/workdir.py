@@ -7,14 +7,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
+import sys
+import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from gplace.errors import ConfigError, first_line
+from gplace.errors import ConfigError, WorkdirBusyError, first_line
 from gplace.graphs.graph import Graph
 from gplace.rl import checkpoint
 from gplace.rl import run_outputs
@@ -148,6 +152,158 @@ def check_workdir(workdir: str) -> None:
   if err is not None:
     raise ConfigError(f"Cannot write to workdir {workdir!r}: {err}. Pass a "
                       "writable --workdir.") from err
+
+
+#: The lock file of a workdir (:class:`WorkdirLock`).
+LOCK_FILE = "run.lock"
+
+try:
+  import fcntl  # pylint: disable=g-import-not-at-top
+except ImportError:  # pragma: no cover  (Windows: the pid check alone)
+  fcntl = None
+
+
+def _process_alive(pid: int) -> bool:
+  """Whether a process ``pid`` runs on this host."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  except OSError:
+    return False
+  return True
+
+
+def _describe_holder(holder: Mapping) -> str:
+  """``"process 123 on host h since 2026-01-01 10:00:00 (python run.py
+  ...)"``."""
+  text = (f"process {holder.get('pid', '?')} on host "
+          f"{holder.get('host', '?')} since {holder.get('since', '?')}")
+  if holder.get("command"):
+    text += f" ({holder['command']})"
+  return text
+
+
+class WorkdirLock:
+  """Holds ``workdir`` for one run: an OS lock (``fcntl.flock``) on
+  ``workdir/run.lock``, which also records the holder (pid, host, since
+  when, command) for the message another run gets. The OS drops the lock
+  when the process ends, however it ends; a record left by a process that
+  no longer holds the lock (a run that crashed or was killed) is taken over,
+  and the log says so.
+
+  Use as a context manager (:meth:`acquire` on entry, :meth:`release` on
+  exit).
+
+  Raises (on entry):
+    WorkdirBusyError: another live process holds the workdir (the message
+      names it).
+    ConfigError: ``workdir`` cannot be written.
+  """
+
+  def __init__(self, workdir: str, log: Callable[[str], None] = print):
+    self.workdir = os.path.abspath(workdir)
+    self.path = os.path.join(self.workdir, LOCK_FILE)
+    self.log = log
+    self._fd: Optional[int] = None
+
+  def _read(self, fd: int) -> dict:
+    try:
+      os.lseek(fd, 0, os.SEEK_SET)
+      text = os.read(fd, 65536).decode("utf-8", "replace")
+      holder = json.loads(text) if text.strip() else {}
+    except (OSError, ValueError):
+      return {}
+    return holder if isinstance(holder, dict) else {}
+
+  def _busy(self, holder: Mapping) -> WorkdirBusyError:
+    who = (_describe_holder(holder) if holder else
+           "another process (it has not written its pid yet)")
+    return WorkdirBusyError(
+        f"workdir {self.workdir} is in use by another gplace run: {who}. "
+        "Two runs in one workdir would overwrite each other's checkpoints "
+        "and metrics. Wait for that run to end (or stop it), or pass "
+        f"another --workdir. (Lock file: {self.path}.)")
+
+  def acquire(self) -> "WorkdirLock":
+    check_workdir(self.workdir)
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      holder = self._lock(fd)
+    except BaseException:
+      os.close(fd)
+      raise
+    self._fd = fd
+    host = socket.gethostname()
+    if holder and holder.get("pid") != os.getpid():
+      state = ""
+      if holder.get("host") == host and isinstance(holder.get("pid"), int):
+        state = ("; that process is no longer running"
+                 if not _process_alive(holder["pid"])
+                 else "; it no longer holds the lock")
+      self.log(f"[gplace] took over the lock of {self.workdir} left by "
+               f"{_describe_holder(holder)}{state} (a run that crashed or "
+               "was killed)")
+    record = {"pid": os.getpid(), "host": host,
+              "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "since_unix_s": round(time.time(), 3),
+              "command": " ".join(sys.argv)[:200]}
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, json.dumps(record).encode())
+    os.fsync(fd)
+    return self
+
+  def _lock(self, fd: int) -> dict:
+    """Locks ``fd``; returns the record found there (empty if none).
+
+    Raises:
+      WorkdirBusyError: another process holds it.
+    """
+    if fcntl is not None:
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return self._read(fd)
+      except BlockingIOError as err:
+        raise self._busy(self._read(fd)) from err
+      except OSError:
+        pass  # no flock on this filesystem: the recorded pid decides
+    holder = self._read(fd)
+    pid = holder.get("pid")
+    if (isinstance(pid, int) and pid != os.getpid()
+        and holder.get("host") == socket.gethostname()
+        and _process_alive(pid)):
+      raise self._busy(holder)
+    return holder
+
+  def release(self) -> None:
+    """Clears the record and drops the lock (a clean end: the next run
+    takes the workdir without a word)."""
+    if self._fd is None:
+      return
+    fd, self._fd = self._fd, None
+    try:
+      os.ftruncate(fd, 0)
+    except OSError:
+      pass
+    finally:
+      os.close(fd)  # drops the flock
+
+  def __enter__(self) -> "WorkdirLock":
+    return self.acquire()
+
+  def __exit__(self, *exc) -> None:
+    self.release()
+
+
+def locked(workdir: Optional[str], log: Callable[[str], None] = print):
+  """A :class:`WorkdirLock` on ``workdir`` (a context manager), or one that
+  does nothing for ``workdir=None``."""
+  if workdir is None:
+    return contextlib.nullcontext()
+  return WorkdirLock(workdir, log)
 
 
 def prepare_workdir(workdir: str, record: Mapping, settings: TrainSettings,

@@ -270,8 +270,14 @@ def test_imitation_then_rl_improves_its_own_greedy_placement(tmp_path,
   assert after < result.table[0]["single_device"], result.table[0]
   with open(tmp_path / "run" / "best_placement.json") as f:
     record = json.load(f)["graphs"][0]
-  assert record["schedule"] == "dynamic: order as priority"
-  assert sorted(record["order"]) == list(range(len(record["placement"])))
+  # The fastest placement of the run: the policy's in its own order, or a
+  # baseline's (in gplace.simulate's default schedule or its own plan).
+  if record["source"].startswith("baseline: "):
+    assert record["schedule"] in ("best", "static"), record
+  else:
+    assert record["schedule"].endswith(": order as priority"), record
+  if "order" in record:
+    assert sorted(record["order"]) == list(range(len(record["placement"])))
   # Seeded with the plan; the log prints it to 1e-4 ms (5e-8 s rounding).
   assert record["runtime_s"] <= heft_s + 5e-8 + 1e-6 * heft_s
 

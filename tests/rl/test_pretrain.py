@@ -102,10 +102,17 @@ def test_a_stopped_pretraining_resumes(tmp_path):
                             stop_after_step=4)
   assert first.step == 4 and first.path == ""
   assert not os.path.exists(tmp_path / pretraining.POLICY_FILE)
+  metrics = tmp_path / pretraining.METRICS_FILE
+  # Killed after writing step 6's line, before its checkpoint (step 8).
+  with open(metrics, "a") as f:
+    f.write(json.dumps({"step": 6, "phase": "rl", "batch": 0}) + "\n")
   lines = []
   second = run(config, str(tmp_path), log=lines.append)
   assert any("resumed from step 4" in line for line in lines)
   assert second.step == 8 and os.path.exists(second.path)
+  # Each chunk's line once (step 6 was written twice).
+  steps = [json.loads(line)["step"] for line in open(metrics)]
+  assert steps == sorted(set(steps)) and steps[-1] == 8, steps
 
 
 @pytest.mark.parametrize("change, message", [

@@ -121,7 +121,10 @@ def test_best_placement_json_content_and_rewrites(tmp_path):
   with open(path) as f:
     best = json.load(f)
   assert best["step"] == 6
-  assert {g["schedule"] for g in best["graphs"]} == {"dynamic"}
+  # gplace.simulate's default schedule (it was mislabelled "dynamic").
+  assert {g["schedule"] for g in best["graphs"]} == {"best"}
+  assert {g["source"] for g in best["graphs"]} == {"training samples"}
+  assert [g["found_at_step"] for g in best["graphs"]] == [4, 4]
   assert "order" not in best["graphs"][0]
   # An ordering policy's best: its order (padding cut), by priority.
   priority = np.array([[-2.0, 0.0, -1.0, -3.0, -9.0],
@@ -262,3 +265,36 @@ def test_a_half_written_metrics_line_is_dropped_on_resume(tmp_path):
   with run_outputs.MetricsWriter(path, resume_step=2) as writer:
     writer.write([{"step": 3, "phase": "rl"}])
   assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2, 3]
+
+
+def test_a_damaged_metrics_line_before_the_checkpoint_is_reported(tmp_path):
+  # External damage: step 3's line torn, step 2's garbled, step 1 written
+  # twice. The resumed file says what is lost instead of dropping it.
+  path = str(tmp_path / run_outputs.METRICS_FILE)
+  with run_outputs.MetricsWriter(path) as writer:
+    writer.write([{"step": s, "phase": "rl", "loss": float(s)}
+                  for s in (1, 1, 2, 3, 4)])
+    writer.write([{"step": 4, "phase": "greedy", "greedy_runtime_s": [1.0]}])
+  lines = open(path).read().splitlines()
+  lines[2] = "#garbage"
+  lines[3] = lines[3][:12]
+  with open(path, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  log = []
+  with run_outputs.MetricsWriter(path, resume_step=4, log=log.append):
+    pass
+  text = "\n".join(log)
+  assert f"{path}: line 3 is damaged (not a JSON record: '#garbage')" in text
+  assert "line 4 is damaged" in text and "it held step 3" in text
+  assert "step 1 recorded more than once" in text
+  assert "the records of steps 2-3 are lost (resuming from step 4)" in text
+  records = run_outputs.read_metrics(path)
+  assert [(r["step"], r["phase"]) for r in records] == [
+      (1, "rl"), (2, "missing"), (3, "missing"), (4, "rl"), (4, "greedy")]
+  assert "damaged" in records[1]["lost"]
+  # A torn line past the checkpoint loses nothing (that step runs again).
+  with open(path, "a") as f:
+    f.write('{"step": 5, "pha')
+  log.clear()
+  run_outputs.MetricsWriter(path, resume_step=4, log=log.append).close()
+  assert log == [] and len(run_outputs.read_metrics(path)) == 5

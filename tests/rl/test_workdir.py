@@ -3,10 +3,15 @@ it."""
 
 import json
 import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
-from gplace.errors import ConfigError
+from gplace.errors import ConfigError, WorkdirBusyError
 from gplace.graphs.graph import random_dag
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.settings import DEFAULT_POLICY, TrainSettings
@@ -87,3 +92,114 @@ def test_a_graph_fingerprint_ignores_names_not_structure():
   assert workdir_lib.graph_fingerprint(a) == workdir_lib.graph_fingerprint(b)
   assert workdir_lib.graph_fingerprint(a) != workdir_lib.graph_fingerprint(
       random_dag(20, seed=2))
+
+
+# -- one run per workdir --------------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _dead_pid() -> int:
+  """The pid of a process that has ended."""
+  child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                         capture_output=True, text=True, check=True)
+  return int(child.stdout)
+
+
+def test_a_second_lock_on_a_workdir_names_the_holder(tmp_path):
+  lines = []
+  with workdir_lib.WorkdirLock(str(tmp_path), lines.append):
+    with pytest.raises(WorkdirBusyError) as info:
+      workdir_lib.WorkdirLock(str(tmp_path), lines.append).acquire()
+    message = str(info.value)
+    assert f"process {os.getpid()} on host {socket.gethostname()}" in message
+    assert "pass another --workdir" in message
+    assert isinstance(info.value, ConfigError)
+  assert lines == []
+  # Released cleanly: the next run takes it without a word.
+  with workdir_lib.WorkdirLock(str(tmp_path), lines.append):
+    pass
+  assert lines == []
+  assert (tmp_path / workdir_lib.LOCK_FILE).read_text() == ""
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+  pid = _dead_pid()
+  (tmp_path / workdir_lib.LOCK_FILE).write_text(json.dumps(
+      {"pid": pid, "host": socket.gethostname(),
+       "since": "2026-01-01 10:00:00", "command": "run.py"}))
+  lines = []
+  with workdir_lib.WorkdirLock(str(tmp_path), lines.append):
+    held = json.loads((tmp_path / workdir_lib.LOCK_FILE).read_text())
+    assert held["pid"] == os.getpid()
+  assert len(lines) == 1
+  assert f"took over the lock of {tmp_path} left by process {pid}" in lines[0]
+  assert "no longer running" in lines[0]
+
+
+_HOLDER = """
+import os, sys, time
+from gplace import rl
+from gplace.graphs.graph import random_dag
+from gplace.sim import topology
+workdir, holding, release = sys.argv[1:4]
+
+def hold(line):
+  # The first line comes after the workdir is locked: say so, wait, crash.
+  if not os.path.exists(holding):
+    open(holding, "w").close()
+    deadline = time.time() + 240
+    while not os.path.exists(release) and time.time() < deadline:
+      time.sleep(0.1)
+    os._exit(3)
+
+settings = rl.TrainSettings(progress_bar=False, print_table=False).replace(
+    rl=dict(num_samples=4), train=dict(num_steps=4, chunk_steps=2))
+rl.train([random_dag(20, seed=1)], topology.preset("1cpu+2gpu"),
+         settings=settings, workdir=workdir, log=hold)
+"""
+
+
+def test_two_processes_on_one_workdir(tmp_path):
+  # A real second run (experiments/run.py) on a workdir that a live process
+  # holds fails fast and names it; once that process has crashed, its lock
+  # is taken over.
+  workdir, holding, release = (tmp_path / "run", tmp_path / "holding",
+                               tmp_path / "release")
+  env = {**os.environ, "JAX_PLATFORMS": "cpu",
+         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH",
+                                                               "")}
+  first = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, "-c", _HOLDER, str(workdir), str(holding),
+       str(release)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True)
+  try:
+    deadline = time.time() + 240
+    while not holding.exists():
+      assert first.poll() is None, first.communicate()[0]
+      assert time.time() < deadline, "the first run never started"
+      time.sleep(0.2)
+    second = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "run.py"),
+         "--config", str(ROOT / "experiments" / "configs" / "quickstart.py"),
+         "--workdir", str(workdir), "--config.workload=random_dag:20:1",
+         "--config.topology=1cpu+2gpu", "--config.train.num_steps=4",
+         "--config.progress_bar=False"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        check=False)
+    assert first.poll() is None  # the first still runs
+    assert second.returncode == 1, second.stderr
+    assert second.stderr.startswith("WorkdirBusyError: workdir ")
+    assert (f"in use by another gplace run: process {first.pid} on host "
+            f"{socket.gethostname()} since ") in second.stderr
+    assert not (workdir / "metrics.jsonl").exists()
+  finally:
+    release.touch()
+    first.wait(timeout=120)
+    first.stdout.close()
+  assert first.returncode == 3  # crashed holding the lock
+  lines = []
+  with workdir_lib.WorkdirLock(str(workdir), lines.append):
+    pass
+  assert len(lines) == 1 and f"left by process {first.pid}" in lines[0]
+  assert "no longer running" in lines[0]
