@@ -79,6 +79,11 @@ class PolicyError(GplaceError):
   """An unknown policy family, or policy hyperparameters that cannot work."""
 
 
+class PlotError(GplaceError):
+  """A plotting function got data it cannot draw, or cannot write its
+  picture."""
+
+
 def is_int(value) -> bool:
   """Whether ``value`` is an integer (numpy's included), not a bool."""
   return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -6,10 +6,13 @@ optional ``ax`` and return it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping as MappingType
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from gplace.errors import PlacementError, PlotError, first_line, is_int
 from gplace.graphs.graph import Graph, NODE_OP, check_graph
 from gplace.graphs.placement import check_placements
 from gplace.sim.simulator import simulate
@@ -26,6 +29,60 @@ def _checked(graph, placement, topology, caller: str) -> np.ndarray:
   check_topology(topology, caller)
   return check_placements(placement, graph, topology.n_devices,
                           device_names=topology.device_names, batched=False)
+
+
+def _png_path(path, caller: str) -> str:
+  """``path`` as a str whose directory exists, else PlotError."""
+  if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+    raise PlotError(f"{caller} needs path to be a str or os.PathLike, got "
+                    f"{type(path).__name__}; pass e.g. 'curve.png'.")
+  path = os.fspath(path)
+  folder = os.path.dirname(path) or "."
+  if not os.path.isdir(folder):
+    raise PlotError(f"{caller}: the folder of path {path!r} does not exist; "
+                    f"create it first (os.makedirs({folder!r}, "
+                    "exist_ok=True)).")
+  return path
+
+
+def _save(fig, path: str, caller: str) -> None:
+  """Writes ``fig`` to ``path`` and closes it; PlotError if it cannot."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  try:
+    fig.savefig(path, dpi=100)
+  except OSError as err:
+    raise PlotError(f"{caller} cannot write path {path!r} "
+                    f"({first_line(err)}); check that its folder is "
+                    "writable.") from err
+  finally:
+    plt.close(fig)
+
+
+def _line_level(value, argument: str, caller: str) -> float:
+  """A real number (a line's level, NaN: not drawn; a step), else
+  PlotError."""
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise PlotError(f"{caller}: {argument} must be a number, got "
+                    f"{value!r}.")
+  return float(value)
+
+
+def _series(values, what: str, caller: str) -> np.ndarray:
+  """``float64 [n]`` of numbers (``None`` -> NaN), else PlotError."""
+  if isinstance(values, (str, bytes, MappingType)):
+    raise PlotError(f"{caller}: {what} must be numbers, got {values!r}.")
+  try:
+    values = values if np.ndim(values) else [values]
+    array = np.array([np.nan if v is None else v for v in values],
+                     np.float64)
+  except (TypeError, ValueError) as err:
+    raise PlotError(f"{caller}: {what} must be numbers (None for a gap), "
+                    f"got {values!r} ({first_line(err)}).") from err
+  if array.ndim != 1:
+    raise PlotError(f"{caller}: {what} must be a list of numbers, got shape "
+                    f"{array.shape}.")
+  return array
 
 
 def _axes(ax, figsize):
@@ -58,22 +115,30 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     topology: devices the placement indexes.
     costs: optional measured ``[N, D]`` cost table.
     ax: matplotlib axes to draw into (default: a new figure).
-    max_ops: draw at most this many of the longest ops (big graphs).
+    max_ops: draw at most this many of the longest ops (big graphs), a
+      positive integer; None draws every op.
     title: axes title (default: graph name and simulated runtime).
     **schedule_args: ``order=``, ``priority=`` or ``schedule=``, as in
       ``gplace.simulate`` (default: its default schedule, ``"best"``).
 
   Returns:
     The axes.
+
+  Raises:
+    PlotError: ``max_ops`` is not a positive integer or None.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   placement = _checked(graph, placement, topology,
                        "gplace.plotting.plot_schedule")
+  if max_ops is not None and (not is_int(max_ops) or max_ops < 1):
+    raise PlotError(f"gplace.plotting.plot_schedule: max_ops must be a "
+                    f"positive integer (or None for every op), got "
+                    f"{max_ops!r}.")
   ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices))
   start, finish, runtime = schedule(graph, placement, topology, costs,
                                     **schedule_args)
   ops = np.flatnonzero((graph.kind == NODE_OP) & (finish > start))
-  if ops.size > max_ops:
+  if max_ops is not None and ops.size > max_ops:
     ops = ops[np.argsort(start[ops] - finish[ops])[:max_ops]]
   types = sorted(set(graph.op_type[ops]))
   cmap = matplotlib.colormaps["tab20"]
@@ -99,7 +164,17 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
 def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
                      topology: Topology, *, ax=None):
   """Stacked bars: share of the graph's FLOPs each placement gives each
-  device, one bar per named placement (e.g. every baseline)."""
+  device, one bar per named placement (e.g. every baseline).
+
+  Raises:
+    PlacementError: ``placements`` is not a ``{name: placement}``
+      mapping, or a placement is malformed.
+  """
+  if not isinstance(placements, MappingType):
+    raise PlacementError(
+        f"gplace.plotting.plot_device_load needs placements as a "
+        f"{{name: placement}} mapping, got {type(placements).__name__}; "
+        "pass e.g. {'random': placement}.")
   placements = {name: _checked(graph, placement, topology,
                                f"gplace.plotting.plot_device_load[{name!r}]")
                 for name, placement in placements.items()}
@@ -170,12 +245,6 @@ def plot_placement_graph(graph: Graph, placement, topology: Topology, *,
   return ax
 
 
-def _floats(values) -> np.ndarray:
-  """``float64 [n]`` of numbers read from JSON (``null`` -> NaN)."""
-  values = values if isinstance(values, list) else [values]
-  return np.array([np.nan if v is None else v for v in values], np.float64)
-
-
 def _agg_pyplot():
   """``matplotlib.pyplot`` on the Agg backend (PNG files, no display)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -194,27 +263,54 @@ def _reference_lines(ax, best_baseline_s: float,
     ax.axhline(lower_bound_s, color="g", ls=":", label="lower bound")
 
 
-def _save_png(plt, fig, path: str) -> None:
-  """Writes ``fig`` to ``path`` and closes it."""
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-
-
 def plot_learning_curve(path: str, records: Sequence[dict], *,
                         best_baseline_s: float, lower_bound_s: float) -> None:
   """A training run's learning curve as a PNG at ``path``: mean sampled and
   best runtime per RL step of ``records`` (``metrics.jsonl`` lines; nothing
   is drawn without RL records, gaps where a runtime is ``null``), with the
-  best baseline and the lower bound (NaN: not drawn)."""
-  plt = _agg_pyplot()
+  best baseline and the lower bound (NaN: not drawn).
+
+  Raises:
+    PlotError: ``records`` is not a list of dicts, an RL record lacks
+      ``step``, ``mean_runtime_s`` or ``best_runtime_s`` or holds
+      something other than numbers there, a line level is not a number, or
+      ``path`` cannot be written (its folder must exist).
+  """
+  caller = "gplace.plotting.plot_learning_curve"
+  path = _png_path(path, caller)
+  best_baseline_s = _line_level(best_baseline_s, "best_baseline_s", caller)
+  lower_bound_s = _line_level(lower_bound_s, "lower_bound_s", caller)
+  if isinstance(records, (str, bytes, MappingType)) or not isinstance(
+      records, Sequence):
+    raise PlotError(f"{caller} needs records as a list of dicts (the lines "
+                    f"of metrics.jsonl), got {type(records).__name__}.")
+  for i, record in enumerate(records):
+    if not isinstance(record, MappingType):
+      raise PlotError(f"{caller}: records[{i}] is a "
+                      f"{type(record).__name__}, not a dict (a line of "
+                      "metrics.jsonl).")
   rl_records = [r for r in records if r.get("phase") == "rl"]
   if not rl_records:
     return
-  fig, ax = plt.subplots(figsize=(7, 4))
-  steps = [r["step"] for r in rl_records]
-  mean, best = (np.array([np.mean(_floats(r[key])) for r in rl_records])
+  columns = {}
+  for key in ("step", "mean_runtime_s", "best_runtime_s"):
+    missing = [i for i, r in enumerate(records)
+               if r.get("phase") == "rl" and key not in r]
+    if missing:
+      raise PlotError(f"{caller}: RL records[{missing[0]}] has no {key!r}; "
+                      "every RL record needs step, mean_runtime_s and "
+                      "best_runtime_s.")
+    columns[key] = [(r[key], f"records[{i}].{key}")
+                    for i, r in enumerate(records) if r.get("phase") == "rl"]
+  steps = [_line_level(step, where, caller) for step, where in columns["step"]]
+  for key in ("mean_runtime_s", "best_runtime_s"):
+    columns[key] = [_series(values, where, caller)
+                    for values, where in columns[key]]
+  mean, best = (np.array([np.mean(values) if values.size else np.nan
+                          for values in columns[key]])
                 for key in ("mean_runtime_s", "best_runtime_s"))
+  plt = _agg_pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4))
   ax.plot(steps, mean, label="mean sampled runtime (failed = penalty)",
           alpha=0.7)
   ax.plot(steps, best, label="best runtime so far")
@@ -225,7 +321,8 @@ def plot_learning_curve(path: str, records: Sequence[dict], *,
   if np.any(np.isfinite(shown) & (shown > 0)):
     ax.set_yscale("log")
   ax.legend(fontsize=8)
-  _save_png(plt, fig, path)
+  fig.tight_layout()
+  _save(fig, path, caller)
 
 
 def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
@@ -241,15 +338,38 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
     best_baseline_s: drawn as a dashed line (NaN: not drawn).
     lower_bound_s: drawn as a dotted line (NaN: not drawn).
     title: the plot's title.
+
+  Raises:
+    PlotError: ``curves`` is not such a mapping (a curve not a pair of
+      equally long lists of numbers), a line level is not a number, or
+      ``path`` cannot be written (its folder must exist).
   """
+  caller = "gplace.plotting.plot_evaluation_curves"
+  path = _png_path(path, caller)
+  best_baseline_s = _line_level(best_baseline_s, "best_baseline_s", caller)
+  lower_bound_s = _line_level(lower_bound_s, "lower_bound_s", caller)
+  if not isinstance(curves, MappingType):
+    raise PlotError(f"{caller} needs curves as a {{label: (evaluations, "
+                    f"runtime_s)}} mapping, got {type(curves).__name__}.")
+  lines = {}
+  for label, curve in curves.items():
+    if isinstance(curve, (str, bytes, MappingType)) or not isinstance(
+        curve, Sequence) or len(curve) != 2:
+      raise PlotError(f"{caller}: curves[{label!r}] must be a pair "
+                      f"(evaluations, runtime_s), got {curve!r}.")
+    evaluations = _series(curve[0], f"curves[{label!r}] evaluations",
+                          caller)
+    runtime = _series(curve[1], f"curves[{label!r}] runtime_s", caller)
+    if evaluations.shape != runtime.shape:
+      raise PlotError(f"{caller}: curves[{label!r}] has {evaluations.size} "
+                      f"evaluations but {runtime.size} runtimes; give one "
+                      "runtime per evaluation count.")
+    runtime[~np.isfinite(runtime)] = np.nan
+    lines[label] = (evaluations, runtime)
   plt = _agg_pyplot()
   fig, ax = plt.subplots(figsize=(7, 4))
-  for label, (evaluations, runtime) in curves.items():
-    runtime = np.array([np.nan if v is None else v for v in runtime],
-                       np.float64)
-    runtime[~np.isfinite(runtime)] = np.nan
-    ax.plot(np.asarray(evaluations, np.float64), runtime, label=label,
-            alpha=0.8)
+  for label, (evaluations, runtime) in lines.items():
+    ax.plot(evaluations, runtime, label=label, alpha=0.8)
   _reference_lines(ax, best_baseline_s, lower_bound_s)
   ax.set_xscale("log")
   ax.set_xlabel("simulator evaluations")
@@ -257,4 +377,5 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
   if title:
     ax.set_title(title, fontsize=9)
   ax.legend(fontsize=7)
-  _save_png(plt, fig, path)
+  fig.tight_layout()
+  _save(fig, path, caller)

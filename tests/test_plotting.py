@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from gplace import plotting
-from gplace.errors import GraphError, PlacementError, TopologyError
+from gplace.errors import (GraphError, PlacementError, PlotError,
+                           TopologyError)
 from gplace.graphs.graph import NODE_OP, random_dag
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
@@ -116,3 +117,86 @@ def test_evaluation_curves_png(tmp_path):
              "local search": (np.array([1, 100]), np.array([2.9, 2.4]))},
       best_baseline_s=2.6, lower_bound_s=float("nan"), title="g")
   assert os.path.getsize(path) > 1000
+
+
+def test_plot_schedule_max_ops_is_a_positive_count_or_none():
+  # max_ops=-1 drew all ops but the shortest before (issue 47).
+  graph, topology, placement = _setup()
+  for max_ops in (-1, 0, 2.5, True, "5"):
+    with pytest.raises(PlotError, match="max_ops must be a positive"):
+      plotting.plot_schedule(graph, placement, topology, max_ops=max_ops)
+  start, finish, _ = plotting.schedule(graph, placement, topology)
+  ops = int(((graph.kind == NODE_OP) & (finish > start)).sum())
+  for max_ops, drawn in ((None, ops), (3, 3)):
+    ax = plotting.plot_schedule(graph, placement, topology, max_ops=max_ops)
+    assert sum(len(c.get_paths()) for c in ax.collections) == drawn
+
+
+def test_plot_device_load_needs_a_mapping():
+  graph, topology, placement = _setup()
+  with pytest.raises(PlacementError, match=r"\{name: placement\} mapping, "
+                     "got list"):                 # AttributeError before
+    plotting.plot_device_load(graph, [placement], topology)
+
+
+_RECORD = {"phase": "rl", "step": 1, "mean_runtime_s": [2.0],
+           "best_runtime_s": [1.5]}
+
+
+@pytest.mark.parametrize("records,levels,match", [
+    ([[1, 2]], {}, r"records\[0\] is a list, not a dict"),
+    ("rl", {}, "list of dicts"),
+    ({"phase": "rl"}, {}, "list of dicts"),
+    ([dict(_RECORD, step=None), _RECORD], {},
+     r"records\[0\].step must be a number"),
+    ([{"phase": "rl", "step": 1}], {}, "has no 'mean_runtime_s'"),
+    ([dict(_RECORD, best_runtime_s=["fast"])], {},
+     r"records\[0\].best_runtime_s must be numbers"),
+    ([_RECORD], {"best_baseline_s": "1.8"},
+     "best_baseline_s must be a number"),
+    ([_RECORD], {"lower_bound_s": None}, "lower_bound_s must be a number"),
+])
+def test_learning_curve_bad_records_are_plot_errors(tmp_path, records, levels,
+                                                    match):
+  # AttributeError, KeyError, TypeError or ValueError before (issue 47).
+  with pytest.raises(PlotError, match=match):
+    plotting.plot_learning_curve(
+        str(tmp_path / "c.png"), records,
+        **{"best_baseline_s": 1.8, "lower_bound_s": 1.0, **levels})
+  assert not (tmp_path / "c.png").exists()
+
+
+@pytest.mark.parametrize("curves,match", [
+    ([([1, 2], [1.0, 2.0])], "mapping, got list"),
+    ({"a": [1, 2, 3]}, r"curves\['a'\] must be a pair"),
+    ({"a": "ab"}, r"curves\['a'\] must be a pair"),
+    ({"a": ([1, 2], [1.0])}, "2 evaluations but 1 runtimes"),
+    ({"a": (["x", "y"], [1.0, 2.0])}, "evaluations must be numbers"),
+    ({"a": ([1, 2], {"r": 1.0})}, "runtime_s must be numbers"),
+])
+def test_evaluation_curves_bad_curves_are_plot_errors(tmp_path, curves,
+                                                      match):
+  # AttributeError or ValueError before (issue 47).
+  with pytest.raises(PlotError, match=match):
+    plotting.plot_evaluation_curves(str(tmp_path / "c.png"), curves,
+                                    best_baseline_s=1.0, lower_bound_s=0.5)
+  assert not (tmp_path / "c.png").exists()
+
+
+def test_curves_to_a_missing_folder_are_plot_errors(tmp_path):
+  # FileNotFoundError after drawing, before (issue 47).
+  path = str(tmp_path / "no" / "c.png")
+  with pytest.raises(PlotError, match=r"folder of path .* does not exist.*"
+                     "os.makedirs"):
+    plotting.plot_learning_curve(path, [_RECORD], best_baseline_s=1.0,
+                                 lower_bound_s=0.5)
+  with pytest.raises(PlotError, match="does not exist"):
+    plotting.plot_evaluation_curves(path, {"a": ([1], [1.0])},
+                                    best_baseline_s=1.0, lower_bound_s=0.5)
+  with pytest.raises(PlotError, match="str or os.PathLike"):
+    plotting.plot_evaluation_curves(3, {"a": ([1], [1.0])},
+                                    best_baseline_s=1.0, lower_bound_s=0.5)
+  (tmp_path / "file").write_text("")
+  with pytest.raises(PlotError, match="does not exist"):
+    plotting.plot_learning_curve(str(tmp_path / "file" / "c.png"), [_RECORD],
+                                 best_baseline_s=1.0, lower_bound_s=0.5)

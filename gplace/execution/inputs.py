@@ -126,6 +126,23 @@ def warn_if_single_device(devices: Sequence[jax.Device],
 # -- call arguments ----------------------------------------------------------
 
 
+def check_concrete(args: Any, kwargs: Any, caller: str) -> None:
+  """Raises ExecutionError if an argument leaf is a ``jax.ShapeDtypeStruct``:
+  ``caller`` runs the program, which needs values (capture does not)."""
+  leaves = jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))[0]
+  for path, leaf in leaves:
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+      first = path[1]
+      name = ((f"arg{first.idx}" if path[0].idx == 0 else str(first.key))
+              + jax.tree_util.keystr(path[2:]))
+      raise ExecutionError(
+          f"{caller} runs the program, so it needs real arrays, but "
+          f"argument {name} is a jax.ShapeDtypeStruct {leaf.shape} "
+          f"{leaf.dtype}; pass arrays of that shape and dtype (e.g. "
+          "jnp.zeros(s.shape, s.dtype)); gplace.capture alone accepts "
+          "abstract arguments.")
+
+
 def leaf_aval(leaf: Any):
   """The abstract value (shape, dtype, weak type) JAX traces ``leaf`` as;
   ``leaf`` may be a ``jax.ShapeDtypeStruct``."""
@@ -171,10 +188,16 @@ def check_leaves(leaves: Sequence[Any], in_avals: Sequence[Any],
     caller decides whether that matters: :mod:`gplace.execution.weak_types`).
 
   Raises:
-    ExecutionError: a leaf's shape or dtype differs from the program's.
+    ExecutionError: a leaf's shape or dtype differs from the program's, or
+      it is a ``jax.ShapeDtypeStruct`` (no value to run on).
   """
   changed = []
   for i, (leaf, aval) in enumerate(zip(leaves, in_avals)):
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+      raise ExecutionError(
+          f"Argument leaf {i} ({name_of(i)}) is a jax.ShapeDtypeStruct, but "
+          "a placed program runs on values; pass an array of its shape and "
+          "dtype (gplace.capture alone accepts abstract arguments).")
     dtype = getattr(leaf, "dtype", None)
     if dtype is None or not hasattr(leaf, "shape"):
       try:

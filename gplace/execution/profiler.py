@@ -163,7 +163,9 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   Raises:
     ExecutionError: a count below its minimum (``repeats``,
       ``transfer_repeats`` and ``calibration_rounds`` >= 1,
-      ``calibration_placements`` >= 0), a bad ``seed`` or bad ``devices``.
+      ``calibration_placements`` >= 0), a bad ``seed`` or bad ``devices``,
+      or an argument that is a ``jax.ShapeDtypeStruct`` (profiling runs
+      the program: it needs real arrays).
     CaptureError: ``fn`` cannot be traced with these arguments.
   """
   start = time.perf_counter()
@@ -175,6 +177,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   calibration_rounds = inputs.check_count(
       calibration_rounds, "gplace.profile: calibration_rounds", 1)
   seed = check_seed(seed, "gplace.profile", ExecutionError)
+  inputs.check_concrete(args, kwargs, "gplace.profile")
   devices = (inputs.check_devices(devices, "gplace.profile")
              if devices is not None else executor.default_devices())
   program = trace_program(fn, *args, **kwargs)

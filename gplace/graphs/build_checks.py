@@ -5,6 +5,7 @@ fix), padded shapes, merged edges, the stable topological order.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ def edge_array(edges: Any, n_nodes: int) -> np.ndarray:
       and not np.all(np.isfinite(array) & (array == np.round(array)))):
     raise GraphError(f"Graph.build: {want}; got values of dtype "
                      f"{array.dtype} that are not all integers.")
+  if array.max() >= 2**63:     # int64 would wrap it around
+    raise GraphError(f"Graph.build: {want}; got {array.max()}, past the "
+                     "64-bit counts gplace keeps (below 2**63).")
   array = array.astype(np.int64)
   ends = array[:, :2]
   if np.any((ends < 0) | (ends >= n_nodes)):
@@ -80,14 +84,23 @@ def pad_shapes(shapes) -> tuple[np.ndarray, np.ndarray]:
                        "dimension; dimensions must be non-negative.")
     if len(shape) > MAX_RANK:
       cut = len(shape) - MAX_RANK + 1
-      shape = (int(np.prod(shape[:cut])),) + shape[cut:]
+      shape = (math.prod(shape[:cut]),) + shape[cut:]   # exact, no wrap
+    if shape and max(shape) >= 2**63:
+      raise GraphError(f"out_shapes[{i}] has a dimension of "
+                       f"{float(max(shape)):.3g} (leading ones folded past "
+                       f"rank {MAX_RANK}), not below 2**63; give the real "
+                       "shape.")
     out[i, :len(shape)] = shape
     rank[i] = len(shape)
   return out, rank
 
 
 def merge_edges(n_nodes: int, src, dst, nbytes):
-  """Sorts edges by (src, dst) and merges duplicates, summing bytes."""
+  """Sorts edges by (src, dst) and merges duplicates, summing bytes.
+
+  Raises:
+    GraphError: a sum reaches 2**63 (int64 would wrap it around).
+  """
   src = np.asarray(src, np.int64)
   dst = np.asarray(dst, np.int64)
   nbytes = np.asarray(nbytes, np.int64)
@@ -95,6 +108,13 @@ def merge_edges(n_nodes: int, src, dst, nbytes):
   unique, inverse = np.unique(keys, return_inverse=True)
   merged = np.zeros(unique.shape[0], np.int64)
   np.add.at(merged, inverse, nbytes)
+  if unique.size < keys.size:
+    total = np.bincount(inverse.reshape(-1), weights=nbytes.astype(float))
+    if total.max() >= 2.0**63:
+      raise GraphError(f"The edges between one pair of nodes carry "
+                       f"{total.max():.3g} bytes in all, past the 64-bit "
+                       "counts gplace keeps (below 2**63); give the real "
+                       "byte counts.")
   return (unique // max(n_nodes, 1)).astype(np.int32), (
       unique % max(n_nodes, 1)).astype(np.int32), merged
 

@@ -16,7 +16,8 @@ import numbers
 
 import numpy as np
 
-from gplace.errors import CoarseningError, PlacementError, check_type
+from gplace.errors import (CoarseningError, PlacementError, check_type,
+                           first_line)
 from gplace.graphs.build_checks import merge_edges, stable_topological_order
 from gplace.graphs.constraints import coarse_constraints
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
@@ -68,12 +69,28 @@ def expand(coarsening: Coarsening, placement):
 
   Raises:
     CoarseningError: ``coarsening`` is not a :class:`Coarsening`.
-    PlacementError: if the last axis is not of length ``G``.
+    PlacementError: the placement is not of an integer dtype (checked on
+      the dtype, so it holds under ``jit``), or its last axis is not of
+      length ``G``.
   """
   check_type(coarsening, Coarsening, "coarsening", "gplace.expand",
              CoarseningError, "make one with gplace.coarsen(graph)")
   if not hasattr(placement, "shape"):  # a list: numpy, so it can be indexed
-    placement = np.asarray(placement)
+    try:
+      placement = np.asarray(placement)
+    except (TypeError, ValueError) as err:
+      raise PlacementError(
+          f"gplace.expand needs a placement of integer device indices, got "
+          f"{type(placement).__name__} that numpy cannot read as an array "
+          f"({first_line(err)}).") from err
+  # The dtype, not the values: a traced placement under jit has no values.
+  dtype = getattr(placement, "dtype", None)
+  if dtype is None or not np.issubdtype(dtype, np.integer):
+    raise PlacementError(
+        f"gplace.expand needs a placement of integer device indices, got "
+        f"dtype {dtype}; pass e.g. np.asarray(placement, np.int32) (a "
+        "float or string array would come back as node 'devices' of that "
+        "dtype).")
   shape = np.shape(placement)
   if not shape or shape[-1] != coarsening.n_groups:
     raise PlacementError(

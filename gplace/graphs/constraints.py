@@ -75,6 +75,11 @@ def check_colocation(value: Any, n_nodes: int) -> Optional[np.ndarray]:
   if np.any(classes < -1):
     raise GraphError("Graph field 'colocation' holds a class below -1; "
                      "classes are 0, 1, ... and -1 means none.")
+  if classes.size and classes.max() >= 2**31:
+    # int32 would wrap it around, into another class.
+    raise GraphError(f"Graph field 'colocation' holds class "
+                     f"{classes.max()}; classes are int32, below 2**31: "
+                     "number them 0, 1, ...")
   classes = np.array(classes, dtype=np.int32)
   classes.setflags(write=False)
   return classes

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from gplace.errors import GraphError, first_line
 from gplace.graphs.schema import KIND_NAMES
 
 
@@ -41,6 +42,47 @@ def records_from_graph(graph, costs: Optional[np.ndarray] = None,
   return nodes, edges
 
 
+def _checked_devices(graph, costs, device_names):
+  """``(costs [N, D] float64 or None, device names or None)``, checked
+  against each other and the graph's ``allowed_devices``.
+
+  Raises:
+    GraphError: ``costs`` is not an ``[N, D]`` array of finite,
+      non-negative seconds, ``device_names`` not ``D`` strings, or they
+      disagree on ``D``.
+  """
+  sizes = {}
+  if graph.allowed_devices is not None:
+    sizes["allowed_devices"] = graph.allowed_devices.shape[1]
+  if costs is not None:
+    try:
+      costs = np.asarray(costs, np.float64)
+    except (TypeError, ValueError) as err:
+      raise GraphError(f"costs must be an [{graph.n_nodes}, n_devices] array "
+                       f"of seconds ({first_line(err)}).") from err
+    if costs.ndim != 2 or costs.shape[0] != graph.n_nodes:
+      raise GraphError(f"costs has shape {costs.shape}, expected "
+                       f"[{graph.n_nodes}, n_devices]: one row per node of "
+                       f"graph {graph.name!r}.")
+    if not np.all(np.isfinite(costs) & (costs >= 0)):
+      raise GraphError("costs must be finite, non-negative seconds.")
+    sizes["costs"] = costs.shape[1]
+  if device_names is not None:
+    names = (None if isinstance(device_names, (str, bytes))
+             else list(device_names) if hasattr(device_names, "__iter__")
+             else None)
+    if names is None or not all(isinstance(d, str) for d in names):
+      raise GraphError(f"device_names must be a list of strings, got "
+                       f"{device_names!r}.")
+    device_names = names
+    sizes["device_names"] = len(device_names)
+  if len(set(sizes.values())) > 1:
+    raise GraphError(f"These disagree on the number of devices: {sizes}; "
+                     "give costs and device_names for the devices the graph "
+                     "is constrained to.")
+  return costs, device_names
+
+
 def networkx_of(graph, *, costs=None,
                 device_names: Sequence[str] | None = None):
   """A ``networkx.DiGraph`` of ``graph`` (a :class:`~gplace.Graph`, not
@@ -48,8 +90,7 @@ def networkx_of(graph, *, costs=None,
   ``0..N-1`` with every field as attributes, edges with ``bytes``;
   ``costs`` (``[N, D]``) as ``cost_s``."""
   import networkx as nx  # pylint: disable=g-import-not-at-top
-  if costs is not None:
-    costs = np.asarray(costs, np.float64)
+  costs, device_names = _checked_devices(graph, costs, device_names)
   nodes, edges = records_from_graph(graph, costs, device_names)
   out = nx.DiGraph(name=graph.name)
   if device_names is not None:

@@ -104,6 +104,12 @@ class Graph:
         elif (dtype is not np.float64 and value.dtype.kind == "f"
               and not np.all(value == np.round(value))):
           raise TypeError("got non-integer values")
+        elif dtype is not np.float64 and value.size and (
+            value.min() < np.iinfo(dtype).min
+            or value.max() >= np.iinfo(dtype).max + 1):
+          # astype would wrap them around: kind 257 would read as an op.
+          raise OverflowError(f"got values outside {np.iinfo(dtype).min}.."
+                              f"{np.iinfo(dtype).max}")
         else:
           value = value.astype(dtype, copy=False)
       except (TypeError, ValueError, OverflowError) as err:
@@ -166,6 +172,18 @@ class Graph:
     if np.any((self.kind < NODE_INPUT) | (self.kind > NODE_OUTPUT)):
       raise GraphError("Graph field 'kind' must hold NODE_INPUT, NODE_OP or "
                        "NODE_OUTPUT (0, 1 or 2) per node.")
+    into_input = self.kind[self.edge_dst] == NODE_INPUT
+    if np.any(into_input):
+      # The simulators treat an input as resident at time 0: an edge into
+      # it would be dropped silently, and its consumers start too early.
+      bad = int(np.argmax(into_input))
+      src, dst = int(self.edge_src[bad]), int(self.edge_dst[bad])
+      raise GraphError(
+          f"Edge {src} ({self.names[src]}) -> {dst} ({self.names[dst]}) goes "
+          f"into an input node; an input is resident from the start and has "
+          f"no producer. Make node {dst} ({self.names[dst]}) an op (kind "
+          "NODE_OP, \"op\" in a graph file) if it is computed, or drop the "
+          "edge.")
     if np.any((self.out_rank < 0) | (self.out_rank > MAX_RANK)):
       raise GraphError(f"Graph field 'out_rank' must be in 0..{MAX_RANK}.")
 
@@ -182,8 +200,11 @@ class Graph:
         per-node sequences of length ``N``.
       out_shapes: ``N`` shape tuples of any rank.
       edges: ``(src, dst, bytes)`` integer triples, ``src`` and ``dst`` in
-        ``0 .. N-1``; duplicates are merged (bytes summed) and self-loops
-        dropped.
+        ``0 .. N-1``, one per distinct tensor of ``src`` that ``dst``
+        reads (as capture gives them): rows of one pair are merged with
+        their bytes summed, so list a tensor once however often ``dst``
+        reads it. Self-loops are dropped; an edge into an input node is
+        an error.
       name: label of the graph.
       allowed_devices: optional ``[N, D]`` bool, devices each node may run
         on.
@@ -196,8 +217,8 @@ class Graph:
 
     Raises:
       GraphError: per-node sequences of different lengths, malformed edges
-        or an edge to a node that does not exist, negative byte counts or
-        costs, or a cycle.
+        or an edge to a node that does not exist or into an input node,
+        negative byte counts or costs, or a cycle.
     """
     n = sequence_length(names, "names")
     per_node = dict(op_type=op_type, kind=kind, out_shapes=out_shapes,
@@ -319,10 +340,12 @@ class Graph:
   __hash__ = None  # mutable-looking arrays: no hashing
 
   def save(self, path: str | os.PathLike) -> None:
-    """Writes the graph to ``path`` (a ``.npz`` file) atomically.
+    """Writes the graph to ``path`` (a ``.npz`` file) atomically; JSON is
+    :func:`gplace.sim.graph_files.save`'s.
 
     Raises:
-      GraphError: ``path`` is not a path, or the file cannot be written.
+      GraphError: ``path`` is not a path or ends in ``.json``, or the file
+        cannot be written.
     """
     storage.save_graph(self, path)
 

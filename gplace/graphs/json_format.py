@@ -77,7 +77,11 @@ Semantics:
   ``topology`` and becomes the bytes that take that long on its links
   (latency plus bytes over bandwidth, averaged over the device pairs:
   exact where all links are alike; it also counts as those bytes in
-  memory). Give one of the two.
+  memory). Give one of the two. One edge per pair of nodes: the tensor
+  moves once per consumer device, so a pair given twice with the same
+  bytes is one edge (not twice the bytes), and with different bytes an
+  error. An edge into an ``"input"`` node is an error: an input has no
+  producer.
 * Node order does not matter: edges must form a DAG, and nodes are
   renumbered into a topological order (kept where the file has one).
 
@@ -210,6 +214,11 @@ def read_document(path: str) -> Any:
     raise GraphError(f"Cannot read JSON from path {path!r} "
                      f"({first_line(err)}); fix the file (see the format "
                      "in gplace.graphs.json_format).") from err
+  except RecursionError as err:
+    raise GraphError(f"Cannot read JSON from path {path!r}: its lists or "
+                     "objects nest deeper than Python's JSON reader goes; "
+                     "a graph file nests a few levels (see the format in "
+                     "gplace.graphs.json_format).") from err
 
 
 def document_of(graph: Graph, costs=None, *, device_names=None,

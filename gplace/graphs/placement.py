@@ -59,9 +59,14 @@ def check_placements(placements, graph: Graph, n_devices: int, *,
         f"{type(placements).__name__} that numpy cannot read as one "
         f"({first_line(err)}); pass e.g. np.asarray(placement, np.int32), "
         "one row per placement.") from err
+  if array.dtype == bool:
+    raise PlacementError(
+        f"A placement holds integer device indices, got booleans (from "
+        f"{type(placements).__name__}), which would read as devices 0 and "
+        "1; pass device indices, e.g. np.where(mask, 1, 0).astype(np.int32) "
+        "for a mask of the nodes on device 1.")
   if array.dtype == object or not (np.issubdtype(array.dtype, np.integer)
-                                   or np.issubdtype(array.dtype, np.floating)
-                                   or array.dtype == bool):
+                                   or np.issubdtype(array.dtype, np.floating)):
     raise PlacementError(
         f"A placement holds integer device indices, got dtype {array.dtype} "
         f"(from {type(placements).__name__}); pass an int array "

@@ -18,6 +18,9 @@ NODE_FIELDS = ("name", "kind", "op_type", "out_bytes", "out_shape",
                "out_dtype", "flops", "bytes_accessed", "cost_s",
                "resident_bytes", "allowed_devices", "colocation")
 RESIDENT_SUFFIX = "/resident"
+_INT64_LIMIT = 2**63
+#: Devices a graph's constraints and costs may name (the simulator runs 32).
+MAX_DEVICES = 2**16
 
 
 def number(value: Any, where: str, *, integer: bool = False,
@@ -46,6 +49,10 @@ def number(value: Any, where: str, *, integer: bool = False,
     if float(value) != round(float(value)):
       raise GraphError(f"{where} is {value!r}; give a whole number (bytes "
                        "are counted in integers).")
+    if int(value) >= _INT64_LIMIT:
+      raise GraphError(f"{where} is {value!r}, too large: gplace counts in "
+                       "64-bit integers, below 2**63 (about 9.2e18); give "
+                       "the real count.")
     return int(value)
   return float(value)
 
@@ -137,14 +144,20 @@ def transfer_bytes(transfer_s: float, topology) -> int:
   links on average (latency plus bytes over bandwidth, averaged over the
   ordered pairs of distinct devices, as the critical-path priority does):
   exact where all links are alike. 0 if it is below the mean latency, or
-  with one device (nothing is ever sent)."""
+  with one device (nothing is ever sent); ``2**63`` (more than gplace
+  counts) if no count of bytes takes that long."""
   d = topology.n_devices
   if d < 2:
     return 0
   off = ~np.eye(d, dtype=bool)
   latency = float(topology.link_latency[off].mean())
   inverse_bandwidth = float((1.0 / topology.link_bandwidth[off]).mean())
-  return int(round(max(transfer_s - latency, 0.0) / inverse_bandwidth))
+  seconds = max(transfer_s - latency, 0.0)
+  if seconds == 0.0:
+    return 0
+  # Links of infinite bandwidth: no count of bytes takes those seconds.
+  nbytes = seconds / inverse_bandwidth if inverse_bandwidth else math.inf
+  return int(round(nbytes)) if math.isfinite(nbytes) else _INT64_LIMIT
 
 
 def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
@@ -178,6 +191,9 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
   if device_names is not None:
     n_devices = len(device_names)
   n_devices = device_count(nodes, n_devices, where)
+  if n_devices is not None and n_devices > MAX_DEVICES:
+    raise GraphError(f"{where}: {n_devices} devices; gplace places on at "
+                     f"most {MAX_DEVICES}.")
   index: dict[Hashable, int] = {}
   rows: list[dict] = []
   labels: dict[Any, int] = {}
@@ -188,6 +204,9 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
   def label_of(value: Any, at: str) -> int:
     if int_labels:
       label = number(value, at, integer=True)
+      if label >= 2**31:
+        raise GraphError(f"{at} is {value!r}; an integer class must be "
+                         "below 2**31 (or give a string).")
       next_label[0] = max(next_label[0], label + 1)
       return label
     if not isinstance(value, (str, int, np.integer)) or isinstance(value,
@@ -278,6 +297,7 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
             "to 0), or for none and let the roofline price them.")
       r["cost"] = [0.0] * n_devices
   edge_rows = []
+  pairs: dict[tuple[int, int], tuple[int, int]] = {}  # -> (first j, bytes)
   for j, edge in enumerate(edges):
     src, dst, attrs = edge
     at = f"{where}: edges[{j}]"
@@ -301,12 +321,36 @@ def graph_from_records(nodes: Sequence[tuple[Hashable, dict]],
             "from_networkx(..., topology=)), or give bytes.")
       nbytes = transfer_bytes(number(attrs["transfer_s"], f"{at}.transfer_s"),
                               topology)
+      if nbytes >= _INT64_LIMIT:
+        raise GraphError(
+            f"{at}.transfer_s is {attrs['transfer_s']!r} s, longer than any "
+            "count of bytes takes on the topology's links (below 2**63 "
+            "bytes, latency included; links of infinite bandwidth take the "
+            "latency alone); give bytes instead, or the links' real "
+            "bandwidth.")
     else:
       nbytes = number(attrs.get("bytes"), f"{at}.bytes", integer=True,
                       default=rows[ends[0]]["out_bytes"])
     if ends[0] == ends[1]:
       raise GraphError(f"{at} goes from node {src!r} to itself; an op graph "
                        "has no self-loops.")
+    if rows[ends[1]]["kind"] == NODE_INPUT:
+      raise GraphError(
+          f"{at} goes from {src!r} into input node {dst!r}; an input is "
+          "resident from the start and has no producer. Give node "
+          f"{dst!r} \"kind\": \"op\" if it is computed, or drop the edge.")
+    # One edge per pair: the tensor moves once per consumer device, so a
+    # repeated pair (an op reading a tensor twice, matmul(x, x)) is the
+    # same edge, never twice the bytes.
+    first = pairs.setdefault((ends[0], ends[1]), (j, nbytes))
+    if first[0] != j:
+      if first[1] != nbytes:
+        raise GraphError(
+            f"{at} repeats edges[{first[0]}] ({src!r} -> {dst!r}) with "
+            f"{nbytes} bytes instead of {first[1]}; give one edge per pair "
+            "of nodes, whose bytes are all that the source sends the "
+            "destination.")
+      continue
     edge_rows.append((ends[0], ends[1], nbytes))
   edge_rows += [(state, op, rows[state]["out_bytes"])
                 for state, op in resident_nodes]

@@ -32,9 +32,17 @@ def save_graph(graph, path: str | os.PathLike) -> None:
   file) atomically.
 
   Raises:
-    GraphError: ``path`` is not a path, or the file cannot be written.
+    GraphError: ``path`` is not a path or ends in ``.json`` (JSON is
+      :func:`gplace.sim.graph_files.save`'s), or the file cannot be
+      written.
   """
   path = check_path(path, "Graph.save")
+  if path.lower().endswith(".json"):
+    # npz bytes under a .json name: every JSON reader would refuse them.
+    raise GraphError(
+        f"Graph.save writes the .npz format, but path {path!r} ends in "
+        ".json; write JSON with gplace.sim.graph_files.save(path, graph), "
+        "or give Graph.save a .npz path.")
   tmp = path + ".tmp.npz"
   arrays = {f: getattr(graph, f) for f in ARRAY_FIELDS}
   constraints = {f: getattr(graph, f) for f in CONSTRAINT_FIELDS
@@ -86,6 +94,9 @@ def load_graph(path: str | os.PathLike, cls: type):
   except Exception as err:  # pylint: disable=broad-except
     # A truncated or corrupted file fails anywhere in zipfile, zlib, json
     # or numpy's reader, with any of a dozen exception types.
+    if path.lower().endswith(".json"):
+      redo = ("Graph.load reads .npz files; read a JSON graph file with "
+              "gplace.sim.graph_files.load(path)")
     raise GraphError(
         f"Cannot read a gplace graph from path {path!r}: the file is "
         f"truncated, corrupted or not a graph ({first_line(err)}); "

@@ -26,7 +26,7 @@ from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
 from gplace.sim.priority import (check_priority, order_priority,
                                  priority_order)
 from gplace.sim.scan import simulate_problem
-from gplace.sim.topology import Topology, check_topology
+from gplace.sim.topology import Topology, check_topology, validate_costs
 
 __all__ = ["COMPILER_OPTIONS", "DEFAULT_WIDTH", "SCHEDULES", "SimProblem",
            "SimResult",
@@ -161,13 +161,15 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     ScheduleError: a bad ``order``, ``priority`` or ``schedule``, or both
       an order and a priority (or an order with a schedule that picks its
       own: ``"dynamic"``, ``"planned"``, ``"best"``).
-    TopologyError: bad topology or cost table.
+    TopologyError: bad topology or cost table, or costs, transfers and
+      host costs that could add up past float32 (1e38 s).
   """
   _check_arguments(graph, placements, topology, costs, order, priority,
                    return_schedule)
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
+  _check_time_bound(graph, topology, costs)
   if schedule is None:
     schedule = "static" if order is not None else DEFAULT_SCHEDULE
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
@@ -209,6 +211,56 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
 
+
+
+# Times the float32 simulators may reach: well inside float32 (3.4e38).
+_MAX_TIME_S = 1e38
+
+
+def _time_bound_s(graph: Graph, topology: Topology, costs=None) -> tuple:
+  """``(bound_s, what)``: no simulated time of any placement and schedule
+  exceeds ``bound_s``, every op cost, transfer and host cost taken once at
+  its largest (a schedule never idles while nothing runs, so a finish time
+  is a sum of some of them); ``what`` names the largest term, for
+  messages. Host-side float64."""
+  table = (topology.op_costs(graph) if costs is None
+           else validate_costs(costs, graph, topology))
+  d = topology.n_devices
+  node, device = np.unravel_index(int(np.argmax(table)), table.shape)
+  terms = {f"op cost {table[node, device]:.3g} s (node {node}, "
+           f"{graph.names[node]}, on {topology.device_names[device]})":
+           float(table.max(axis=1).sum())}
+  if d > 1 and graph.n_edges:
+    sent = np.zeros(graph.n_nodes)
+    np.maximum.at(sent, graph.edge_src, graph.edge_bytes)
+    off = ~np.eye(d, dtype=bool)
+    latency = float(topology.link_latency[off].max())
+    inverse_bandwidth = float((1.0 / topology.link_bandwidth[off]).max())
+    longest = latency + sent * inverse_bandwidth
+    terms[f"transfer {longest.max():.3g} s (the links' latency and "
+          "bandwidth)"] = float((d - 1) * longest.sum())
+  host = max(max(dev.cluster_launch_s for dev in topology.devices),
+             max(dev.copy_issue_s for dev in topology.devices))
+  terms[f"host cost {host:.3g} s per cluster or copy"] = (
+      host * graph.n_nodes * d)
+  with np.errstate(over="ignore"):
+    bound = float(np.sum(list(terms.values())))
+  return bound, max(terms, key=terms.get)
+
+
+def _check_time_bound(graph, topology, costs) -> None:
+  """Raises TopologyError if simulated times could pass float32: they
+  would come out infinite, or as garbage (a runtime of 0)."""
+  if costs is not None:   # checked before it is hashed for the cache
+    costs = validate_costs(costs, graph, topology)
+  bound, what = cached_problem(_time_bound_s, graph, topology, costs=costs)
+  if not bound < _MAX_TIME_S:
+    raise TopologyError(
+        f"The simulated times of graph {graph.name!r} on topology "
+        f"{topology.name!r} could reach {bound:.3g} s, past what the "
+        f"simulator's float32 holds (up to {_MAX_TIME_S:.0e} s); the "
+        f"largest term is the {what}. Fix the graph's flops and "
+        "bytes_accessed, the cost table, or the topology to real values.")
 
 
 def _check_schedule(graph, topology, costs, n_samples, order, priority,

@@ -17,13 +17,16 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from gplace.errors import TopologyError, check_type, first_line
+from gplace.errors import TopologyError, check_type, first_line, is_int
 from gplace.graphs.graph import Graph, NODE_OP
 from gplace.graphs.placement import is_traced
 from gplace.sim.jax_devices import check_devices
 
 GB = 1e9
 GiB = 2**30
+
+#: The device kinds the cost model and the baselines know (``Device.kind``).
+DEVICE_KINDS = ("cpu", "gpu", "tpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +99,13 @@ def _check_devices(devices: Any) -> tuple[Device, ...]:
       if not isinstance(getattr(dev, attr), str):
         raise TopologyError(f"devices[{i}].{attr} must be a str, got "
                             f"{getattr(dev, attr)!r}.")
+    if dev.kind not in DEVICE_KINDS:
+      # The baselines tell accelerators from the host by kind: an unknown
+      # kind would be placed on as if it were one or the other.
+      raise TopologyError(
+          f"Device {dev.name!r}: kind {dev.kind!r} is not one gplace "
+          f"knows; use one of {', '.join(map(repr, DEVICE_KINDS))} (the "
+          "nearest: 'gpu' for any accelerator).")
     for attr in ("peak_flops", "mem_bandwidth", "memory_bytes"):
       value = _as_number(getattr(dev, attr))
       if value is None or not value > 0:
@@ -107,6 +117,13 @@ def _check_devices(devices: Any) -> tuple[Device, ...]:
         raise TopologyError(f"Device {dev.name!r}: {attr} must be "
                             f"finite and non-negative, got "
                             f"{getattr(dev, attr)!r}.")
+  names = [dev.name for dev in devices]
+  repeated = sorted({name for name in names if names.count(name) > 1})
+  if repeated:
+    raise TopologyError(
+        f"Device names {repeated} repeat; give every device a unique name "
+        "(graph files, cost tables and reports name devices by it), e.g. "
+        "'gpu:0', 'gpu:1'.")
   return devices
 
 
@@ -212,6 +229,9 @@ class Topology:
           np.isfinite(group) & (group == np.round(group))):
         raise TypeError(f"got values of dtype {group.dtype} that are not all "
                         "integers")
+      if group.size and (group.min() < -2**31 or group.max() >= 2**31):
+        # int32 would wrap it around, into another device's group.
+        raise TypeError(f"got {group.max()}, outside int32")
       group = np.array(group, dtype=np.int32).reshape(-1)
     except (TypeError, ValueError) as err:
       raise TopologyError(
@@ -365,7 +385,24 @@ def cost_table(graph: Graph, topology: Topology, costs=None) -> np.ndarray:
 
 
 def uniform_links(n_devices: int, bandwidth: float, latency_s: float):
-  """``(bandwidth [D, D], latency [D, D])`` with the same link everywhere."""
+  """``(bandwidth [D, D], latency [D, D])`` with the same link everywhere.
+
+  Raises:
+    TopologyError: ``n_devices`` is not a positive integer, ``bandwidth``
+      (bytes/s) not positive, or ``latency_s`` not finite and non-negative.
+  """
+  if not is_int(n_devices) or n_devices < 1:
+    raise TopologyError(f"uniform_links: n_devices must be a positive "
+                        f"integer, got {n_devices!r}.")
+  bandwidth_value, latency_value = _as_number(bandwidth), _as_number(latency_s)
+  if bandwidth_value is None or not bandwidth_value > 0:
+    raise TopologyError(f"uniform_links: bandwidth must be a positive number "
+                        f"of bytes/s, got {bandwidth!r}; e.g. 12e9 for PCIe "
+                        "3.0 x16.")
+  if latency_value is None or not 0 <= latency_value < math.inf:
+    raise TopologyError(f"uniform_links: latency_s must be finite and "
+                        f"non-negative seconds, got {latency_s!r}; e.g. "
+                        "25e-6.")
   bandwidth_matrix = np.full((n_devices, n_devices), float(bandwidth))
   latency_matrix = np.full((n_devices, n_devices), float(latency_s))
   np.fill_diagonal(latency_matrix, 0.0)
@@ -437,6 +474,9 @@ def local(devices: Sequence | None = None) -> Topology:
     host_memory = 16 * GiB
   out, group = [], []
   for dev in devices:
+    # An accelerator of a platform gplace has no kind for (e.g. METAL)
+    # is priced and placed as a GPU.
+    kind = dev.platform if dev.platform in DEVICE_KINDS else "gpu"
     if dev.platform == "cpu":
       out.append(Device(f"cpu:{dev.id}", "cpu", peak_flops=cores * 2e10,
                         mem_bandwidth=10 * GB, memory_bytes=float(host_memory),
@@ -449,7 +489,7 @@ def local(devices: Sequence | None = None) -> Topology:
       except Exception:  # pylint: disable=broad-except
         pass
       memory = float(stats.get("bytes_limit", 16 * GiB))
-      out.append(Device(f"{dev.platform}:{dev.id}", dev.platform,
+      out.append(Device(f"{dev.platform}:{dev.id}", kind,
                         peak_flops=50e12, mem_bandwidth=1000 * GB,
                         memory_bytes=memory, launch_overhead_s=10e-6))
       group.append(len(group) + 1)

@@ -23,8 +23,8 @@ def gpu(i, memory=12e9, flops=3e12):
                 memory_bytes=memory, launch_overhead_s=10e-6)
 
 
-def cpu(memory=128e9):
-  return Device("cpu:0", "cpu", peak_flops=0.66e12, mem_bandwidth=68e9,
+def cpu(memory=128e9, i=0):
+  return Device(f"cpu:{i}", "cpu", peak_flops=0.66e12, mem_bandwidth=68e9,
                 memory_bytes=memory, launch_overhead_s=5.7e-6)
 
 

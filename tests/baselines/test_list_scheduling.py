@@ -47,7 +47,7 @@ def test_list_schedules_serialize_shared_compute_groups(name):
   bandwidth, latency = uniform_links(3, 10e9, 20e-6)
   # Two CPU "devices" on the same cores, one GPU.
   topology = Topology(
-      devices=(cpu(), cpu(), gpu(0)), link_bandwidth=bandwidth,
+      devices=(cpu(), cpu(i=1), gpu(0)), link_bandwidth=bandwidth,
       link_latency=latency, compute_group=np.array([0, 0, 1]), name="shared")
   plan = baselines.plan(name, graph, topology)
   check_schedule(graph, topology, topology.op_costs(graph), plan)

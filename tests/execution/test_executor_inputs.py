@@ -110,6 +110,13 @@ def test_measure_bad_input_names_the_argument(control_flow):
   placed(*args)
   with pytest.raises(ExecutionError, match="pytree structure"):
     gplace.measure(placed, args[0])
+  # Shapes alone run nothing: InvalidInputException before (issue 47).
+  shapes = jax.tree_util.tree_map(
+      lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), args)
+  with pytest.raises(ExecutionError, match="is a jax.ShapeDtypeStruct"):
+    gplace.measure(placed, *shapes)
+  with pytest.raises(ExecutionError, match="is a jax.ShapeDtypeStruct"):
+    placed(*shapes)
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gplace
+from gplace.errors import ExecutionError
 from gplace.execution import calibration
 from gplace.execution import fitting
 from gplace.execution import profiler
@@ -35,6 +36,19 @@ def mlp_profile():
                         transfer_repeats=2, calibration_placements=3,
                         calibration_rounds=1)
   return prof, (params, x), devices
+
+
+def test_profile_needs_real_arrays_not_shapes():
+  # InvalidInputException from deep inside JAX before (issue 47); refused
+  # before any device work.
+  params = [jax.ShapeDtypeStruct((16, 16), jnp.float32)]
+  with pytest.raises(ExecutionError,
+                     match=r"needs real arrays, but argument arg0\[0\] is a "
+                     r"jax.ShapeDtypeStruct \(16, 16\) float32"):
+    gplace.profile(_mlp, params, jnp.ones((4, 16)))
+  with pytest.raises(ExecutionError, match="argument x is"):
+    gplace.profile(_mlp, params=[jnp.ones((16, 16))],
+                   x=jax.ShapeDtypeStruct((4, 16), jnp.float32))
 
 
 def test_profile_shapes_and_groups(mlp_profile):

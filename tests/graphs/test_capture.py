@@ -100,6 +100,20 @@ def test_abstract_arguments_capture_without_allocating():
   assert graph.edge_bytes.max() == 4096 * 4096 * 4
 
 
+def test_a_tensor_read_twice_is_one_edge_and_inputs_have_no_producer():
+  # One rule with graph files: a tensor moves once per consumer (issue 47).
+  x = jnp.ones((4, 4), jnp.float32)
+  graph = gplace.capture(lambda x: x @ x, x)
+  (dot,) = np.flatnonzero(graph.op_type == "dot_general")
+  into = graph.edge_dst == dot
+  assert into.sum() == 1 and graph.edge_bytes[into].tolist() == [64]
+  step, args = _train_step_and_args()
+  for graph in (graph, gplace.capture(step, *args),
+                gplace.capture(_testing.control_flow_program,
+                               *_testing.control_flow_args())):
+    assert graph.in_degree[graph.kind == NODE_INPUT].sum() == 0
+
+
 def test_save_load_round_trip_of_captured_graph(tmp_path):
   step, args = _train_step_and_args()
   graph = gplace.capture(step, *args, name="mlp_train")

@@ -194,6 +194,21 @@ def test_expand():
     c.expand(np.int32(0))
 
 
+def test_expand_refuses_placements_that_are_not_integers():
+  # Float and string group placements came back as node "devices" of that
+  # dtype before (issue 47); the check reads the dtype, so jit still works.
+  c = coarsen(random_dag(10), "size", max_groups=3)
+  for placement in (np.array([0.0, 1.0, 2.0]), np.array(["a", "b", "c"]),
+                    np.ones(3, bool), [0.5, 1.0, 2.0], jnp.zeros(3)):
+    with pytest.raises(PlacementError, match="integer device indices, got "
+                       "dtype"):
+      expand(c, placement)
+  with pytest.raises(PlacementError, match="dtype float32"):
+    jax.jit(c.expand)(jnp.zeros(3, jnp.float32))
+  for dtype in (jnp.int32, jnp.uint8):
+    assert jax.jit(c.expand)(jnp.ones(3, dtype)).dtype == dtype
+
+
 def test_members():
   graph = random_dag(20, seed=5)
   c = coarsen(graph, "colocation")

@@ -59,3 +59,34 @@ def test_constructor_names_the_field_it_cannot_read():
     g.replace(bytes_accessed=np.where(np.arange(10) == 3, np.nan, 1.0))
 
 
+
+
+def test_values_past_a_field_dtype_are_refused_not_wrapped_around():
+  # kind 257 read as an op (int8), an edge into node 2**32 as one into
+  # node 0 (int32), before (issue 47).
+  g = _tiny([(0, 1, 24), (1, 2, 24), (2, 3, 24)])
+  with pytest.raises(GraphError, match="'kind' cannot be read as int8.*"
+                     "outside -128..127"):
+    g.replace(kind=np.array([0, 257, 1, 2]))
+  with pytest.raises(GraphError, match="'edge_dst' cannot be read as int32"):
+    g.replace(edge_dst=np.array([1, 2, 2**32 + 3]))
+  with pytest.raises(GraphError, match="'out_bytes' cannot be read as int64"):
+    g.replace(out_bytes=np.full(4, 1e30))
+  with pytest.raises(GraphError, match="'kind' cannot be read as int8"):
+    Graph.build(names=["x", "y"], op_type=["input", "output"],
+                kind=[0, 258], out_shapes=[(), ()], out_dtype=["f32"] * 2,
+                out_bytes=[4, 4], flops=[0, 0], bytes_accessed=[0, 0],
+                edges=[(0, 1, 4)])
+
+
+def test_an_edge_into_an_input_is_refused():
+  # The simulators treat an input as resident at time 0, so its consumers
+  # started before its "producer" finished (issue 47).
+  with pytest.raises(GraphError, match=r"goes into an input node.*Make node "
+                     r"\d \(x\) an op"):
+    _tiny([(1, 0, 24), (0, 2, 24), (2, 3, 24)])
+  g = _tiny([(0, 1, 24), (1, 2, 24), (2, 3, 24)])
+  with pytest.raises(GraphError, match=r"Edge 0 \(x\) -> 1 \(a\) goes into an "
+                     "input node"):
+    g.replace(kind=np.array([NODE_INPUT, NODE_INPUT, NODE_OP, NODE_OUTPUT]))
+  assert g.in_degree[g.kind == NODE_INPUT].sum() == 0

@@ -52,6 +52,9 @@ def test_graph_carries_and_compares_constraints(graph):
     ("colocation", np.zeros(N - 1), ["shape"]),
     ("colocation", np.full(N, -2), ["below -1"]),
     ("colocation", np.full(N, 0.5), ["integer"]),
+    # int32 wrapped 2**32 around to class 0 before, joining other nodes'
+    # (issue 47).
+    ("colocation", np.where(np.arange(N) == 1, 2**32, 0), ["below 2**31"]),
 ])
 def test_malformed_constraints(graph, field, value, words):
   with pytest.raises(GraphError) as info:

@@ -29,6 +29,9 @@ def test_accepts_one_or_k_placements_and_integer_floats():
     (np.array(["a"] * 10), True, "integer device indices"),
     (np.full(10, 3), True, "device 3, but only devices 0..2"),
     (np.full(10, -1), True, "device -1"),
+    # Booleans read as devices 0 and 1 before (issue 47).
+    (np.ones(10, bool), True, "got booleans"),
+    ([True] * 10, False, "got booleans"),
 ])
 def test_bad_placements_say_what_is_wrong(placements, batched, match):
   graph = random_dag(10, seed=0)

@@ -278,6 +278,25 @@ MALFORMED = [
      ["links.bandwidth", "2 x 2"]),
     (_set(("topology", "compute_group"), [0]), ["compute_group"]),
     (_set(("topology",), []), ["topology", "object"]),
+    # Counts past int64 and unknown device kinds: an OverflowError, or
+    # accepted, before (issue 47).
+    (_set(("nodes", 1, "out_bytes"), 2**63), ["nodes[1].out_bytes", "2**63"]),
+    (_set(("nodes", 1, "out_bytes"), 10**40),
+     ["nodes[1].out_bytes", "too large"]),
+    (_set(("nodes", 1, "out_bytes"), 1e40), ["nodes[1].out_bytes", "2**63"]),
+    (_set(("nodes", 1, "resident_bytes"), 2**64),
+     ["nodes[1].resident_bytes", "2**63"]),
+    (_set(("edges", 0, "bytes"), 10**40), ["edges[0].bytes", "2**63"]),
+    (_set(("edges", 0, "transfer_s"), 1e300),
+     ["edges[0].transfer_s", "longer than any count of bytes"]),
+    (lambda doc: [node.update(colocation=2**40) for node in doc["nodes"][2:]],
+     ["nodes[2].colocation", "below 2**31"]),         # OverflowError before
+    (_set(("nodes", 0, "out_shape"), [2**40] * 20),
+     ["out_shapes[0]", "2**63"]),                       # folded to 0 before
+    (_set(("topology", "compute_group"), [0, 2**32]),
+     ["compute_group", "outside int32"]),               # group 0 before
+    (_set(("topology", "devices", 1, "kind"), "quantum"),
+     ["'gpu:0'", "kind 'quantum'", "'cpu', 'gpu', 'tpu'"]),
 ]
 
 
@@ -298,6 +317,7 @@ def test_malformed_json_names_the_field(tmp_path, case):
 @pytest.mark.parametrize("text,words", [
     ("", ["Cannot read JSON"]), ("{\"nodes\": [", ["Cannot read JSON"]),
     ("[1, 2]", ["one JSON object"]), ("\xff\xfe", ["Cannot read JSON"]),
+    ("[" * 100_000 + "]" * 100_000, ["nest deeper"]),   # RecursionError before
 ])
 def test_unreadable_json(tmp_path, text, words):
   path = tmp_path / "g.json"
@@ -323,6 +343,85 @@ def test_bad_paths_and_suffixes(tmp_path, plain, topology):
     graph_files.load(3)
 
 
+def _producer_into_input(kind_of_x):
+  """y (1 s on cpu:0) -> x -> m (0.1 s) -> o, x an input or an op."""
+  return {
+      "topology": {"devices": [
+          {"name": "cpu:0", "kind": "cpu", "peak_flops": 1e11,
+           "mem_bandwidth": 1e10, "memory_bytes": 1e12},
+          {"name": "gpu:0", "kind": "gpu", "peak_flops": 1e11,
+           "mem_bandwidth": 1e10, "memory_bytes": 1e12}],
+          "links": {"bandwidth": 1e20, "latency_s": 0.0}},
+      "nodes": [{"id": "y", "flops": 1e11, "out_bytes": 4},
+                {"id": "x", "kind": kind_of_x, "out_bytes": 4},
+                {"id": "m", "flops": 1e10, "out_bytes": 4},
+                {"id": "o", "kind": "output", "out_bytes": 4}],
+      "edges": [{"src": "y", "dst": "x"}, {"src": "x", "dst": "m"},
+                {"src": "m", "dst": "o"}]}
+
+
+def test_an_edge_into_an_input_is_refused_never_dropped(tmp_path):
+  # Accepted before, and ignored: m started at 0 s although y ends at 1 s,
+  # and the output finished at 0.1 s in every schedule (issue 47).
+  words = r"edges\[0\] goes from 'y' into input node 'x'.*\"kind\": \"op\""
+  with pytest.raises(GraphError, match=words):
+    graph_files.load(write(tmp_path, _producer_into_input("input")))
+  g = nx.DiGraph()
+  for node in _producer_into_input("input")["nodes"]:
+    g.add_node(node["id"], **{k: v for k, v in node.items() if k != "id"})
+  g.add_edges_from([("y", "x"), ("x", "m"), ("m", "o")])
+  with pytest.raises(GraphError, match=words):
+    graph_files.from_networkx(g)
+  # As an op, x waits for y, and so does everything after it.
+  loaded = graph_files.load(write(tmp_path, _producer_into_input("op"),
+                                  "op.json"))
+  for schedule in ("static", "dynamic", "best"):
+    result = gplace.simulate(loaded.graph, [0, 1, 1, 1], loaded.topology,
+                             schedule=schedule, return_schedule=True)
+    np.testing.assert_allclose(float(result.finish_s[3]), 1.1, rtol=1e-5)
+
+
+def test_a_repeated_edge_moves_its_tensor_once(tmp_path):
+  # matmul(x, x) written as two edges: their bytes were summed before, to
+  # twice what capture counts (issue 47).
+  document = small_document()
+  document["edges"].append({"src": "x", "dst": "matmul"})
+  twice = graph_files.load(write(tmp_path, document))
+  once = graph_files.load(write(tmp_path, small_document(), "once.json"))
+  assert twice.graph == once.graph
+  assert twice.graph.edge_bytes.max() == 1 << 20      # resident, not 8192
+  assert twice.graph.edge_bytes.tolist().count(4096) == 3
+  document["edges"][-1]["bytes"] = 8
+  with pytest.raises(GraphError, match=r"edges\[3\] repeats edges\[0\] "
+                     r"\('x' -> 'matmul'\) with 8 bytes instead of 4096"):
+    graph_files.load(write(tmp_path, document, "differ.json"))
+  # networkx holds one edge per pair (a MultiDiGraph is refused), with its
+  # bytes as given.
+  g = interchange.to_networkx(once.graph, costs=once.costs,
+                              device_names=once.topology.device_names)
+  multi = nx.MultiDiGraph(g)
+  multi.add_edge(0, 2, bytes=4096)
+  with pytest.raises(GraphError, match="DiGraph"):
+    graph_files.from_networkx(multi)
+  assert graph_files.from_networkx(
+      nx.DiGraph(multi), topology=once.topology).graph == once.graph
+
+
+def test_to_networkx_checks_costs_and_device_names(plain):
+  # An IndexError, or a graph of wrong costs, before (issue 47).
+  with pytest.raises(GraphError, match=r"shape \(3, 2\).*one row per node"):
+    plain.to_networkx(costs=np.zeros((3, 2)))
+  with pytest.raises(GraphError, match="finite, non-negative"):
+    plain.to_networkx(costs=np.full((plain.n_nodes, 2), np.nan))
+  with pytest.raises(GraphError, match="disagree on the number of devices"):
+    interchange.to_networkx(plain, costs=np.zeros((plain.n_nodes, 2)),
+                            device_names=["cpu:0", "gpu:0", "gpu:1"])
+  with pytest.raises(GraphError, match="device_names must be a list"):
+    interchange.to_networkx(plain, device_names="cpu:0")
+  g = plain.to_networkx(costs=np.ones((plain.n_nodes, 2)))
+  assert g.nodes[0]["cost_s"] == [1.0, 1.0]
+
+
 def test_bad_networkx_graphs():
   with pytest.raises(GraphError, match="DiGraph"):
     graph_files.from_networkx(nx.Graph())
@@ -334,6 +433,10 @@ def test_bad_networkx_graphs():
     graph_files.from_networkx(g)
   g = nx.DiGraph(n_devices=0)
   with pytest.raises(GraphError, match="n_devices"):
+    graph_files.from_networkx(g)
+  g = nx.DiGraph(n_devices=10**15)                   # MemoryError before
+  g.add_node("a", out_bytes=4, allowed_devices=[0])
+  with pytest.raises(GraphError, match="at most 65536"):
     graph_files.from_networkx(g)
   g = nx.DiGraph()
   g.add_edge("a", "b")

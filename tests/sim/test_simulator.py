@@ -106,6 +106,43 @@ def test_bad_input_raises_gplace_errors():
   assert issubclass(PlacementError, GplaceError)
 
 
+@pytest.mark.parametrize("schedule", ["static", "dynamic", "planned",
+                                      "best"])
+def test_times_past_float32_are_refused_not_reported_as_a_runtime(schedule):
+  # inf s with oom=False looked like a valid (if slow) placement before,
+  # and the dynamic schedule even gave 0 s (issue 47).
+  topology = preset("1cpu+2gpu")
+  graph = random_dag(10, seed=0)
+  ok = np.zeros(10, int)
+  huge = graph.replace(flops=np.where(graph.kind == 1, 1e308, 0.0))
+  with pytest.raises(TopologyError, match=r"could reach .*float32.*op cost "
+                     r"1\.5\de\+296 s \(node 1, random/n1, on cpu:0\)"):
+    simulate(huge, ok, topology, schedule=schedule)
+  # Each cost fits float32, their sum does not.
+  with pytest.raises(TopologyError, match="float32"):
+    simulate(graph, ok, topology, costs=np.full((10, 3), 3e38),
+             schedule=schedule)
+  # Links: a latency of 1e300 s, whatever the placement.
+  slow = topology.replace(link_latency=np.where(
+      np.eye(3, dtype=bool), 0.0, 1e300))
+  for placement in (np.arange(10) % 3, ok):
+    with pytest.raises(TopologyError, match=r"transfer 1e\+300 s"):
+      simulate(graph, placement, slow, schedule=schedule)
+  # A day per op and per transfer is fine.
+  day = topology.replace(link_latency=np.where(
+      np.eye(3, dtype=bool), 0.0, 86400.0))
+  result = simulate(graph, np.arange(10) % 3, day, schedule=schedule,
+                    costs=np.full((10, 3), 86400.0))
+  assert np.isfinite(float(result.runtime_s))
+  assert float(result.runtime_s) >= 86400.0
+
+
+def test_a_boolean_placement_is_refused():
+  graph = random_dag(10, seed=0)
+  with pytest.raises(PlacementError, match="booleans"):
+    simulate(graph, np.ones(10, bool), preset("1cpu+2gpu"))
+
+
 def test_exports():
   assert gplace.simulate is simulate
   assert gplace.lower_bound is lower_bound

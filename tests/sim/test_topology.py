@@ -87,6 +87,23 @@ def test_uniform_links():
   assert bandwidth[0, 2] == 5e9 and latency[2, 1] == 1e-5
 
 
+def test_uniform_links_refuses_links_no_topology_takes():
+  # Negative bandwidths and latencies came back before (issue 47).
+  for args, match in [((2, -1.0, 1e-5), "bandwidth must be a positive"),
+                      ((2, 0.0, 1e-5), "bandwidth must be a positive"),
+                      ((2, float("nan"), 1e-5), "bandwidth"),
+                      ((2, "fast", 1e-5), "bandwidth"),
+                      ((2, 1e9, -1.0), "latency_s must be finite"),
+                      ((2, 1e9, float("inf")), "latency_s"),
+                      ((0, 1e9, 1e-5), "n_devices must be a positive"),
+                      ((2.5, 1e9, 1e-5), "n_devices"),
+                      ((True, 1e9, 1e-5), "n_devices")]:
+    with pytest.raises(TopologyError, match=match):
+      uniform_links(*args)
+  bandwidth, _ = uniform_links(2, np.inf, 0.0)    # infinitely fast: allowed
+  assert bandwidth[0, 1] == np.inf
+
+
 def test_validate_costs():
   topology = preset("1cpu+2gpu")
   graph = tiny_graph()
@@ -131,6 +148,20 @@ def test_topology_checks_its_fields():
                                   _devices(1)[0])})
   with pytest.raises(TopologyError, match="time_scale"):
     Topology(**{**ok, "time_scale": 0.0})
+  # Two devices of one name (saved, then refused on load) and a kind the
+  # baselines cannot tell apart: accepted before (issue 47).
+  twin = Device("gpu:0", "gpu", 1e12, 1e11, 1e9)
+  with pytest.raises(TopologyError, match=r"names \['gpu:0'\] repeat"):
+    Topology(**{**ok, "devices": (twin, twin)})
+  with pytest.raises(TopologyError, match="kind 'quantum'.*'cpu', 'gpu', "
+                     "'tpu'"):
+    Topology(**{**ok, "devices": (Device("q:0", "quantum", 1e12, 1e11, 1e9),
+                                  _devices(1)[0])})
+  with pytest.raises(TopologyError, match="compute_group.*outside int32"):
+    Topology(**{**ok, "compute_group": [2**32, 0]})   # one group before
+  for kind in topology_lib.DEVICE_KINDS:
+    assert Topology(**{**ok, "devices": (
+        Device("a", kind, 1e12, 1e11, 1e9), _devices(1)[0])}).n_devices == 2
   # Arrays are frozen copies.
   topology = Topology(**ok)
   assert not topology.link_bandwidth.flags.writeable
