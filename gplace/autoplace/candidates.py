@@ -15,11 +15,15 @@ import numpy as np
 from gplace import baselines, search, solvers
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
+from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
 
 # Placements per simulator call in the default schedule (the searches'
 # default batch_size, so their evaluator reuses this compilation).
 BATCH = 64
+# The joint placement + schedule search, and its rows' label.
+JOINT = "joint_annealing"
+JOINT_LABEL = "joint annealing (placement + schedule)"
 # Labels of a baseline's schedule.
 DEFAULT_SCHEDULE = "default"
 OWN_PLAN = "own plan"
@@ -182,7 +186,9 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
                      time_s: float, seed: int,
                      max_evaluations: Optional[int] = None) -> Candidate:
   """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
-  ``"genetic"``) from ``start``'s placement, in the default schedule.
+  ``"genetic"``) from ``start``'s placement, in the default schedule; or
+  ``"joint_annealing"`` (:mod:`gplace.search.joint`): placement and
+  schedule together, from ``start``'s placement in its order.
 
   The evaluation budget is what the simulator scores in ``time_s`` at the
   rate of one timed batch (so annealing cools over the time it has), or
@@ -199,11 +205,18 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     budget = max(BATCH, int(0.9 * time_s / per_batch_s) * BATCH)
   else:
     budget = max_evaluations
+  origin = start.label.split(" (")[0]
+  if name == JOINT:  # the placement and its schedule, from start's order
+    joint = joint_annealing(
+        problem.graph, problem.topology, costs=problem.costs, seed=seed,
+        budget=budget, init=start.placement, init_order=start.order,
+        batch_size=BATCH, time_limit_s=max(time_s, 1e-3))
+    return Candidate(f"{JOINT_LABEL} from {start.label}", joint.placement,
+                     joint.order, float(joint.runtime_s))
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,
       time_limit_s=max(time_s, 1e-3))
-  origin = start.label.split(" (")[0]
   return Candidate(f"{name} from {origin}", result.placement, None,
                    float(result.runtime_s))
 

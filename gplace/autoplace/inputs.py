@@ -32,7 +32,7 @@ ACCEPTED_INPUTS = ("a jittable function (with its example arguments), a "
                    "graph (.npz or .json)")
 DEFAULT_PRESET = "1cpu+4gpu"
 LOCAL = "local"
-SEARCH_NAMES = ("annealing", "local_search", "genetic")
+SEARCH_NAMES = ("annealing", "local_search", "genetic", "joint_annealing")
 DEFAULT_SEARCH = "annealing"
 
 

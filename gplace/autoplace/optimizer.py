@@ -19,7 +19,7 @@ from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace import measured as measured_lib
 from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate, best_of, score
-from gplace.autoplace.inputs import (DEFAULT_PRESET, LOCAL, Problem,
+from gplace.autoplace.inputs import (LOCAL, Problem,
                                      check_budget, check_max_evaluations,
                                      check_method, check_seed,
                                      check_topology_spec, load_source,
@@ -49,6 +49,9 @@ MIN_SEARCH_S = 0.5
 # seconds of the budget are left for it (compiling the training step alone
 # takes 20-40 s on two CPU cores); the search then leaves it this much.
 AUTO_FINETUNE_S = 90.0
+# method="auto" gives this share of its search to placement and schedule
+# together (gplace.search.joint), after a search over placements.
+JOINT_SHARE = 0.5
 # On this machine's devices (topology="local" with a function), this share
 # of the budget (at least MIN_MEASURE_S seconds) measures the top
 # candidates with the executor.
@@ -85,11 +88,20 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
 
   Methods:
 
+  On this machine's devices (``topology="local"``) with a function, the
+  top candidates are measured with the executor in the last
+  :data:`MEASURE_SHARE` of the budget and the measured fastest wins;
+  everywhere a simpler plan (fewer devices, clusters, transfers) wins a tie
+  within the noise (:mod:`gplace.autoplace.measured`). ``result.table()``
+  says which times are simulated and which measured.
+
   * ``"auto"`` (default): every baseline in its best schedule (the
     simulator's default, or a list scheduler's own planned op order); the
     pretrained policy zero-shot when one fits the topology (``policy=``, or
-    the one gplace ships for it); simulated annealing from the best so far
-    for part of the budget; on graphs of at most
+    the one gplace ships for it); simulated annealing over placements from
+    the best so far, then over placement and schedule together
+    (:mod:`gplace.search.joint`) from the best in its own order, for part
+    of the budget; on graphs of at most
     :data:`AUTO_SOLVER_MAX_NODES` nodes with at least :data:`MIN_SOLVER_S`
     seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
     seconds to spare, the pretrained policy fine-tuned on the graph.
@@ -102,8 +114,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   * ``"<baseline>"`` or ``"baseline:<baseline>"`` (``gplace.baselines.
     names()``): that baseline alone, in its best schedule.
   * ``"search"`` (annealing), ``"search:<name>"`` or the name
-    (``"annealing"``, ``"local_search"``, ``"genetic"``): the baselines,
-    then that search from the best of them for the rest of the budget.
+    (``"annealing"``, ``"local_search"``, ``"genetic"``, or
+    ``"joint_annealing"``: placement and schedule together): the
+    baselines, then that search from the best of them for the rest of the
+    budget.
   * ``"solver"``: the baselines, then CP-SAT placement + scheduling
     (``gplace.solvers.solve``) from the best of them, on graphs of at most
     :data:`SOLVER_MAX_NODES` nodes; its proven bound tightens
@@ -201,8 +215,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   measuring = problem.local and problem.fn is not None
   if problem.local and not problem.calibrated:
     warnings.warn(UncalibratedWarning(
-        f"gplace.optimize: the local topology's costs are uncalibrated "
-        f"guesses (simulated times can be off by 2x or more); "
+        "gplace.optimize: the local topology's costs are uncalibrated "
+        "guesses (simulated times can be off by 2x or more); "
         + ("the top candidates are measured on this machine before one is "
            "chosen. " if measuring else "a graph cannot be run here, so the "
            "choice rests on them. ")
@@ -219,8 +233,6 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         f"{SOLVER_MAX_NODES} nodes, and {problem.graph.name!r} has {n}. "
         "Coarsen it first (gplace.coarsen(graph, 'size', max_groups=...), "
         "then place the groups), or use method='search' or 'auto'.")
-  named = topology_spec if topology_spec is not None else (
-      DEFAULT_PRESET if source.topology is None else problem.topology)
   loaded = None
   if chosen.kind in ("auto", "pretrained", "finetune"):
     loaded = learned.resolve_policy_file(policy, problem.topology)
@@ -267,12 +279,26 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       search_s = max(left * (SEARCH_SHARE if solver_next else 1.0),
                      SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
       name = chosen.name or "annealing"
+      joint = name == candidates_lib.JOINT
+      if chosen.kind == "auto":  # placements, then placement + schedule
+        placement_s = search_s * (1 - JOINT_SHARE)
+        bar.stage(name)
+        start = best_of(runs.default + [
+            c for c in tried if c.order is None]) or runs.default[0]
+        tried.append(candidates_lib.search_candidate(
+            problem, name, start, time_s=placement_s, seed=seed,
+            max_evaluations=_share(max_evaluations, 1 - JOINT_SHARE)))
+        _show_best(bar, tried)
+        search_s -= placement_s
+        joint, name = True, candidates_lib.JOINT
       bar.stage(name)
-      start = best_of(runs.default + [
-          c for c in tried if c.order is None]) or runs.default[0]
+      # A joint search starts from the fastest placement in its schedule.
+      start = (best_of(tried) if joint else best_of(runs.default + [
+          c for c in tried if c.order is None])) or runs.default[0]
       tried.append(candidates_lib.search_candidate(
           problem, name, start, time_s=search_s, seed=seed,
-          max_evaluations=max_evaluations))
+          max_evaluations=_share(max_evaluations, JOINT_SHARE)
+          if chosen.kind == "auto" else max_evaluations))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     solver_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
@@ -311,6 +337,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)
   return _result(problem, tried, bound_s, began, measurements, tie, notes)
+
+
+def _share(evaluations: Optional[int], share: float) -> Optional[int]:
+  """``share`` of an evaluation budget (at least one batch), or None."""
+  if evaluations is None:
+    return None
+  return max(candidates_lib.BATCH, int(evaluations * share))
 
 
 def _show_best(bar: Progress, tried: list) -> None:

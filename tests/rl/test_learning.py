@@ -26,6 +26,7 @@ from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
+from tests.search.test_joint import reorder_toy
 
 
 def heavy_chain(n_ops: int) -> Graph:
@@ -173,50 +174,12 @@ def test_group_actions_reach_one_chain_per_gpu_from_uniform():
       chain_devices[0] | chain_devices[1])
 
 
-def _schedule_toy(path: str) -> float:
-  """A graph file where the critical path schedules badly, every op pinned
-  to one device (so only the schedule is to be learned); returns the
-  optimal runtime in seconds.
-
-  Device 0 runs ``p`` (2 ms) and ``q`` (2 ms); ``q`` feeds ``r`` (10 ms, on
-  device 1), ``p`` feeds ``s`` (1 ms on device 0, but 200 ms on device 1,
-  so its mean cost puts ``p`` on a long critical path). The default
-  schedule runs ``p``, ``s``, then ``q``: ``r`` ends at 15 ms. Running ``q``
-  first ends at 12 ms.
-  """
-  ms = 1e-3
-  pinned = lambda device: {"allowed_devices": [device]}
-  document = {
-      "topology": {"devices": [
-          {"name": f"gpu:{i}", "kind": "gpu", "peak_flops": 1e13,
-           "mem_bandwidth": 1e12, "memory_bytes": 1e9} for i in range(2)],
-                   "links": {"bandwidth": 1e12, "latency_s": 0.0}},
-      "nodes": [
-          {"id": "x", "kind": "input", "out_bytes": 4, **pinned(0)},
-          {"id": "p", "out_bytes": 4, "cost_s": [2 * ms, 2 * ms],
-           **pinned(0)},
-          {"id": "q", "out_bytes": 4, "cost_s": [2 * ms, 2 * ms],
-           **pinned(0)},
-          {"id": "s", "out_bytes": 4, "cost_s": [1 * ms, 200 * ms],
-           **pinned(0)},
-          {"id": "r", "out_bytes": 4, "cost_s": [10 * ms, 10 * ms],
-           **pinned(1)},
-          {"id": "out", "kind": "output", "out_bytes": 4, **pinned(1)}],
-      "edges": [{"src": "x", "dst": "p"}, {"src": "x", "dst": "q"},
-                {"src": "p", "dst": "s"}, {"src": "q", "dst": "r"},
-                {"src": "s", "dst": "out"}, {"src": "r", "dst": "out"}]}
-  import json  # pylint: disable=g-import-not-at-top
-  with open(path, "w") as f:
-    json.dump(document, f)
-  return 12 * ms
-
-
 def test_priority_levels_learn_a_schedule_the_critical_path_misses(tmp_path):
   from gplace import rl  # pylint: disable=g-import-not-at-top
   from gplace import workloads  # pylint: disable=g-import-not-at-top
   from gplace.sim import graph_files  # pylint: disable=g-import-not-at-top
   path = str(tmp_path / "toy.json")
-  optimum = _schedule_toy(path)
+  optimum = reorder_toy(path)
   loaded = graph_files.load(path)
   placement = np.array([0, 0, 0, 0, 1, 1])
   default = float(simulate(loaded.graph, placement, loaded.topology,
