@@ -516,10 +516,10 @@ def _check_experiment(names, size, step, topology, settings) -> None:
     raise ConfigError("config.workload is empty; name a workload, e.g. "
                       "'rnnlm2', or 'random_dag:1000'.")
   for name in names:
+    problem = workloads.resolve.random_dag_problem(name)
+    if problem:
+      raise ConfigError(f"config.workload: {problem}")
     match = workloads.RANDOM_DAG.match(name)
-    if match and int(match.group(1)) < 2:
-      raise ConfigError(f"config.workload={name!r}: a random_dag needs at "
-                        "least 2 nodes; use e.g. 'random_dag:100'.")
     if workloads.resolve.is_reference(name):
       if (settings.rl.reward == "executor"
           and workloads.is_graph_file(name)):

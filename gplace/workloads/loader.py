@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -22,7 +21,7 @@ from gplace.workloads import resolve
 from gplace.workloads import registry
 
 #: ``random_dag:N[:seed]``: a random DAG of ``N`` nodes (tests, benchmarks).
-RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
+RANDOM_DAG = resolve.RANDOM_DAG
 
 
 class Workload(NamedTuple):
@@ -87,12 +86,12 @@ def load(name: str, size: str = "tiny", step: str = "train", *,
   if not isinstance(name, str) or not name.strip():
     raise WorkloadError(f"A workload name must be a non-empty string, got "
                         f"{name!r}; e.g. 'rnnlm2' or 'random_dag:100'.")
+  problem = resolve.random_dag_problem(name)
+  if problem:
+    raise WorkloadError(problem)
   match = RANDOM_DAG.match(name)
   if match:
     n_nodes = int(match.group(1))
-    if n_nodes < 2:
-      raise WorkloadError(f"{name!r}: a random_dag needs at least 2 nodes; "
-                          "use e.g. 'random_dag:100'.")
     graph_seed = int(match.group(2) or seed)
     return Workload(name, random_dag(n_nodes, seed=graph_seed, name=name))
   if resolve.is_reference(name):

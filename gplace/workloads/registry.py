@@ -35,8 +35,13 @@ def names() -> tuple[str, ...]:
 def spec(name: str, size: str = "tiny") -> WorkloadSpec:
   """The :class:`WorkloadSpec` of a workload (model, batch shapes, loss)."""
   if not isinstance(name, str) or name not in _REGISTRY:
+    hint = (" (random DAGs, graph files and module:function names: "
+            "gplace.workloads.load)" if isinstance(name, str) and (
+                name.startswith("random_dag") or ":" in name
+                or name.endswith((".npz", ".json"))) else "")
     raise WorkloadError(
-        f"Unknown workload {name!r}; choose one of: {', '.join(names())}.")
+        f"Unknown workload {name!r}; choose one of: {', '.join(names())}"
+        f"{hint}.")
   if not isinstance(size, str) or size not in SIZES:
     raise WorkloadError(
         f"Unknown size {size!r} for workload {name!r}; choose one of: "
