@@ -25,6 +25,7 @@ This module is host-side Python; it uses only public JAX APIs
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -271,6 +272,31 @@ def _argument_name(path) -> str:
   return f"{head}/{tail}" if tail else head
 
 
+def _static_arguments(fn: Callable, args: tuple, kwargs: dict
+                      ) -> list[tuple[str, str]]:
+  """The static arguments of a ``jax.jit(..., static_argnums=...,
+  static_argnames=...)`` function among ``args`` / ``kwargs``, each as
+  ``("argument 1 (n=3)", "n=3")``; [] for any other function."""
+  info = getattr(fn, "_jit_info", None)  # what jax.jit records (private)
+  if info is None:
+    return []
+  try:
+    parameters = list(inspect.signature(fn).parameters)
+  except (TypeError, ValueError):
+    parameters = []
+  found = []
+  for i in sorted({i % len(args) for i in getattr(info, "static_argnums", ())
+                   or () if -len(args) <= i < len(args)}):
+    bind = (f"{parameters[i]}={args[i]!r}" if i < len(parameters)
+            else f"<name of argument {i}>={args[i]!r}")
+    found.append((f"argument {i} ({bind})", bind))
+  for key in getattr(info, "static_argnames", ()) or ():
+    if key in kwargs:
+      found.append((f"keyword argument {key}={kwargs[key]!r}",
+                    f"{key}={kwargs[key]!r}"))
+  return found
+
+
 def trace_program(fn: Callable, *args, name: str | None = None,
                   **kwargs) -> Program:
   """Traces ``fn(*args, **kwargs)`` and flattens it into a :class:`Program`.
@@ -306,6 +332,17 @@ def trace_program(fn: Callable, *args, name: str | None = None,
   try:
     closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
   except Exception as err:  # pylint: disable=broad-except
+    static = _static_arguments(fn, args, kwargs)
+    if static:
+      fn_name = getattr(fn, "__name__", "fn")
+      binds = ", ".join(bind for _, bind in static)
+      raise CaptureError(
+          f"Could not trace {fn_name!r}: it is jax.jit-wrapped with static "
+          f"arguments ({', '.join(label for label, _ in static)}), and "
+          "gplace traces every argument it is given as an array. Bind the "
+          "static arguments by keyword and pass only the array ones, e.g. "
+          f"gplace.capture(functools.partial({fn_name}, {binds}), ...), and "
+          "place and call that same partial.") from err
     raise CaptureError(
         f"Could not trace {getattr(fn, '__name__', fn)!r} with the given "
         f"arguments: {first_line(err)}. The function must be jittable "
