@@ -88,7 +88,7 @@ from gplace.execution import plan as plan_lib
 from gplace.execution import weak_types
 from gplace.execution.inputs import default_devices
 from gplace.execution.partition import Cluster
-from gplace.graphs.capture import Program
+from gplace.graphs.capture import Program, tree_difference
 from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
 from gplace.sim.topology import Topology
@@ -227,9 +227,10 @@ class PlacedFunction:
     program = self.program
     if in_tree != program.in_tree:
       raise ExecutionError(
-          f"The arguments' pytree structure differs from the one the program "
-          f"was traced with.\n  got:      {in_tree}\n  expected: "
-          f"{program.in_tree}")
+          "The arguments' pytree structure differs from the one the program "
+          f"was traced with: {tree_difference(program.in_tree, in_tree)}. "
+          "Call it with arguments of that structure (the placement names "
+          "the captured nodes), or capture and place again for these.")
     changed = inputs.check_leaves(leaves, program.in_avals, self._leaf_name)
     if changed not in self._weak_ok:
       weak_types.check_call_weak_types(program, self.fn, args, kwargs,

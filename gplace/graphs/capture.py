@@ -272,6 +272,58 @@ def _argument_name(path) -> str:
   return f"{head}/{tail}" if tail else head
 
 
+#: A tree difference names at most this many leaves of each kind.
+_MAX_NAMED_LEAVES = 5
+
+
+def _listed(names: Sequence[str]) -> str:
+  shown = ", ".join(names[:_MAX_NAMED_LEAVES])
+  more = len(names) - _MAX_NAMED_LEAVES
+  return shown + (f" and {more} more" if more > 0 else "")
+
+
+def name_difference(expected: Sequence[str], got: Sequence[str],
+                    what: str = "argument leaves") -> str:
+  """``"extra argument leaves: arg0/b; missing: arg1"``: the names in
+  ``got`` and not in ``expected`` and the other way round (at most five
+  of each), or "" when both hold the same names."""
+  expected_set, got_set = set(expected), set(got)
+  extra = [n for n in got if n not in expected_set]
+  missing = [n for n in expected if n not in got_set]
+  parts = []
+  if extra:
+    parts.append(f"extra {what}: {_listed(extra)}")
+  if missing:
+    parts.append(f"missing {what}: {_listed(missing)}")
+  return "; ".join(parts)
+
+
+def argument_names(in_tree) -> list[str]:
+  """Names of the leaves of an ``(args, kwargs)`` tree structure, as
+  capture names its input nodes (``arg0/params/w``, ``batch/x``)."""
+  try:
+    rebuilt = jax.tree_util.tree_unflatten(in_tree, [0] * in_tree.num_leaves)
+    paths = [path for path, _ in
+             jax.tree_util.tree_flatten_with_path(rebuilt)[0]]
+    return [_argument_name(path) for path in paths]
+  except Exception:  # pylint: disable=broad-except
+    return []  # a custom node that will not hold placeholders
+
+
+def tree_difference(expected, got) -> str:
+  """What differs between two ``(args, kwargs)`` tree structures, in one
+  line: the extra and missing leaves by name, or, when the leaves are the
+  same, that their containers differ (a tuple for a list, another dict
+  type), with both structures shortened."""
+  difference = name_difference(argument_names(expected), argument_names(got))
+  if difference:
+    return difference
+  shorten = lambda tree: (str(tree) if len(str(tree)) <= 160
+                          else str(tree)[:157] + "...")
+  return (f"the same leaves in other containers: got {shorten(got)}, "
+          f"captured {shorten(expected)}")
+
+
 def _static_arguments(fn: Callable, args: tuple, kwargs: dict
                       ) -> list[tuple[str, str]]:
   """The static arguments of a ``jax.jit(..., static_argnums=...,
@@ -414,8 +466,10 @@ def evaluate(program: Program, *args, **kwargs):
   """
   leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
   if in_tree != program.in_tree:
-    raise CaptureError("The arguments' pytree structure differs from the one "
-                       "the program was captured with.")
+    raise CaptureError(
+        "The arguments' pytree structure differs from the one the program "
+        f"was captured with: {tree_difference(program.in_tree, in_tree)}. "
+        "Call it with arguments of the captured structure.")
   values: dict[int, Any] = {}
   read = lambda ref: values[ref.var] if ref.var >= 0 else ref.literal
   outputs = []

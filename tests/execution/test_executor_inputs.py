@@ -19,6 +19,7 @@ from gplace.errors import (CaptureError, ExecutionError, GplaceError,
                            PlacementError, ScheduleError)
 from gplace.execution import inputs
 from gplace.execution import timing
+from gplace.graphs.capture import evaluate, trace_program
 from gplace.graphs.graph import NODE_OP
 
 MODES = ("cluster", "op")
@@ -213,6 +214,44 @@ def test_a_different_function_is_still_reported():
                         alternating(graph), jax.devices()[:2])
   with pytest.raises(GplaceError, match="different function/arguments"):
     placed(x, np.float32(2.0))
+
+
+def _dense(params, x):
+  return jnp.tanh(params["w"] @ x)
+
+
+@pytest.mark.parametrize("built", [False, True])
+@pytest.mark.parametrize("params,kwargs,named", [
+    (dict(w=jnp.ones((4, 4)), b=jnp.ones(4)), {}, "extra {}: arg0/b"),
+    (dict(v=jnp.ones((4, 4))), {}, "extra {}: arg0/v; missing {}: arg0/w"),
+    ([jnp.ones((4, 4))], {}, "extra {}: arg0/0; missing {}: arg0/w"),
+    (dict(w=jnp.ones((4, 4))), dict(x=jnp.ones(4)),
+     "extra {}: x; missing {}: arg1"),
+])
+def test_arguments_of_another_pytree_name_the_extra_and_missing_leaves(
+    built, params, kwargs, named):
+  # It named no key: "captured from a different function/arguments" before
+  # the first call, two PyTreeDef dumps after it.
+  if kwargs and not built:
+    pytest.skip("x by keyword traces to the captured graph: it runs")
+  x = jnp.ones(4)
+  graph = gplace.capture(_dense, dict(w=jnp.ones((4, 4))), x)
+  placed = gplace.place(_dense, graph, alternating(graph), jax.devices()[:2])
+  if built:
+    placed(dict(w=jnp.ones((4, 4))), x)
+  call_args = (params,) if kwargs else (params, x)
+  with pytest.raises(ExecutionError) as info:
+    placed(*call_args, **kwargs)
+  message = str(info.value)
+  what = "argument leaves" if built else "inputs"
+  assert named.format(what, what) in message, message
+  assert "PyTreeDef" not in message and "\n" not in message
+
+
+def test_evaluate_names_the_leaves_of_another_pytree():
+  program = trace_program(_dense, dict(w=jnp.ones((4, 4))), jnp.ones(4))
+  with pytest.raises(CaptureError, match="extra argument leaves: arg0/b"):
+    evaluate(program, dict(w=jnp.ones((4, 4)), b=1.0), jnp.ones(4))
 
 
 @pytest.mark.parametrize("first_call", ["bfloat16", "bigger"])
