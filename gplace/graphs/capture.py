@@ -90,8 +90,24 @@ def eval_node(record: NodeRecord, values: Sequence[Any]) -> list[Any]:
   calling this inside a traced function).
   """
   eqn = record.eqn
-  out = eqn.primitive.bind(*values, **eqn.params)
+  subfuns, params = _bind_params(eqn)
+  out = eqn.primitive.bind(*subfuns, *values, **params)
   return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def _bind_params(eqn) -> tuple[tuple, dict]:
+  """``(subfuns, params)`` to bind ``eqn`` 's primitive with, as
+  ``jax.core.eval_jaxpr`` does: a ``shard_map`` (what ``jax.pmap`` traces
+  to) binds its body as a function, not the jaxpr it records. JAX returns
+  the params alone (0.5 on) or ``(subfuns, params)`` (before)."""
+  get = getattr(eqn.primitive, "get_bind_params", None)
+  if get is None:
+    return (), eqn.params
+  bound = get(eqn.params)
+  if isinstance(bound, tuple) and len(bound) == 2 and isinstance(bound[1],
+                                                                 dict):
+    return tuple(bound[0]), bound[1]
+  return (), bound
 
 
 # -- naming ---------------------------------------------------------------------
