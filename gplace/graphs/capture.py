@@ -380,8 +380,14 @@ def trace_program(fn: Callable, *args, name: str | None = None,
   """
   if not callable(fn):
     raise CaptureError(f"capture needs a function, got {type(fn).__name__}.")
-  leaves_with_path, in_tree = jax.tree_util.tree_flatten_with_path(
-      (args, kwargs))
+  try:
+    leaves_with_path, in_tree = jax.tree_util.tree_flatten_with_path(
+        (args, kwargs))
+  except Exception as err:  # pylint: disable=broad-except
+    raise CaptureError(
+        f"The arguments are not a pytree JAX can flatten ({first_line(err)}"
+        "); e.g. a dict's keys must be mutually sortable (all strings, or "
+        "all ints).") from err
   leaves = []
   for path, leaf in leaves_with_path:
     if isinstance(leaf, (str, bytes)) or leaf is None or not (

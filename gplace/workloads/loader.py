@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from gplace.errors import WorkloadError
+from gplace.errors import WorkloadError, check_seed, first_line
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.workloads import resolve
@@ -89,6 +89,10 @@ def load(name: str, size: str = "tiny", step: str = "train", *,
   problem = resolve.random_dag_problem(name)
   if problem:
     raise WorkloadError(problem)
+  check_seed(seed, "gplace.workloads.load", WorkloadError)
+  if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+    raise WorkloadError(f"gplace.workloads.load: cache_dir must be a folder "
+                        f"path or None, got {type(cache_dir).__name__}.")
   match = RANDOM_DAG.match(name)
   if match:
     n_nodes = int(match.group(1))
@@ -105,6 +109,12 @@ def load(name: str, size: str = "tiny", step: str = "train", *,
   fn, args = registry.get(name, size, step, abstract=not runnable, seed=seed)
   graph = capture(fn, *args).replace(name=name)
   if path:
-    os.makedirs(cache_dir, exist_ok=True)
+    try:
+      os.makedirs(cache_dir, exist_ok=True)
+    except OSError as err:
+      raise WorkloadError(
+          f"gplace.workloads.load: cannot make the graph cache folder "
+          f"{cache_dir!r} ({first_line(err)}); pass a writable folder as "
+          "cache_dir, or cache_dir=None to capture every time.") from err
     graph.save(path)
   return Workload(name, graph, fn, args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from gplace.errors import WorkloadError
+from gplace.errors import WorkloadError, check_seed
 from gplace.workloads import amoebanet, attention, cnn, rnn, wavenet
 from gplace.workloads.common import SIZES, STEPS, WorkloadSpec, make_step
 
@@ -70,6 +70,7 @@ def get(name: str, size: str = "tiny", step: str = "train", *,
     WorkloadError: for an unknown name, size or step.
   """
   workload = spec(name, size)
+  check_seed(seed, "gplace.workloads.get", WorkloadError)
   if not isinstance(step, str) or step not in STEPS:
     raise WorkloadError(
         f"Unknown step {step!r} for workload {name!r}; choose one of: "

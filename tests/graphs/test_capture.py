@@ -121,6 +121,12 @@ def test_untraceable_function_raises_capture_error():
     gplace.capture(python_branch, jnp.ones(3))
 
 
+def test_arguments_jax_cannot_flatten_raise_capture_error():
+  # Dict keys that do not sort: JAX's ValueError before.
+  with pytest.raises(CaptureError, match="mutually sortable"):
+    gplace.capture(lambda d: d, {1: jnp.ones(2), "a": jnp.ones(2)})
+
+
 def test_mismatched_arguments_raise_capture_error():
   with pytest.raises(CaptureError, match="Could not trace"):
     gplace.capture(lambda a, b: a @ b, jnp.ones((2, 3)), jnp.ones((4, 5)))

@@ -317,3 +317,10 @@ def test_unknown_overrides_name_the_closest_fields(path, expected):
   assert expected in str(info.value)
   assert "\n" not in str(info.value)
   check_override(tiny_config(), "rl.num_samples")
+
+
+@pytest.mark.parametrize("hparams", ["big", 3, [("hidden_size", 8)]])
+def test_policy_hparams_must_be_a_mapping(hparams):
+  # "big" was dict()'s ValueError, 3 its TypeError.
+  with pytest.raises(ConfigError, match="hparams must be a mapping"):
+    PolicySettings("go", hparams)

@@ -100,3 +100,21 @@ def test_a_malformed_random_dag_name_shows_the_form(name):
   assert resolve.random_dag_problem("bert") is None
   with pytest.raises(WorkloadError, match="gplace.workloads.load"):
     workloads.get(name)
+
+
+@pytest.mark.parametrize("seed", [-1, 0.5, float("nan"), "1", None, True])
+def test_a_bad_seed_is_a_workload_error(seed):
+  # numpy's ValueError / TypeError before, or a silently truncated seed.
+  from gplace import workloads  # pylint: disable=g-import-not-at-top
+  with pytest.raises(WorkloadError, match="seed must be an integer"):
+    workloads.load("random_dag:20", seed=seed)
+  with pytest.raises(WorkloadError, match="seed must be an integer"):
+    workloads.get("rnnlm2", seed=seed)
+
+
+def test_a_cache_dir_that_is_a_file_is_a_workload_error(tmp_path):
+  from gplace import workloads  # pylint: disable=g-import-not-at-top
+  blocker = tmp_path / "cache"
+  blocker.write_text("x")  # FileExistsError before
+  with pytest.raises(WorkloadError, match="cache folder"):
+    workloads.load("rnnlm2", cache_dir=str(blocker))
