@@ -28,7 +28,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-from gplace.errors import ConfigError, GplaceError
+from gplace.errors import ConfigError, GplaceError, first_line
 from gplace.rl import checks
 from gplace.rl import data
 from gplace.rl import pretraining
@@ -47,16 +47,68 @@ _OVERRIDE = re.compile(r"^--?config\.([^=]+)")
 _CONFIG_FILE = re.compile(r"^--?config(?:=(.*))?$")
 
 
-def unknown_override(argv: list[str]) -> str:
-  """The one-line message for the first ``--config.<path>`` of ``argv`` that
-  names no field of the config file ``argv`` gives ("" if all do, or if
-  the config file itself cannot be read: absl reports that)."""
+def config_argument(argv: list[str]) -> str | None:
+  """The ``--config`` value of ``argv`` (the last one), or None."""
   config_arg = None
   for i, arg in enumerate(argv):
     match = _CONFIG_FILE.match(arg)
     if match:
       config_arg = match.group(1) if match.group(1) is not None else (
           argv[i + 1] if i + 1 < len(argv) else None)
+  return config_arg
+
+
+def config_file_problem(config_arg: str) -> str:
+  """Why the config file ``config_arg`` (``path[:argument]``, as
+  ml_collections takes it) cannot give a config, as one line
+  ``ConfigError: ...``; "" if it can.
+
+  A config file is Python that defines ``get_config()`` returning a
+  ``ConfigDict``; the file is run here as ml_collections runs it."""
+  path, *argument = config_arg.split(":", 1)
+  fix = ("a config is a Python file that defines get_config() returning an "
+         "ml_collections.ConfigDict, e.g. experiments/configs/quickstart.py")
+  where = f"--config {path}"
+  kind = "" if path.endswith(".py") else " (not a .py file)"
+  try:
+    with open(path, "rb") as f:
+      source = f.read()
+  except OSError as err:  # missing, a directory, unreadable
+    return (f"ConfigError: --config cannot be loaded ({err}); pass a config "
+            "file, e.g. --config experiments/configs/quickstart.py.")
+  try:
+    code = compile(source, path, "exec")
+  except (SyntaxError, ValueError) as err:  # ValueError: null bytes
+    line = getattr(err, "lineno", None)
+    return (f"ConfigError: {where} is not valid Python{kind}: "
+            f"{type(err).__name__}"
+            f"{f' at line {line}' if line else ''}: "
+            f"{getattr(err, 'msg', None) or err}; {fix}.")
+  namespace = {"__name__": "config_config", "__file__": path}
+  try:
+    exec(code, namespace)  # pylint: disable=exec-used
+  except Exception as err:  # pylint: disable=broad-except
+    return (f"ConfigError: {where} fails when run{kind}: "
+            f"{first_line(err)}; {fix}.")
+  get_config = namespace.get("get_config")
+  if not callable(get_config):
+    return f"ConfigError: {where} defines no get_config(){kind}; {fix}."
+  try:
+    config = get_config(*argument)
+  except Exception as err:  # pylint: disable=broad-except
+    return (f"ConfigError: {where}: get_config({', '.join(map(repr, argument))}) "
+            f"failed: {first_line(err)}.")
+  if not hasattr(config, "keys"):
+    return (f"ConfigError: {where}: get_config() returned "
+            f"{type(config).__name__}, not a ConfigDict; {fix}.")
+  return ""
+
+
+def unknown_override(argv: list[str]) -> str:
+  """The one-line message for the first ``--config.<path>`` of ``argv`` that
+  names no field of the config file ``argv`` gives ("" if all do, or if
+  the config file itself cannot be read: absl reports that)."""
+  config_arg = config_argument(argv)
   if config_arg is None:
     return ""
   try:
@@ -123,15 +175,28 @@ def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with a misspelt ``--config.`` override reported
   as one line (exit status 2) instead of ml_collections' traceback, and
   ``--help`` exiting with status 0 as the argparse scripts do (absl: 1)."""
+  config_arg = config_argument(argv)
+  if config_arg and not any(arg in _HELP_FLAGS for arg in argv[1:]):
+    # absl runs the config file while it parses flags; a file that is not
+    # Python, fails, has no get_config() or returns no ConfigDict would end
+    # in a traceback (or absl's FATAL line) there: say why here instead.
+    problem = config_file_problem(config_arg)
+    if problem:
+      sys.stderr.write(" ".join(problem.split()) + "\n")
+      sys.exit(2)
   try:
     return app.parse_flags_with_usage(argv)  # exits on absl's own errors
   except SystemExit as exit_:
     if exit_.code == 1 and any(arg in _HELP_FLAGS for arg in argv[1:]):
       sys.exit(0)
     raise
-  except (KeyError, AttributeError) as err:
-    message = unknown_override(argv) or f"Bad --config override: {err!r}"
-    sys.stderr.write(message + "\n")
+  except Exception as err:  # pylint: disable=broad-except
+    # An override that names no field (or a config file that failed only
+    # when absl ran it) lands here.
+    message = ((config_file_problem(config_arg) if config_arg else "")
+               or unknown_override(argv)
+               or f"ConfigError: bad --config or override: {first_line(err)}")
+    sys.stderr.write(" ".join(message.split()) + "\n")
     sys.exit(2)
 
 
@@ -189,6 +254,14 @@ def main(argv: list[str]) -> None:
     sys.stderr.write(f"ConfigError: --config cannot be loaded ({reason[-1]});"
                      " pass a config file, e.g. --config "
                      "experiments/configs/quickstart.py.\n")
+    sys.exit(2)
+  except TypeError:  # get_config() returned no ConfigDict (a number...)
+    pass
+  if not hasattr(config, "keys"):
+    sys.stderr.write(f"ConfigError: --config: get_config() returned "
+                     f"{type(config).__name__}, not a ConfigDict; return an "
+                     "ml_collections.ConfigDict, e.g. as experiments/configs/"
+                     "quickstart.py does.\n")
     sys.exit(2)
   try:
     run(config, _WORKDIR.value)

@@ -59,6 +59,40 @@ def test_a_missing_config_file_is_one_line(tmp_path):
   assert "no_such_config.py" in lines[0]
 
 
+@pytest.mark.parametrize("name,source,expected", [
+    # Were a SyntaxError / NameError traceback, "Bad --config override:
+    # AttributeError(...)", a TypeError traceback, absl's FATAL line.
+    ("notes.txt", "hello world\n", "notes.txt is not valid Python (not a "
+     ".py file): SyntaxError at line 1"),
+    ("broken.py", "def get_config(:\n", "broken.py is not valid Python: "
+     "SyntaxError at line 1"),
+    ("names.py", "undefined_name\n", "names.py fails when run: NameError: "
+     "name 'undefined_name' is not defined"),
+    ("empty.py", "x = 1\n", "empty.py defines no get_config()"),
+    ("raises.py", "def get_config():\n  raise RuntimeError('boom')\n",
+     "raises.py: get_config() failed: RuntimeError: boom"),
+    ("number.py", "def get_config():\n  return 3\n",
+     "number.py: get_config() returned int, not a ConfigDict"),
+    ("none.py", "def get_config():\n  return None\n",
+     "none.py: get_config() returned NoneType, not a ConfigDict"),
+])
+def test_a_config_file_that_gives_no_config_is_one_line(tmp_path, name,
+                                                        source, expected):
+  config = tmp_path / name
+  config.write_text(source)
+  result = subprocess.run(
+      [sys.executable, str(EXPERIMENTS / "run.py"), "--config", str(config),
+       "--workdir", str(tmp_path / "run")],
+      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "JAX_PLATFORMS": "cpu"}, check=False)
+  assert result.returncode == 2, result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1, result.stderr
+  assert lines[0].startswith(f"ConfigError: --config {config}")
+  assert expected in lines[0], lines[0]
+  assert "Traceback" not in result.stdout + result.stderr
+
+
 def test_help_exits_zero_like_the_argparse_scripts(tmp_path):
   result = run_script("--help", workdir=tmp_path)  # absl's status was 1
   assert result.returncode == 0

@@ -500,3 +500,10 @@ def test_fuzzed_link_matrices_are_rejected(data):
 def test_fuzzed_device_figures_are_rejected(attr, value):
   devices = (_device(), _device(**{attr: value}))
   raises(lambda: _topology(devices=devices), TopologyError, attr)
+
+
+def test_an_empty_cost_table_is_a_topology_error(graph, topology):
+  # The problem cache's memoryview could not hash it: a raw TypeError.
+  raises(lambda: gplace.simulate(graph, np.zeros(graph.n_nodes, np.int32),
+                                 topology, np.zeros((0, 3))),
+         TopologyError, "costs", "shape")

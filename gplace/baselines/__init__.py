@@ -109,11 +109,39 @@ def plan(name: str, graph: Graph, topology: Topology, *, costs=None,
               np.full(topology.n_devices, float("nan")))
 
 
+def _chosen(only, caller: str) -> list[str]:
+  """The baseline names ``only`` asks for: every baseline for None, one for
+  a str, else each name of a list or tuple; every name checked (:func:`get`)
+  before any baseline runs."""
+  if only is None:
+    return names()
+  if isinstance(only, str):
+    chosen = [only]
+  elif isinstance(only, (list, tuple)):
+    chosen = list(only)
+  else:
+    raise BaselineError(
+        f"{caller}: only must be a baseline name or a list of them, got "
+        f"{type(only).__name__} {only!r}; e.g. only='heft' or "
+        "only=['m_etf', 'heft'].")
+  if not chosen:
+    raise BaselineError(f"{caller}: only is empty; name at least one "
+                        f"baseline of {names()}, or pass only=None for all.")
+  for name in chosen:
+    get(name)
+  return chosen
+
+
 def run_all(graph: Graph, topology: Topology, costs=None, *, seed: int = 0,
             only=None) -> dict[str, np.ndarray]:
-  """``{name: [N] int32 placement}`` for all baselines, or those in ``only``."""
+  """``{name: [N] int32 placement}`` for all baselines, or those ``only``
+  names (one name, or a list of them).
+
+  Raises:
+    BaselineError: an unknown name in ``only``, an empty ``only``.
+  """
   return {name: get(name)(graph, topology, costs=costs, seed=seed)
-          for name in (only if only is not None else names())}
+          for name in _chosen(only, "gplace.baselines.run_all")}
 
 
 # -- the fastest baseline ---------------------------------------------------
@@ -175,9 +203,10 @@ def best(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   (then ``default`` is the first baseline, at ``inf``).
 
   Raises:
-    BaselineError: an unknown name in ``only``.
+    BaselineError: an unknown name in ``only`` (one name, or a list of
+      them), an empty ``only``.
   """
-  chosen = list(only) if only is not None else names()
+  chosen = _chosen(only, "gplace.baselines.best")
   plans = [plan(name, graph, topology, costs=costs, seed=seed)
            for name in chosen]
   result = simulate(graph, np.stack([p.placement for p in plans]), topology,

@@ -24,7 +24,7 @@ from gplace.execution import plan as plan_lib
 from gplace.execution import weak_types
 from gplace.execution.inputs import default_devices
 from gplace.execution.partition import Cluster
-from gplace.graphs.capture import Program
+from gplace.graphs.capture import Program, tree_difference
 from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
 from gplace.sim.topology import Topology
@@ -48,6 +48,90 @@ class ScheduledPlacement(Protocol):
 def _is_scheduled_placement(value: Any) -> bool:
   return not isinstance(value, Graph) and all(
       hasattr(value, name) for name in ("graph", "placement", "schedule"))
+
+
+# -- ops that span several devices --------------------------------------------
+
+#: Primitives that run their body on every device of a mesh: ``shard_map``
+#: (what ``jax.pmap`` also traces to inside a traced function) and the
+#: older ``xla_pmap``.
+MULTI_DEVICE_PRIMITIVES = frozenset({"shard_map", "xla_pmap"})
+
+
+def _sub_jaxprs(value):
+  """The jaxprs an equation parameter holds (a scan's body, a cond's
+  branches)."""
+  if hasattr(value, "eqns"):
+    yield value
+  elif hasattr(value, "jaxpr") and hasattr(getattr(value, "jaxpr"), "eqns"):
+    yield value.jaxpr
+  elif isinstance(value, (tuple, list)):
+    for item in value:
+      yield from _sub_jaxprs(item)
+
+
+def _multi_device_eqns(eqn):
+  """``eqn`` and the equations nested in its sub-jaxprs that are
+  :data:`MULTI_DEVICE_PRIMITIVES`."""
+  if eqn.primitive.name in MULTI_DEVICE_PRIMITIVES:
+    yield eqn
+    return
+  for value in eqn.params.values():
+    for jaxpr in _sub_jaxprs(value):
+      for inner in jaxpr.eqns:
+        yield from _multi_device_eqns(inner)
+
+
+def _mesh_devices(eqn) -> tuple[list | None, int]:
+  """``(devices or None where only abstract, size)`` of a multi-device
+  equation's mesh."""
+  if eqn.primitive.name == "xla_pmap":
+    size = int(eqn.params.get("global_axis_size",
+                              eqn.params.get("axis_size", 1)))
+    devices = eqn.params.get("devices")
+    return (list(devices) if devices else jax.devices()[:size]), size
+  mesh = eqn.params.get("mesh")
+  size = int(getattr(mesh, "size", 1))
+  if isinstance(mesh, jax.sharding.Mesh):
+    return list(np.asarray(mesh.devices).flat), size
+  return None, size
+
+
+def check_multi_device_ops(program: Program, placement: np.ndarray,
+                           devices: Sequence[jax.Device]) -> None:
+  """Raises ExecutionError for a ``shard_map`` or ``pmap`` that the
+  placement cannot run: one over several devices (a placement pins each op
+  to one device), or one whose single mesh device is not the device its
+  node is placed on. A one-device ``shard_map`` placed on its own device
+  runs, as under ``jax.jit``."""
+  for node, record in enumerate(program.nodes):
+    if record.eqn is None:
+      continue
+    for eqn in _multi_device_eqns(record.eqn):
+      mesh_devices, size = _mesh_devices(eqn)
+      name = str(program.graph.names[node])
+      target = devices[int(placement[node])]
+      kind = ("jax.pmap / shard_map" if eqn.primitive.name == "shard_map"
+              else "jax.pmap")
+      is_a = "is a" if eqn is record.eqn else "holds a"
+      if size > 1:
+        raise ExecutionError(
+            f"Node {node} ({name!r}) {is_a} {kind} over {size} devices, and a "
+            "placement runs each op on one device, so gplace cannot place "
+            "it. Place the function without it (call the pmap / shard_map "
+            "outside the placed function, on its results or before it), "
+            "or write that part without pmap / shard_map and let the "
+            "placement spread it.")
+      if mesh_devices is not None and list(mesh_devices) != [target]:
+        home = [i for i, d in enumerate(devices) if d in mesh_devices]
+        where = (f"place node {node} on device {home[0]} (its mesh's "
+                 "device)" if home else
+                 f"give gplace.place the mesh's device {mesh_devices[0]}")
+        raise ExecutionError(
+            f"Node {node} ({name!r}) {is_a} {kind} over the mesh of device "
+            f"{mesh_devices[0]}, but the placement puts it on {target}. "
+            f"Either {where}, or call the {kind} outside the placed "
+            "function.")
 
 
 # -- the placed function -----------------------------------------------------
@@ -107,6 +191,7 @@ class PlacedFunction:
     program = weak_types.resolve_program(self.fn, self.graph, args, kwargs,
                                          cache.traced_program,
                                          self._leaf_name)
+    check_multi_device_ops(program, self.placement, self.devices)
     self.program = program
     schedule, order = partitioning.dispatch_order(
         self.graph, self.placement, self._schedule, self.devices,
@@ -163,9 +248,10 @@ class PlacedFunction:
     program = self.program
     if in_tree != program.in_tree:
       raise ExecutionError(
-          f"The arguments' pytree structure differs from the one the program "
-          f"was traced with.\n  got:      {in_tree}\n  expected: "
-          f"{program.in_tree}")
+          "The arguments' pytree structure differs from the one the program "
+          f"was traced with: {tree_difference(program.in_tree, in_tree)}. "
+          "Call it with arguments of that structure (the placement names "
+          "the captured nodes), or capture and place again for these.")
     changed = inputs.check_leaves(leaves, program.in_avals, self._leaf_name)
     if changed not in self._weak_ok:
       weak_types.check_call_weak_types(program, self.fn, args, kwargs,
@@ -299,7 +385,9 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
       or (when building) ``graph`` was not captured from ``fn`` with
       arguments of these shapes and dtypes (or of these weak types, where
       they change the computation; see
-      :mod:`gplace.execution.weak_types`).
+      :mod:`gplace.execution.weak_types`), or ``fn`` holds a ``jax.pmap`` /
+      ``shard_map`` over several devices, or over one device other than its
+      node's (:func:`check_multi_device_ops`).
   """
   if _is_scheduled_placement(graph):
     if placement is not None or schedule is not None:

@@ -17,7 +17,8 @@ import numpy as np
 from gplace.errors import CaptureError, ExecutionError
 from gplace.execution.inputs import is_extended, leaf_aval
 from gplace.execution.partition import param_key
-from gplace.graphs.capture import Program, Ref
+from gplace.graphs.capture import (Program, Ref, argument_names,
+                                   name_difference)
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP
 
 #: With at most this many candidate leaves every combination of weak flags
@@ -220,7 +221,15 @@ def resolve_program(fn: Callable, graph: Graph, args: tuple, kwargs: dict,
       change the computation (the message names the arguments and how to
       capture consistently).
   """
-  program = trace(fn, args, kwargs)
+  try:
+    program = trace(fn, args, kwargs)
+  except CaptureError as err:
+    # A key fewer in a params dict fails inside fn: say which.
+    _, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+    difference = _input_difference(graph, argument_names(in_tree))
+    if difference:
+      raise _other_arguments_error(fn, difference) from err
+    raise
   if matches_graph(program, graph):
     check_shapes(program, graph)
     return program
@@ -244,12 +253,39 @@ def resolve_program(fn: Callable, graph: Graph, args: tuple, kwargs: dict,
     raise weak_type_error([name_of(i) for i in flips],
                           [candidate.in_avals[i] for i in flips],
                           [avals[i] for i in flips])
+  difference = _input_difference(graph, [
+      str(program.graph.names[node])
+      for node, record in enumerate(program.nodes)
+      if record.kind == NODE_INPUT and record.source[0] == "arg"])
+  if difference:
+    raise _other_arguments_error(fn, difference)
   raise ExecutionError(
       f"The graph was captured from a different function/arguments: tracing "
       f"{getattr(fn, '__name__', 'fn')!r} with these arguments gives "
       f"{program.graph.n_nodes} nodes, the graph has {graph.n_nodes} (or "
       "their op types differ). Capture the graph from the same function and "
       "argument shapes and dtypes you place.")
+
+
+def _input_difference(graph: Graph, arguments: Sequence[str]) -> str:
+  """The argument leaves (by input-node name, ``arg0/params/w``) that
+  ``arguments`` has and ``graph`` lacks, and the other way round ("" if
+  none): the arguments' pytree changed, e.g. a key more in a params dict.
+  Captured constants are left out: they differ when the function does."""
+  captured = [str(name) for name, kind in zip(graph.names, graph.kind)
+              if kind == NODE_INPUT]
+  is_const = lambda name: name == "const" or name.endswith("/const")
+  return name_difference([n for n in captured if not is_const(n)],
+                         list(arguments), "inputs")
+
+
+def _other_arguments_error(fn: Callable, difference: str) -> ExecutionError:
+  return ExecutionError(
+      f"These arguments are not the ones the graph was captured with: "
+      f"{difference} (input nodes by argument path). Call "
+      f"{getattr(fn, '__name__', 'fn')!r} with arguments of the captured "
+      "structure, or capture and place again for these "
+      "(gplace.capture(fn, *args)).")
 
 
 def check_call_weak_types(program: Program, fn: Callable, args: tuple,

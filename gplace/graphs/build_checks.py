@@ -119,9 +119,15 @@ def merge_edges(n_nodes: int, src, dst, nbytes):
       unique % max(n_nodes, 1)).astype(np.int32), merged
 
 
-def stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
+def stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray,
+                             names=None):
   """Kahn's algorithm that always takes the smallest ready id (so a graph
-  already in topological order keeps its numbering)."""
+  already in topological order keeps its numbering).
+
+  Raises:
+    GraphError: the edges contain a cycle; the message names the nodes of
+      a shortest one (by ``names``, else by id).
+  """
   import heapq  # pylint: disable=g-import-not-at-top
   if src.size and np.all(src < dst):
     return np.arange(n)
@@ -141,5 +147,78 @@ def stable_topological_order(n: int, src: np.ndarray, dst: np.ndarray):
       if indegree[nxt] == 0:
         heapq.heappush(ready, int(nxt))
   if len(order) != n:
-    raise GraphError("The edges contain a cycle; an op graph must be acyclic.")
+    cycle = shortest_cycle(n, src, dst, np.flatnonzero(indegree > 0))
+    if not cycle:  # unreachable: Kahn's leftovers always hold a cycle
+      raise GraphError("The edges contain a cycle; an op graph must be "
+                       "acyclic.")
+    label = ((lambda i: repr(str(names[i]))) if names is not None
+             else (lambda i: f"node {i}"))
+    shown = [label(i) for i in cycle[:MAX_CYCLE_SHOWN]]
+    more = (f" -> ... ({len(cycle)} nodes in all)"
+            if len(cycle) > MAX_CYCLE_SHOWN else "")
+    raise GraphError(
+        f"The edges contain a cycle: {' -> '.join(shown)}{more} -> "
+        f"{shown[0]}; an op graph must be acyclic: drop or reverse one of "
+        "these edges.")
   return np.asarray(order, np.int64)
+
+
+#: A cycle error names at most this many of the cycle's nodes.
+MAX_CYCLE_SHOWN = 10
+#: Breadth-first searches a cycle error runs at most (one per start node).
+_MAX_CYCLE_STARTS = 256
+
+
+def shortest_cycle(n: int, src: np.ndarray, dst: np.ndarray,
+                   candidates: np.ndarray) -> list[int]:
+  """Node ids of a shortest directed cycle through one of ``candidates``
+  (nodes Kahn's algorithm left, which include every cycle), in edge order.
+
+  Nodes that cannot be on a cycle (no predecessor or no successor among
+  the candidates) are peeled off first; a breadth-first search from each
+  of (at most 256 of) the rest finds the shortest way back to it.
+  """
+  alive = np.zeros(n, bool)
+  alive[candidates] = True
+  src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+  while True:
+    inside = alive[src] & alive[dst]
+    has_in = np.bincount(dst[inside], minlength=n) > 0
+    has_out = np.bincount(src[inside], minlength=n) > 0
+    keep = alive & has_in & has_out
+    if np.array_equal(keep, alive):
+      break
+    alive = keep
+  inside = alive[src] & alive[dst]
+  successors: dict[int, list[int]] = {}
+  for a, b in zip(src[inside].tolist(), dst[inside].tolist()):
+    successors.setdefault(a, []).append(b)
+  best: list[int] = []
+  for start in np.flatnonzero(alive)[:_MAX_CYCLE_STARTS].tolist():
+    parent = {start: -1}
+    frontier = [start]
+    found = None
+    while frontier and found is None:
+      following = []
+      for node in frontier:
+        for nxt in successors.get(node, ()):
+          if nxt == start:
+            found = node
+            break
+          if nxt not in parent:
+            parent[nxt] = node
+            following.append(nxt)
+        if found is not None:
+          break
+      frontier = following
+    if found is None:
+      continue
+    path = [found]
+    while path[-1] != start:
+      path.append(parent[path[-1]])
+    path.reverse()
+    if not best or len(path) < len(best):
+      best = path
+      if len(best) == 2:
+        break
+  return best

@@ -10,6 +10,7 @@ calls are inlined, ``scan`` / ``while`` / ``cond`` stay single nodes.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -74,8 +75,24 @@ def eval_node(record: NodeRecord, values: Sequence[Any]) -> list[Any]:
   calling this inside a traced function).
   """
   eqn = record.eqn
-  out = eqn.primitive.bind(*values, **eqn.params)
+  subfuns, params = _bind_params(eqn)
+  out = eqn.primitive.bind(*subfuns, *values, **params)
   return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def _bind_params(eqn) -> tuple[tuple, dict]:
+  """``(subfuns, params)`` to bind ``eqn`` 's primitive with, as
+  ``jax.core.eval_jaxpr`` does: a ``shard_map`` (what ``jax.pmap`` traces
+  to) binds its body as a function, not the jaxpr it records. JAX returns
+  the params alone (0.5 on) or ``(subfuns, params)`` (before)."""
+  get = getattr(eqn.primitive, "get_bind_params", None)
+  if get is None:
+    return (), eqn.params
+  bound = get(eqn.params)
+  if isinstance(bound, tuple) and len(bound) == 2 and isinstance(bound[1],
+                                                                 dict):
+    return tuple(bound[0]), bound[1]
+  return (), bound
 
 
 # -- naming ---------------------------------------------------------------------
@@ -256,6 +273,83 @@ def _argument_name(path) -> str:
   return f"{head}/{tail}" if tail else head
 
 
+#: A tree difference names at most this many leaves of each kind.
+_MAX_NAMED_LEAVES = 5
+
+
+def _listed(names: Sequence[str]) -> str:
+  shown = ", ".join(names[:_MAX_NAMED_LEAVES])
+  more = len(names) - _MAX_NAMED_LEAVES
+  return shown + (f" and {more} more" if more > 0 else "")
+
+
+def name_difference(expected: Sequence[str], got: Sequence[str],
+                    what: str = "argument leaves") -> str:
+  """``"extra argument leaves: arg0/b; missing: arg1"``: the names in
+  ``got`` and not in ``expected`` and the other way round (at most five
+  of each), or "" when both hold the same names."""
+  expected_set, got_set = set(expected), set(got)
+  extra = [n for n in got if n not in expected_set]
+  missing = [n for n in expected if n not in got_set]
+  parts = []
+  if extra:
+    parts.append(f"extra {what}: {_listed(extra)}")
+  if missing:
+    parts.append(f"missing {what}: {_listed(missing)}")
+  return "; ".join(parts)
+
+
+def argument_names(in_tree) -> list[str]:
+  """Names of the leaves of an ``(args, kwargs)`` tree structure, as
+  capture names its input nodes (``arg0/params/w``, ``batch/x``)."""
+  try:
+    rebuilt = jax.tree_util.tree_unflatten(in_tree, [0] * in_tree.num_leaves)
+    paths = [path for path, _ in
+             jax.tree_util.tree_flatten_with_path(rebuilt)[0]]
+    return [_argument_name(path) for path in paths]
+  except Exception:  # pylint: disable=broad-except
+    return []  # a custom node that will not hold placeholders
+
+
+def tree_difference(expected, got) -> str:
+  """What differs between two ``(args, kwargs)`` tree structures, in one
+  line: the extra and missing leaves by name, or, when the leaves are the
+  same, that their containers differ (a tuple for a list, another dict
+  type), with both structures shortened."""
+  difference = name_difference(argument_names(expected), argument_names(got))
+  if difference:
+    return difference
+  shorten = lambda tree: (str(tree) if len(str(tree)) <= 160
+                          else str(tree)[:157] + "...")
+  return (f"the same leaves in other containers: got {shorten(got)}, "
+          f"captured {shorten(expected)}")
+
+
+def _static_arguments(fn: Callable, args: tuple, kwargs: dict
+                      ) -> list[tuple[str, str]]:
+  """The static arguments of a ``jax.jit(..., static_argnums=...,
+  static_argnames=...)`` function among ``args`` / ``kwargs``, each as
+  ``("argument 1 (n=3)", "n=3")``; [] for any other function."""
+  info = getattr(fn, "_jit_info", None)  # what jax.jit records (private)
+  if info is None:
+    return []
+  try:
+    parameters = list(inspect.signature(fn).parameters)
+  except (TypeError, ValueError):
+    parameters = []
+  found = []
+  for i in sorted({i % len(args) for i in getattr(info, "static_argnums", ())
+                   or () if -len(args) <= i < len(args)}):
+    bind = (f"{parameters[i]}={args[i]!r}" if i < len(parameters)
+            else f"<name of argument {i}>={args[i]!r}")
+    found.append((f"argument {i} ({bind})", bind))
+  for key in getattr(info, "static_argnames", ()) or ():
+    if key in kwargs:
+      found.append((f"keyword argument {key}={kwargs[key]!r}",
+                    f"{key}={kwargs[key]!r}"))
+  return found
+
+
 def trace_program(fn: Callable, *args, name: str | None = None,
                   **kwargs) -> Program:
   """Traces ``fn(*args, **kwargs)`` and flattens it into a :class:`Program`.
@@ -271,8 +365,14 @@ def trace_program(fn: Callable, *args, name: str | None = None,
   """
   if not callable(fn):
     raise CaptureError(f"capture needs a function, got {type(fn).__name__}.")
-  leaves_with_path, in_tree = jax.tree_util.tree_flatten_with_path(
-      (args, kwargs))
+  try:
+    leaves_with_path, in_tree = jax.tree_util.tree_flatten_with_path(
+        (args, kwargs))
+  except Exception as err:  # pylint: disable=broad-except
+    raise CaptureError(
+        f"The arguments are not a pytree JAX can flatten ({first_line(err)}"
+        "); e.g. a dict's keys must be mutually sortable (all strings, or "
+        "all ints).") from err
   leaves = []
   for path, leaf in leaves_with_path:
     if isinstance(leaf, (str, bytes)) or leaf is None or not (
@@ -291,6 +391,17 @@ def trace_program(fn: Callable, *args, name: str | None = None,
   try:
     closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
   except Exception as err:  # pylint: disable=broad-except
+    static = _static_arguments(fn, args, kwargs)
+    if static:
+      fn_name = getattr(fn, "__name__", "fn")
+      binds = ", ".join(bind for _, bind in static)
+      raise CaptureError(
+          f"Could not trace {fn_name!r}: it is jax.jit-wrapped with static "
+          f"arguments ({', '.join(label for label, _ in static)}), and "
+          "gplace traces every argument it is given as an array. Bind the "
+          "static arguments by keyword and pass only the array ones, e.g. "
+          f"gplace.capture(functools.partial({fn_name}, {binds}), ...), and "
+          "place and call that same partial.") from err
     raise CaptureError(
         f"Could not trace {getattr(fn, '__name__', fn)!r} with the given "
         f"arguments: {first_line(err)}. The function must be jittable "
@@ -362,8 +473,10 @@ def evaluate(program: Program, *args, **kwargs):
   """
   leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
   if in_tree != program.in_tree:
-    raise CaptureError("The arguments' pytree structure differs from the one "
-                       "the program was captured with.")
+    raise CaptureError(
+        "The arguments' pytree structure differs from the one the program "
+        f"was captured with: {tree_difference(program.in_tree, in_tree)}. "
+        "Call it with arguments of the captured structure.")
   values: dict[int, Any] = {}
   read = lambda ref: values[ref.var] if ref.var >= 0 else ref.literal
   outputs = []

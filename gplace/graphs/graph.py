@@ -231,7 +231,8 @@ class Graph:
             f"in {field}; give every per-node argument one entry per node.")
     edges = edge_array(edges, n)
     edges = edges[edges[:, 0] != edges[:, 1]]
-    order = stable_topological_order(n, edges[:, 0], edges[:, 1])
+    order = stable_topological_order(n, edges[:, 0], edges[:, 1],
+                                     names=names)
     new_id = np.empty(n, np.int64)
     new_id[order] = np.arange(n)
     src, dst = new_id[edges[:, 0]], new_id[edges[:, 1]]

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from gplace.errors import PolicyError
+from gplace.errors import PolicyError, is_int
 from gplace.graphs import features
 from gplace.policies import layers
 from gplace.policies.base import module_fields, register_policy
@@ -106,9 +106,12 @@ class GOEncoder(nn.Module):
   def __post_init__(self):
     for name in ("hidden_size", "num_heads", "num_sage_layers",
                  "op_embedding_size"):
-      if getattr(self, name) < 1:
-        raise PolicyError(f"{name}={getattr(self, name)} must be a positive "
-                          "integer.")
+      if not is_int(getattr(self, name)) or getattr(self, name) < 1:
+        raise PolicyError(f"{name}={getattr(self, name)!r} must be a "
+                          "positive integer.")
+    if not is_int(self.segment_length):
+      raise PolicyError(f"segment_length={self.segment_length!r} must be a "
+                        "positive integer.")
     if self.hidden_size % self.num_heads:
       raise PolicyError(f"hidden_size={self.hidden_size} must be divisible by "
                         f"num_heads={self.num_heads}.")

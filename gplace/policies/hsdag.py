@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from gplace.errors import PolicyError
+from gplace.errors import PolicyError, is_int
 from gplace.graphs import features
 from gplace.policies import layers
 from gplace.policies.base import module_fields, register_policy
@@ -242,7 +242,7 @@ class HSDAGPolicy(nn.Module):
         ("num_gcn_layers", 0), ("num_pool_gcn_layers", 0),
         ("head_hidden_size", 0), ("num_position_frequencies", 0)):
       value = getattr(self, name)
-      if not isinstance(value, int) or value < minimum:
+      if not is_int(value) or value < minimum:
         example = defaults[name] if isinstance(defaults[name], int) else 2
         raise PolicyError(f"HSDAG {name}={value!r} must be an integer >= "
                           f"{minimum}; e.g. {name}={example}.")

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from gplace.errors import PolicyError
+from gplace.errors import PolicyError, is_int
 from gplace.policies.base import (ActionScores, module_fields,
                                   register_policy, reject_unknown)
 from gplace.policies.layers import NEG_INF, device_rows
@@ -259,10 +259,10 @@ class PlacetoPolicy(nn.Module):
 
   def __post_init__(self):
     for name in ("num_devices", "hidden_size", "max_nodes"):
-      if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+      if not is_int(getattr(self, name)) or getattr(self, name) < 1:
         raise PolicyError(f"Placeto {name}={getattr(self, name)!r} must be a "
                           "positive integer.")
-    if (not isinstance(self.message_passing_steps, int)
+    if (not is_int(self.message_passing_steps)
         or self.message_passing_steps < 0):
       raise PolicyError(
           f"Placeto message_passing_steps={self.message_passing_steps!r} "

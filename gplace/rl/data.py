@@ -134,6 +134,9 @@ def check_experiment(experiment: Experiment) -> None:
                       "'rnnlm2', or 'random_dag:1000'.")
   executor = experiment.settings.rl.reward == "executor"
   for name in experiment.workloads:
+    problem = workloads_lib.resolve.random_dag_problem(name)
+    if problem:
+      raise ConfigError(f"config.workload: {problem}")
     match = workloads_lib.RANDOM_DAG.match(name)
     if match and int(match.group(1)) < 2:
       raise ConfigError(f"config.workload={name!r}: a random_dag needs at "

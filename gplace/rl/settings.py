@@ -310,6 +310,11 @@ class PolicySettings:
         self.name not in policies.policy_names()):
       raise ConfigError(f"Unknown policy.name {self.name!r}; choose from "
                         f"{', '.join(policies.policy_names())}.")
+    if not isinstance(self.hparams, Mapping):
+      raise ConfigError(
+          f"policy hparams must be a mapping of hyperparameter names to "
+          f"values, got {type(self.hparams).__name__} {self.hparams!r}; "
+          "e.g. hparams={'hidden_size': 64}.")
     object.__setattr__(self, "hparams", dict(self.hparams))
     for key, value in self.hparams.items():
       if is_int(value) and value < 0:

@@ -233,7 +233,10 @@ def initial_placements(graph: Graph, topology: Topology, costs=None,
   """
   costs = prepare(graph, topology, costs).costs
   if init is not None:
-    batched = np.ndim(init) == 2
+    try:
+      batched = np.ndim(init) == 2
+    except ValueError:  # ragged nested lists: check_placements says so
+      batched = False
     try:
       placements = check_placements(init, graph, topology.n_devices,
                                     device_names=topology.device_names,

@@ -42,7 +42,8 @@ def digest(array: Optional[np.ndarray]) -> Optional[bytes]:
   array = np.ascontiguousarray(array)
   h = hashlib.blake2b(f"{array.dtype.str}{array.shape}".encode(),
                       digest_size=16)
-  h.update(memoryview(array).cast("B"))
+  if array.size:  # memoryview cannot cast an empty array; shape is hashed
+    h.update(memoryview(array).cast("B"))
   return h.digest()
 
 

@@ -9,6 +9,7 @@ coarsened graph and reports ``gplace.lower_bound`` (``coarsened=True``).
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from typing import NamedTuple
 
@@ -81,9 +82,10 @@ def check_arguments(graph, topology, time_limit_s, num_workers, *,
   if not isinstance(topology, Topology):
     raise TopologyError(f"topology must be a gplace.Topology, got "
                         f"{type(topology).__name__}.")
-  try:
-    limit = float(time_limit_s)
-  except (TypeError, ValueError):
+  try:  # a number, not a string ("60") or a bool
+    limit = (float(time_limit_s) if isinstance(time_limit_s, numbers.Real)
+             and not isinstance(time_limit_s, bool) else float("nan"))
+  except (TypeError, ValueError, OverflowError):
     limit = float("nan")
   if not limit > 0 or not math.isfinite(limit):
     raise SearchError(

@@ -10,19 +10,18 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from gplace.errors import WorkloadError
+from gplace.errors import WorkloadError, check_seed, first_line
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, random_dag
 from gplace.workloads import resolve
 from gplace.workloads import registry
 
 #: ``random_dag:N[:seed]``: a random DAG of ``N`` nodes (tests, benchmarks).
-RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
+RANDOM_DAG = resolve.RANDOM_DAG
 
 
 class Workload(NamedTuple):
@@ -87,12 +86,16 @@ def load(name: str, size: str = "tiny", step: str = "train", *,
   if not isinstance(name, str) or not name.strip():
     raise WorkloadError(f"A workload name must be a non-empty string, got "
                         f"{name!r}; e.g. 'rnnlm2' or 'random_dag:100'.")
+  problem = resolve.random_dag_problem(name)
+  if problem:
+    raise WorkloadError(problem)
+  check_seed(seed, "gplace.workloads.load", WorkloadError)
+  if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+    raise WorkloadError(f"gplace.workloads.load: cache_dir must be a folder "
+                        f"path or None, got {type(cache_dir).__name__}.")
   match = RANDOM_DAG.match(name)
   if match:
     n_nodes = int(match.group(1))
-    if n_nodes < 2:
-      raise WorkloadError(f"{name!r}: a random_dag needs at least 2 nodes; "
-                          "use e.g. 'random_dag:100'.")
     graph_seed = int(match.group(2) or seed)
     return Workload(name, random_dag(n_nodes, seed=graph_seed, name=name))
   if resolve.is_reference(name):
@@ -106,6 +109,12 @@ def load(name: str, size: str = "tiny", step: str = "train", *,
   fn, args = registry.get(name, size, step, abstract=not runnable, seed=seed)
   graph = capture(fn, *args).replace(name=name)
   if path:
-    os.makedirs(cache_dir, exist_ok=True)
+    try:
+      os.makedirs(cache_dir, exist_ok=True)
+    except OSError as err:
+      raise WorkloadError(
+          f"gplace.workloads.load: cannot make the graph cache folder "
+          f"{cache_dir!r} ({first_line(err)}); pass a writable folder as "
+          "cache_dir, or cache_dir=None to capture every time.") from err
     graph.save(path)
   return Workload(name, graph, fn, args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from gplace.errors import WorkloadError
+from gplace.errors import WorkloadError, check_seed
 from gplace.workloads import amoebanet, attention, cnn, rnn, wavenet
 from gplace.workloads.common import SIZES, STEPS, WorkloadSpec, make_step
 
@@ -35,8 +35,13 @@ def names() -> tuple[str, ...]:
 def spec(name: str, size: str = "tiny") -> WorkloadSpec:
   """The :class:`WorkloadSpec` of a workload (model, batch shapes, loss)."""
   if not isinstance(name, str) or name not in _REGISTRY:
+    hint = (" (random DAGs, graph files and module:function names: "
+            "gplace.workloads.load)" if isinstance(name, str) and (
+                name.startswith("random_dag") or ":" in name
+                or name.endswith((".npz", ".json"))) else "")
     raise WorkloadError(
-        f"Unknown workload {name!r}; choose one of: {', '.join(names())}.")
+        f"Unknown workload {name!r}; choose one of: {', '.join(names())}"
+        f"{hint}.")
   if not isinstance(size, str) or size not in SIZES:
     raise WorkloadError(
         f"Unknown size {size!r} for workload {name!r}; choose one of: "
@@ -65,6 +70,7 @@ def get(name: str, size: str = "tiny", step: str = "train", *,
     WorkloadError: for an unknown name, size or step.
   """
   workload = spec(name, size)
+  check_seed(seed, "gplace.workloads.get", WorkloadError)
   if not isinstance(step, str) or step not in STEPS:
     raise WorkloadError(
         f"Unknown step {step!r} for workload {name!r}; choose one of: "

@@ -24,6 +24,27 @@ from gplace.sim import graph_files
 FUNCTION_REFERENCE = re.compile(
     r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_]\w*)$")
 
+#: ``random_dag:N[:seed]``: a random DAG of ``N`` nodes (tests, benchmarks).
+RANDOM_DAG = re.compile(r"^random_dag:(\d+)(?::(\d+))?$")
+RANDOM_DAG_FORM = ("random_dag:N[:seed] with N >= 2 nodes and an optional "
+                   "integer seed, e.g. 'random_dag:100' or 'random_dag:100:3'")
+
+
+def random_dag_problem(name: Any) -> Optional[str]:
+  """Why ``name`` is a malformed ``random_dag:N[:seed]`` name (one line
+  that shows the form), or None: a well-formed one, or no random_dag name
+  at all. Anything that starts with ``random_dag`` means one."""
+  if not isinstance(name, str) or not name.strip().startswith("random_dag"):
+    return None
+  match = RANDOM_DAG.match(name)
+  if match is None:
+    return f"{name!r} is not a well-formed random DAG name; write " + (
+        RANDOM_DAG_FORM + ".")
+  if int(match.group(1)) < 2:
+    return f"{name!r}: a random_dag needs at least 2 nodes; write " + (
+        RANDOM_DAG_FORM + ".")
+  return None
+
 
 class Resolved(NamedTuple):
   """A workload that is not in the zoo.
@@ -44,10 +65,12 @@ class Resolved(NamedTuple):
 
 
 def is_reference(name: str) -> bool:
-  """Whether ``name`` is a graph file path or ``module:function``."""
+  """Whether ``name`` is a graph file path or ``module:function`` (a
+  ``random_dag:...`` name never is one, even a malformed one)."""
   return isinstance(name, str) and (
       interchange.is_graph_path(name)
-      or FUNCTION_REFERENCE.match(name) is not None)
+      or (FUNCTION_REFERENCE.match(name) is not None
+          and not name.startswith("random_dag")))
 
 
 def load_reference(name: str) -> Resolved:
@@ -58,6 +81,9 @@ def load_reference(name: str) -> Resolved:
     WorkloadError: not a reference, a module or function that cannot be
       imported, or a function that fails or returns something else.
   """
+  problem = random_dag_problem(name)
+  if problem:
+    raise WorkloadError(problem)
   if not is_reference(name):
     raise WorkloadError(
         f"{name!r} is neither a graph file (.npz, .json) nor "

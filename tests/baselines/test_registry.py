@@ -7,7 +7,7 @@ import pytest
 
 from gplace import baselines
 from gplace import simulate
-from gplace.errors import GplaceError, GraphError, TopologyError
+from gplace.errors import BaselineError, GplaceError, GraphError, TopologyError
 from gplace.graphs.graph import random_dag
 from gplace.sim.topology import preset
 
@@ -116,3 +116,20 @@ def test_get_knows_the_baselines_only():
     assert name not in baselines.names()
     with pytest.raises(GplaceError, match="gplace.placers.get"):
       baselines.get(name)
+
+
+def test_only_takes_one_name_or_a_list_and_checks_them_first():
+  graph = random_dag(20, seed=0)
+  topology = preset("1cpu+2gpu")
+  one = baselines.run_all(graph, topology, only="heft")  # was "Unknown 'h'"
+  assert list(one) == ["heft"]
+  np.testing.assert_array_equal(
+      one["heft"], baselines.run_all(graph, topology, only=["heft"])["heft"])
+  assert baselines.best(graph, topology, only="heft").default.name == "heft"
+  for call in (baselines.run_all, baselines.best):
+    for only, words in ((3, "a list of them"), ([], "empty"),
+                        ({"heft"}, "a list of them"),
+                        (["heft", "nope"], "'nope'")):
+      with pytest.raises(BaselineError) as info:
+        call(graph, topology, only=only)
+      assert words in str(info.value)

@@ -19,6 +19,7 @@ from gplace.errors import (CaptureError, ExecutionError, GplaceError,
                            PlacementError, ScheduleError)
 from gplace.execution import inputs
 from gplace.execution import timing
+from gplace.graphs.capture import evaluate, trace_program
 from gplace.graphs.graph import NODE_OP
 
 MODES = ("cluster", "op")
@@ -222,6 +223,44 @@ def test_a_different_function_is_still_reported():
     placed(x, np.float32(2.0))
 
 
+def _dense(params, x):
+  return jnp.tanh(params["w"] @ x)
+
+
+@pytest.mark.parametrize("built", [False, True])
+@pytest.mark.parametrize("params,kwargs,named", [
+    (dict(w=jnp.ones((4, 4)), b=jnp.ones(4)), {}, "extra {}: arg0/b"),
+    (dict(v=jnp.ones((4, 4))), {}, "extra {}: arg0/v; missing {}: arg0/w"),
+    ([jnp.ones((4, 4))], {}, "extra {}: arg0/0; missing {}: arg0/w"),
+    (dict(w=jnp.ones((4, 4))), dict(x=jnp.ones(4)),
+     "extra {}: x; missing {}: arg1"),
+])
+def test_arguments_of_another_pytree_name_the_extra_and_missing_leaves(
+    built, params, kwargs, named):
+  # It named no key: "captured from a different function/arguments" before
+  # the first call, two PyTreeDef dumps after it.
+  if kwargs and not built:
+    pytest.skip("x by keyword traces to the captured graph: it runs")
+  x = jnp.ones(4)
+  graph = gplace.capture(_dense, dict(w=jnp.ones((4, 4))), x)
+  placed = gplace.place(_dense, graph, alternating(graph), jax.devices()[:2])
+  if built:
+    placed(dict(w=jnp.ones((4, 4))), x)
+  call_args = (params,) if kwargs else (params, x)
+  with pytest.raises(ExecutionError) as info:
+    placed(*call_args, **kwargs)
+  message = str(info.value)
+  what = "argument leaves" if built else "inputs"
+  assert named.format(what, what) in message, message
+  assert "PyTreeDef" not in message and "\n" not in message
+
+
+def test_evaluate_names_the_leaves_of_another_pytree():
+  program = trace_program(_dense, dict(w=jnp.ones((4, 4))), jnp.ones(4))
+  with pytest.raises(CaptureError, match="extra argument leaves: arg0/b"):
+    evaluate(program, dict(w=jnp.ones((4, 4)), b=1.0), jnp.ones(4))
+
+
 @pytest.mark.parametrize("first_call", ["bfloat16", "bigger"])
 def test_other_shapes_or_dtypes_than_captured_are_refused(first_call):
   # The same ops on other shapes or dtypes ran silently: a program the
@@ -370,3 +409,70 @@ def test_one_device_warns_or_refuses(control_flow):
     warnings.simplefilter("error", inputs.SingleDeviceWarning)
     timing.measure_placements(fn, graph, placements, args,
                               devices=jax.devices()[:2], repeats=1, warmup=0)
+
+
+# -- jax.pmap and shard_map inside a placed function ----------------------------
+
+
+def _shard_map_program(n_devices, first=0):
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[first:first + n_devices]),
+                           ("x",))
+  spec = jax.sharding.PartitionSpec("x")
+
+  def fn(x):
+    shard_map = getattr(jax, "shard_map", None)
+    if shard_map is None:  # JAX before 0.6
+      from jax.experimental.shard_map import shard_map  # pylint: disable=g-import-not-at-top
+    doubled = shard_map(lambda a: a * 2.0, mesh=mesh, in_specs=spec,
+                        out_specs=spec)(x)
+    return jnp.sin(doubled) + 1.0
+
+  return fn
+
+
+def _pmap_program(x):
+  return jax.pmap(lambda a: a * 2.0)(x[None])[0] + 1.0
+
+
+def _scanned_shard_map(x):
+  inner = _shard_map_program(1)
+  return jax.lax.scan(lambda c, _: (inner(c), None), x, None, length=2)[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [_shard_map_program(1), _pmap_program,
+                                _scanned_shard_map],
+                         ids=["shard_map", "pmap", "scan_of_shard_map"])
+def test_a_one_device_pmap_or_shard_map_on_its_device_equals_jit(fn, mode):
+  # It captured and optimized, then place failed: "KeyError: 'subfuns'".
+  x = jnp.arange(16.0).reshape(4, 4)
+  graph = gplace.capture(fn, x)
+  on_mesh_device = np.zeros(graph.n_nodes, np.int32)
+  placed = gplace.place(fn, graph, on_mesh_device, jax.devices()[:2],
+                        mode=mode)
+  _assert_equal_to_jit(placed(x), jax.jit(fn)(x))
+  np.testing.assert_allclose(evaluate(trace_program(fn, x), x),
+                             jax.jit(fn)(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn,words", [
+    (_shard_map_program(2), ("over 2 devices", "outside the placed "
+                             "function")),
+    (lambda x: jax.pmap(lambda a: a * 2.0)(x.reshape(2, 2, 4)).reshape(
+        4, 4), ("over 2 devices", "outside the placed function")),
+    (_shard_map_program(1, first=1), ("mesh of device cpu:1",
+                                      "place node 1 on device 1")),
+    (_scanned_shard_map, ("holds a", "mesh of device cpu:0",
+                          "on device 0")),
+])
+def test_a_pmap_or_shard_map_a_placement_cannot_run_is_explained(fn, words):
+  x = jnp.ones((4, 4))
+  graph = gplace.capture(fn, x)
+  placed = gplace.place(fn, graph, np.full(graph.n_nodes, 0 if "cpu:1" in
+                                           words[0] else 1, np.int32),
+                        jax.devices()[:2])
+  with pytest.raises(ExecutionError) as info:
+    placed(x)
+  for word in words:
+    assert word in str(info.value), str(info.value)
+  assert "subfuns" not in str(info.value)

@@ -1,5 +1,6 @@
 """Tests of gplace.capture: structure, inlining, costs, names and errors."""
 
+import functools
 import warnings
 
 import flax.linen as nn
@@ -134,6 +135,12 @@ def test_untraceable_function_raises_capture_error():
     gplace.capture(python_branch, jnp.ones(3))
 
 
+def test_arguments_jax_cannot_flatten_raise_capture_error():
+  # Dict keys that do not sort: JAX's ValueError before.
+  with pytest.raises(CaptureError, match="mutually sortable"):
+    gplace.capture(lambda d: d, {1: jnp.ones(2), "a": jnp.ones(2)})
+
+
 def test_mismatched_arguments_raise_capture_error():
   with pytest.raises(CaptureError, match="Could not trace"):
     gplace.capture(lambda a, b: a @ b, jnp.ones((2, 3)), jnp.ones((4, 5)))
@@ -141,6 +148,34 @@ def test_mismatched_arguments_raise_capture_error():
     gplace.capture(lambda a: a, "not an array")
   with pytest.raises(CaptureError, match="function"):
     gplace.capture(42, jnp.ones(3))
+
+
+def _scale(x, n):
+  return jnp.sin(x) * n
+
+
+@pytest.mark.parametrize("jit_keywords,args,kwargs,named", [
+    (dict(static_argnums=1), (jnp.ones(3), 3), {}, "argument 1 (n=3)"),
+    (dict(static_argnames="n"), (jnp.ones(3),), {"n": 3},
+     "keyword argument n=3"),
+    (dict(static_argnums=1), (jnp.ones(3),), {"n": 3},
+     "keyword argument n=3"),
+])
+def test_static_arguments_of_a_jitted_function_say_how_to_bind_them(
+    jit_keywords, args, kwargs, named):
+  # It said "the function must be jittable" of a jitted function.
+  fn = jax.jit(_scale, **jit_keywords)
+  with pytest.raises(CaptureError) as info:
+    gplace.capture(fn, *args, **kwargs)
+  message = str(info.value)
+  assert "static arguments" in message and named in message
+  assert "functools.partial(_scale, n=3)" in message
+  assert "must be jittable" not in message
+  # The fix it names captures, places and runs as jax.jit does.
+  bound = functools.partial(fn, n=3)
+  graph = gplace.capture(bound, jnp.ones(3))
+  placed = gplace.place(bound, graph, np.zeros(graph.n_nodes, np.int32))
+  np.testing.assert_allclose(placed(jnp.ones(3)), fn(jnp.ones(3), n=3))
 
 
 @pytest.mark.parametrize("name", [np.array(["a", "b"]), 0])

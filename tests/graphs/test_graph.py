@@ -33,6 +33,27 @@ def test_cycle_is_rejected():
     _tiny([(0, 1, 1), (1, 2, 1), (2, 1, 1), (2, 3, 1)])
 
 
+def test_cycle_error_names_the_nodes_of_a_shortest_cycle():
+  # a -> b -> y -> a is a cycle, and so is the shorter b -> y -> b.
+  with pytest.raises(GraphError) as info:
+    _tiny([(0, 1, 1), (1, 2, 1), (2, 3, 1), (3, 1, 1), (3, 2, 1)])
+  assert "'b' -> 'y' -> 'b'" in str(info.value)
+  assert "'x'" not in str(info.value)  # upstream of the cycle, not on it
+
+
+def test_a_long_cycle_error_names_ten_nodes_and_the_length():
+  n = 30
+  with pytest.raises(GraphError) as info:
+    Graph.build(names=[f"op{i}" for i in range(n)], op_type=["add"] * n,
+                kind=[NODE_OP] * n, out_shapes=[(2,)] * n,
+                out_dtype=["float32"] * n, out_bytes=[8] * n,
+                flops=[1.0] * n, bytes_accessed=[8.0] * n,
+                edges=[(i, (i + 1) % n, 8) for i in range(n)])
+  message = str(info.value)
+  assert "(30 nodes in all)" in message and message.count("'op") == 11
+  assert len(message.splitlines()) == 1
+
+
 def test_backward_edge_in_raw_constructor_is_rejected():
   g = _tiny([(0, 1, 24), (1, 2, 24), (2, 3, 24)])
   with pytest.raises(GraphError, match="topological"):

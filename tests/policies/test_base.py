@@ -29,10 +29,14 @@ def test_a_bad_device_count_is_a_policy_error(num_devices):
     policies.create_policy("go", num_devices)
 
 
-def test_a_hyperparameter_of_the_wrong_type_is_a_policy_error():
-  with pytest.raises(PolicyError, match="'go' policy rejects these "
-                     "hyperparameters.*TypeError"):
-    policies.create_policy("go", 3, hidden_size="64")  # TypeError before
+@pytest.mark.parametrize("family", ["go", "placeto", "hsdag", "doppler"])
+@pytest.mark.parametrize("value", ["64", True, 1.5])
+def test_a_hyperparameter_of_the_wrong_type_is_a_policy_error(family, value):
+  # "64" was a TypeError, then "the 'go' policy rejects these
+  # hyperparameters"; True was taken for 1 ("must be divisible by
+  # num_heads", or accepted by placeto, hsdag and doppler).
+  with pytest.raises(PolicyError, match=f"hidden_size={value!r} must be"):
+    policies.create_policy(family, 3, hidden_size=value)
 
 
 def test_a_registered_family_is_built_by_name(monkeypatch):

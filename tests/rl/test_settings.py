@@ -256,6 +256,10 @@ def test_replace_takes_sections_as_dicts():
 
 @pytest.mark.parametrize("field,value,message", [
     ("workload", "random_dag:1", "at least 2 nodes"),
+    # Was "cannot import module 'random_dag'" (taken for module:function).
+    ("workload", "random_dag:abc", r"not a well-formed random DAG name.*"
+                                   r"random_dag:N\[:seed\]"),
+    ("workload", "random_dag:10:x", "not a well-formed random DAG name"),
     ("baselines", "m_etf,no_such", "Unknown baseline 'no_such'"),
     # Passed, then the run failed on baseline '' after writing config.json.
     ("baselines", "", "names no baseline"),
@@ -313,3 +317,10 @@ def test_unknown_overrides_name_the_closest_fields(path, expected):
   assert expected in str(info.value)
   assert "\n" not in str(info.value)
   check_override(tiny_config(), "rl.num_samples")
+
+
+@pytest.mark.parametrize("hparams", ["big", 3, [("hidden_size", 8)]])
+def test_policy_hparams_must_be_a_mapping(hparams):
+  # "big" was dict()'s ValueError, 3 its TypeError.
+  with pytest.raises(ConfigError, match="hparams must be a mapping"):
+    PolicySettings("go", hparams)

@@ -189,6 +189,7 @@ def test_placers_return_valid_placements():
     (dict(init=np.full(30, 0.5)), "init"),
     (dict(init=np.zeros((0, 30), np.int32)), "init"),
     (dict(init=np.zeros((2, 29), np.int32)), "init"),
+    (dict(init=[[0] * 30, [0] * 29]), "init"),  # numpy's ValueError before
     (dict(groups=np.zeros(5, np.int32)), "groups"),
     (dict(groups="colocation", move_size=30), "move_size"),
     (dict(seed=-1), "seed"),              # numpy's ValueError before

@@ -432,6 +432,8 @@ def test_empty_graph():
     (dict(time_limit_s=float("nan")), SearchError, "time_limit_s"),
     (dict(time_limit_s=float("inf")), SearchError, "time_limit_s"),
     (dict(time_limit_s="soon"), SearchError, "time_limit_s"),
+    (dict(time_limit_s="5"), SearchError, "time_limit_s"),  # ran 5 s before
+    (dict(time_limit_s=True), SearchError, "time_limit_s"),  # ran 1 s before
     (dict(num_workers=0), SearchError, "num_workers"),
     (dict(num_workers=1.5), SearchError, "num_workers"),
     (dict(num_workers=True), SearchError, "num_workers"),
