@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 import math
 import numbers
-from typing import NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from gplace.errors import ConfigError, is_int
 
@@ -156,3 +156,17 @@ class Section:
 
   def __post_init__(self):
     check_fields(self)
+
+
+def flatten(tree: Mapping, prefix: str = "",
+            separator: str = ".") -> dict[str, Any]:
+  """``{"rl.num_samples": 16, ...}``: the leaves of nested mappings, kept as
+  they are, each under its keys joined by ``separator``."""
+  out = {}
+  for key, value in tree.items():
+    path = f"{prefix}{key}"
+    if isinstance(value, Mapping):
+      out.update(flatten(value, path + separator, separator))
+    else:
+      out[path] = value
+  return out

@@ -21,7 +21,8 @@ import numpy as np
 
 from gplace import policies
 from gplace.errors import ConfigError, GplaceError, PolicyError, first_line
-from gplace.rl.settings import (PolicySettings, TrainSettings, flatten,
+from gplace.rl.fields import flatten
+from gplace.rl.settings import (PolicySettings, TrainSettings,
                                 to_record)
 
 FORMAT = "gplace-policy/1"

@@ -15,10 +15,11 @@ from typing import Any, Mapping, NamedTuple, Optional
 from gplace import baselines as baselines_lib
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError, is_int
+from gplace.graphs.coarsening import RULES
 from gplace.rl.fields import (Section, bad_value, choice_field,
                               divisors_near, field, flag_field, int_field,
                               is_real, real_field, unknown_field)
-from gplace.graphs.coarsening import RULES
+from gplace.sim.dispatch import BUFFER_WIDTH
 
 REWARDS = ("simulator", "simulator_dynamic", "simulator_host", "executor")
 # Rewards scored inside the jitted step (the others on the host).
@@ -28,8 +29,6 @@ LOSSES = ("ppo", "reinforce")
 ADVANTAGES = ("ema", "batch")
 DECAYS = ("none", "cosine")
 REFINE_STARTS = ("policy", "best")
-# The dynamic scheduler's candidate buffer by default (gplace.sim.dispatch).
-DEFAULT_DISPATCH_WIDTH = 64
 
 
 # -- the sections -------------------------------------------------------------
@@ -204,7 +203,7 @@ class PretrainSettings(Section):
 
   SECTION = "pretrain"
   graphs_per_batch: int = int_field(4, 1)
-  dispatch_width: int = int_field(DEFAULT_DISPATCH_WIDTH, 1)
+  dispatch_width: int = int_field(BUFFER_WIDTH, 1)
 
 
 _SECTIONS = {"rl": RLSettings, "optimizer": OptimizerSettings,
@@ -254,15 +253,14 @@ class TrainSettings(Section):
         raise ConfigError(f"TrainSettings.{name} must be a {cls.__name__}, "
                           f"got {type(value).__name__}.")
     if self.baselines is not None:
+      known = ", ".join(baselines_lib.names())
       if isinstance(self.baselines, str) or not self.baselines:
-        raise ConfigError(
-            f"baselines={self.baselines!r} names no baseline; use 'all' or "
-            f"names from {', '.join(baselines_lib.names())}.")
+        raise ConfigError(f"baselines={self.baselines!r} names no baseline; "
+                          f"use 'all' or names from {known}.")
       for name in self.baselines:
         if name not in baselines_lib.names():
-          raise ConfigError(
-              f"Unknown baseline {name!r} in baselines; use 'all' or names "
-              f"from {', '.join(baselines_lib.names())}.")
+          raise ConfigError(f"Unknown baseline {name!r} in baselines; use "
+                            f"'all' or names from {known}.")
       warm = self.warm_start.baseline
       if warm not in ("best", "none") and warm not in self.baselines:
         raise ConfigError(
@@ -279,13 +277,12 @@ class TrainSettings(Section):
     return self.warm_start.steps if self.warm_start.enabled else 0
 
   @property
-  def total_steps(self) -> int:
+  def total_steps(self) -> int:  # the warm start's and RL's
     return self.warm_steps + self.train.num_steps
 
   def replace(self, **changes) -> "TrainSettings":
-    """A copy with top-level fields or whole sections replaced; a section
-    may also be given as a dict of its changed fields
-    (``replace(rl=dict(num_samples=16))``)."""
+    """A copy with fields or sections replaced; a section may be a dict of
+    its changed fields (``replace(rl=dict(num_samples=16))``)."""
     for name, value in changes.items():
       if isinstance(value, Mapping) and name in _SECTIONS:
         base = getattr(self, name) or _SECTIONS[name]()
@@ -370,8 +367,7 @@ LEGACY_DEFAULTS = {"rl.advantage": "ema", "rl.reward_schedule": "best",
                    "rl.fresh_optimizer": False, "rl.entropy_floor": 0.0,
                    "groups.max_groups": 0, "groups.min_nodes": 0}
 
-#: A config's fields that say which graphs and devices a run uses (read by
-#: :func:`from_config`, not part of :class:`TrainSettings`).
+#: A config's fields naming the graphs and devices (:class:`Experiment`'s).
 EXPERIMENT_FIELDS = ("workload", "workload_size", "workload_step",
                      "topology", "graph_cache")
 
@@ -399,20 +395,6 @@ def to_record(settings: TrainSettings) -> dict:
     if value is not None:
       record[name] = value
   return record
-
-
-def flatten(tree: Mapping, prefix: str = "",
-            separator: str = ".") -> dict[str, Any]:
-  """``{"rl.num_samples": 16, ...}``: the leaves of nested mappings, kept as
-  they are, each under its keys joined by ``separator``."""
-  out = {}
-  for key, value in tree.items():
-    path = f"{prefix}{key}"
-    if isinstance(value, Mapping):
-      out.update(flatten(value, path + separator, separator))
-    else:
-      out[path] = value
-  return out
 
 
 def _section(cls, values: Mapping, legacy: bool):
@@ -463,7 +445,7 @@ def from_record(record: Mapping, *, legacy: bool = False) -> TrainSettings:
   return TrainSettings(**values)
 
 
-def _baseline_names(value) -> Optional[tuple[str, ...]]:
+def _baseline_names(value) -> Optional[tuple[str, ...]]:  # "all": None
   if value is None or value == "all":
     return None
   if not isinstance(value, str):

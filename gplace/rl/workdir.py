@@ -22,7 +22,8 @@ from gplace.errors import ConfigError, WorkdirBusyError, first_line
 from gplace.graphs.graph import Graph
 from gplace.rl import checkpoint
 from gplace.rl import run_outputs
-from gplace.rl.settings import (PolicySettings, TrainSettings, flatten,
+from gplace.rl.fields import flatten
+from gplace.rl.settings import (PolicySettings, TrainSettings,
                                 free_on_resume, to_record)
 
 
