@@ -37,6 +37,11 @@ SOLVER_MAX_NODES = 300
 # MIN_SOLVER_S seconds of the budget are left after the search.
 AUTO_SOLVER_MAX_NODES = 120
 MIN_SOLVER_S = 5.0
+# ... and on graphs up to SOLVER_MAX_NODES when the baselines show memory
+# pressure (MEMORY_PRESSURE of them infeasible), or when the best found is
+# more than AUTO_SOLVER_GAP above the lower bound after the search.
+MEMORY_PRESSURE = 0.25
+AUTO_SOLVER_GAP = 0.10
 # Share of the time left after the baselines that "auto" gives the search
 # when the solver comes next.
 SEARCH_SHARE = 0.5
@@ -102,8 +107,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     the best so far, then over placement and schedule together
     (:mod:`gplace.search.joint`) from the best in its own order, for part
     of the budget; on graphs of at most
-    :data:`AUTO_SOLVER_MAX_NODES` nodes with at least :data:`MIN_SOLVER_S`
-    seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
+    :data:`AUTO_SOLVER_MAX_NODES` nodes (and up to :data:`SOLVER_MAX_NODES`
+    under memory pressure or when the search leaves more than
+    :data:`AUTO_SOLVER_GAP` to the lower bound) with at least
+    :data:`MIN_SOLVER_S` seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
     seconds to spare, the pretrained policy fine-tuned on the graph.
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
@@ -270,8 +277,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           default_baselines=None if chosen.kind == "baseline"
           else runs.default))
       _show_best(bar, tried)
+    # The solver where it pays: small graphs, and graphs up to the solver's
+    # limit under memory pressure (where single moves stall), or (below)
+    # far from the bound after the search.
+    pressure = memory_pressure(runs.best)
     solver_next = chosen.kind == "solver" or (
-        chosen.kind == "auto" and n <= AUTO_SOLVER_MAX_NODES)
+        chosen.kind == "auto" and (n <= AUTO_SOLVER_MAX_NODES or (
+            n <= SOLVER_MAX_NODES and pressure)))
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       if finetune_next:
@@ -302,6 +314,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     solver_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    best = best_of(tried)
+    if (chosen.kind == "auto" and not solver_next and n <= SOLVER_MAX_NODES
+        and best is not None and bound_s > 0
+        and best.runtime_s > (1 + AUTO_SOLVER_GAP) * bound_s):
+      solver_next = True  # evidence: the search left a gap to the bound
     if chosen.kind == "solver" or (solver_next and solver_s >= MIN_SOLVER_S):
       bar.stage("solver")
       outcome = candidates_lib.solver_candidate(
@@ -337,6 +354,16 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)
   return _result(problem, tried, bound_s, began, measurements, tie, notes)
+
+
+def memory_pressure(baselines: list) -> bool:
+  """Whether at least :data:`MEMORY_PRESSURE` of the baselines' candidates
+  run out of memory (or break constraints): there, moving one op at a time
+  stalls, and an exact model pays."""
+  if not baselines:
+    return False
+  infeasible = sum(not math.isfinite(c.runtime_s) for c in baselines)
+  return infeasible >= MEMORY_PRESSURE * len(baselines)
 
 
 def _share(evaluations: Optional[int], share: float) -> Optional[int]:

@@ -128,6 +128,14 @@ class PlacementResult(NamedTuple):
                  schedule=self.schedule(), **kwargs)
 
   @property
+  def gap(self) -> float:
+    """How far the result's simulated runtime is above the lower bound, as
+    a fraction (0.05: 5%; 0: proven optimal; inf without a bound)."""
+    if not self.lower_bound_s > 0:
+      return math.inf
+    return max(self.runtime_s / self.lower_bound_s - 1.0, 0.0)
+
+  @property
   def measured_s(self) -> Optional[float]:
     """The winner's measured median seconds on this machine, or None."""
     found = self.measured.get(self.method)
@@ -154,6 +162,10 @@ class PlacementResult(NamedTuple):
         line += f"  {measured_text(self.measured.get(label)):>24}"
       lines.append(line.rstrip())
     lines.append(f"  {'lower bound':<{width}}{format_seconds(bound):>12}")
+    if math.isfinite(self.gap):
+      lines.append(f"  gap to the lower bound: {100 * self.gap:.1f}% "
+                   "(no placement can beat the bound; the optimum lies "
+                   "between it and the winner)")
     if self.measured:
       lines.append(f"  times: simulated on {self.topology.name!r}, and "
                    "measured on this machine's devices where given; the "

@@ -87,15 +87,68 @@ def redraw(rng: np.random.Generator, base: np.ndarray, units: Units,
   return out
 
 
+def swap(rng: np.random.Generator, base: np.ndarray, units: Units, *,
+         rows: np.ndarray | None = None) -> np.ndarray:
+  """Exchanges the devices of two units on different devices in each base
+  placement: under tight memory caps, where moving either alone overfills
+  the other's device, the exchange keeps both fitting. A row whose draw
+  finds the two units on one device, or a unit not allowed on the other's
+  device (``units.allowed``), stays as it is.
+
+  Args:
+    rng: the search's generator.
+    base: ``[k, N]`` int32 placements.
+    units: what a move exchanges.
+    rows: optional ``[k]`` bool; only these rows are swapped.
+
+  Returns:
+    ``[k, N]`` int32 candidates.
+  """
+  out = np.asarray(base, np.int32).copy()
+  moved = np.flatnonzero(np.ones(out.shape[0], bool) if rows is None
+                         else rows)
+  if moved.size == 0 or units.n_units < 2:
+    return out
+  pairs = choose_distinct(rng, units.n_units, moved.size, 2)
+  first, second = pairs[:, 0], pairs[:, 1]
+  rep = units.representative
+  device_a = out[moved, rep[first]]
+  device_b = out[moved, rep[second]]
+  ok = device_a != device_b
+  if units.allowed is not None:
+    ok &= units.allowed[first, device_b] & units.allowed[second, device_a]
+  rows_ok, a, b = moved[ok], first[ok], second[ok]
+  if units.n_units == out.shape[1] and np.array_equal(
+      units.group_of, np.arange(units.n_units)):  # units are nodes
+    out[rows_ok, a], out[rows_ok, b] = device_b[ok], device_a[ok]
+    return out
+  for row, unit_a, unit_b, da, db in zip(rows_ok, a, b, device_a[ok],
+                                         device_b[ok]):
+    out[row, units.group_of == unit_a] = db
+    out[row, units.group_of == unit_b] = da
+  return out
+
+
+#: Share of a batch of neighbours that swap two units (the rest redraw).
+SWAP_SHARE = 0.25
+
+
 def neighbours(setup: Start, placement: np.ndarray,
                batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-  """``(candidates [K, N], runtime_s [K])``: :func:`redraw` moves of
-  ``placement``, ``K`` of them (``batch_size``, or what the budget
-  leaves), simulated by the search's evaluator."""
+  """``(candidates [K, N], runtime_s [K])``: neighbours of ``placement``,
+  ``K`` of them (``batch_size``, or what the budget leaves):
+  :func:`redraw` moves, of which a :data:`SWAP_SHARE` are replaced by a
+  :func:`swap` of two units where one exchanges something; simulated by
+  the search's evaluator."""
   k = min(batch_size, setup.evaluator.remaining)
   base = np.broadcast_to(placement, (k, placement.size))
   candidates = redraw(setup.rng, base, setup.units, setup.n_devices,
                       setup.move_size)
+  if np.unique(placement).size > 1:  # else there is nothing to exchange
+    swaps = setup.rng.random(k) < SWAP_SHARE
+    exchanged = swap(setup.rng, base, setup.units, rows=swaps)
+    changed = (exchanged != base).any(axis=1)
+    candidates = np.where(changed[:, None], exchanged, candidates)
   return candidates, setup.evaluator(candidates)
 
 

@@ -134,3 +134,20 @@ def test_a_preset_says_its_times_are_simulated():
                            progress=False)
   assert not result.measured and result.measured_s is None
   assert "simulated on '1cpu+2gpu'" in result.table()
+
+
+def test_memory_pressure_is_read_from_the_baselines():
+  feasible = [SINGLE, TWO, SPLIT]
+  assert not optimizer.memory_pressure(feasible)
+  assert not optimizer.memory_pressure([])
+  capped = feasible + [TWO._replace(label="m_topo (default)",
+                                    runtime_s=np.inf)]
+  assert optimizer.memory_pressure(capped)        # 1 of 4 runs out
+
+
+def test_results_state_their_gap_to_the_bound():
+  result = gplace.optimize(GRAPH, topology="1cpu+2gpu", method="heft",
+                           progress=False)
+  assert result.gap == pytest.approx(
+      result.runtime_s / result.lower_bound_s - 1)
+  assert "gap to the lower bound" in result.table()

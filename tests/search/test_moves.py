@@ -1,12 +1,29 @@
 """Tests of gplace.search.moves: redraws move 1..move_size units (whole
-groups) to other devices; crossovers inherit units from the parents."""
+groups) to other devices; swaps exchange two units' devices; crossovers
+inherit units from the parents."""
 
 import numpy as np
+import pytest
 
+import gplace
+from gplace import search
 from gplace.graphs.graph import random_dag
 from gplace.search.common import Units, make_units
-from gplace.search.moves import choose_distinct, crossover, redraw
+from gplace.search.moves import choose_distinct, crossover, redraw, swap
+from gplace.sim import graph_files
 from search_cases import chains_graph
+
+
+def test_swap_exchanges_two_units_on_different_devices():
+  graph = chains_graph([3, 3])
+  units = make_units(graph, None)
+  base = np.tile(np.arange(graph.n_nodes) % 2, (50, 1)).astype(np.int32)
+  out = swap(np.random.default_rng(0), base, units)
+  changed = (out != base).sum(axis=1)
+  assert set(changed) <= {0, 2}            # two nodes, or none
+  # Device counts are kept: an exchange, not a move.
+  np.testing.assert_array_equal(np.sort(out, axis=1), np.sort(base, axis=1))
+  assert (changed == 2).any()
 
 
 def test_choose_distinct_draws_distinct_units_per_row():
@@ -104,3 +121,54 @@ def test_a_search_on_a_constrained_graph_returns_a_feasible_placement():
                             init=init, batch_size=64)
   assert np.isfinite(result.runtime_s)
   assert not constraints.violations(graph, result.placement[None])[0]
+
+
+def swap_only_graph(path):
+  """Two weights that fill one accelerator each, and the op that reads
+  each (co-located with it): moving either pair alone puts both weights on
+  one device (out of memory), so only an exchange leaves the slow start
+  (each op on the device where it is slow, 10 ms) for the optimum (1 ms)."""
+  import json  # pylint: disable=import-outside-toplevel
+  ms, weight = 1e-3, 1_000_000
+  document = {
+      "topology": {"devices": [
+          {"name": f"gpu:{i}", "kind": "gpu", "peak_flops": 1e13,
+           "mem_bandwidth": 1e12, "memory_bytes": 1.5 * weight}
+          for i in range(2)],
+                   "links": {"bandwidth": 1e12, "latency_s": 0.0}},
+      "nodes": [
+          {"id": "wa", "kind": "input", "out_bytes": weight,
+           "colocation": "a"},
+          {"id": "wb", "kind": "input", "out_bytes": weight,
+           "colocation": "b"},
+          {"id": "a", "out_bytes": 4, "cost_s": [10 * ms, 1 * ms],
+           "colocation": "a"},
+          {"id": "b", "out_bytes": 4, "cost_s": [1 * ms, 10 * ms],
+           "colocation": "b"},
+          {"id": "out", "kind": "output", "out_bytes": 4}],
+      "edges": [{"src": "wa", "dst": "a"}, {"src": "wb", "dst": "b"},
+                {"src": "a", "dst": "out"}, {"src": "b", "dst": "out"}]}
+  with open(path, "w") as f:
+    json.dump(document, f)
+
+
+def test_a_swap_reaches_what_no_single_move_can(tmp_path):
+  path = str(tmp_path / "caps.json")
+  swap_only_graph(path)
+  loaded = graph_files.load(path)
+  graph, topology, costs = loaded.graph, loaded.topology, loaded.costs
+  start = np.array([0, 1, 0, 1, 0], np.int32)   # each op where it is slow
+  slow = gplace.simulate(graph, start, topology, costs=costs)
+  assert not bool(slow.oom)
+  for unit in ("a", "b"):                        # every single move OOMs
+    moved = start.copy()
+    members = [i for i, name in enumerate(graph.names)
+               if name in (unit, "w" + unit)]
+    moved[members] = 1 - moved[members]
+    assert bool(gplace.simulate(graph, moved, topology, costs=costs).oom)
+  found = search.annealing(graph, topology, costs=costs, budget=256,
+                           init=start, seed=0)
+  assert found.runtime_s < float(slow.runtime_s) / 5
+  result = gplace.optimize(path, method="annealing", budget_s=10,
+                           progress=False, max_evaluations=256)
+  assert result.runtime_s == pytest.approx(found.runtime_s)
