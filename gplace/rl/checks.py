@@ -40,7 +40,8 @@ def _got(value) -> str:
     return "None"
   if isinstance(value, (str, bytes, numbers.Number, Mapping, list, tuple)):
     return f"{type(value).__name__} {reprlib.repr(value)}"
-  return f"a {type(value).__name__}"
+  name = type(value).__name__
+  return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _settings_hint(settings) -> str:
