@@ -68,6 +68,17 @@ def _line_level(value, argument: str, caller: str) -> float:
   return float(value)
 
 
+def _runtime_level(value, argument: str, caller: str) -> float:
+  """A runtime line's level: a number of seconds, not negative (NaN or
+  inf: not drawn), else PlotError."""
+  level = _line_level(value, argument, caller)
+  if level < 0:
+    raise PlotError(f"{caller}: {argument} is a runtime in seconds and "
+                    f"cannot be negative, got {value!r}; pass float('nan') "
+                    "to draw no line.")
+  return level
+
+
 def _series(values, what: str, caller: str) -> np.ndarray:
   """``float64 [n]`` of numbers (``None`` -> NaN), else PlotError."""
   if isinstance(values, (str, bytes, MappingType)):
@@ -85,11 +96,18 @@ def _series(values, what: str, caller: str) -> np.ndarray:
   return array
 
 
-def _axes(ax, figsize):
-  if ax is not None:
-    return ax
+def _axes(ax, figsize, caller: str):
+  """``ax`` if it is a matplotlib Axes, a new figure's for None, else
+  PlotError."""
+  import matplotlib.axes  # pylint: disable=g-import-not-at-top
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  _, ax = plt.subplots(figsize=figsize)
+  if ax is None:
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+  if not isinstance(ax, matplotlib.axes.Axes):
+    raise PlotError(f"{caller}: ax must be None (a new figure) or a "
+                    f"matplotlib Axes, got {type(ax).__name__}; pass e.g. "
+                    "ax=plt.subplots()[1].")
   return ax
 
 
@@ -125,7 +143,8 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     The axes.
 
   Raises:
-    PlotError: ``max_ops`` is not a positive integer or None.
+    PlotError: ``max_ops`` is not a positive integer or None, or ``ax``
+      is not a matplotlib Axes or None.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   placement = _checked(graph, placement, topology,
@@ -134,7 +153,8 @@ def plot_schedule(graph: Graph, placement, topology: Topology, *, costs=None,
     raise PlotError(f"gplace.plotting.plot_schedule: max_ops must be a "
                     f"positive integer (or None for every op), got "
                     f"{max_ops!r}.")
-  ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices))
+  ax = _axes(ax, (10, 0.5 + 0.45 * topology.n_devices),
+             "gplace.plotting.plot_schedule")
   start, finish, runtime = schedule(graph, placement, topology, costs,
                                     **schedule_args)
   ops = np.flatnonzero((graph.kind == NODE_OP) & (finish > start))
@@ -169,6 +189,7 @@ def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
   Raises:
     PlacementError: ``placements`` is not a ``{name: placement}``
       mapping, or a placement is malformed.
+    PlotError: ``ax`` is not a matplotlib Axes or None.
   """
   if not isinstance(placements, MappingType):
     raise PlacementError(
@@ -178,7 +199,8 @@ def plot_device_load(graph: Graph, placements: Mapping[str, np.ndarray],
   placements = {name: _checked(graph, placement, topology,
                                f"gplace.plotting.plot_device_load[{name!r}]")
                 for name, placement in placements.items()}
-  ax = _axes(ax, (1.5 + 0.8 * len(placements), 3.5))
+  ax = _axes(ax, (1.5 + 0.8 * len(placements), 3.5),
+             "gplace.plotting.plot_device_load")
   names = list(placements)
   total = max(graph.flops.sum(), 1.0)
   bottom = np.zeros(len(names))
@@ -222,12 +244,15 @@ def plot_placement_graph(graph: Graph, placement, topology: Topology, *,
 
   Returns:
     The axes.
+
+  Raises:
+    PlotError: ``ax`` is not a matplotlib Axes or None.
   """
   import matplotlib  # pylint: disable=g-import-not-at-top
   from matplotlib.collections import LineCollection  # pylint: disable=g-import-not-at-top
   placement = _checked(graph, placement, topology,
                        "gplace.plotting.plot_placement_graph")
-  ax = _axes(ax, (10, 4))
+  ax = _axes(ax, (10, 4), "gplace.plotting.plot_placement_graph")
   xy = graph_layout(graph)
   segments = np.stack([xy[graph.edge_src], xy[graph.edge_dst]], 1)
   ax.add_collection(LineCollection(segments, colors="0.8", linewidths=0.5,
@@ -273,13 +298,15 @@ def plot_learning_curve(path: str, records: Sequence[dict], *,
   Raises:
     PlotError: ``records`` is not a list of dicts, an RL record lacks
       ``step``, ``mean_runtime_s`` or ``best_runtime_s`` or holds
-      something other than numbers there, a line level is not a number, or
-      ``path`` cannot be written (its folder must exist).
+      something other than numbers there, a line level is not a number
+      or is negative, or ``path`` cannot be written (its folder must
+      exist).
   """
   caller = "gplace.plotting.plot_learning_curve"
   path = _png_path(path, caller)
-  best_baseline_s = _line_level(best_baseline_s, "best_baseline_s", caller)
-  lower_bound_s = _line_level(lower_bound_s, "lower_bound_s", caller)
+  best_baseline_s = _runtime_level(best_baseline_s, "best_baseline_s",
+                                   caller)
+  lower_bound_s = _runtime_level(lower_bound_s, "lower_bound_s", caller)
   if isinstance(records, (str, bytes, MappingType)) or not isinstance(
       records, Sequence):
     raise PlotError(f"{caller} needs records as a list of dicts (the lines "
@@ -334,20 +361,23 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
   Args:
     path: the PNG.
     curves: ``{label: (evaluations [H], runtime_s [H])}``; non-finite
-      runtimes are gaps.
+      runtimes are gaps (a curve of gaps only draws no line, and the axis
+      of evaluations is logarithmic only if some point is drawn at a
+      positive count).
     best_baseline_s: drawn as a dashed line (NaN: not drawn).
     lower_bound_s: drawn as a dotted line (NaN: not drawn).
     title: the plot's title.
 
   Raises:
     PlotError: ``curves`` is not such a mapping (a curve not a pair of
-      equally long lists of numbers), a line level is not a number, or
-      ``path`` cannot be written (its folder must exist).
+      equally long lists of numbers), a line level is not a number or is
+      negative, or ``path`` cannot be written (its folder must exist).
   """
   caller = "gplace.plotting.plot_evaluation_curves"
   path = _png_path(path, caller)
-  best_baseline_s = _line_level(best_baseline_s, "best_baseline_s", caller)
-  lower_bound_s = _line_level(lower_bound_s, "lower_bound_s", caller)
+  best_baseline_s = _runtime_level(best_baseline_s, "best_baseline_s",
+                                   caller)
+  lower_bound_s = _runtime_level(lower_bound_s, "lower_bound_s", caller)
   if not isinstance(curves, MappingType):
     raise PlotError(f"{caller} needs curves as a {{label: (evaluations, "
                     f"runtime_s)}} mapping, got {type(curves).__name__}.")
@@ -371,11 +401,16 @@ def plot_evaluation_curves(path: str, curves: Mapping[str, tuple], *,
   for label, (evaluations, runtime) in lines.items():
     ax.plot(evaluations, runtime, label=label, alpha=0.8)
   _reference_lines(ax, best_baseline_s, lower_bound_s)
-  ax.set_xscale("log")
+  # matplotlib cannot log-scale an axis without positive data.
+  if any(np.any((evaluations > 0) & np.isfinite(evaluations)
+                & np.isfinite(runtime))
+         for evaluations, runtime in lines.values()):
+    ax.set_xscale("log")
   ax.set_xlabel("simulator evaluations")
   ax.set_ylabel("runtime (s)")
   if title:
     ax.set_title(title, fontsize=9)
-  ax.legend(fontsize=7)
+  if ax.get_legend_handles_labels()[0]:  # no curves, no lines: no legend
+    ax.legend(fontsize=7)
   fig.tight_layout()
   _save(fig, path, caller)

@@ -200,3 +200,55 @@ def test_curves_to_a_missing_folder_are_plot_errors(tmp_path):
   with pytest.raises(PlotError, match="does not exist"):
     plotting.plot_learning_curve(str(tmp_path / "file" / "c.png"), [_RECORD],
                                  best_baseline_s=1.0, lower_bound_s=0.5)
+
+
+@pytest.mark.parametrize("plot", [
+    plotting.plot_schedule, plotting.plot_placement_graph,
+    lambda graph, placement, topology, **kw: plotting.plot_device_load(
+        graph, {"p": placement}, topology, **kw)])
+def test_ax_is_none_or_a_matplotlib_axes(plot):
+  # ax=3 raised AttributeError ('int' object has no attribute ...) (issue 47).
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  graph, topology, placement = _setup()
+  for ax in (3, "left", plt.figure()):
+    with pytest.raises(PlotError, match="ax must be None .* or a "
+                       f"matplotlib Axes, got {type(ax).__name__}"):
+      plot(graph, placement, topology, ax=ax)
+  _, ax = plt.subplots()
+  assert plot(graph, placement, topology, ax=ax) is ax
+  plt.close("all")
+
+
+@pytest.mark.parametrize("plot", [
+    lambda path, **levels: plotting.plot_learning_curve(path, [_RECORD],
+                                                        **levels),
+    lambda path, **levels: plotting.plot_evaluation_curves(
+        path, {"a": ([1, 2], [1.0, 2.0])}, **levels)])
+def test_runtime_lines_are_not_negative_and_nan_draws_none(tmp_path, plot):
+  # lower_bound_s=-1 was drawn below zero before (issue 47).
+  path = str(tmp_path / "c.png")
+  for levels, argument in (({"lower_bound_s": -1.0}, "lower_bound_s"),
+                           ({"best_baseline_s": -0.5}, "best_baseline_s"),
+                           ({"lower_bound_s": float("-inf")},
+                            "lower_bound_s")):
+    with pytest.raises(PlotError, match=f"{argument} is a runtime in seconds "
+                       "and cannot be negative"):
+      plot(path, **{"best_baseline_s": 1.0, "lower_bound_s": 0.5, **levels})
+  assert not os.path.exists(path)
+  plot(path, best_baseline_s=float("nan"), lower_bound_s=float("inf"))
+  assert os.path.getsize(path) > 1000
+
+
+def test_evaluation_curves_of_gaps_only_are_drawn(tmp_path):
+  # Every runtime NaN: matplotlib's "Data cannot be log-scaled" before
+  # (issue 47); a curve of gaps draws no line, on a linear axis.
+  path = str(tmp_path / "gaps.png")
+  plotting.plot_evaluation_curves(
+      path, {"a": ([1, 2], [float("nan")] * 2)}, best_baseline_s=1.0,
+      lower_bound_s=0.5)
+  assert os.path.getsize(path) > 1000
+  plotting.plot_evaluation_curves(path, {}, best_baseline_s=float("nan"),
+                                  lower_bound_s=float("nan"))
+  plotting.plot_evaluation_curves(
+      path, {"a": ([0, -1], [1.0, 2.0])}, best_baseline_s=1.0,
+      lower_bound_s=0.5)

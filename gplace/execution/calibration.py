@@ -39,7 +39,8 @@ def block_placements(n_nodes: int, n_devices: int, count: int,
                               replace=False))
     devices = rng.integers(0, n_devices, n_blocks)
     out.append(np.repeat(devices, np.diff(np.r_[0, cuts, n_nodes])))
-  return np.asarray(out, np.int32)
+  # [count, n_nodes] also for count 0 (calibration_blocks stacks them).
+  return np.asarray(out, np.int32).reshape(count, n_nodes)
 
 
 def calibration_blocks(n_nodes: int, n_devices: int, count: int,

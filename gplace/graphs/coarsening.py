@@ -61,17 +61,18 @@ def expand(coarsening: Coarsening, placement):
 
   Args:
     coarsening: from :func:`coarsen`.
-    placement: ``[G]`` or ``[K, G]`` (any leading axes) device per group; a
-      numpy or jax array (also traced under ``jit``).
+    placement: ``[G]`` or ``[K, G]`` device per group (as
+      :func:`gplace.simulate` takes placements); a numpy or jax array (also
+      traced under ``jit``: only its shape and dtype are checked).
 
   Returns:
     ``[N]`` or ``[K, N]``: each node gets its group's device.
 
   Raises:
     CoarseningError: ``coarsening`` is not a :class:`Coarsening`.
-    PlacementError: the placement is not of an integer dtype (checked on
-      the dtype, so it holds under ``jit``), or its last axis is not of
-      length ``G``.
+    PlacementError: the placement is not of an integer dtype, not of rank
+      1 or 2, or its last axis is not of length ``G`` (checked on the dtype
+      and shape, so it holds under ``jit``).
   """
   check_type(coarsening, Coarsening, "coarsening", "gplace.expand",
              CoarseningError, "make one with gplace.coarsen(graph)")
@@ -92,6 +93,11 @@ def expand(coarsening: Coarsening, placement):
         "float or string array would come back as node 'devices' of that "
         "dtype).")
   shape = np.shape(placement)
+  if len(shape) > 2:
+    raise PlacementError(
+        f"gplace.expand takes a placement [G] or a batch of placements "
+        f"[K, G], got shape {shape}; reshape a batch with more axes to "
+        f"(-1, {coarsening.n_groups}) first.")
   if not shape or shape[-1] != coarsening.n_groups:
     raise PlacementError(
         f"A placement of shape {shape} cannot be expanded: the coarse graph "

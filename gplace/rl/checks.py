@@ -1,26 +1,122 @@
-"""Checks of a run's settings against its topology, policy and graphs.
+"""Checks of a run's arguments, and of its settings against its topology,
+policy and graphs.
 
-:func:`check_run` is the first thing :func:`gplace.rl.train` and
-:func:`gplace.rl.pretrain` do, before anything is scored, traced or
-compiled: each problem raises :class:`~gplace.errors.ConfigError` naming
-the setting, its value and what to use instead. (A setting's own range is
-checked where it is declared, :mod:`gplace.rl.settings`.)
+:func:`check_arguments` (the type of each argument) then :func:`check_run`
+are the first things :func:`gplace.rl.train` and :func:`gplace.rl.pretrain`
+do, before anything is scored, traced or compiled: each problem raises
+:class:`~gplace.errors.ConfigError` naming the argument or setting, its
+value and what to use instead. (A setting's own range is checked where it
+is declared, :mod:`gplace.rl.settings`.)
 """
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
+import os
+import reprlib
+from collections.abc import Iterable, Mapping
 from typing import Sequence
 
 import jax
 import numpy as np
 
-from gplace.errors import ConfigError, GplaceError, PolicyError
+from gplace.errors import ConfigError, GplaceError, PolicyError, is_int
 from gplace.execution import inputs
+from gplace.graphs.graph import Graph
 from gplace.rl import policy_file
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.scoring import placement_devices
+from gplace.rl.fields import Section
 from gplace.rl.settings import PolicySettings, TrainSettings
 from gplace.sim.clusters import copy_costs, launch_costs
+from gplace.sim.topology import check_topology
+from gplace.workloads import Workload
+
+
+def _got(value) -> str:
+  """``value`` for a message: its type, and a short repr of a plain value."""
+  if value is None:
+    return "None"
+  if isinstance(value, (str, bytes, numbers.Number, Mapping, list, tuple)):
+    return f"{type(value).__name__} {reprlib.repr(value)}"
+  name = type(value).__name__
+  return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _settings_hint(settings) -> str:
+  """How to turn ``settings`` (not a TrainSettings) into one."""
+  fields = {f.name for f in dataclasses.fields(TrainSettings)}
+  if isinstance(settings, Section) and settings.SECTION in fields:
+    return (f"wrap it: gplace.rl.TrainSettings({settings.SECTION}=...)")
+  if isinstance(settings, Mapping):
+    return ("build it with keywords, e.g. gplace.rl.TrainSettings(seed=1, "
+            "rl=gplace.rl.RLSettings(num_samples=16)), or "
+            "gplace.rl.settings.from_record(...) from a run's config.json")
+  return "pass e.g. gplace.rl.TrainSettings() (its defaults)"
+
+
+def check_arguments(caller: str, graphs, topology, policy, settings, *,
+                    workdir, log, progress=None, stop_after_step=None,
+                    workdir_required: bool = False) -> None:
+  """The type of each argument of :func:`gplace.rl.train` or
+  :func:`gplace.rl.pretrain` (``caller``), before anything runs: a bad one
+  would otherwise surface as a raw exception deep in the run, or be
+  ignored.
+
+  Raises:
+    ConfigError: ``graphs`` is not a Graph, Workload or sequence of them
+      (the items are checked by :func:`gplace.rl.training.as_workloads`),
+      ``policy`` not a PolicySettings, ``settings`` not a TrainSettings,
+      ``workdir`` not a path (or None, unless ``workdir_required``),
+      ``log`` not callable, ``progress`` neither callable nor None, or
+      ``stop_after_step`` not a positive integer or None.
+    TopologyError: ``topology`` is not a Topology.
+  """
+  if not isinstance(graphs, (Graph, Workload)) and (
+      isinstance(graphs, (str, bytes, Mapping))
+      or not isinstance(graphs, Iterable)):
+    named = (" (a workload name? load it: gplace.workloads.load(name))"
+             if isinstance(graphs, str) else "")
+    raise ConfigError(
+        f"{caller}: graphs must be a gplace.Graph, a "
+        f"gplace.workloads.Workload or a list of them, got {_got(graphs)}"
+        f"{named}; pass e.g. [gplace.workloads.load('random_dag:40')].")
+  check_topology(topology, caller)
+  if not isinstance(policy, PolicySettings):
+    if isinstance(policy, str):
+      how = f"pass gplace.rl.PolicySettings(name={policy!r})"
+    elif isinstance(policy, Mapping):
+      how = ("pass gplace.rl.PolicySettings.from_record(...) ({'name': ..., "
+             "**hyperparameters})")
+    else:
+      how = "pass e.g. gplace.rl.PolicySettings(name='go')"
+    raise ConfigError(f"{caller}: policy must be a gplace.rl.PolicySettings, "
+                      f"got {_got(policy)}; {how}.")
+  if not isinstance(settings, TrainSettings):
+    raise ConfigError(f"{caller}: settings must be a gplace.rl.TrainSettings, "
+                      f"got {type(settings).__name__}; "
+                      f"{_settings_hint(settings)}.")
+  if (workdir is None and workdir_required) or (
+      workdir is not None and not isinstance(workdir, (str, os.PathLike))):
+    raise ConfigError(
+        f"{caller}: workdir must be a folder path (str or os.PathLike)"
+        f"{'' if workdir_required else ' or None'}, got {_got(workdir)}; "
+        "pass e.g. workdir='runs/first'.")
+  if not callable(log):
+    raise ConfigError(f"{caller}: log must be a callable taking a line of "
+                      f"text, got {_got(log)}; pass e.g. log=print.")
+  if progress is not None and not callable(progress):
+    raise ConfigError(
+        f"{caller}: progress must be None or a callable progress(step, "
+        f"metrics), got {_got(progress)}; pass e.g. progress=lambda step, "
+        "metrics: print(step).")
+  if stop_after_step is not None and not (is_int(stop_after_step)
+                                          and stop_after_step >= 1):
+    raise ConfigError(
+        f"{caller}: stop_after_step must be None or a positive integer (a "
+        f"train step), got {_got(stop_after_step)}; pass e.g. "
+        "stop_after_step=4, or None to run to the end.")
 
 
 def num_parallel_devices(settings: TrainSettings) -> int:

@@ -28,7 +28,8 @@ from gplace.rl import policy_file
 from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
-from gplace.rl.checks import check_run, num_parallel_devices
+from gplace.rl.checks import (check_arguments, check_run,
+                              num_parallel_devices)
 from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.loop import (Schedule, cached_step_fns, replicate, run_chunk,
@@ -128,10 +129,15 @@ def pretrain(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
       without writing the policy file (simulates a preempted run).
 
   Raises:
-    ConfigError: see :func:`check_pretrain` and
-      :func:`gplace.rl.checks.check_run`.
+    ConfigError: an argument of the wrong type
+      (:func:`gplace.rl.checks.check_arguments`), or see
+      :func:`check_pretrain` and :func:`gplace.rl.checks.check_run`.
+    TopologyError: ``topology`` is not a :class:`~gplace.Topology`.
     WorkdirBusyError: another process is running in ``workdir``.
   """
+  check_arguments("gplace.rl.pretrain", graphs, topology, policy, settings,
+                  workdir=workdir, log=log, stop_after_step=stop_after_step,
+                  workdir_required=True)
   workdir = os.path.abspath(workdir)
   with workdir_lib.locked(workdir, log):
     return _pretrain(graphs, topology, policy, settings, workdir=workdir,

@@ -26,7 +26,8 @@ from gplace.rl import scoring
 from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
-from gplace.rl.checks import check_run, num_parallel_devices
+from gplace.rl.checks import (check_arguments, check_run,
+                              num_parallel_devices)
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.loop import (HostRewards, LoopResult, ProgressFn, Schedule,
@@ -198,13 +199,19 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
     log: where lines of text go.
 
   Raises:
-    ConfigError: settings that cannot work with these graphs, topology or
-      policy, or a workdir holding another run (before any compile).
+    ConfigError: an argument of the wrong type (settings an RLSettings,
+      a fractional stop_after_step, ...), settings that cannot work with
+      these graphs, topology or policy, or a workdir holding another run
+      (before any compile).
+    TopologyError: ``topology`` is not a :class:`~gplace.Topology`.
     WorkdirBusyError: another process is running in ``workdir`` (its
       pid, host and start are named); the run holds ``workdir/run.lock``
       until it returns, and takes over one a crashed run left.
     CheckpointError: the workdir's checkpoints are all corrupted.
   """
+  check_arguments("gplace.rl.train", graphs, topology, policy, settings,
+                  workdir=workdir, log=log, progress=progress,
+                  stop_after_step=stop_after_step)
   if workdir is not None:
     workdir = os.path.abspath(workdir)
   with workdir_lib.locked(workdir, log):

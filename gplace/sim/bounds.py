@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, check_graph
+from gplace.sim.simulator import check_time_bound
 from gplace.sim.topology import Topology, check_topology, cost_table
 
 
@@ -85,15 +86,17 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
 
   Raises:
     GraphError: ``graph`` is not a :class:`~gplace.Graph`.
-    TopologyError: ``topology`` is not a :class:`~gplace.Topology`, or a
-      bad cost table.
+    TopologyError: ``topology`` is not a :class:`~gplace.Topology`, a
+      bad cost table, or times past float32 that ``gplace.simulate``
+      refuses (:func:`gplace.sim.simulator.check_time_bound`).
   """
   check_graph(graph, "gplace.lower_bound")
   check_topology(topology, "gplace.lower_bound")
-  costs = cost_table(graph, topology, costs)
-  costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, costs)
+  table = cost_table(graph, topology, costs)
   if graph.n_nodes == 0:
     return 0.0
+  check_time_bound(graph, topology, costs)
+  costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, table)
   fastest = costs.min(1)
   return max(critical_path(graph, fastest),
              work_bound(_group_costs(costs, topology)))

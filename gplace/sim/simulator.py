@@ -169,7 +169,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
-  _check_time_bound(graph, topology, costs)
+  check_time_bound(graph, topology, costs)
   if schedule is None:
     schedule = "static" if order is not None else DEFAULT_SCHEDULE
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
@@ -248,9 +248,11 @@ def _time_bound_s(graph: Graph, topology: Topology, costs=None) -> tuple:
   return bound, max(terms, key=terms.get)
 
 
-def _check_time_bound(graph, topology, costs) -> None:
+def check_time_bound(graph, topology, costs) -> None:
   """Raises TopologyError if simulated times could pass float32: they
-  would come out infinite, or as garbage (a runtime of 0)."""
+  would come out infinite, or as garbage (a runtime of 0). (Also what
+  :func:`gplace.lower_bound` refuses, so that it never bounds a runtime
+  that :func:`simulate` would refuse.)"""
   if costs is not None:   # checked before it is hashed for the cache
     costs = validate_costs(costs, graph, topology)
   bound, what = cached_problem(_time_bound_s, graph, topology, costs=costs)

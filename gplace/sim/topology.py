@@ -350,8 +350,8 @@ def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:
   """Checks a measured cost table; returns it as ``[N, D]`` float64.
 
   Raises:
-    TopologyError: not an array of numbers (or a traced one), wrong shape,
-      NaN, infinite or negative entries.
+    TopologyError: not an array of real numbers (complex, strings, or a
+      traced array), wrong shape, NaN, infinite or negative entries.
   """
   if is_traced(costs):
     raise TopologyError(
@@ -359,10 +359,19 @@ def validate_costs(costs, graph: Graph, topology: Topology) -> np.ndarray:
         "cost tables are checked on the host; pass a concrete array, and "
         "build problems outside jit (gplace.sim.make_problem).")
   try:
-    costs = np.asarray(costs, np.float64)
+    given = np.asarray(costs)
+    # Converting to float64 would drop an imaginary part, or parse
+    # strings: only real numbers (and objects holding them) pass.
+    if given.dtype.kind not in "biufO":
+      raise TopologyError(
+          f"costs must be an [n_nodes, n_devices] array of real seconds, "
+          f"got {type(costs).__name__} of dtype {given.dtype}; pass floats"
+          + (" (np.real(costs) if the imaginary parts are 0)."
+             if given.dtype.kind == "c" else "."))
+    costs = np.asarray(given, np.float64)
   except (TypeError, ValueError) as err:
     raise TopologyError(
-        f"costs must be an [n_nodes, n_devices] array of seconds, got "
+        f"costs must be an [n_nodes, n_devices] array of real seconds, got "
         f"{type(costs).__name__} that is not one ({first_line(err)}).") from err
   want = (graph.n_nodes, topology.n_devices)
   if costs.shape != want:

@@ -209,6 +209,18 @@ def test_expand_refuses_placements_that_are_not_integers():
     assert jax.jit(c.expand)(jnp.ones(3, dtype)).dtype == dtype
 
 
+def test_expand_takes_one_placement_or_a_batch():
+  # A rank-3 placement came back expanded, unlike simulate's [N] or [K, N]
+  # (issue 47); the check reads the shape, so jit still works.
+  c = coarsen(random_dag(10), "size", max_groups=3)
+  with pytest.raises(PlacementError, match=r"got shape \(2, 2, 3\); "
+                     r"reshape .* to \(-1, 3\)"):
+    expand(c, np.zeros((2, 2, 3), np.int32))
+  with pytest.raises(PlacementError, match="shape"):
+    jax.jit(c.expand)(jnp.zeros((1, 2, 3), jnp.int32))
+  assert jax.jit(c.expand)(jnp.zeros((2, 3), jnp.int32)).shape == (2, 10)
+
+
 def test_members():
   graph = random_dag(20, seed=5)
   c = coarsen(graph, "colocation")

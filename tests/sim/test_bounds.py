@@ -2,11 +2,15 @@
 which is at least its critical-path and work components."""
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
+
+from gplace.errors import TopologyError
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
 from gplace.sim.bounds import critical_path, lower_bound, work_bound
 from gplace.sim.problem import make_problem
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import preset
 from sim_cases import BUDGET, SETTINGS, jit_simulate, padded, random_topology
 
@@ -52,3 +56,24 @@ def test_critical_path_and_work_bound_by_hand():
   # weights give more than its cost.
   assert 0.99 <= work_bound(np.array([[1.0, np.inf]])) <= 1.0
   assert work_bound(np.zeros((0, 3))) == 0.0
+
+
+def test_lower_bound_refuses_what_simulate_refuses():
+  # A bound of 1e300 s once came back for costs simulate refuses as past
+  # float32; and a complex table lost its imaginary part (issue 47).
+  graph = random_dag(12, seed=0)
+  topology = preset("1cpu+2gpu")
+  ok = np.zeros(12, int)
+  for costs in (np.full((12, 3), 1e300), np.full((12, 3), 3e38)):
+    with pytest.raises(TopologyError, match="float32") as simulated:
+      simulate(graph, ok, topology, costs=costs)
+    with pytest.raises(TopologyError, match="float32") as bounded:
+      lower_bound(graph, topology, costs)
+    assert str(bounded.value) == str(simulated.value)
+  slow = topology.replace(link_latency=np.where(
+      np.eye(3, dtype=bool), 0.0, 1e300))
+  with pytest.raises(TopologyError, match=r"transfer 1e\+300 s"):
+    lower_bound(graph, slow)
+  with pytest.raises(TopologyError, match="complex128"):
+    lower_bound(graph, topology, np.ones((12, 3), complex))
+  assert lower_bound(graph, topology, np.full((12, 3), 86400.0)) > 0

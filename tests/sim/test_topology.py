@@ -119,6 +119,24 @@ def test_validate_costs():
     validate_costs(-np.ones((4, 3)), graph, topology)
 
 
+def test_validate_costs_refuses_what_is_not_real_seconds():
+  # float64 conversion would drop the imaginary part (with a warning only),
+  # or parse strings of digits (issue 47).
+  topology = preset("1cpu+2gpu")
+  graph = tiny_graph()
+  with pytest.raises(TopologyError, match=r"real seconds, got ndarray of "
+                     r"dtype complex128; pass floats \(np\.real"):
+    validate_costs(np.ones((4, 3), complex), graph, topology)
+  with pytest.raises(TopologyError, match="real seconds"):
+    validate_costs(np.array([[1j] * 3] * 4, object), graph, topology)
+  with pytest.raises(TopologyError, match="dtype <U3"):
+    validate_costs(np.full((4, 3), "1.0"), graph, topology)
+  # Booleans, integers and lists of numbers are real.
+  for costs in (np.ones((4, 3), bool), np.ones((4, 3), int),
+                np.ones((4, 3)).tolist()):
+    assert validate_costs(costs, graph, topology).dtype == np.float64
+
+
 def _devices(n):
   return tuple(Device(f"gpu:{i}", "gpu", peak_flops=1e12, mem_bandwidth=1e11,
                       memory_bytes=1e9) for i in range(n))
