@@ -31,7 +31,8 @@ def parse_args(argv=None):
                       help="gplace.optimize's budget per program")
   parser.add_argument("--repeats", type=int, default=20,
                       help="timed calls of each placement, in 4 rounds")
-  parser.add_argument("--programs", default="mlp,lm,convnet")
+  parser.add_argument("--programs", default="mlp,lm,convnet",
+                      help="comma-separated: mlp, lm, convnet")
   parser.add_argument("--out", default="", help="a study folder")
   return parser.parse_args(argv)
 
