@@ -6,7 +6,7 @@
 For each instance of the benchmark (``gplace.workloads.benchmark``: class
 ``memory``, zoo inference steps on 1 CPU + 2 or 4 accelerators of different
 speeds whose memory holds 50-80% of the weights; class ``homogeneous``,
-transformer, feed-forward and matmul-chain graphs of 180-400 ops on 4 and 8
+transformer, feed-forward and matmul-chain graphs of 184-294 ops on 4 and 8
 H100s; class ``paper``, the zoo's paper-size train steps on ``1cpu+4gpu``,
 only when ``--classes`` names it) and each seed it writes one row:
 

@@ -256,7 +256,7 @@ def homogeneous_graphs() -> list[tuple[str, Callable[[], Graph]]]:
   """``(name, build)`` of the class's graphs, smallest first."""
   tokens = (*TOKENS, D_MODEL)
   return [
-      ("transformer block forward", lambda: _captured(
+      ("transformer 2 blocks forward", lambda: _captured(
           _spec(Stack(2, HEADS, D_FF), tokens), "infer",
           "transformer_block")),
       ("matmul chains 4x24", matmul_chains),
