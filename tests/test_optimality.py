@@ -1,0 +1,55 @@
+"""experiments/optimality.py on one small graph per default class, with tiny
+budgets: the table's columns, the CSV's numbers, and optimize never slower
+than the best baseline."""
+
+import csv
+
+import pytest
+
+from experiments import optimality
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+  out = tmp_path_factory.mktemp("optimality") / "smoke"
+  assert optimality.main(["--budgets", "1", "--reference_s", "2",
+                          "--max_graphs", "1", "--out", str(out)]) == 0
+  return out
+
+
+def test_the_results_table_has_every_column_and_one_row_per_class(study):
+  keys = optimality.columns([1.0])
+  lines = (study / "README.md").read_text().splitlines()
+  assert "| " + " | ".join(keys) + " |" in lines
+  rows = [[cell.strip() for cell in line.strip("|").split("|")]
+          for line in lines if line.startswith(("| memory |",
+                                                "| homogeneous |"))]
+  results = [r for r in rows if len(r) == len(keys)]
+  assert sorted(r[0] for r in results) == ["homogeneous", "memory"]
+  for row in results:
+    cells = dict(zip(keys, row))
+    assert cells["never slower"] == "yes", cells
+    assert float(cells["optimize ms 1s"]) > 0
+    assert cells["vs best 1s"].startswith("+")   # best known: never above
+    assert cells["reference"].startswith("CP-SAT")  # small graphs
+
+
+def test_the_csv_holds_the_numbers_and_they_agree(study):
+  with open(study / optimality.CSV_NAME, encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2
+  for row in rows:
+    optimize_s = float(row["optimize_s 1s"])
+    best_s, bound_s = float(row["best_s"]), float(row["bound_s"])
+    assert optimize_s <= float(row["baseline_any_s"]) * (
+        1 + optimality.NEVER_SLOWER_TOLERANCE)
+    assert bound_s <= best_s * (1 + 1e-6) and best_s <= optimize_s
+    assert float(row["optimize_bound_s 1s"]) <= bound_s
+    assert row["never_slower"] == "True"
+
+
+def test_bad_budgets_are_refused_in_one_line():
+  with pytest.raises(SystemExit, match="--budgets must be"):
+    optimality.main(["--budgets", "0,ten"])
+  with pytest.raises(SystemExit, match="Unknown benchmark class"):
+    optimality.main(["--classes", "nope"])
