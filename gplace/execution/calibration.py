@@ -150,7 +150,8 @@ def fine_grid_trials(topology: Topology) -> int:
 def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                      placements: np.ndarray, schedules: np.ndarray,
                      measured: np.ndarray,
-                     max_trials: int = FULL_GRID_TRIALS
+                     max_trials: int = FULL_GRID_TRIALS,
+                     joint: bool = False
                      ) -> tuple[Topology, np.ndarray, float, np.ndarray,
                                 np.ndarray, np.ndarray]:
   """Scales link, cluster-launch and copy-issue costs so the simulator
@@ -208,6 +209,10 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     max_trials: the largest fine grid searched whole (default
       ``FULL_GRID_TRIALS``); a larger one is searched coarse, then by
       descent (a profile within a time budget passes fewer).
+    joint: fit one factor for every link, launch and copy (the copy factor
+      nearest it on its grid) instead: what one or two calibration runs can
+      tell (free factors fitted to two runs can trade launches for links
+      and miss other placements by 2x).
 
   Returns:
     ``(topology with scaled links, launch and copy costs, the costs net of
@@ -262,7 +267,13 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
         order=schedules[ok]).runtime_s, np.float64)
     log_error = np.abs(np.log((sim[None, :] + extra) / measured[ok][None]))
     median, mean = np.median(log_error, axis=1), np.mean(log_error, axis=1)
-    row = int(np.lexsort((mean, median))[0])
+    if joint:    # the copy factors nearest the common one
+      common = np.log2(per_class[classes[0]] if classes else 1.0)
+      distance = np.abs(np.log2(np.maximum(copy_combos, _COPY_GRID[1]))
+                        - common).sum(1)
+      row = int(np.argmin(distance))
+    else:
+      row = int(np.lexsort((mean, median))[0])
     return float(median[row]), float(mean[row]), row
 
   # Jointly (either factor can absorb the other's cost on placements with
@@ -281,6 +292,10 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                   for c in classes])
             for lau in itertools.product(launch_values.tolist(),
                                          repeat=len(launches))]
+  if joint:
+    fine = True                            # nothing left to descend on
+    trials = [{**{c: v for c in classes + launches}, **b}
+              for b in batching for v in scales.tolist()]
   errors = [error(trial) for trial in trials]
   best = min(errors)
   per_class = trials[errors.index(best)]

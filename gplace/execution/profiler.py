@@ -40,7 +40,7 @@ from gplace.sim.topology import local
 _TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
 
 # Within ``profile(time_s=T)``: op timing gets at most this share of T ...
-OPS_SHARE = 0.4
+OPS_SHARE = 0.3
 # ... the fit of the calibration runs is left this share at the end ...
 FIT_SHARE = 0.1
 # ... and calls per op, copy size and calibration round are at most this.
@@ -51,6 +51,11 @@ BUDGET_MAX_BLOCKS = 32
 # Within a budget, calibration rounds stop once a round made no run's
 # fastest call this much faster (a relative gain).
 EARLY_STOP_GAIN = 0.02
+# Within a budget, fewer calibration placements than this are fitted with
+# one factor for links, launches and copies (calibrate_links(joint=True)):
+# on a 1,600-op LM step, free factors fitted to two runs missed the other
+# placements by 2x (one factor: 1.25x at worst).
+MIN_FREE_FIT = 3
 # The clock (tests drive it).
 _now = time.perf_counter
 
@@ -142,6 +147,7 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
   values: dict[int, Any] = {}
   synthetic: set[int] = set()        # values that are zeros, not computed
   measured: dict[tuple[str, int], float] = {}
+  measured_any: set[str] = set()
   signatures = {node: partition.op_signature(record)
                 for node, record in enumerate(program.nodes)
                 if record.kind == NODE_OP}
@@ -167,6 +173,13 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
       continue
     signature = signatures[node]
     outs = tuple(v for v in record.outputs if v >= 0)
+    reads_zeros = any(r.var in synthetic for r in record.inputs)
+    zeros = None
+    if reads_zeros and record.eqn.primitive.name == "while":
+      # Zeros may never end a loop: neither run nor time it.
+      zeros = [_zeros_like_output(record, v, home) for v in outs]
+      if any(z is None for z in zeros):
+        zeros = None
     if time_s is not None and signature not in decided:
       decided.add(signature)
       spent = clock.now() - began
@@ -175,17 +188,22 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
       # (and it) fit in what is left at the pace so far.
       ahead = int(np.count_nonzero(~done_by_rank[:rank[signature]]))
       done_by_rank[rank[signature]] = True
-      fits = spent + (ahead + 1) * per_signature <= time_s
-      reads_zeros = any(r.var in synthetic for r in record.inputs)
-      if not fits or (reads_zeros and record.eqn.primitive.name == "while"):
+      if zeros is None and spent + (ahead + 1) * per_signature > time_s:
         zeros = [_zeros_like_output(record, v, home) for v in outs]
-        if all(z is not None for z in zeros):
-          skipped.add(signature)
-      if signature not in skipped:
+        if any(z is None for z in zeros):
+          zeros = None
+      if zeros is not None:
+        skipped.add(signature)
+      else:
         timed += 1
-    if signature in skipped:
-      for var in outs:
-        values[var] = _zeros_like_output(record, var, home)
+    if zeros is not None or signature in skipped:
+      for j in range(d):
+        op_time[node, j] = measured.get((signature, timing_class[j]), 0.0)
+      if signature not in measured_any:
+        skipped.add(signature)
+      for i, var in enumerate(outs):
+        values[var] = (zeros[i] if zeros is not None
+                       else _zeros_like_output(record, var, home))
         synthetic.add(var)
       continue
     cluster = partition.Cluster(0, (node,), tuple(dict.fromkeys(
@@ -199,6 +217,7 @@ def _time_ops(program: Program, args, kwargs, devices, repeats: int,
       inputs = [jax.device_put(values[v], dev) for v in cluster.in_vars]
       seconds = _median_time(lambda: compiled(*inputs), repeats)
       measured[(signature, rep)] = seconds
+      measured_any.add(signature)
       op_time[node, j] = seconds
     compiled = _compiled_op(program, cluster, home)
     outs_values = compiled(*[values[v] for v in cluster.in_vars])
@@ -274,9 +293,9 @@ class _Clock:
 
 
 def _by_kind(count: int) -> list[int]:
-  """Indices of :func:`calibration_blocks`' ``count`` placements, the kinds
-  taken in turn (cut once, few blocks, many blocks): the order a budget
-  builds them in, so a few of them still span all three."""
+  """Indices of :func:`calibration_blocks`' ``count`` placements in the
+  order a budget builds them: the kinds in turn (cut once, few blocks, many
+  blocks), so that three of them already span all three."""
   cuts = count // 4
   few = (count - cuts) - (count - cuts) // 2
   groups = [list(range(count - cuts, count)), list(range(few)),
@@ -377,12 +396,15 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   """Calibrates the local devices against one program.
 
   It compiles and runs the program many times: each distinct op alone on
-  each kind of device, then ``calibration_placements`` placements of it,
-  each timed in ``calibration_rounds`` rounds. Without a budget that takes
-  seconds for small programs and minutes for a train step (a
-  1,600-op Transformer LM step with adamw on 4 forced CPU devices: 4-5
-  minutes on 2 busy cores, most of it compiling the placements' clusters).
-  ``time_s`` bounds it; ``cache=True`` makes it once per program and
+  each kind of device, then the whole program on each, then
+  ``calibration_placements`` placements of it, each timed in
+  ``calibration_rounds`` rounds, and fits the executor's costs to those runs.
+  Unbounded, that takes seconds for small programs and minutes for a train
+  step (a 1,600-op Transformer LM step with adamw on 4 forced CPU devices:
+  about 3 minutes on 2 shared cores, 60% of it compiling the placements'
+  clusters, 25% timing them, 10% the fit). ``time_s`` bounds it (30 s
+  predicts that LM's 16 calibration runs to a median 5% against 1% for the
+  full profile's own fit); ``cache=True`` makes it once per program and
   device set.
 
   Args:
@@ -400,19 +422,21 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
       runs) are timed in.
     seed: seed of those placements.
     time_s: a budget in seconds (None: none; every count is done in full).
-      Within it: op timing gets at most :data:`OPS_SHARE` of it (at most 3
-      calls per op, the costliest signatures by roofline first; the rest
-      are not compiled and cost their roofline times the median ratio of
-      measured to roofline), transfers one pair per pair of timing classes,
-      the fit :data:`FIT_SHARE` (a coarse grid and descent where the
-      whole grid would not fit); calibration gets what is left: the
-      single-device runs always (the fit has at least those), then
-      placements of at most :data:`BUDGET_MAX_BLOCKS` blocks, the three
-      kinds in turn, while a build and two rounds fit, then rounds (3
-      calls each) until the time is up, ``calibration_rounds`` are done,
-      or a round improves no run by :data:`EARLY_STOP_GAIN`. Tracing and
-      the single-device runs may overrun a tiny budget. ``profile.meta``
-      says what was done.
+      Within it: op timing gets at most :data:`OPS_SHARE` of it (3 calls
+      per op; the costliest signatures by roofline first, the rest not
+      compiled and costed at their roofline times the median ratio of
+      measured to roofline), transfers one pair per pair of timing
+      classes, the fit :data:`FIT_SHARE` (a coarse grid and descent where
+      the whole grid would not fit). The calibration gets what is left:
+      the whole program on each kind of device always (so the fit has at
+      least those), then placements of at most :data:`BUDGET_MAX_BLOCKS`
+      blocks, the three kinds in turn, their clusters compiled one by one
+      while time for timing them is left, then rounds of 3 calls until the
+      time is up, ``calibration_rounds`` are done, or a round speeds no
+      run up by :data:`EARLY_STOP_GAIN`. Fewer than :data:`MIN_FREE_FIT`
+      placements are fitted with one factor for links, launches and copies.
+      Tracing and the whole-program runs may overrun a tiny budget.
+      ``profile.meta`` says what was done and how long each phase took.
     cache: False (default); True: reuse or keep the profile in
       ``$GPLACE_CACHE_DIR`` or ``~/.cache/gplace/profiles``; or that
       directory. A saved profile is reused for the same program (its ops
@@ -542,6 +566,8 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
   fine_grid = calibration.fine_grid_trials(uncalibrated) <= min(
       calibration.FULL_GRID_TRIALS,
       calibration.FULL_GRID_TRIALS if max_trials is None else max_trials)
+  # One or two runs cannot tell links, launches and copies apart.
+  joint = budgeted and n_placements < MIN_FREE_FIT
   meta = {
       "time_s": time_s,
       "complete": bool(n_timed == n_signatures
@@ -554,13 +580,13 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
       "calibration_placements_asked": calibration_placements,
       "calibration_rounds": n_rounds,
       "calibration_rounds_asked": calibration_rounds,
-      "fit_grid": ("none" if not n_placements else
+      "fit_grid": ("none" if not n_placements else "joint" if joint else
                    "full" if fine_grid else "coarse"),
   }
   prof = fitting.fitted_profile(
       graph, local(devices), op_time, dispatch, latency, bandwidth,
       whole[timing_class], blocks, schedules, executor_s[len(singles):],
-      clock.elapsed(), meta=meta, max_trials=max_trials)
+      clock.elapsed(), meta=meta, max_trials=max_trials, joint=joint)
   clock.mark("fit")
   prof = dataclasses.replace(prof, profile_s=clock.elapsed(), meta={
       **meta, "phases_s": {k: round(v, 3) for k, v in clock.phases.items()}})
