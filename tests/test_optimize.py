@@ -21,6 +21,9 @@ from gplace.graphs import constraints, interchange
 from gplace.graphs.graph import random_dag
 from gplace.sim import graph_files
 from gplace.autoplace import SOLVER_MAX_NODES, PlacementResult, baseline_rows
+from gplace.autoplace import inputs as autoplace_inputs
+from gplace.autoplace import optimizer
+from gplace.execution import profile_cache, profiler
 
 SEARCH = dict(method="search", max_evaluations=256, budget_s=120.0,
               progress=False)
@@ -482,3 +485,42 @@ def test_the_budget_stops_fine_tuning_after_its_first_chunk(small_policy,
       Problem(random_dag(30, seed=6), topology), loaded, time_s=timed / 2,
       seed=0, notes=notes) == []
   assert notes[-1].startswith("pretrained GO fine-tuned: not trained: ")
+
+
+def test_profile_true_profiles_within_half_the_budget_from_the_cache(
+    program, monkeypatch):
+  # gplace.optimize hands gplace.profile its share of the budget and the
+  # profile cache (the profile itself replaced: no timing here).
+  fn, args = program
+  measured = gplace.profile(fn, *args, repeats=1, transfer_repeats=1,
+                            calibration_placements=0, calibration_rounds=1)
+  calls = []
+
+  def fake_profile(fn_, *args_, **kwargs):
+    calls.append((fn_, kwargs))
+    return measured
+
+  monkeypatch.setattr(autoplace_inputs, "profile", fake_profile)
+  result = gplace.optimize(fn, *args, topology="local", profile=True,
+                           budget_s=8.0, method="single_device",
+                           progress=False)
+  assert calls == [(fn, dict(time_s=optimizer.PROFILE_SHARE * 8.0,
+                             cache=True))]
+  assert optimizer.PROFILE_SHARE <= 0.5
+  assert result.topology is measured.topology
+  np.testing.assert_array_equal(result.costs, measured.costs)
+
+
+def test_a_second_profiled_optimize_reuses_the_cached_profile(
+    program, monkeypatch, tmp_path):
+  fn, args = program
+  monkeypatch.setenv(profile_cache.CACHE_DIR_ENV, str(tmp_path))
+  kwargs = dict(topology="local", profile=True, budget_s=4.0,
+                method="single_device", progress=False)
+  first = gplace.optimize(fn, *args, **kwargs)
+  assert len(os.listdir(tmp_path)) == 1
+  # Profiling again would time ops; the cached profile needs none.
+  monkeypatch.setattr(profiler, "_time_ops", None)
+  again = gplace.optimize(fn, *args, **kwargs)
+  np.testing.assert_array_equal(again.costs, first.costs)
+  np.testing.assert_array_equal(again.placement, first.placement)

@@ -232,9 +232,14 @@ def load_source(fn_or_graph: Any, args: tuple) -> Source:
                    f"pass {ACCEPTED_INPUTS}.")
 
 
-def profiled_source(fn_or_graph: Any, args: tuple) -> tuple[Source, Topology]:
+def profiled_source(fn_or_graph: Any, args: tuple,
+                    time_s: Optional[float] = None
+                    ) -> tuple[Source, Topology]:
   """The graph, calibrated local topology and measured costs of a function
-  (``gplace.profile``; it runs the function many times).
+  (``gplace.profile`` within ``time_s`` seconds; it runs the function many
+  times), from the profile cache (``gplace.profile(..., cache=True)``:
+  ``$GPLACE_CACHE_DIR`` or ``~/.cache/gplace/profiles``) where this program
+  was profiled on these devices before.
 
   Raises:
     CaptureError: not a function, or it does not trace with ``args``.
@@ -246,7 +251,7 @@ def profiled_source(fn_or_graph: Any, args: tuple) -> tuple[Source, Topology]:
         f"{type(fn_or_graph).__name__}; pass gplace.optimize(fn, *args, "
         "topology='local', profile=True), or give a graph's measured costs "
         "as costs=[N, D].")
-  measured = profile(fn_or_graph, *args)
+  measured = profile(fn_or_graph, *args, time_s=time_s, cache=True)
   return (Source(measured.graph, measured.topology, measured.costs,
                  fn=fn_or_graph), measured.topology)
 

@@ -62,6 +62,9 @@ JOINT_SHARE = 0.5
 # candidates with the executor.
 MEASURE_SHARE = 0.3
 MIN_MEASURE_S = 2.0
+# profile=True: gplace.profile gets at most this share of the budget (a
+# profile cached from an earlier call costs next to nothing).
+PROFILE_SHARE = 0.5
 
 
 class UncalibratedWarning(UserWarning):
@@ -153,24 +156,34 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       the graph file or networkx graph carries, else the topology's
       roofline (analytic) costs.
     method: see above.
-    budget_s: wall-clock seconds for the whole call, compiling included
-      (the first call on a graph size compiles the simulator, and the
-      training methods their training step: 20-40 s on two CPU cores). The
-      baselines always run in full first (seconds even on 10k-node graphs);
-      the search then gets the rest of the budget (half of it when the
-      solver follows), but at least a tenth of the budget. The training
-      methods (``"finetune"``, ``"policy"``) stop between chunks of 10
-      steps once the budget is spent or the next chunk would overrun it,
-      and do not start when less is left than a first chunk takes (30 s
-      until this process has timed one on the same graph); then the
-      result has what was found before (the baselines, the zero-shot
-      policy) and ``result.notes`` (printed with it) says what the budget
-      cut short. Only the evaluation of a trained policy may run past it.
+    budget_s: wall-clock seconds for the whole call, compiling and
+      ``profile=True``'s profiling included (the first call on a graph size
+      compiles the simulator, and the training methods their training
+      step: 20-40 s on two CPU cores). The baselines always run in full
+      first (seconds even on 10k-node graphs); the search then gets the
+      rest of the budget (half of it when the solver follows), but at least
+      a tenth of the budget. The training methods (``"finetune"``,
+      ``"policy"``) stop between chunks of 10 steps once the budget is
+      spent or the next chunk would overrun it, and do not start when less
+      is left than a first chunk takes (30 s until this process has timed
+      one on the same graph); then the result has what was found before
+      (the baselines, the zero-shot policy) and ``result.notes`` (printed
+      with it) says what the budget cut short. Only the evaluation of a
+      trained policy may run past it.
     seed: seeds the baselines, the search, the solver and the policy.
     progress: draw a progress bar (after two seconds) on stderr.
     profile: with ``topology="local"`` and a function: measure per-op costs
-      and links on this machine first (``gplace.profile``; it runs the
-      function many times) and place with them.
+      and links on this machine first (``gplace.profile``; it compiles
+      and runs the function many times) and place with them. It gets at
+      most :data:`PROFILE_SHARE` (half) of ``budget_s``
+      (``gplace.profile(..., time_s=budget_s / 2)``: the costliest ops and
+      as many calibration runs as fit; an unbounded profile of a 1,600-op
+      train step takes minutes) and is kept in the profile cache
+      (``$GPLACE_CACHE_DIR``, default ``~/.cache/gplace/profiles``), so a
+      later call on the same program (op graph, argument shapes and
+      dtypes) and devices reuses it at next to no cost, when it was made
+      with at least that budget. The methods and the measuring of the
+      top candidates share what it leaves.
     max_evaluations: cap the search at this many simulator evaluations
       (default: as many as fit in the time). With it, a search that the
       time does not cut short is reproducible for a seed.
@@ -215,7 +228,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           "gplace.optimize: profile=True measures this machine's devices, "
           "so it takes topology='local' and no costs=; drop profile=True "
           "to place with the given topology or costs.")
-    source, topology_spec = profiled_source(fn_or_graph, args)
+    source, topology_spec = profiled_source(fn_or_graph, args,
+                                            PROFILE_SHARE * budget_s)
   else:
     source = load_source(fn_or_graph, args)
   problem = resolve_problem(source, topology_spec, costs, calibrated=profile)
@@ -228,7 +242,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
            "chosen. " if measuring else "a graph cannot be run here, so the "
            "choice rests on them. ")
         + "profile=True (with the function) calibrates the simulator "
-        "first; it runs the program many times, seconds to minutes."),
+        "first, within half of budget_s (cached per program and devices)."),
         stacklevel=2)
   n = problem.graph.n_nodes
   if n == 0:

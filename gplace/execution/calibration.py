@@ -19,7 +19,7 @@ from gplace.sim.clusters import count_copies, launch_costs
 from gplace.sim.topology import Topology
 
 # Calibration grids of at most this many combinations are searched whole.
-_FULL_GRID_TRIALS = 2500
+FULL_GRID_TRIALS = 2500
 # Factors on the measured dispatch tried for each device kind's copy issue
 # (Device.copy_issue_s): 0, and 1/32 to 8 in steps of sqrt(2).
 _COPY_GRID = np.r_[0.0, np.geomspace(1 / 32, 8.0, 17)]
@@ -44,7 +44,8 @@ def block_placements(n_nodes: int, n_devices: int, count: int,
 
 
 def calibration_blocks(n_nodes: int, n_devices: int, count: int,
-                       rng: np.random.Generator) -> np.ndarray:
+                       rng: np.random.Generator,
+                       max_blocks: int = 64) -> np.ndarray:
   """``[count, n_nodes]`` calibration placements of three kinds, so that
   the fit can tell its factors apart:
 
@@ -54,13 +55,14 @@ def calibration_blocks(n_nodes: int, n_devices: int, count: int,
   * of the rest, half with few blocks (2-16, :func:`block_placements`:
     transfers matter) and half with many (17-64: launching clusters
     matters, as for placers that cut tiny graphs into up to ~100
-    clusters).
+    clusters); ``max_blocks`` lowers that 64 (a profile within a time
+    budget: each cluster costs a compile).
   """
   cuts = count // 4
   few = (count - cuts) - (count - cuts) // 2
   out = [block_placements(n_nodes, n_devices, few, rng),
          block_placements(n_nodes, n_devices, count - cuts - few, rng,
-                          max_blocks=64, min_blocks=17)]
+                          max_blocks=max(max_blocks, 17), min_blocks=17)]
   pairs = [(a, b) for a in range(n_devices) for b in range(n_devices)
            if a != b]
   for i in range(cuts):
@@ -119,9 +121,38 @@ def _link_grid(scales: np.ndarray, topology: Topology, kinds: list[str],
   return scales
 
 
+# Link factors tried (1/16 to 16 in steps of 2**(1/4)) and launch factors
+# (0, and 1/4 to 64 in steps of 2**(1/4)).
+_SCALES = np.geomspace(1 / 16, 16.0, 33)
+_LAUNCH_GRID = np.r_[0.0, np.geomspace(0.25, 64.0, 33)]
+
+
+def _factor_classes(topology: Topology) -> tuple[list, list]:
+  """The link classes (source kind, destination kind) and launch classes
+  (``("launch", kind)``, where launches cost anything) the fit scales."""
+  kinds = [dev.kind for dev in topology.devices]
+  d = len(kinds)
+  classes = sorted({(kinds[i], kinds[j]) for i in range(d)
+                    for j in range(d) if i != j})
+  launches = ([("launch", k) for k in sorted(set(kinds))]
+              if np.any(launch_costs(topology) > 0) else [])
+  return classes, launches
+
+
+def fine_grid_trials(topology: Topology) -> int:
+  """Trials in :func:`calibrate_links`' whole fine grid on ``topology``
+  (searched whole when at most ``FULL_GRID_TRIALS``)."""
+  classes, launches = _factor_classes(topology)
+  batching = 2 if topology.batched_inputs else 1
+  return (batching * len(_SCALES) ** len(classes)
+          * len(_LAUNCH_GRID) ** len(launches))
+
+
 def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                      placements: np.ndarray, schedules: np.ndarray,
-                     measured: np.ndarray
+                     measured: np.ndarray,
+                     max_trials: int = FULL_GRID_TRIALS,
+                     joint: bool = False
                      ) -> tuple[Topology, np.ndarray, float, np.ndarray,
                                 np.ndarray, np.ndarray]:
   """Scales link, cluster-launch and copy-issue costs so the simulator
@@ -148,7 +179,7 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
 
   One link factor per (source kind, destination kind) and one launch
   factor per device kind, searched jointly: every combination where the
-  grids hold at most ``_FULL_GRID_TRIALS`` of them (one kind of device),
+  grids hold at most ``FULL_GRID_TRIALS`` of them (one kind of device),
   else every combination on coarse grids (links 2x apart, launches 4x)
   followed by coordinate descent on the fine grids (a descent from one
   common factor can stop where launches absorb what GPU-to-CPU copies
@@ -176,6 +207,13 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     placements: ``[K, N]`` placements that were run.
     schedules: ``[K, N]`` the orders they ran in (simulated in that order).
     measured: ``[K]`` their measured seconds (inf/NaN: failed, ignored).
+    max_trials: the largest fine grid searched whole (default
+      ``FULL_GRID_TRIALS``); a larger one is searched coarse, then by
+      descent (a profile within a time budget passes fewer).
+    joint: fit one factor for every link, launch and copy (the copy factor
+      nearest it on its grid) instead: what one or two calibration runs can
+      tell (free factors fitted to two runs can trade launches for links
+      and miss other placements by 2x).
 
   Returns:
     ``(topology with scaled links, launch and copy costs, the costs net of
@@ -183,15 +221,12 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
     per-device launch factors, [D] per-device copy factors)``.
   """
   ok = np.flatnonzero(np.isfinite(measured))
-  scales = np.geomspace(1 / 16, 16.0, 33)
-  launch_grid = np.r_[0.0, np.geomspace(0.25, 64.0, 33)]
+  scales, launch_grid = _SCALES, _LAUNCH_GRID
   kinds = [dev.kind for dev in topology.devices]
   d = len(kinds)
   pairs = [(i, j) for i in range(d) for j in range(d) if i != j]
-  classes = sorted({(kinds[i], kinds[j]) for i, j in pairs})
+  classes, launches = _factor_classes(topology)
   measured_launch = launch_costs(topology)
-  launches = ([("launch", k) for k in sorted(set(kinds))]
-              if np.any(measured_launch > 0) else [])
 
   def factors_of(per_class: dict) -> tuple[np.ndarray, np.ndarray]:
     links = np.ones((d, d))
@@ -233,7 +268,13 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
         order=schedules[ok]).runtime_s, np.float64)
     log_error = np.abs(np.log((sim[None, :] + extra) / measured[ok][None]))
     median, mean = np.median(log_error, axis=1), np.mean(log_error, axis=1)
-    row = int(np.lexsort((mean, median))[0])
+    if joint:    # the copy factors nearest the common one
+      common = np.log2(per_class[classes[0]] if classes else 1.0)
+      distance = np.abs(np.log2(np.maximum(copy_combos, _COPY_GRID[1]))
+                        - common).sum(1)
+      row = int(np.argmin(distance))
+    else:
+      row = int(np.lexsort((mean, median))[0])
     return float(median[row]), float(mean[row]), row
 
   # Jointly (either factor can absorb the other's cost on placements with
@@ -241,9 +282,7 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
   # coarse grid, then descent on the fine one.
   batching = ([{"batched": b} for b in (False, True)]
               if topology.batched_inputs else [{}])
-  fine_trials = (len(batching) * len(scales) ** len(classes)
-                 * len(launch_grid) ** len(launches))
-  fine = fine_trials <= _FULL_GRID_TRIALS
+  fine = fine_grid_trials(topology) <= min(max_trials, FULL_GRID_TRIALS)
   link_grids = {c: _link_grid(scales, topology, kinds, c) for c in classes}
   launch_values = (launch_grid if fine
                    else np.r_[0.0, launch_grid[1::8]])
@@ -254,6 +293,10 @@ def calibrate_links(graph: Graph, topology: Topology, costs: np.ndarray,
                   for c in classes])
             for lau in itertools.product(launch_values.tolist(),
                                          repeat=len(launches))]
+  if joint:
+    fine = True                            # nothing left to descend on
+    trials = [{**{c: v for c in classes + launches}, **b}
+              for b in batching for v in scales.tolist()]
   errors = [error(trial) for trial in trials]
   best = min(errors)
   per_class = trials[errors.index(best)]

@@ -68,7 +68,8 @@ def refit(prof: Profile, calibration_s: np.ndarray,
                         prof.transfer_bandwidth, whole_program_s,
                         prof.calibration_placements,
                         prof.calibration_orders, calibration_s,
-                        prof.profile_s, pipelined_links)
+                        prof.profile_s, pipelined_links, meta=prof.meta,
+                        joint=prof.meta.get("fit_grid") == "joint")
 
 
 def calibration_runs(prof: Profile) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -100,12 +101,16 @@ def fitted_profile(graph: Graph, base: Topology, op_time: np.ndarray,
                    bandwidth: np.ndarray, whole: np.ndarray,
                    blocks: np.ndarray, schedules: np.ndarray,
                    measured: np.ndarray, profile_s: float,
-                   pipelined_links: bool | np.ndarray | None = None
-                   ) -> Profile:
+                   pipelined_links: bool | np.ndarray | None = None,
+                   meta: dict | None = None,
+                   max_trials: int | None = None,
+                   joint: bool = False) -> Profile:
   """The profile of these measurements: fusion factors from the whole
   program on each device (``whole [D]``; NaN, a failed run: 1x), then links,
   launches and copies fitted on the calibration runs (``blocks`` run in
-  ``schedules``, ``measured [C]`` seconds)."""
+  ``schedules``, ``measured [C]`` seconds); ``meta`` is kept as
+  ``Profile.meta``; ``max_trials`` (None: the default) and ``joint`` go
+  to :func:`calibrate_links`."""
   is_op = graph.kind == NODE_OP
   compute = compute_times(graph, op_time, dispatch)
   whole = np.where(np.isfinite(whole), whole, compute.sum(0))  # failed: 1x
@@ -118,8 +123,9 @@ def fitted_profile(graph: Graph, base: Topology, op_time: np.ndarray,
   launch_scales, copy_scales = np.ones(d), np.zeros(d)
   if np.isfinite(measured).any():
     (topology, costs, link_scale, link_scales, launch_scales,
-     copy_scales) = calibrate_links(graph, topology, costs, blocks,
-                                     schedules, measured)
+     copy_scales) = calibrate_links(
+         graph, topology, costs, blocks, schedules, measured, joint=joint,
+         **({} if max_trials is None else {"max_trials": max_trials}))
   return Profile(graph=graph, topology=topology, costs=costs,
                  op_time_s=np.where(is_op[:, None], op_time, 0.0),
                  dispatch_s=dispatch, fusion_factor=fusion,
@@ -130,7 +136,7 @@ def fitted_profile(graph: Graph, base: Topology, op_time: np.ndarray,
                  calibration_placements=blocks if len(blocks) else None,
                  calibration_orders=schedules if len(blocks) else None,
                  calibration_s=measured if len(blocks) else None,
-                 profile_s=profile_s)
+                 profile_s=profile_s, meta=dict(meta or {}))
 
 
 def measured_topology(base: Topology, dispatch: np.ndarray,

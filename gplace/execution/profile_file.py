@@ -60,6 +60,13 @@ class Profile:
     calibration_s: ``[C]`` float64 their measured seconds (NaN: failed):
       with these a model can be refitted offline.
     profile_s: seconds the profiling took.
+    meta: how it was made (JSON-able; ``{}`` in older profiles):
+      ``time_s`` (the budget, or None), ``complete`` (every op, placement
+      and round asked for was done), ``phases_s`` (seconds per phase),
+      ``op_signatures`` / ``op_signatures_timed``, ``repeats``,
+      ``calibration_placements`` / ``calibration_rounds`` (used) and
+      ``*_asked``, ``fit_grid`` (``"full"`` or ``"coarse"``) and
+      ``cache`` (``key``, ``hit``, ``path``) where a cache was used.
   """
 
   graph: Graph
@@ -79,6 +86,7 @@ class Profile:
   calibration_orders: np.ndarray | None = None
   calibration_s: np.ndarray | None = None
   profile_s: float = 0.0
+  meta: dict = dataclasses.field(default_factory=dict)
 
   def save(self, path: str | os.PathLike) -> None:
     """Writes the profile (graph included) to one ``.npz`` file."""
@@ -86,7 +94,7 @@ class Profile:
     topo = self.topology
     meta = {
         "format": _FORMAT, "version": 1, "profile_s": self.profile_s,
-        "link_scale": self.link_scale,
+        "link_scale": self.link_scale, "profile_meta": self.meta,
         "topology": {
             "name": topo.name, "time_scale": topo.time_scale,
             "batched_inputs": topo.batched_inputs,
@@ -153,4 +161,5 @@ class Profile:
                link_scale=float(meta.get("link_scale", 1.0)),
                link_scales=arrays.get("link_scales"),
                **{k: arrays.get(k) for k in _OPTIONAL_ARRAYS},
-               profile_s=float(meta.get("profile_s", 0.0)))
+               profile_s=float(meta.get("profile_s", 0.0)),
+               meta=meta.get("profile_meta", {}))

@@ -1,8 +1,10 @@
 """Tests of gplace.execution.profiler: a calibrated profile has the right
 shapes, feeds the simulator, survives save/load, and its transfer fit
-recovers a line."""
+recovers a line; within a budget it does what fits (a clock driven by
+hand); a cached profile is reused for the same program and devices."""
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +13,13 @@ import pytest
 
 import gplace
 from gplace.errors import ExecutionError
+from gplace.execution import cache as cache_lib
 from gplace.execution import calibration
 from gplace.execution import fitting
+from gplace.execution import profile_cache
 from gplace.execution import profiler
 from gplace.execution.profile_file import Profile
+from gplace.graphs.capture import trace_program
 from gplace.sim import clusters
 from gplace.sim import simulator
 from gplace.sim import topology as topology_lib
@@ -384,3 +389,201 @@ def test_refit_in_rounds_fits_on_each_runs_fastest_call(mlp_profile):
   shared = fitting.refit_in_rounds(prof, rounds, [0, 0])
   np.testing.assert_array_equal(shared.whole_program_s,
                                 [prof.whole_program_s[0]] * 2)
+
+
+# -- within a budget, and cached ---------------------------------------------
+
+
+def _drive_clock(monkeypatch, op_compile_s, cluster_compile_s):
+  """Drives ``profiler``'s clock by hand: it stands still, except that each
+  compile of one op costs ``op_compile_s`` and of a larger cluster
+  ``cluster_compile_s`` (the compiled-cluster cache is emptied first, so
+  every compile happens)."""
+  now = [0.0]
+  compile_cluster = cache_lib.compile_cluster
+
+  def compiling(program, cluster, device):
+    now[0] += op_compile_s if len(cluster.nodes) == 1 else cluster_compile_s
+    return compile_cluster(program, cluster, device)
+
+  cache_lib.clear_cache()
+  monkeypatch.setattr(cache_lib, "compile_cluster", compiling)
+  monkeypatch.setattr(profiler, "_now", lambda: now[0])
+
+
+def _chain(params, x):
+  for w in params:
+    x = jnp.sin(x @ w) + jnp.cos(x) * 2.0
+  return jnp.sum(x * x)
+
+
+def _chain_args(width=16):
+  return [jnp.full((width, width), 0.1) for _ in range(3)], jnp.ones((4, width))
+
+
+def test_a_budget_always_keeps_the_single_device_runs(monkeypatch):
+  # Each placement's compile costs far more than the budget: only the
+  # single-device run (one for devices timed alike) is built and timed, and
+  # the profile is still whole.
+  _drive_clock(monkeypatch, op_compile_s=0.0, cluster_compile_s=10.0)
+  params, x = _chain_args()
+  prof = gplace.profile(_chain, params, x, devices=jax.devices()[:2],
+                        time_s=5.0)
+  meta = prof.meta
+  assert meta["time_s"] == 5.0 and not meta["complete"]
+  assert meta["calibration_placements"] == 0
+  assert meta["calibration_placements_asked"] == 16
+  assert meta["op_signatures_timed"] == meta["op_signatures"]
+  assert prof.calibration_placements is None and meta["fit_grid"] == "none"
+  assert np.all(np.isfinite(prof.whole_program_s))
+  assert np.all(np.isfinite(prof.costs))
+  assert set(meta["phases_s"]) >= {"trace", "ops", "transfers",
+                                   "calibration_build", "calibration_runs",
+                                   "fit"}
+
+
+def test_a_budget_times_the_costliest_ops_and_estimates_the_rest(
+    monkeypatch):
+  # Each op compile costs 1 s and ops get OPS_SHARE of 10 s: a few
+  # signatures are timed, the costliest (by roofline) first; the others
+  # cost the dispatch plus their roofline times the timed ops' ratio.
+  _drive_clock(monkeypatch, op_compile_s=1.0, cluster_compile_s=0.0)
+  params, x = _chain_args(64)
+  devices = jax.devices()[:2]
+  prof = gplace.profile(_chain, params, x, devices=devices, time_s=10.0,
+                        calibration_placements=2, calibration_rounds=2)
+  meta = prof.meta
+  timed = meta["op_signatures_timed"]
+  assert 0 < timed < meta["op_signatures"] and not meta["complete"]
+  assert timed <= profiler.OPS_SHARE * 10.0 + 1
+  graph = prof.graph
+  is_op = graph.kind == NODE_OP
+  roofline = topology_lib.local(devices).op_costs(graph)
+  estimated = profiler._estimated_op_times(prof.op_time_s, roofline,
+                                           prof.dispatch_s, ~is_op)
+  matches = np.isclose(prof.op_time_s, estimated, rtol=1e-9)[:, 0] & is_op
+  assert 0 < matches.sum() < is_op.sum()
+  # The matmuls (the costliest ops) were timed, not estimated.
+  dots = np.array(["dot_general" in name for name in graph.names])
+  assert dots.any() and not np.any(matches & dots)
+
+
+def test_an_ample_budget_does_everything_asked(monkeypatch):
+  _drive_clock(monkeypatch, op_compile_s=0.0, cluster_compile_s=0.0)
+  params, x = _chain_args()
+  prof = gplace.profile(_chain, params, x, devices=jax.devices()[:2],
+                        time_s=1e6, calibration_placements=3,
+                        calibration_rounds=2)
+  meta = prof.meta
+  assert meta["complete"] and meta["calibration_placements"] == 3
+  assert meta["calibration_rounds"] == 2 and meta["repeats"] == 3
+  assert prof.calibration_placements.shape == (3, prof.graph.n_nodes)
+
+
+def test_profile_without_budget_records_what_it_did(mlp_profile):
+  prof, _, _ = mlp_profile
+  meta = prof.meta
+  assert meta["time_s"] is None and meta["complete"]
+  assert (meta["calibration_placements"], meta["calibration_rounds"],
+          meta["repeats"]) == (3, 1, 2)
+  assert "cache" not in meta and prof.profile_s > 0
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(time_s=0), "time_s must be a positive"),
+    (dict(time_s=float("inf")), "time_s must be a positive"),
+    (dict(time_s="10"), "time_s must be a positive"),
+    (dict(cache=3), "cache must be True, False or a directory"),
+])
+def test_profile_rejects_a_bad_budget_or_cache(kwargs, message):
+  params, x = _chain_args()
+  with pytest.raises(gplace.GplaceError, match=message):
+    gplace.profile(_chain, params, x, **kwargs)
+
+
+_CHEAP = dict(repeats=1, transfer_repeats=1, calibration_placements=1,
+              calibration_rounds=1)
+
+
+def test_a_cached_profile_is_reused_for_the_same_program(tmp_path,
+                                                         monkeypatch):
+  params, x = _chain_args()
+  devices = jax.devices()[:2]
+  first = gplace.profile(_chain, params, x, devices=devices, cache=tmp_path,
+                         **_CHEAP)
+  assert first.meta["cache"]["hit"] is False
+  assert os.listdir(tmp_path) == [os.path.basename(first.meta["cache"]["path"])]
+  # Other argument values of the same shapes: the same program, not run.
+  monkeypatch.setattr(profiler, "_time_ops", None)   # would fail if called
+  again = gplace.profile(_chain, [p + 1 for p in params], x, devices=devices,
+                         cache=tmp_path, **_CHEAP)
+  assert again.meta["cache"]["hit"] is True
+  assert again.meta["cache"]["key"] == first.meta["cache"]["key"]
+  assert again.graph == first.graph
+  for field in ("costs", "op_time_s", "dispatch_s", "whole_program_s",
+                "calibration_placements", "calibration_s"):
+    np.testing.assert_array_equal(getattr(again, field),
+                                  getattr(first, field))
+  assert again.topology.devices == first.topology.devices
+  np.testing.assert_array_equal(again.topology.link_latency,
+                                first.topology.link_latency)
+  assert again.profile_s == first.profile_s
+
+
+def test_a_changed_shape_or_device_set_misses_the_cache(tmp_path):
+  params, x = _chain_args()
+  devices = jax.devices()[:2]
+  first = gplace.profile(_chain, params, x, devices=devices, cache=tmp_path,
+                         **_CHEAP)
+  wider = gplace.profile(_chain, params, jnp.ones((8, 16)), devices=devices,
+                         cache=tmp_path, **_CHEAP)
+  assert wider.meta["cache"]["hit"] is False
+  assert wider.meta["cache"]["key"] != first.meta["cache"]["key"]
+  others = gplace.profile(_chain, params, x, devices=jax.devices()[1:3],
+                          cache=tmp_path, **_CHEAP)
+  assert others.meta["cache"]["hit"] is False
+  assert len(os.listdir(tmp_path)) == 3
+
+
+def test_the_cache_directory_comes_from_the_environment(tmp_path,
+                                                        monkeypatch):
+  monkeypatch.setenv(profile_cache.CACHE_DIR_ENV, str(tmp_path / "env"))
+  assert profile_cache.cache_dir(True) == str(tmp_path / "env")
+  assert profile_cache.cache_dir(False) is None
+  assert profile_cache.cache_dir(tmp_path) == str(tmp_path)
+  monkeypatch.delenv(profile_cache.CACHE_DIR_ENV)
+  assert profile_cache.cache_dir(True).endswith(
+      os.path.join(".cache", "gplace", "profiles"))
+
+
+def test_a_budgeted_profile_answers_requests_with_no_more_budget(
+    mlp_profile, tmp_path):
+  prof, _, _ = mlp_profile
+  partial = dataclasses.replace(prof, meta={"time_s": 10.0,
+                                            "complete": False})
+  assert profile_cache.good_enough(partial, 10.0)
+  assert profile_cache.good_enough(partial, 5.0)
+  assert not profile_cache.good_enough(partial, 20.0)
+  assert not profile_cache.good_enough(partial, None)
+  assert profile_cache.good_enough(prof, None)        # complete
+  profile_cache.store(str(tmp_path), "k", partial)
+  assert profile_cache.load(str(tmp_path), "k", 20.0) is None
+  loaded = profile_cache.load(str(tmp_path), "k", 5.0)
+  assert loaded.meta == partial.meta
+  # Written atomically: no temporary file is left behind.
+  assert os.listdir(tmp_path) == ["k.npz"]
+
+
+def test_program_fingerprint_sees_ops_and_constants_not_values():
+  params, x = _chain_args()
+  trace = lambda fn, *args: trace_program(fn, *args)
+  base = profile_cache.program_fingerprint(trace(_chain, params, x))
+  assert base == profile_cache.program_fingerprint(
+      trace(_chain, [p * 3 for p in params], x + 1))
+  assert base != profile_cache.program_fingerprint(
+      trace(_chain, params, x.astype(jnp.bfloat16)))
+  scaled = lambda c: (lambda p, v: _chain(p, v * c))
+  assert profile_cache.program_fingerprint(
+      trace(scaled(np.full((4, 16), 2.0, np.float32)), params, x)) != (
+          profile_cache.program_fingerprint(
+              trace(scaled(np.full((4, 16), 3.0, np.float32)), params, x)))
