@@ -82,6 +82,7 @@ from gplace.execution import partition  # noqa: E402  pylint: disable=g-import-n
 from gplace.execution import calibration  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import fidelity_dumps  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import fitting  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution import op_timing  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import profiler  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution.profile_file import Profile  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.sim import simulator  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -234,7 +235,7 @@ def evaluate(name, size, args_ns, devices):
   refitted = None
   if n_calibration:
     refitted = fitting.refit_in_rounds(prof, calibration_rounds,
-                                       profiler.timing_classes(devices))
+                                       op_timing.timing_classes(devices))
     for kind in kinds:
       result = simulator.simulate(
           graph, placements, refitted.topology, costs=refitted.costs,

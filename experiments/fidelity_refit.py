@@ -122,7 +122,7 @@ def calibration_refit(prof: Profile, pipelined_links,
     raise SystemExit("the profile kept no calibration runs (profiles from "
                      "before 2026-11-27 did not); --calibration needs them.")
   if rounds is not None:
-    # Host devices time alike (profiler.timing_classes), each other alone.
+    # Host devices time alike (op_timing.timing_classes), each other alone.
     kinds = [dev.kind for dev in prof.topology.devices]
     classes = [kinds.index("cpu") if kind == "cpu" else j
                for j, kind in enumerate(kinds)]

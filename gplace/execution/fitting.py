@@ -200,7 +200,7 @@ def refit_in_rounds(prof: Profile, rounds: np.ndarray, classes: Sequence[int],
   seconds (NaN: failed).
 
   Devices that are timed alike (``classes [D]``,
-  ``profiler.timing_classes``: forced CPU devices) share the fastest of
+  ``op_timing.timing_classes``: forced CPU devices) share the fastest of
   their single-device runs, as ``gplace.profile`` has them.
   ``pipelined_links``: as :func:`refit` takes it.
   """

@@ -12,12 +12,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gplace.errors import ExecutionError, check_seed
@@ -27,17 +24,15 @@ from gplace.execution import effects
 from gplace.execution import executor
 from gplace.execution import fitting
 from gplace.execution import inputs
+from gplace.execution import op_timing
 from gplace.execution import partition
 from gplace.execution import profile_cache
 from gplace.execution import timing
 from gplace.execution.calibration import calibration_blocks
 from gplace.execution.profile_file import Profile
 from gplace.graphs.capture import Program
-from gplace.graphs.graph import NODE_INPUT, NODE_OP
 from gplace.sim import simulator
 from gplace.sim.topology import local
-
-_TRANSFER_BYTES = (256, 16 * 1024, 256 * 1024, 2 * 1024 * 1024)
 
 # Within ``profile(time_s=T)``: op timing gets at most this share of T ...
 OPS_SHARE = 0.3
@@ -58,203 +53,6 @@ EARLY_STOP_GAIN = 0.02
 MIN_FREE_FIT = 3
 # The clock (tests drive it).
 _now = time.perf_counter
-
-
-# -- timing helpers -------------------------------------------------------------
-
-
-def _median_time(call: Callable[[], Any], repeats: int, warmup: int = 1
-                 ) -> float:
-  for _ in range(warmup):
-    jax.block_until_ready(call())
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(call())
-    times.append(time.perf_counter() - start)
-  return float(statistics.median(times))
-
-
-def timing_classes(devices: Sequence[jax.Device]) -> list[int]:
-  """Index of the representative device each device is timed as: devices of
-  one platform and kind that share compute (CPU devices) time alike."""
-  rep: dict[Any, int] = {}
-  out = []
-  for i, dev in enumerate(devices):
-    key = (dev.platform, dev.device_kind) if dev.platform == "cpu" else i
-    out.append(rep.setdefault(key, i))
-  return out
-
-
-def dispatch_overhead(device: jax.Device, repeats: int = 50) -> float:
-  """Median seconds to run a trivial compiled executable on ``device``."""
-  sharding = jax.sharding.SingleDeviceSharding(device)
-  x = jax.device_put(jnp.zeros((), jnp.float32), device)
-  add = jax.jit(lambda v: v + 1.0, out_shardings=sharding).lower(x).compile()
-  return _median_time(lambda: add(x), repeats, warmup=3)
-
-
-def fit_transfer(src: jax.Device, dst: jax.Device, repeats: int = 5,
-                 sizes: Sequence[int] = _TRANSFER_BYTES) -> tuple[float, float]:
-  """``(latency_s, bandwidth)`` of ``jax.device_put`` from ``src`` to
-  ``dst``, by least squares over a few sizes."""
-  times = []
-  for nbytes in sizes:
-    x = jax.device_put(jnp.zeros((max(nbytes // 4, 1),), jnp.float32), src)
-    times.append(_median_time(lambda: jax.device_put(x, dst), repeats))
-  # Relative least squares (rows weighted by 1/time): small copies, which
-  # dominate a program's transfers, fix the latency; large ones the bandwidth.
-  times = np.asarray(times)
-  design = np.stack([np.ones(len(sizes)), np.asarray(sizes, np.float64)], 1)
-  (latency, per_byte), *_ = np.linalg.lstsq(design / times[:, None],
-                                           np.ones_like(times), rcond=None)
-  latency = max(float(latency), 0.0)
-  per_byte = max(float(per_byte), 1e-13)
-  return latency, 1.0 / per_byte
-
-
-def _zeros_like_output(record, var: int, device):
-  """Zeros in the shape of an op's output value ``var`` on ``device`` (the
-  input of later ops when this op is not timed), or None where zeros cannot
-  stand in (an extended dtype such as a PRNG key)."""
-  aval = record.eqn.outvars[record.outputs.index(var)].aval
-  try:
-    return jax.device_put(jnp.zeros(aval.shape, aval.dtype), device)
-  except Exception:  # pylint: disable=broad-except
-    return None
-
-
-def _time_ops(program: Program, args, kwargs, devices, repeats: int,
-              timing_class: list[int], clock: "_Clock | None" = None,
-              time_s: float | None = None,
-              roofline: np.ndarray | None = None,
-              dispatch: np.ndarray | None = None
-              ) -> tuple[np.ndarray, int, int]:
-  """``([N, D] median seconds of every op alone, on real values; signatures;
-  signatures timed)``.
-
-  Each op signature is timed once per timing class. With ``time_s`` (and
-  ``clock``, ``roofline [N, D]`` and ``dispatch [D]``), signatures are
-  timed while the time lasts, the costliest first (roofline seconds times
-  occurrences); the others are not compiled, their results are zeros, and
-  their time is the dispatch plus their roofline times the median ratio of
-  measured compute to roofline of the timed ops.
-  """
-  n, d = program.graph.n_nodes, len(devices)
-  op_time = np.zeros((n, d))
-  leaves = jax.tree_util.tree_leaves((args, kwargs))
-  home = devices[0]
-  values: dict[int, Any] = {}
-  synthetic: set[int] = set()        # values that are zeros, not computed
-  measured: dict[tuple[str, int], float] = {}
-  measured_any: set[str] = set()
-  signatures = {node: partition.op_signature(record)
-                for node, record in enumerate(program.nodes)
-                if record.kind == NODE_OP}
-  skipped: set[str] = set()
-  rank: dict[str, int] = {}
-  if time_s is not None:
-    weight: dict[str, float] = {}
-    for node, sig in signatures.items():
-      weight[sig] = weight.get(sig, 0.0) + float(roofline[node].max())
-    rank = {sig: i for i, sig in enumerate(
-        sorted(weight, key=lambda sig: -weight[sig]))}
-    began = clock.now()
-    decided: set[str] = set()
-    done_by_rank = np.zeros(len(rank), bool)
-    timed = 0
-  for node, record in enumerate(program.nodes):
-    if record.kind == NODE_INPUT:
-      source, payload = record.source
-      value = leaves[payload] if source == "arg" else payload
-      values[record.outputs[0]] = jax.device_put(value, home)
-      continue
-    if record.kind != NODE_OP:
-      continue
-    signature = signatures[node]
-    outs = tuple(v for v in record.outputs if v >= 0)
-    reads_zeros = any(r.var in synthetic for r in record.inputs)
-    zeros = None
-    if reads_zeros and record.eqn.primitive.name == "while":
-      # Zeros may never end a loop: neither run nor time it.
-      zeros = [_zeros_like_output(record, v, home) for v in outs]
-      if any(z is None for z in zeros):
-        zeros = None
-    if time_s is not None and signature not in decided:
-      decided.add(signature)
-      spent = clock.now() - began
-      per_signature = spent / timed if timed else 0.0
-      # Time it if the signatures that outrank it and are still to come
-      # (and it) fit in what is left at the pace so far.
-      ahead = int(np.count_nonzero(~done_by_rank[:rank[signature]]))
-      done_by_rank[rank[signature]] = True
-      if zeros is None and spent + (ahead + 1) * per_signature > time_s:
-        zeros = [_zeros_like_output(record, v, home) for v in outs]
-        if any(z is None for z in zeros):
-          zeros = None
-      if zeros is not None:
-        skipped.add(signature)
-      else:
-        timed += 1
-    if zeros is not None or signature in skipped:
-      for j in range(d):
-        op_time[node, j] = measured.get((signature, timing_class[j]), 0.0)
-      if signature not in measured_any:
-        skipped.add(signature)
-      for i, var in enumerate(outs):
-        values[var] = (zeros[i] if zeros is not None
-                       else _zeros_like_output(record, var, home))
-        synthetic.add(var)
-      continue
-    cluster = partition.Cluster(0, (node,), tuple(dict.fromkeys(
-        r.var for r in record.inputs if r.var >= 0)), outs)
-    for j, dev in enumerate(devices):
-      rep = timing_class[j]
-      if (signature, rep) in measured:
-        op_time[node, j] = measured[(signature, rep)]
-        continue
-      compiled = _compiled_op(program, cluster, dev)
-      inputs = [jax.device_put(values[v], dev) for v in cluster.in_vars]
-      seconds = _median_time(lambda: compiled(*inputs), repeats)
-      measured[(signature, rep)] = seconds
-      measured_any.add(signature)
-      op_time[node, j] = seconds
-    compiled = _compiled_op(program, cluster, home)
-    outs_values = compiled(*[values[v] for v in cluster.in_vars])
-    for var, value in zip(cluster.out_vars, outs_values):
-      values[var] = value
-      if any(r.var in synthetic for r in record.inputs):
-        synthetic.add(var)
-  n_signatures = len(set(signatures.values()))
-  if skipped:
-    estimated = np.array([signatures.get(node) in skipped
-                          for node in range(n)])
-    op_time[estimated] = _estimated_op_times(
-        op_time, roofline, dispatch, estimated)[estimated]
-  return op_time, n_signatures, n_signatures - len(skipped)
-
-
-def _estimated_op_times(op_time: np.ndarray, roofline: np.ndarray,
-                        dispatch: np.ndarray, estimated: np.ndarray
-                        ) -> np.ndarray:
-  """``[N, D]`` op times from the roofline: the dispatch plus the roofline
-  times the median ratio of measured compute (op time less dispatch) to
-  roofline over the timed ops (1 where none was timed)."""
-  timed = (~estimated) & (op_time[:, 0] > 0) & (roofline[:, 0] > 0)
-  ratio = np.ones(op_time.shape[1])
-  if timed.any():
-    compute = np.maximum(op_time[timed] - dispatch[None, :], 0.0)
-    ratio = np.median(compute / roofline[timed], axis=0)
-  return dispatch[None, :] + ratio[None, :] * roofline
-
-
-def _compiled_op(program: Program, cluster, device):
-  """The op-mode executable of a one-op cluster (cached, shared with
-  ``place(..., mode="op")``)."""
-  signatures = {cluster.nodes[0]: partition.op_signature(
-      program.nodes[cluster.nodes[0]])}
-  return cluster_cache.get_or_compile(program, signatures, cluster,
-                              device).executable
 
 
 def _check_time(time_s: Any) -> float | None:
@@ -492,16 +290,17 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
                                       directory, key)}})
   budgeted = time_s is not None
   d = len(devices)
-  timing_class = timing_classes(devices)
+  timing_class = op_timing.timing_classes(devices)
 
   dispatch = np.zeros(d)
   for j, dev in enumerate(devices):
     rep = timing_class[j]
-    dispatch[j] = dispatch[rep] if rep != j else dispatch_overhead(dev)
+    dispatch[j] = (dispatch[rep] if rep != j
+                   else op_timing.dispatch_overhead(dev))
   clock.mark("dispatch")
 
   op_repeats = min(repeats, BUDGET_REPEATS) if budgeted else repeats
-  op_time, n_signatures, n_timed = _time_ops(
+  op_time, n_signatures, n_timed = op_timing.time_ops(
       program, args, kwargs, devices, op_repeats, timing_class, clock,
       time_s=OPS_SHARE * time_s if budgeted else None,
       roofline=local(devices).op_costs(graph) if budgeted else None,
@@ -522,7 +321,7 @@ def profile(fn: Callable, *args, devices=None, repeats: int = 5,
       # devices: one copy between two of them stands for all).
       pair = (timing_class[i], timing_class[j]) if budgeted else (i, j)
       if pair not in fitted_links:
-        fitted_links[pair] = fit_transfer(src, dst, copies)
+        fitted_links[pair] = op_timing.fit_transfer(src, dst, copies)
       latency[i, j], bandwidth[i, j] = fitted_links[pair]
   clock.mark("transfers")
 

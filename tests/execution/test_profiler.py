@@ -16,6 +16,7 @@ from gplace.errors import ExecutionError
 from gplace.execution import cache as cache_lib
 from gplace.execution import calibration
 from gplace.execution import fitting
+from gplace.execution import op_timing
 from gplace.execution import profile_cache
 from gplace.execution import profiler
 from gplace.execution.profile_file import Profile
@@ -163,7 +164,7 @@ def test_profile_save_load_round_trip(mlp_profile, tmp_path):
 
 
 def test_transfer_fit_is_positive():
-  latency, bandwidth = profiler.fit_transfer(
+  latency, bandwidth = op_timing.fit_transfer(
       jax.devices()[0], jax.devices()[1], repeats=2)
   assert latency >= 0 and bandwidth > 0
 
@@ -459,7 +460,7 @@ def test_a_budget_times_the_costliest_ops_and_estimates_the_rest(
   graph = prof.graph
   is_op = graph.kind == NODE_OP
   roofline = topology_lib.local(devices).op_costs(graph)
-  estimated = profiler._estimated_op_times(prof.op_time_s, roofline,
+  estimated = op_timing.estimated_op_times(prof.op_time_s, roofline,
                                            prof.dispatch_s, ~is_op)
   matches = np.isclose(prof.op_time_s, estimated, rtol=1e-9)[:, 0] & is_op
   assert 0 < matches.sum() < is_op.sum()
@@ -514,7 +515,7 @@ def test_a_cached_profile_is_reused_for_the_same_program(tmp_path,
   assert first.meta["cache"]["hit"] is False
   assert os.listdir(tmp_path) == [os.path.basename(first.meta["cache"]["path"])]
   # Other argument values of the same shapes: the same program, not run.
-  monkeypatch.setattr(profiler, "_time_ops", None)   # would fail if called
+  monkeypatch.setattr(op_timing, "time_ops", None)   # would fail if called
   again = gplace.profile(_chain, [p + 1 for p in params], x, devices=devices,
                          cache=tmp_path, **_CHEAP)
   assert again.meta["cache"]["hit"] is True
