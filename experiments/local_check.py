@@ -16,6 +16,14 @@ alone (the figures are wall-clock times):
 
 ``--devices`` sets ``--xla_force_host_platform_device_count`` before JAX
 starts, so each device count is one process.
+
+``--profile-repeats K`` checks calibration instead: each program is
+profiled K times afresh within ``--budget_s`` (``gplace.profile(fn, *args,
+time_s=budget_s)``), and the wall time and fitted factors of each are
+printed with their spread; then a profile with a cache, made and reused:
+
+  python experiments/local_check.py --devices 4 --programs lm \
+      --profile-repeats 3 --out experiments/results/local_check/profile_4
 """
 
 import argparse
@@ -33,6 +41,9 @@ def parse_args(argv=None):
                       help="timed calls of each placement, in 4 rounds")
   parser.add_argument("--programs", default="mlp,lm,convnet",
                       help="comma-separated: mlp, lm, convnet")
+  parser.add_argument("--profile-repeats", type=int, default=0,
+                      help="profile each program this many times within "
+                      "--budget_s instead (0: the placement check)")
   parser.add_argument("--out", default="", help="a study folder")
   return parser.parse_args(argv)
 
@@ -43,6 +54,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            f"{ARGS.devices}")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import tempfile
 import time
 import warnings
 
@@ -191,7 +203,63 @@ def check(name: str, budget_s: float, repeats: int) -> dict:
   return row
 
 
+def _host_cost_ms(prof, field: str) -> str:
+  costs = sorted({f"{getattr(dev, field) * 1e3:.3f}"
+                  for dev in prof.topology.devices})
+  return " / ".join(costs)
+
+
+def profile_check(name: str, budget_s: float, repeats: int) -> list:
+  """Rows of ``repeats`` fresh profiles of one program within ``budget_s``,
+  then a cached profile made and reused."""
+  fn, args = PROGRAMS[name]()
+  rows = []
+  def one(label, **kwargs):
+    start = time.perf_counter()
+    prof = gplace.profile(fn, *args, time_s=budget_s, **kwargs)
+    wall = time.perf_counter() - start
+    rows.append([name, label, f"{wall:.1f}", f"{prof.fusion_factor.mean():.3f}",
+                 f"{prof.link_scale:.2f}",
+                 _host_cost_ms(prof, "cluster_launch_s"),
+                 _host_cost_ms(prof, "copy_issue_s"),
+                 str(len(prof.calibration_s)
+                     if prof.calibration_s is not None else 0)])
+    print(f"{name} {label}: {' | '.join(rows[-1][2:])}", flush=True)
+    return wall, prof
+  fresh = [one(f"fresh {i + 1}") for i in range(repeats)]
+  walls = [w for w, _ in fresh]
+  scales = [p.link_scale for _, p in fresh]
+  fusion = [float(p.fusion_factor.mean()) for _, p in fresh]
+  rows.append([name, "spread (max/min)",
+               f"{max(walls) / min(walls):.2f}x",
+               f"{max(fusion) / min(fusion):.2f}x",
+               f"{max(scales) / max(min(scales), 1e-9):.2f}x", "", "", ""])
+  with tempfile.TemporaryDirectory() as cache:
+    one("cached: made", cache=cache)
+    one("cached: reused", cache=cache)
+  return rows
+
+
+def profile_main() -> None:
+  rows = [row for name in ARGS.programs.split(",")
+          for row in profile_check(name, ARGS.budget_s, ARGS.profile_repeats)]
+  header = ["program", "profile", "wall s", "fusion factor (mean)",
+            "link scale", "launch ms", "copy issue ms", "calibration runs"]
+  lines = [f"`gplace.profile(fn, *args, time_s={ARGS.budget_s:g})` on "
+           f"{ARGS.devices} forced CPU devices, load average at the start "
+           f"{os.getloadavg()[0]:.1f} (measured wall time; fitted factors).",
+           "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(row) + " |" for row in rows]
+  print("\n".join(lines))
+  study = report.Study.create(ARGS.out, __file__)
+  if study is not None:
+    study.write(lines)
+
+
 def main() -> None:
+  if ARGS.profile_repeats:
+    profile_main()
+    return
   print(f"{len(jax.devices())} devices {jax.devices()}, load average "
         f"{os.getloadavg()}", flush=True)
   rows = [check(name, ARGS.budget_s, ARGS.repeats)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import jraph
 
 from gplace.errors import PolicyError
-from gplace.policies import seq2seq
+from gplace.policies import seq2seq, sequence_encoder
 from gplace.policies.base import (ActionScores, module_fields,
                                   register_policy, reject_unknown)
 
@@ -53,7 +53,7 @@ class ColocRLPolicy(seq2seq.Seq2SeqPlacer):
 
   def setup(self):
     super().setup()
-    self.encoder = seq2seq.SequenceEncoder(self.hidden_size,
+    self.encoder = sequence_encoder.SequenceEncoder(self.hidden_size,
                                            self.bidirectional)
 
   def __call__(self, graphs: jraph.GraphsTuple,

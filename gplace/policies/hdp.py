@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import jraph
 
 from gplace.errors import PolicyError
-from gplace.policies import seq2seq
+from gplace.policies import seq2seq, sequence_encoder
 from gplace.policies.base import (ActionScores, module_fields,
                                   register_policy, reject_unknown)
 
@@ -95,7 +95,7 @@ class HDPPolicy(seq2seq.Seq2SeqPlacer):
     self.grouper_hidden = nn.Dense(self.grouping_hidden_size)
     self.grouper_output = nn.Dense(self.groups)
     self.group_norm = nn.LayerNorm()
-    self.encoder = seq2seq.SequenceEncoder(self.hidden_size,
+    self.encoder = sequence_encoder.SequenceEncoder(self.hidden_size,
                                            bidirectional=True)
 
   def __call__(self, graphs: jraph.GraphsTuple,

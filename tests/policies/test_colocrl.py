@@ -15,7 +15,7 @@ from experiments.configs import colocrl as colocrl_config
 from gplace import policies
 from gplace.errors import ConfigError, PolicyError
 from gplace.graphs import features
-from gplace.policies import colocrl, seq2seq
+from gplace.policies import colocrl, sequence_encoder
 from policy_cases import (FAST_COMPILE, GREEDY, K, NUM_DEVICES, SAMPLE,
                           all_devices, budget, check_training_improves,
                           entry_point_shapes, initial_setup, jitted_score,
@@ -179,7 +179,7 @@ def test_bad_hyperparameters_are_policy_errors(hparams, message):
 def test_adjacency_encoding_buckets_distances():
   graph = small_graph(6)
   graphs = features.to_graphs_tuple(graph, budget(16))
-  encoding = np.asarray(jax.jit(seq2seq.adjacency_encoding,
+  encoding = np.asarray(jax.jit(sequence_encoder.adjacency_encoding,
                                 static_argnums=1)(graphs, 3))
   assert encoding.shape == (16, 6)
   # Node 3 is fed by node 2 (distance 1, bucket 0) and node 0 (distance 3,
