@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from gplace import workloads
+from gplace import report, workloads
 from gplace.sim import native, simulator
 from gplace.sim.topology import preset
 
@@ -57,19 +57,11 @@ def time_paths(graph, topology, placements, repeats: int) -> dict:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workloads", nargs="+",
-                      default=["rnnlm2", "wavenet2", "resnet50"],
-                      help="zoo workloads (train steps)")
-  parser.add_argument("--size", default="tiny",
-                      help="workload size: tiny, small or paper")
-  parser.add_argument("--topology", default="1cpu+4gpu",
-                      help="topology preset")
+  report.add_zoo_arguments(parser, ["rnnlm2", "wavenet2", "resnet50"])
   parser.add_argument("--placements", type=int, default=64,
                       help="random placements per call (K)")
   parser.add_argument("--repeats", type=int, default=3,
                       help="timed calls per path (the median is reported)")
-  parser.add_argument("--graph_cache", default="",
-                      help="directory of captured graphs (reused)")
   args = parser.parse_args()
   if not native.available():
     raise SystemExit("gplace.sim.native is unavailable (numba missing or "

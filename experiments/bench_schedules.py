@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from gplace import baselines, workloads
+from gplace import baselines, report, workloads
 from gplace.sim import simulator
 from gplace.sim.topology import preset
 
@@ -62,19 +62,11 @@ def placements_near(plan: np.ndarray, n_devices: int, k: int, fraction: float,
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workloads", nargs="+",
-                      default=["rnnlm2", "wavenet2", "resnet50"],
-                      help="zoo workloads (train steps)")
-  parser.add_argument("--size", default="tiny",
-                      help="workload size: tiny, small or paper")
-  parser.add_argument("--topology", default="1cpu+4gpu",
-                      help="topology preset")
+  report.add_zoo_arguments(parser, ["rnnlm2", "wavenet2", "resnet50"])
   parser.add_argument("--placements", type=int, default=64,
                       help="placements per call (K)")
   parser.add_argument("--repeats", type=int, default=3,
                       help="timed calls per schedule (the median is reported)")
-  parser.add_argument("--graph_cache", default="",
-                      help="directory of captured graphs (reused)")
   args = parser.parse_args()
   topology = preset(args.topology)
   rng = np.random.default_rng(0)

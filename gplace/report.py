@@ -25,6 +25,21 @@ OUT_HELP = ("the study's folder: its README.md says what was run (command, "
             "date, machine) and holds the tables")
 
 
+def add_zoo_arguments(parser, workloads: Sequence[str],
+                      size: str = "tiny", topology: str = "1cpu+4gpu") -> None:
+  """Adds the benchmark scripts' common flags to an ``argparse`` parser:
+  ``--workloads`` (names, space-separated), ``--size``, ``--topology`` and
+  ``--graph_cache``."""
+  parser.add_argument("--workloads", nargs="+", default=list(workloads),
+                      help="zoo workloads (train steps)")
+  parser.add_argument("--size", default=size,
+                      help="workload size: tiny, small or paper")
+  parser.add_argument("--topology", default=topology,
+                      help="topology preset")
+  parser.add_argument("--graph_cache", default="",
+                      help="directory of captured graphs (reused)")
+
+
 def write_markdown(path: str, lines: Sequence[str]) -> None:
   """Writes ``lines`` to ``path`` (creating its directory), one per line."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
