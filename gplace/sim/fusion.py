@@ -16,7 +16,8 @@ import numpy as np
 
 from gplace.graphs.fusion import (Fusion, check_labels, expand_order, fuse,
                                   group_placements, group_rank)
-from gplace.graphs.graph import Graph
+from gplace.graphs.graph import Graph, NODE_OP
+from gplace.sim import clusters
 from gplace.sim.cache import cached_problem
 from gplace.sim.topology import Topology, validate_costs
 
@@ -131,3 +132,30 @@ def expand_schedule(fused: Fusion, group_order):
   if group_order is None:
     return None
   return expand_order(fused, group_order)
+
+
+def launch_correction(fused: Fusion, topology: Topology,
+                      group_placements_: np.ndarray, group_orders
+                      ) -> np.ndarray | None:
+  """``[K]`` float64 seconds to add to a fused simulation's runtime so that
+  it charges ``Device.cluster_launch_s`` once per group, as the executor
+  launches them (one executable per group), instead of once per
+  same-device run of groups (what the simulator charges without fusion);
+  None when the topology charges no launches.
+
+  Args:
+    fused: the decision.
+    topology: the devices.
+    group_placements_: ``[K, G]`` device per group.
+    group_orders: ``[K, G]`` the orders the groups ran in.
+  """
+  launch = clusters.launch_costs(topology)
+  if not np.any(launch > 0):
+    return None
+  placements = np.atleast_2d(group_placements_)
+  is_op = fused.graph.kind == NODE_OP
+  per_group = np.stack([np.bincount(row[is_op], minlength=launch.size)
+                        for row in placements])
+  runs = clusters.count_clusters(fused.graph, placements,
+                                 np.asarray(group_orders), launch.size)
+  return (per_group - runs) @ launch

@@ -233,7 +233,14 @@ def _simulate_fused(graph, placements, topology, costs, order, priority,
   result = simulate(fused.graph, grouped.placements, topology,
                     None if costs is None else grouped.costs,
                     grouped.order, priority=grouped.priority,
-                    schedule=schedule, return_schedule=return_schedule)
+                    schedule=schedule, return_schedule=True)
+  extra = sim_fusion.launch_correction(fused, topology, grouped.placements,
+                                       result.order)
+  if extra is not None:      # the executor launches one cluster per group
+    result = result._replace(runtime_s=(
+        np.asarray(result.runtime_s, np.float64) + extra).astype(np.float32))
+  if not return_schedule:
+    result = result._replace(start_s=None, finish_s=None, order=None)
   result = result._replace(
       start_s=sim_fusion.expand_times(fused, result.start_s),
       finish_s=sim_fusion.expand_times(fused, result.finish_s),
