@@ -1,10 +1,12 @@
 """Executor: run a placement for real on local JAX devices.
 
 :func:`place` ``(fn, graph, placement [N], devices=None, mode="cluster", *,
-schedule=None, topology=None) -> PlacedFunction``, a drop-in for ``fn``
-(executor device ``i`` is topology device ``i``). ``mode="cluster"`` runs
-fastest (one fused executable per same-device cluster); ``mode="op"`` builds
-fastest but runs unfused. See ``docs/design.md#running-a-placement``.
+schedule=None, topology=None, fusion=None) -> PlacedFunction``, a drop-in
+for ``fn`` (executor device ``i`` is topology device ``i``).
+``mode="cluster"`` runs fastest (one fused executable per same-device
+cluster); ``mode="op"`` builds fastest but runs unfused; ``fusion=`` makes
+each fusion group one executable. See ``docs/design.md#running-a-placement``
+and ``docs/design.md#fusion``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Simulated runtime and memory of placements: the RL reward.
 
 :func:`simulate` ``(graph, placements [K, N], topology, costs=None,
-order=None, *, priority=None, schedule=None) -> SimResult`` validates on the
-host, reuses the built problem and runs the schedule (default ``"best"``);
-inside ``jit`` call :func:`simulate_problem` or
+order=None, *, priority=None, schedule=None, fusion=None) -> SimResult``
+validates on the host, reuses the built problem and runs the schedule
+(default ``"best"``; ``fusion``: ``docs/design.md#fusion``); inside ``jit``
+call :func:`simulate_problem` or
 :func:`gplace.sim.dispatch.simulate_dispatch`. The model:
 ``docs/design.md#the-simulators-model``.
 """
