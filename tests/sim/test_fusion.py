@@ -305,3 +305,37 @@ def test_fuse_into_a_non_consumer_raises():
   with pytest.raises(FusionError, match="does not read"):
     from_consumers(graph_with(["add", "mul", "tanh"]), [-1, 3, -1, -1, -1])
   assert issubclass(FusionError, GplaceError)
+
+
+def test_a_group_whose_ops_allow_no_common_device_raises():
+  graph = graph_with(["add", "mul", "tanh"])
+  allowed = np.ones((5, 2), bool)
+  allowed[1] = [True, False]
+  allowed[2] = [False, True]
+  graph = graph.replace(allowed_devices=allowed)
+  with pytest.raises(FusionError, match="no device in common"):
+    fuse(graph, [-1, 0, 0, -1, -1])
+  fuse(graph, [-1, -1, 0, 0, -1])
+
+
+def test_orders_and_priorities_per_placement_map_onto_groups():
+  rng = np.random.default_rng(4)
+  graph = random_dag(24, seed=4)
+  topology = random_topology(rng, 2)
+  placements = np.stack([rng.integers(0, 2, 24)] * 2).astype(np.int32)
+  labels = random_fusion(graph, placements[0], rng)
+  first = simulate(graph, placements, topology, schedule="dynamic",
+                   return_schedule=True, fusion=labels)
+  again = simulate(graph, placements, topology, order=first.order,
+                   return_schedule=True, fusion=labels)
+  np.testing.assert_allclose(again.runtime_s, first.runtime_s, rtol=1e-6)
+  np.testing.assert_array_equal(again.order, first.order)
+  priority = rng.random((2, 24))
+  steered = simulate(graph, placements, topology, priority=priority,
+                     schedule="dynamic", return_schedule=True, fusion=labels)
+  for k in range(2):
+    ref = simulate_reference(graph, placements[k], topology,
+                             priority=priority[k], schedule="dynamic",
+                             fusion=labels)
+    np.testing.assert_allclose(float(steered.runtime_s[k]), ref.runtime_s,
+                               rtol=RTOL)
