@@ -339,3 +339,20 @@ def test_orders_and_priorities_per_placement_map_onto_groups():
                              fusion=labels)
     np.testing.assert_allclose(float(steered.runtime_s[k]), ref.runtime_s,
                                rtol=RTOL)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_any_labels_fuse_or_raise_a_fusion_error(data):
+  ops = data.draw(st.lists(st.sampled_from(
+      ["add", "mul", "tanh", "dot_general", "scan", "reduce_sum"]),
+      min_size=1, max_size=6))
+  graph = graph_with(ops)
+  labels = data.draw(st.lists(st.integers(-2, 3), min_size=graph.n_nodes,
+                              max_size=graph.n_nodes))
+  try:
+    fusion = fuse(graph, labels)
+  except FusionError:
+    return
+  assert fusion.graph.n_nodes == fusion.n_groups <= graph.n_nodes
+  assert np.all(fusion.graph.edge_src < fusion.graph.edge_dst)
