@@ -325,8 +325,8 @@ def group_placements(fusion: Fusion, placements: np.ndarray) -> np.ndarray:
       devices).
   """
   placements = np.asarray(placements)
-  first = np.zeros(fusion.n_groups, np.int64)
-  first[fusion.group_of[::-1]] = np.arange(fusion.group_of.size)[::-1]
+  first = np.full(fusion.n_groups, fusion.group_of.size, np.int64)
+  np.minimum.at(first, fusion.group_of, np.arange(fusion.group_of.size))
   grouped = placements[:, first]
   split = grouped[:, fusion.group_of] != placements
   if split.any():
