@@ -79,6 +79,11 @@ class PolicyError(GplaceError):
   """An unknown policy family, or policy hyperparameters that cannot work."""
 
 
+class FusionError(GplaceError):
+  """A fusion decision is malformed, or fuses ops that cannot share a
+  kernel (across devices, a cycle, a loop, two matmuls)."""
+
+
 class PlotError(GplaceError):
   """A plotting function got data it cannot draw, or cannot write its
   picture."""

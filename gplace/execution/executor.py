@@ -1,10 +1,12 @@
 """Executor: run a placement for real on local JAX devices.
 
 :func:`place` ``(fn, graph, placement [N], devices=None, mode="cluster", *,
-schedule=None, topology=None) -> PlacedFunction``, a drop-in for ``fn``
-(executor device ``i`` is topology device ``i``). ``mode="cluster"`` runs
-fastest (one fused executable per same-device cluster); ``mode="op"`` builds
-fastest but runs unfused. See ``docs/design.md#running-a-placement``.
+schedule=None, topology=None, fusion=None) -> PlacedFunction``, a drop-in
+for ``fn`` (executor device ``i`` is topology device ``i``).
+``mode="cluster"`` runs fastest (one fused executable per same-device
+cluster); ``mode="op"`` builds fastest but runs unfused; ``fusion=`` makes
+each fusion group one executable. See ``docs/design.md#running-a-placement``
+and ``docs/design.md#fusion``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from gplace.errors import ExecutionError, PlacementError
 from gplace.execution import cache
 from gplace.execution import effects
+from gplace.execution import fusion as fusing
 from gplace.execution import inputs
 from gplace.execution import partition as partitioning
 from gplace.execution import plan as plan_lib
@@ -25,6 +28,7 @@ from gplace.execution import weak_types
 from gplace.execution.inputs import default_devices
 from gplace.execution.partition import Cluster
 from gplace.graphs.capture import Program, tree_difference
+from gplace.graphs.fusion import Fusion
 from gplace.graphs.graph import Graph, NODE_INPUT
 from gplace.graphs.placement import check_placements
 from gplace.sim.topology import Topology
@@ -161,7 +165,8 @@ class PlacedFunction:
 
   def __init__(self, fn: Callable, graph: Graph, placement: np.ndarray,
                devices: Sequence[jax.Device], mode: str, schedule=None,
-               topology: Topology | None = None):
+               topology: Topology | None = None, fusion=None,
+               fused: Fusion | None = None):
     self.fn = fn
     self.graph = graph
     self.placement = placement
@@ -169,6 +174,8 @@ class PlacedFunction:
     self.mode = mode
     self.topology = topology
     self._schedule = schedule   # checked: None, DEVICE_GREEDY or [N] order
+    self.fusion = fusion        # [N] labels as given, or None
+    self._fused = fused         # ... checked and contracted
     self.program: Program | None = None
     # Weak-type differences of call arguments (leaf indices) checked to
     # compute what the program computes.
@@ -193,12 +200,20 @@ class PlacedFunction:
                                          self._leaf_name)
     check_multi_device_ops(program, self.placement, self.devices)
     self.program = program
-    schedule, order = partitioning.dispatch_order(
-        self.graph, self.placement, self._schedule, self.devices,
-        self.topology, after=effects.effect_edges(program))
-    self._plan = plan_lib.compile_plan(program, self.placement,
-                                       self.devices, self.mode, order,
-                                       schedule)
+    after = effects.effect_edges(program)
+    if self._fused is None:
+      schedule, order = partitioning.dispatch_order(
+          self.graph, self.placement, self._schedule, self.devices,
+          self.topology, after=after)
+    else:
+      fusing.check_effects(self._fused, effects.effectful_nodes(program),
+                           self.graph)
+      schedule, order = fusing.fused_dispatch_order(
+          self.graph, self._fused, self.fusion, self.placement,
+          self._schedule, self.devices, self.topology, after=after)
+    self._plan = plan_lib.compile_plan(
+        program, self.placement, self.devices, self.mode, order, schedule,
+        None if self._fused is None else self._fused.group_of)
     self.build_s = time.perf_counter() - start
     return self
 
@@ -335,7 +350,7 @@ class PlacedFunction:
 
 def place(fn: Callable, graph: Graph, placement=None, devices=None,
           mode: str = "cluster", *, schedule=None,
-          topology: Topology | None = None,
+          topology: Topology | None = None, fusion=None,
           example_args: tuple | None = None,
           example_kwargs: dict | None = None) -> PlacedFunction:
   """Pins each op of ``fn`` to the device that ``placement`` gives it, and
@@ -367,6 +382,14 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
     topology: what the default schedule is simulated on; device ``i`` must
       describe ``devices[i]`` (default ``gplace.sim.topology.local(devices)``;
       pass ``Profile.topology`` for calibrated costs).
+    fusion: optional ``[N]`` int fusion group labels
+      (:mod:`gplace.graphs.fusion`, as ``gplace.simulate`` takes them):
+      each group (and each op labelled ``-1``) runs as one jitted cluster,
+      one launch, XLA fusing inside it; a value that crosses between
+      groups is materialized between two executables, a barrier XLA
+      cannot fuse across (:mod:`gplace.execution.fusion`). The default
+      schedule is then simulated with the decision. Default None: clusters
+      are maximal same-device runs that XLA fuses as it likes.
     example_args, example_kwargs: if given, build (trace and compile) now
       instead of on the first call.
 
@@ -379,6 +402,9 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
     ScheduleError: a schedule that is not a topological order of the nodes
       (wrong length, not a permutation, a node before one of its inputs).
     TopologyError: a topology without one device per entry of ``devices``.
+    FusionError: a bad fusion decision, a group the placement splits
+      across devices, or (when building) a group holding an op with side
+      effects.
     CaptureError: ``fn`` is not callable.
     ExecutionError: an unknown mode, ``devices`` that are not distinct
       ``jax.Device`` s, example arguments that are not a tuple and a dict,
@@ -396,7 +422,7 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
           "and schedule; drop placement= and schedule= (or pass result.graph "
           "with a placement of your own).")
     return place(fn, graph.graph, graph.placement, devices, mode=mode,
-                 schedule=graph.schedule(), topology=topology,
+                 schedule=graph.schedule(), topology=topology, fusion=fusion,
                  example_args=example_args, example_kwargs=example_kwargs)
   if placement is None:
     raise PlacementError(
@@ -411,8 +437,9 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
   schedule = partitioning.check_schedule(schedule, graph)
   if topology is not None:
     topology = partitioning.check_topology(topology, devices)
+  fused = fusing.check_fusion(fusion, graph, placement)
   placed = PlacedFunction(fn, graph, placement, devices, mode, schedule,
-                          topology)
+                          topology, fusion, fused)
   if example_args is not None or example_kwargs is not None:
     example_args, example_kwargs = inputs.check_call(
         example_args, example_kwargs, ("example_args", "example_kwargs"))

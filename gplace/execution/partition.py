@@ -345,7 +345,8 @@ def dispatch_order(graph: Graph, placement: np.ndarray, schedule, devices,
 
 def partition(program: Program, placement: np.ndarray,
               mode: str = "cluster",
-              order: Sequence[int] | None = None) -> list[Cluster]:
+              order: Sequence[int] | None = None,
+              group_of: np.ndarray | None = None) -> list[Cluster]:
   """Cuts a placed program into clusters (host-side).
 
   Args:
@@ -355,6 +356,9 @@ def partition(program: Program, placement: np.ndarray,
       (one cluster per op).
     order: the op node ids in dispatch order, a topological order of the op
       nodes (:func:`schedule_order`); default :func:`device_greedy_order`.
+    group_of: optional ``[N]`` fusion group per node, a group's ops
+      contiguous in ``order`` (:mod:`gplace.execution.fusion`): then
+      either mode cuts exactly one cluster per group.
 
   Returns:
     Clusters in dispatch order; the cluster graph is acyclic.
@@ -363,8 +367,14 @@ def partition(program: Program, placement: np.ndarray,
     order = device_greedy_order(program.graph, placement)
   groups: list[list[int]] = []
   for node in order:
-    if (mode == "cluster" and groups
-        and placement[groups[-1][-1]] == placement[node]):
+    last = groups[-1][-1] if groups else None
+    if last is None:
+      joins = False
+    elif group_of is not None:   # one fusion group per cluster
+      joins = group_of[last] == group_of[node]
+    else:                        # maximal same-device runs, or one op
+      joins = mode == "cluster" and placement[last] == placement[node]
+    if joins:
       groups[-1].append(node)
     else:
       groups.append([node])

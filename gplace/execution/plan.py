@@ -49,7 +49,8 @@ class Plan:
 
 def compile_plan(program: Program, placement: np.ndarray, devices,
                  mode: str, order: list[int],
-                 schedule: np.ndarray | None) -> Plan:
+                 schedule: np.ndarray | None,
+                 group_of: np.ndarray | None = None) -> Plan:
   """Partitions ``order`` (op nodes in dispatch order), compiles (or fetches
   from cache) and flattens the plan.
 
@@ -63,6 +64,8 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
     mode: ``"cluster"`` or ``"op"``.
     order: the op node ids in dispatch order.
     schedule: the ``[N]`` schedule ``order`` follows (kept for reports).
+    group_of: optional ``[N]`` fusion group per node
+      (:mod:`gplace.execution.fusion`), each group contiguous in ``order``.
 
   Returns:
     The :class:`Plan`.
@@ -70,7 +73,7 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
   Raises:
     BuildError: a cluster could not be compiled.
   """
-  clusters = partition(program, placement, mode, order)
+  clusters = partition(program, placement, mode, order, group_of)
   effectful = set(effects.effectful_nodes(program))
   runs = [bool(c.out_vars) or not effectful.isdisjoint(c.nodes)
           for c in clusters]

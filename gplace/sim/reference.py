@@ -13,6 +13,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
+from gplace.graphs.fusion import fuse
+from gplace.sim import fusion as sim_fusion
 from gplace.sim import list_scheduler
 from gplace.sim.planned import BEST_TIE, MAX_GAPS
 from gplace.sim.priority import bottom_level, order_priority, priority_order
@@ -59,15 +61,29 @@ def planned_reference(graph: Graph, placement, topology: Topology,
 
 def simulate_reference(graph: Graph, placement, topology: Topology,
                        costs=None, order=None, *, priority=None,
-                       schedule: str | None = None) -> ReferenceResult:
+                       schedule: str | None = None,
+                       fusion=None) -> ReferenceResult:
   """Simulates one ``[N]`` placement with the event-driven reference.
 
   The schedule as for :func:`gplace.simulate`: ``order`` (``[N]``) if given;
   else ``schedule`` (default ``"best"``), steered by ``priority`` (then
   :func:`dispatch_reference` decides the dynamic order, and
   :func:`planned_reference` the planned one); ``schedule="static"``
-  without a priority runs node-id order.
+  without a priority runs node-id order. ``fusion`` (``[N]`` group labels)
+  simulates the contracted graph and maps times back, as ``simulate``.
   """
+  if fusion is not None:
+    fused = fuse(graph, fusion)
+    grouped = sim_fusion.to_groups(
+        fused, graph, topology, np.asarray(placement).reshape(1, -1), costs,
+        order, priority)
+    result = simulate_reference(
+        fused.graph, grouped.placements[0], topology, grouped.costs,
+        grouped.order, priority=grouped.priority, schedule=schedule)
+    return result._replace(
+        start_s=sim_fusion.expand_times(fused, result.start_s),
+        finish_s=sim_fusion.expand_times(fused, result.finish_s),
+        order=sim_fusion.expand_schedule(fused, result.order))
   if schedule is None:
     schedule = "static" if order is not None else "best"
   if schedule in ("planned", "best"):

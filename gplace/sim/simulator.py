@@ -1,9 +1,10 @@
 """Simulated runtime and memory of placements: the RL reward.
 
 :func:`simulate` ``(graph, placements [K, N], topology, costs=None,
-order=None, *, priority=None, schedule=None) -> SimResult`` validates on the
-host, reuses the built problem and runs the schedule (default ``"best"``);
-inside ``jit`` call :func:`simulate_problem` or
+order=None, *, priority=None, schedule=None, fusion=None) -> SimResult``
+validates on the host, reuses the built problem and runs the schedule
+(default ``"best"``; ``fusion``: ``docs/design.md#fusion``); inside ``jit``
+call :func:`simulate_problem` or
 :func:`gplace.sim.dispatch.simulate_dispatch`. The model:
 ``docs/design.md#the-simulators-model``.
 """
@@ -16,6 +17,7 @@ import numpy as np
 from gplace.errors import PlacementError, ScheduleError, TopologyError
 from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
+from gplace.sim import fusion as sim_fusion
 from gplace.sim import runner
 from gplace.sim.cache import cached_problem
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
@@ -94,7 +96,7 @@ _PER_PLACEMENT = ("dynamic", "planned", "best")
 
 def simulate(graph: Graph, placements, topology: Topology, costs=None,
              order=None, *, priority=None, schedule: str | None = None,
-             return_schedule: bool = False) -> SimResult:
+             return_schedule: bool = False, fusion=None) -> SimResult:
   """Simulated runtime and memory of placements of ``graph`` on ``topology``.
 
   Validates everything on the host, builds the problem (once per graph
@@ -149,6 +151,10 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     return_schedule: also return per-node ``start_s`` / ``finish_s`` and
       the dispatch ``order`` (pass it back as ``order=`` to reproduce the
       result, or to ``gplace.place(..., schedule=)`` to execute it).
+    fusion: optional ``[N]`` int fusion group labels
+      (:mod:`gplace.graphs.fusion`): each group runs as one kernel, one
+      node of the simulated graph (its members share start and finish
+      times, and sit together in ``order``); default: every op alone.
 
   Returns:
     :class:`SimResult`; fields have no ``K`` axis if ``placements`` is 1-D.
@@ -163,6 +169,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
       own: ``"dynamic"``, ``"planned"``, ``"best"``).
     TopologyError: bad topology or cost table, or costs, transfers and
       host costs that could add up past float32 (1e38 s).
+    FusionError: a bad fusion decision, or a fused group that a placement
+      splits across devices.
   """
   _check_arguments(graph, placements, topology, costs, order, priority,
                    return_schedule)
@@ -174,6 +182,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     schedule = "static" if order is not None else DEFAULT_SCHEDULE
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
                                     order, priority, schedule)
+  if fusion is not None:
+    return _simulate_fused(graph, array, topology, costs, order, priority,
+                           schedule, return_schedule, fusion, single)
   if order is not None and order.ndim == 2:
     priority = order_priority(order)
     order = None
@@ -211,6 +222,34 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
 
+
+
+def _simulate_fused(graph, placements, topology, costs, order, priority,
+                    schedule, return_schedule, fusion, single) -> SimResult:
+  """:func:`simulate` of the contracted graph of ``fusion``, with times and
+  the order mapped back to the nodes (``docs/design.md#fusion``)."""
+  fused = sim_fusion.contract(graph, fusion)
+  grouped = sim_fusion.to_groups(fused, graph, topology, placements, costs,
+                                 order, priority)
+  result = simulate(fused.graph, grouped.placements, topology,
+                    None if costs is None else grouped.costs,
+                    grouped.order, priority=grouped.priority,
+                    schedule=schedule, return_schedule=True)
+  extra = sim_fusion.launch_correction(fused, topology, grouped.placements,
+                                       result.order)
+  if extra is not None:      # the executor launches one cluster per group
+    result = result._replace(runtime_s=(
+        np.asarray(result.runtime_s, np.float64) + extra).astype(np.float32))
+  if not return_schedule:
+    result = result._replace(start_s=None, finish_s=None, order=None)
+  result = result._replace(
+      start_s=sim_fusion.expand_times(fused, result.start_s),
+      finish_s=sim_fusion.expand_times(fused, result.finish_s),
+      order=sim_fusion.expand_schedule(fused, result.order))
+  result = flag_constraint_violations(graph, placements, result)
+  if single:
+    result = jax.tree_util.tree_map(lambda x: x[0], result)
+  return result
 
 
 # Times the float32 simulators may reach: well inside float32 (3.4e38).
