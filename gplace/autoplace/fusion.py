@@ -39,7 +39,10 @@ def with_fusion(result: PlacementResult, problem: Problem, *,
 
   The search runs the winner's placement in its schedule (``result.order``,
   or the default schedule) and never returns a decision slower than no
-  fusion there; ``runtime_s`` and ``peak_bytes`` become the fused ones.
+  fusion there. A decision is used only when it is simulated faster than
+  the placement without one (maximal same-device clusters, XLA fusing
+  inside each); then ``runtime_s`` and ``peak_bytes`` become the fused
+  ones, else ``fusion`` stays None and a note says so.
 
   Args:
     result: the chosen placement, unfused.
@@ -50,8 +53,8 @@ def with_fusion(result: PlacementResult, problem: Problem, *,
       fit in ``time_s``).
 
   Returns:
-    The :class:`PlacementResult` with ``fusion`` (``[N]`` int64 labels;
-    all ``-1`` when no fusion pays) and ``fusion_runtimes``.
+    The :class:`PlacementResult` with ``fusion`` (``[N]`` int64 labels,
+    or None when no decision beats the clusters) and ``fusion_runtimes``.
   """
   found = fusion_annealing(
       problem.graph, problem.topology, placement=result.placement,
@@ -59,14 +62,25 @@ def with_fusion(result: PlacementResult, problem: Problem, *,
       budget=max_evaluations or DEFAULT_BUDGET,
       time_limit_s=max(time_s, 1e-3))
   began = time.perf_counter()
-  final = simulate(problem.graph, found.placement, problem.topology,
-                   problem.costs, result.order, fusion=found.fusion)
-  runtimes = {"no fusion": found.unfused_runtime_s,
+  runtimes = {"XLA clusters (no decision)": result.runtime_s,
+              "no fusion": found.unfused_runtime_s,
               "default (XLA-like)": found.default_runtime_s,
               "searched": found.runtime_s}
+  notes = result.notes
+  if problem.local:
+    notes += ("fusion: chosen by simulation, not measured; with a decision "
+              "each group and each unfused op is its own executable",)
+  if not found.runtime_s < result.runtime_s:
+    return result._replace(
+        fusion_runtimes=runtimes,
+        notes=notes + ("fusion: no decision is simulated faster than the "
+                       "clusters without one; none is used",),
+        wall_s=result.wall_s + found.wall_s)
+  final = simulate(problem.graph, found.placement, problem.topology,
+                   problem.costs, result.order, fusion=found.fusion)
   return result._replace(
       fusion=np.asarray(found.fusion, np.int64),
       runtime_s=float(np.asarray(final.runtime_s)),
       peak_bytes=np.asarray(final.peak_bytes, np.float64),
-      fusion_runtimes=runtimes,
+      fusion_runtimes=runtimes, notes=notes,
       wall_s=result.wall_s + found.wall_s + time.perf_counter() - began)

@@ -70,9 +70,11 @@ class PlacementResult(NamedTuple):
       method stopped early or not started), printed under the table.
     fusion: ``[N]`` int64 fusion group labels searched for the winner
       (``gplace.optimize(..., fusion=True)``; ``-1``: alone), or None: not
-      searched. ``runtime_s`` and ``peak_bytes`` are then the fused ones.
-    fusion_runtimes: ``{"no fusion", "default (XLA-like)", "searched":
-      runtime_s}`` of the winner's placement (empty when not searched).
+      searched, or no decision beat the clusters without one.
+      ``runtime_s`` and ``peak_bytes`` are then the fused ones.
+    fusion_runtimes: ``{"XLA clusters (no decision)", "no fusion" (every
+      op alone), "default (XLA-like)", "searched": runtime_s}`` of the
+      winner's placement (empty when not searched).
   """
 
   placement: np.ndarray
@@ -144,7 +146,8 @@ class PlacementResult(NamedTuple):
     unfused winner's."""
     if not self.lower_bound_s > 0:
       return math.inf
-    runtime_s = self.fusion_runtimes.get("no fusion", self.runtime_s)
+    runtime_s = self.fusion_runtimes.get("XLA clusters (no decision)",
+                                         self.runtime_s)
     return max(runtime_s / self.lower_bound_s - 1.0, 0.0)
 
   @property
@@ -194,14 +197,16 @@ class PlacementResult(NamedTuple):
 
   def fusion_text(self) -> str:
     """One line on the fusion decision used."""
+    times = ", ".join(f"{name} {format_seconds(runtime)}"
+                      for name, runtime in self.fusion_runtimes.items())
     if self.fusion is None:
-      return ("none searched (each same-device cluster is one executable, "
-              "XLA fusing inside it); fusion=True searches one")
+      if times:
+        return f"none used (searched; simulated: {times})"
+      return ("none (each same-device cluster is one executable, XLA "
+              "fusing inside it); fusion=True searches a decision")
     labels = np.asarray(self.fusion)
     fused = labels[labels >= 0]
     groups = np.unique(fused).size
-    times = ", ".join(f"{name} {format_seconds(runtime)}"
-                      for name, runtime in self.fusion_runtimes.items())
     return (f"searched: {fused.size} of {labels.size} nodes in {groups} "
             f"groups, each group one executable (simulated: {times})")
 

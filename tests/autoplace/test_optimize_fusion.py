@@ -50,6 +50,7 @@ def test_optimize_returns_a_legal_fusion_no_slower_than_none(result):
   assert result.fusion is not None
   assert result.fusion.shape == (result.graph.n_nodes,)
   assert is_legal(result.graph, result.fusion, result.placement)
+  assert result.runtime_s < result.fusion_runtimes["XLA clusters (no decision)"]
   assert result.runtime_s <= result.fusion_runtimes["no fusion"] * (1 + 1e-6)
   assert result.runtime_s == pytest.approx(
       result.fusion_runtimes["searched"], rel=1e-6)
@@ -85,3 +86,21 @@ def test_a_bad_fusion_flag_raises(program, topology, value):
                      "False"):
     gplace.optimize(fn, *args, topology=topology, method="m_topo",
                     progress=False, fusion=value)
+
+
+def test_a_decision_that_does_not_pay_is_not_used():
+  # Chains of matmuls: a kernel holds at most one, so nothing can fuse.
+  graph = gplace.Graph.build(
+      names=["x", "m1", "m2", "out"],
+      op_type=["input", "dot_general", "dot_general", "output"],
+      kind=[gplace.NODE_INPUT, gplace.NODE_OP, gplace.NODE_OP,
+            gplace.NODE_OUTPUT], out_shapes=[(256,)] * 4,
+      out_dtype=["float32"] * 4, out_bytes=[1024] * 4,
+      flops=[0, 1e9, 1e9, 0], bytes_accessed=[0, 2048, 2048, 0],
+      edges=[(0, 1, 1024), (1, 2, 1024), (2, 3, 1024)], name="matmuls")
+  result = gplace.optimize(graph, topology="1cpu+2gpu", method="m_topo",
+                           budget_s=10.0, progress=False, fusion=True,
+                           max_evaluations=16)
+  assert result.fusion is None
+  assert set(result.fusion_runtimes) >= {"no fusion", "searched"}
+  assert "fusion: none used (searched" in result.table()
