@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from gplace.errors import FusionError
-from gplace.graphs.fusion import UNFUSED, fusable, fuse, group_placements
+from gplace.graphs.fusion import (LIBRARY_OPS, UNFUSED, fusable, fuse,
+                                  group_placements)
 from gplace.graphs.graph import Graph
 
 #: Draws a move makes before it gives up and returns its input unchanged.
@@ -75,9 +76,16 @@ def merge(rng: np.random.Generator, graph: Graph, placement: np.ndarray,
   unit = unit_labels(labels)
   src, dst = graph.edge_src, graph.edge_dst
   ok = fusable(graph)
+  # Two groups that each hold a matmul or convolution never join: cheaper
+  # to rule out here than by a failed fuse().
+  library = np.bincount(unit, weights=np.isin(graph.op_type,
+                                              sorted(LIBRARY_OPS)),
+                        minlength=2 * unit.size)
   open_edges = np.flatnonzero(ok[src] & ok[dst]
                               & (placement[src] == placement[dst])
-                              & (unit[src] != unit[dst]))
+                              & (unit[src] != unit[dst])
+                              & (library[unit[src]] + library[unit[dst]]
+                                 <= 1))
   for edge in rng.choice(open_edges, min(tries, open_edges.size),
                          replace=False).tolist():
     trial = unit.copy()
