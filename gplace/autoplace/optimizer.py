@@ -212,8 +212,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     CaptureError: the function does not trace with ``args``.
     TopologyError: an unknown topology, or a bad cost table.
     SearchError: an unknown method, a budget that is not a positive number
-      of seconds, ``fusion`` not True or False, ``method="solver"`` on a graph above
-      :data:`SOLVER_MAX_NODES` nodes,
+      of seconds, ``fusion`` not True or False, ``method="solver"`` on a
+      graph above :data:`SOLVER_MAX_NODES` nodes,
       ``"pretrained"`` or ``"finetune"`` without a policy for the
       topology's device count, or a ``policy`` that is not a path.
     PolicyError: a ``policy`` file that cannot be read.
