@@ -16,6 +16,7 @@ import numpy as np
 
 from gplace.errors import PlacementError, SearchError, TopologyError
 from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace import fusion as fusion_lib
 from gplace.autoplace import measured as measured_lib
 from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate, best_of, score
@@ -82,7 +83,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
              costs: Any = None, method: str = "auto", budget_s: float = 30.0,
              seed: int = 0, progress: bool = True, profile: bool = False,
              max_evaluations: Optional[int] = None,
-             policy: Any = None) -> PlacementResult:
+             policy: Any = None, fusion: bool = False) -> PlacementResult:
   """The fastest placement gplace finds for a program or a graph.
 
   Captures ``fn_or_graph(*args)`` if it is a function (or loads the graph),
@@ -191,6 +192,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       --config experiments/configs/pretrain.py``) for the pretrained
       methods; default: the one gplace ships for the topology
       (``gplace.rl.policy_file.shipped_topologies()``), if any.
+    fusion: after the placement (and order) are chosen, search fusion
+      decisions for it (``gplace.search.fusion_annealing``, from the best
+      of no fusion and XLA's default) in
+      :data:`gplace.autoplace.fusion.FUSION_SHARE` of ``budget_s``;
+      ``result.fusion`` holds the decision and ``result.place(fn)`` runs
+      it. Chosen by simulation: measured candidates are measured unfused.
 
   Returns:
     A :class:`~gplace.autoplace.result.PlacementResult`; ``print(result)``
@@ -205,8 +212,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     CaptureError: the function does not trace with ``args``.
     TopologyError: an unknown topology, or a bad cost table.
     SearchError: an unknown method, a budget that is not a positive number
-      of seconds, ``method="solver"`` on a graph above
-      :data:`SOLVER_MAX_NODES` nodes,
+      of seconds, ``fusion`` not True or False, ``method="solver"`` on a
+      graph above :data:`SOLVER_MAX_NODES` nodes,
       ``"pretrained"`` or ``"finetune"`` without a policy for the
       topology's device count, or a ``policy`` that is not a path.
     PolicyError: a ``policy`` file that cannot be read.
@@ -217,6 +224,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   began = time.perf_counter()
   chosen = check_method(method)
   budget_s = check_budget(budget_s)
+  # fusion=True: the fusion search gets its share of the budget at the end.
+  fusion_s = (fusion_lib.fusion_budget_s(budget_s)
+              if _check_flag(fusion, "fusion") else 0.0)
+  budget_s -= fusion_s
   seed = check_seed(seed)
   max_evaluations = check_max_evaluations(max_evaluations)
   progress = _check_flag(progress, "progress")
@@ -367,7 +378,20 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   tie = (measured_lib.PRESET_TIE if not problem.local else
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)
-  return _result(problem, tried, bound_s, began, measurements, tie, notes)
+  result = _result(problem, tried, bound_s, began, measurements, tie, notes)
+  return _with_fusion(result, problem, fusion_s, seed, max_evaluations)
+
+
+def _with_fusion(result: PlacementResult, problem: Problem, fusion_s: float,
+                 seed: int, max_evaluations: Optional[int]
+                 ) -> PlacementResult:
+  """``result`` with a fusion decision searched in ``fusion_s`` seconds
+  (:mod:`gplace.autoplace.fusion`), or as it is when ``fusion_s`` is 0
+  (``fusion=False``)."""
+  if not fusion_s:
+    return result
+  return fusion_lib.with_fusion(result, problem, time_s=fusion_s, seed=seed,
+                                max_evaluations=max_evaluations)
 
 
 def memory_pressure(baselines: list) -> bool:

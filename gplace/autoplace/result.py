@@ -68,6 +68,13 @@ class PlacementResult(NamedTuple):
       within the noise).
     notes: lines on what the budget cut short or left out (a training
       method stopped early or not started), printed under the table.
+    fusion: ``[N]`` int64 fusion group labels searched for the winner
+      (``gplace.optimize(..., fusion=True)``; ``-1``: alone), or None: not
+      searched, or no decision beat the clusters without one.
+      ``runtime_s`` and ``peak_bytes`` are then the fused ones.
+    fusion_runtimes: ``{"XLA clusters (no decision)", "no fusion" (every
+      op alone), "default (XLA-like)", "searched": runtime_s}`` of the
+      winner's placement (empty when not searched).
   """
 
   placement: np.ndarray
@@ -85,6 +92,8 @@ class PlacementResult(NamedTuple):
   measured: dict = {}
   reason: str = ""
   notes: tuple = ()
+  fusion: Optional[np.ndarray] = None
+  fusion_runtimes: dict = {}
 
   def placement_of(self, label: str) -> np.ndarray:
     """``[N]`` int32 placement of the candidate ``label`` (a key of
@@ -100,17 +109,18 @@ class PlacementResult(NamedTuple):
 
   def schedule(self) -> np.ndarray:
     """``[N]`` int32 op order the simulator ran the winner in (``order``, or
-    the default schedule's dispatch order), for ``gplace.place(...,
-    schedule=)``."""
+    the default schedule's dispatch order, with ``fusion`` where searched),
+    for ``gplace.place(..., schedule=)``."""
     if self.order is not None:
       return self.order
     result = simulate(self.graph, self.placement, self.topology, self.costs,
-                      return_schedule=True)
+                      return_schedule=True, fusion=self.fusion)
     return np.asarray(result.order, np.int32)
 
   def place(self, fn: Callable, devices=None, **kwargs: Any):
-    """``gplace.place(fn, graph, placement, devices, schedule=...)``: runs
-    the placement in the schedule it was simulated in.
+    """``gplace.place(fn, graph, placement, devices, schedule=...,
+    fusion=...)``: runs the placement in the schedule it was simulated in,
+    with its fusion decision (each group one executable) where searched.
 
     Args:
       fn: the function the graph was captured from.
@@ -124,16 +134,21 @@ class PlacementResult(NamedTuple):
     Returns:
       The :class:`~gplace.PlacedFunction`.
     """
+    kwargs.setdefault("fusion", self.fusion)
     return place(fn, self.graph, self.placement, devices,
                  schedule=self.schedule(), **kwargs)
 
   @property
   def gap(self) -> float:
     """How far the result's simulated runtime is above the lower bound, as
-    a fraction (0.05: 5%; 0: proven optimal; inf without a bound)."""
+    a fraction (0.05: 5%; 0: proven optimal; inf without a bound). The
+    bound knows no fusion: with ``fusion`` searched, the gap is the
+    unfused winner's."""
     if not self.lower_bound_s > 0:
       return math.inf
-    return max(self.runtime_s / self.lower_bound_s - 1.0, 0.0)
+    runtime_s = self.fusion_runtimes.get("XLA clusters (no decision)",
+                                         self.runtime_s)
+    return max(runtime_s / self.lower_bound_s - 1.0, 0.0)
 
   @property
   def measured_s(self) -> Optional[float]:
@@ -176,8 +191,24 @@ class PlacementResult(NamedTuple):
                    "of those devices, not a measurement)")
     if self.reason:
       lines.append(f"  chosen: {self.reason}")
+    lines.append(f"  fusion: {self.fusion_text()}")
     lines += [f"  note: {note}" for note in self.notes]
     return "\n".join(lines)
+
+  def fusion_text(self) -> str:
+    """One line on the fusion decision used."""
+    times = ", ".join(f"{name} {format_seconds(runtime)}"
+                      for name, runtime in self.fusion_runtimes.items())
+    if self.fusion is None:
+      if times:
+        return f"none used (searched; simulated: {times})"
+      return ("none (each same-device cluster is one executable, XLA "
+              "fusing inside it); fusion=True searches a decision")
+    labels = np.asarray(self.fusion)
+    fused = labels[labels >= 0]
+    groups = np.unique(fused).size
+    return (f"searched: {fused.size} of {labels.size} nodes in {groups} "
+            f"groups, each group one executable (simulated: {times})")
 
   def __str__(self) -> str:
     return self.table()

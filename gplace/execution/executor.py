@@ -389,7 +389,8 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
       groups is materialized between two executables, a barrier XLA
       cannot fuse across (:mod:`gplace.execution.fusion`). The default
       schedule is then simulated with the decision. Default None: clusters
-      are maximal same-device runs that XLA fuses as it likes.
+      are maximal same-device runs that XLA fuses as it likes (with a
+      result of ``gplace.optimize(..., fusion=True)``: its ``fusion``).
     example_args, example_kwargs: if given, build (trace and compile) now
       instead of on the first call.
 
@@ -422,7 +423,9 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
           "and schedule; drop placement= and schedule= (or pass result.graph "
           "with a placement of your own).")
     return place(fn, graph.graph, graph.placement, devices, mode=mode,
-                 schedule=graph.schedule(), topology=topology, fusion=fusion,
+                 schedule=graph.schedule(), topology=topology,
+                 fusion=(fusion if fusion is not None
+                         else getattr(graph, "fusion", None)),
                  example_args=example_args, example_kwargs=example_kwargs)
   if placement is None:
     raise PlacementError(

@@ -372,3 +372,69 @@ def expand_order(fusion: Fusion, group_order) -> np.ndarray:
     position[row] = np.arange(fusion.n_groups)
     target[:] = np.lexsort((ids, position[fusion.group_of]))
   return out.reshape(group_order.shape[:-1] + (n,))
+
+
+def fusable(graph: Graph) -> np.ndarray:
+  """``[N]`` bool, the nodes that may share a kernel: ops not in
+  :data:`UNFUSABLE`."""
+  return (graph.kind == NODE_OP) & ~np.isin(graph.op_type, sorted(UNFUSABLE))
+
+
+def default_fusion(graph: Graph, placement) -> np.ndarray:
+  """XLA's loop and input fusion inside each device, as labels.
+
+  Each elementwise op (a fusable op that is neither a matmul or convolution
+  nor a reduction) whose value has exactly one consumer, an elementwise op
+  or a reduction on the same device, joins that consumer's group: the
+  producer-into-consumer fusion XLA's instruction fusion does inside one
+  executable (library calls stay alone, and a value read twice is not
+  duplicated into both readers). Joining a single-consumer producer keeps a
+  group convex, so only device constraints (``Graph.allowed_devices``) can
+  make a join invalid; such joins are skipped. Host-side numpy.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    placement: ``[N]`` int device per node.
+
+  Returns:
+    ``[N]`` int64 labels (``-1``: alone), valid for :func:`fuse` and
+    ``placement``.
+
+  Raises:
+    GraphError: ``graph`` is not a Graph.
+    FusionError: ``placement`` is not ``[N]`` integers.
+  """
+  check_graph(graph, "gplace.graphs.fusion.default_fusion")
+  placement = np.asarray(placement)
+  if (placement.shape != (graph.n_nodes,) or placement.dtype == bool
+      or not np.issubdtype(placement.dtype, np.integer)):
+    raise FusionError(
+        f"default_fusion: placement must be [N] = [{graph.n_nodes}] integer "
+        f"device indices, got shape {placement.shape} and dtype "
+        f"{placement.dtype}; pass the placement the fusion is for.")
+  is_reduction = np.char.startswith(graph.op_type.astype(str), "reduce")
+  loop = fusable(graph) & ~np.isin(graph.op_type, sorted(LIBRARY_OPS))
+  producer = loop & ~is_reduction & (graph.out_degree == 1)
+  src, dst = graph.edge_src, graph.edge_dst
+  join = producer[src] & loop[dst] & (placement[src] == placement[dst])
+  fuse_into = np.full(graph.n_nodes, UNFUSED, np.int64)
+  fuse_into[src[join]] = dst[join]
+  labels = from_consumers(graph, fuse_into)
+  if graph.allowed_devices is None and graph.colocation is None:
+    return labels
+  try:
+    fuse(graph, labels)
+    return labels
+  except FusionError:   # device constraints: join one producer at a time
+    pass
+  fuse_into[:] = UNFUSED
+  labels = np.full(graph.n_nodes, UNFUSED, np.int64)
+  for edge in np.flatnonzero(join).tolist():
+    fuse_into[src[edge]] = dst[edge]
+    trial = from_consumers(graph, fuse_into)
+    try:
+      fuse(graph, trial)
+      labels = trial
+    except FusionError:
+      fuse_into[src[edge]] = UNFUSED
+  return labels

@@ -10,13 +10,16 @@ Placers in their own right and the equal-budget controls of learning::
     result.history      # (evaluations [H], best runtime_s [H])
 
 Deterministic for a seed; :data:`PLACERS` has them as baseline-style
-placers (``docs/design.md``, section 4).
+placers (``docs/design.md``, section 4). :func:`fusion_annealing` searches
+fusion decisions of a placement (``docs/design.md#fusion``).
 """
 
 from gplace.search.annealing import annealing, annealing_placer
 from gplace.search.common import (INIT_BASELINES, Evaluator, History,
                                   SearchResult, Units, initial_placements,
                                   make_units)
+from gplace.search.fusion import (FusionEvaluator, FusionResult,
+                                  fusion_annealing)
 from gplace.search.genetic import genetic, genetic_placer
 from gplace.search.local import local_search, local_search_placer
 from gplace.search.moves import CROSSOVERS, crossover, redraw
@@ -34,8 +37,9 @@ SEARCHES = {
 }
 
 __all__ = [
-    "CROSSOVERS", "Evaluator", "History", "INIT_BASELINES", "PLACERS",
-    "SEARCHES", "SearchResult", "Units", "annealing", "annealing_placer",
-    "crossover", "genetic", "genetic_placer", "initial_placements",
-    "local_search", "local_search_placer", "make_units", "redraw",
+    "CROSSOVERS", "Evaluator", "FusionEvaluator", "FusionResult", "History",
+    "INIT_BASELINES", "PLACERS", "SEARCHES", "SearchResult", "Units",
+    "annealing", "annealing_placer", "crossover", "fusion_annealing",
+    "genetic", "genetic_placer", "initial_placements", "local_search",
+    "local_search_placer", "make_units", "redraw",
 ]

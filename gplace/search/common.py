@@ -342,7 +342,16 @@ class Evaluator:
       oom = np.asarray(result.oom)[:size]
       runtimes[lo:lo + size] = np.where(oom | ~np.isfinite(runtime), np.inf,
                                         runtime)
+    self.record(placements, runtimes, priorities)
+    return runtimes
+
+  def record(self, placements: np.ndarray, runtimes: np.ndarray,
+             priorities: np.ndarray | None = None) -> int | None:
+    """Counts ``[k]`` scored candidates, keeps the best and extends the
+    history; returns the row that became the best, or None."""
+    k = runtimes.shape[0]
     self.evaluations += k
+    improved = None
     if k:
       best = int(np.argmin(runtimes))
       if self.best_placement is None or runtimes[best] < self.best_runtime_s:
@@ -350,9 +359,10 @@ class Evaluator:
         self.best_placement = placements[best].copy()
         self.best_priority = (None if priorities is None
                               else priorities[best].copy())
+        improved = best
     self._history_evaluations.append(self.evaluations)
     self._history_runtime_s.append(self.best_runtime_s)
-    return runtimes
+    return improved
 
   def result(self, init_runtime_s: float) -> SearchResult:
     """The :class:`SearchResult` of everything evaluated so far."""
