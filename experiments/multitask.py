@@ -131,7 +131,8 @@ def main(argv=None) -> int:
                       help="simulator evaluations per RL run and search")
   parser.add_argument("--num_samples", type=int, default=16,
                       help="samples per RL step")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="of the policies, the baselines and the search")
   parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
   if args.num_samples < 2 or args.samples < args.num_samples:
