@@ -13,9 +13,10 @@ from gplace._testing import chain, make_graphs_tuple
 from gplace.errors import (ConfigError, FusionError, GplaceError, PolicyError,
                            RewardError)
 from gplace.graphs import fusion_decisions
-from gplace.rl import scoring
+from gplace.rl import checks, policy_file, scoring
 from gplace.rl.distributions import log_prob
 from gplace.rl.policy_fns import policy_fns
+from gplace.rl.settings import RLSettings
 from gplace.rl.types import Rollout
 
 SMALL = dict(hidden_size=8, num_heads=2, segment_length=4, num_sage_layers=1,
@@ -162,3 +163,29 @@ def test_bad_fusion_head_settings():
   with pytest.raises(PolicyError, match="Unknown GO policy"):
     policies.create_policy("go", 3, fusion_heads=True)
   assert issubclass(ConfigError, GplaceError)
+
+
+@pytest.mark.parametrize("reward", ["simulator", "simulator_dynamic",
+                                    "executor"])
+def test_the_fusion_head_needs_the_host_simulator(reward):
+  module = rl.PolicySettings("go", dict(fusion_head=True)).create(3)
+  with pytest.raises(ConfigError, match="fusion_head=False"):
+    checks.check_actions(rl.TrainSettings(rl=RLSettings(reward=reward)),
+                         "go", module)
+  checks.check_actions(rl.TrainSettings(rl=RLSettings(
+      reward="simulator_host")), "go", module)  # and this one passes
+  with pytest.raises(ConfigError, match="mutate_best"):
+    checks.check_actions(rl.TrainSettings(rl=RLSettings(
+        reward="simulator_host", mutate_best=0.01)), "go", module)
+
+
+def test_a_policy_file_without_the_head_compares_as_off():
+  loaded = policy_file.load_policy(policy_file.shipped_policy_path(
+      "1cpu+4gpu"))
+  assert "fusion_head" not in loaded.policy
+  policy = rl.PolicySettings.from_record
+  same = policy(dict(loaded.policy, fusion_head=False))
+  assert policy_file.policy_differences(loaded, same, 5) == []
+  fused = policy(dict(loaded.policy, fusion_head=True))
+  assert policy_file.policy_differences(loaded, fused, 5) == [
+      "policy.fusion_head: False (file) vs True"]
