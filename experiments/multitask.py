@@ -110,15 +110,37 @@ def workload_rows(args, name: str, topology) -> list[str]:
   rows.append(row("fusion + placement from the classical one",
                   "search: fusion_annealing", search.runtime_s,
                   search.evaluations, f"{time.time() - start:.0f}"))
+  learned = {}
   for variant, hparams in VARIANTS:
     greedy_s, best_s, wall = train_variant(graph, topology, hparams, args)
+    learned[variant[:3]] = (greedy_s, best_s)
     rows.append(row(variant, "policy: greedy", greedy_s, f"{evaluations} + 1",
                     f"{wall:.0f}"))
     rows.append(row(variant, "policy: best sampled in training", best_s,
                     evaluations, "(same run)"))
   for line in rows:
     print(line, flush=True)
-  return rows
+  return rows, verdicts(name, learned, search.runtime_s)
+
+
+def verdicts(name: str, learned: dict, search_s: float) -> list[str]:
+  """Plain sentences: does joint learning beat placement alone, and does
+  any policy beat the search (``learned``: ``{"(a)": (greedy_s,
+  best_sampled_s), ...}``)."""
+  single = learned["(a)"]
+  lines = []
+  for key in ("(b)", "(c)"):
+    for i, what in enumerate(("greedy", "best sampled")):
+      change = report.percent_change(learned[key][i], single[i])
+      word = "beats" if learned[key][i] < single[i] else "does NOT beat"
+      lines.append(f"- {name}: joint {key} {word} placement only (a), "
+                   f"{what}: {change} vs (a).")
+  best_policy = min(min(v) for v in learned.values())
+  word = "beats" if best_policy < search_s else "does NOT beat"
+  lines.append(f"- {name}: the best policy decision {word} the equal-budget "
+               f"fusion search ({report.percent_change(best_policy, search_s)}"
+               " vs the search).")
+  return lines
 
 
 def main(argv=None) -> int:
@@ -145,8 +167,14 @@ def main(argv=None) -> int:
            f"run, seed {args.seed}", ""] + HEADER
   print("\n".join(lines), flush=True)
   start = time.time()
+  summary = []
   for name in args.workloads.split(","):
-    lines += workload_rows(args, name.strip(), topology)
+    rows, said = workload_rows(args, name.strip(), topology)
+    lines += rows
+    summary += said
+  print("\n".join(summary), flush=True)
+  lines += ["", "One seed, one run per row: differences of a few percent "
+            "are noise.", ""] + summary
   lines += ["", f"Wall {time.time() - start:.0f} s; load average at the "
             f"end: {load_text()}. Every runtime is simulated "
             "(gplace.simulate, roofline costs); 'policy' rows are the "
