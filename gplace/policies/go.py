@@ -2,7 +2,7 @@
 
 Zhou et al., "Transferable Graph Optimizers", NeurIPS 2020.
 :class:`GOEncoder` (reusable) and :class:`GOPolicy` (one-shot, ``"go"``);
-additions ``free_logits``, ``hint``, ``priority_levels``:
+additions ``free_logits``, ``hint``, ``priority_levels``, ``fusion_head``:
 ``docs/design.md#go-as-built``.
 """
 
@@ -221,6 +221,20 @@ class GOPolicy(nn.Module):
     priority_init: the level head's initial logit for level 0 over the
       others (3: level 0 has probability e^3 / (e^3 + P - 1) before any
       training, so the policy starts near the default schedule).
+    fusion_head: adds GO's fusion task: each node also decides whether to
+      fuse into its first consumer on the same device
+      (:func:`gplace.graphs.fusion_decisions.decision_labels` turns the
+      choices into legal fusion labels). As in GO's multi-task setting the
+      head has its own recurrent attention layer (``fusion_attention``)
+      over the shared encoder, then its own two-way head
+      (``fusion_head``). The logits become ``[N_pad, D * max(P, 1) * 2]``
+      (action ``(device * max(P, 1) + level) * 2 + fuse``), the sum of the
+      three heads' logits, so the decisions are drawn independently and
+      their log-probabilities add. Needs a host reward
+      (``rl.reward="simulator_host"``). False (default): no fusion
+      decision.
+    fusion_init: the fusion head's initial logit of "fuse" over "do not
+      fuse" (0: a fair coin before any training).
   """
 
   num_devices: int
@@ -232,8 +246,14 @@ class GOPolicy(nn.Module):
   hint_init: float = 4.0
   priority_levels: int = 0
   priority_init: float = 3.0
+  fusion_head: bool = False
+  fusion_init: float = 0.0
 
   def __post_init__(self):
+    if not isinstance(self.fusion_head, bool):
+      raise PolicyError(
+          f"fusion_head={self.fusion_head!r}: give True (a fusion decision "
+          "per node) or False (placement only).")
     if self.priority_levels == 1 or self.priority_levels < 0:
       raise PolicyError(
           f"priority_levels={self.priority_levels}: give 0 (no scheduling "
@@ -258,15 +278,33 @@ class GOPolicy(nn.Module):
     logits = layers.PlacementHead(self.num_devices, self.head_hidden_size,
                                   name="head")(states, device_mask,
                                                offsets=offsets)
-    if not self.priority_levels:
+    if not self.priority_levels and not self.fusion_head:
       return logits
-    bias = jnp.zeros((self.priority_levels,)).at[0].set(self.priority_init)
-    levels = layers.PlacementHead(self.priority_levels, self.head_hidden_size,
-                                  name="priority_head")(
-                                      states, offsets=jnp.broadcast_to(
-                                          bias, states.shape[:1] + bias.shape))
+    num_nodes = states.shape[0]
+    if self.priority_levels:
+      bias = jnp.zeros((self.priority_levels,)).at[0].set(self.priority_init)
+      levels = layers.PlacementHead(
+          self.priority_levels, self.head_hidden_size, name="priority_head")(
+              states, offsets=jnp.broadcast_to(bias, (num_nodes,) + bias.shape))
+    else:
+      levels = jnp.zeros((num_nodes, 1), jnp.float32)
     joint = logits[:, :, None] + levels[:, None, :]     # [N_pad, D, P]
-    return joint.reshape(joint.shape[0], -1)
+    if self.fusion_head:
+      fuse = self._fusion_logits(states, graphs)        # [N_pad, 2]
+      joint = joint[..., None] + fuse[:, None, None, :]  # [N_pad, D, P, 2]
+    return joint.reshape(num_nodes, -1)
+
+  def _fusion_logits(self, states: jax.Array,
+                     graphs: jraph.GraphsTuple) -> jax.Array:
+    """GO's per-task layer: ``[N_pad, H] -> [N_pad, 2]`` logits of (keep
+    alone, fuse into the consumer), from a recurrent attention layer of
+    its own over the shared encoder's states."""
+    task_states = layers.SegmentRecurrentAttention(
+        self.encoder.num_heads, self.encoder.segment_length,
+        name="fusion_attention")(states, graphs)
+    bias = jnp.array([0.0, self.fusion_init], jnp.float32)
+    return layers.PlacementHead(2, self.head_hidden_size, name="fusion_head")(
+        task_states, offsets=jnp.broadcast_to(bias, (states.shape[0], 2)))
 
 
 @register_policy("go")

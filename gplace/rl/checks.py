@@ -230,6 +230,13 @@ def check_actions(settings: TrainSettings, name: str, policy) -> None:
         "executor's own dispatch). Use --config.rl.reward=simulator_dynamic "
         "(in the jitted step) or simulator_host" + (
             ", or --config.policy.priority_levels=0." if levels else "."))
+  if fns.fusion is not None and settings.rl.reward != "simulator_host":
+    raise ConfigError(
+        f"config.rl.reward={settings.rl.reward!r}: the {name!r} policy "
+        "decides the fusion too (fusion_head=True), which only the host "
+        "simulator runs (each sample's fused graph is contracted on the "
+        "host). Use --config.rl.reward=simulator_host, or "
+        "--config.policy.fusion_head=False.")
   if fns.placement_actions:
     return
   can_imitate = callable(getattr(type(policy), "plan_actions", None))

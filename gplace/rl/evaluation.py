@@ -76,12 +76,14 @@ class PolicyEvaluation(NamedTuple):
 
 
 class OwnPlacements(NamedTuple):
-  """:func:`policy_placements`' result (priorities: ordering policies only,
-  else None)."""
+  """:func:`policy_placements`' result (priorities: policies that schedule
+  only, fusion choices: policies with a fusion head only, else None)."""
   greedy: Any
   samples: Any
   greedy_priority: Any = None
   sample_priority: Any = None
+  greedy_fusion: Any = None
+  sample_fusion: Any = None
 
 
 def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
@@ -103,7 +105,10 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
     [B, K, N_pad]``, one device per node of the original graphs; for a
     policy that schedules too also their schedules (``greedy_priority [B,
     N_pad]``, ``sample_priority [B, K, N_pad]``: the dynamic schedule's
-    priority, :attr:`~gplace.rl.policy_fns.PolicyFns.schedule`).
+    priority, :attr:`~gplace.rl.policy_fns.PolicyFns.schedule`); for a
+    policy with a fusion head its fusion choices (``greedy_fusion [B,
+    N_pad]``, ``sample_fusion [B, K, N_pad]``,
+    :attr:`~gplace.rl.policy_fns.PolicyFns.fusion`).
   """
   fns = policy_fns(apply_fn)  # the plain policy, never the exploration mix
   num_graphs = batch.graphs.nodes["mask"].shape[0]
@@ -115,7 +120,7 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
 
   samples, sample_actions = jax.vmap(draw)(batch.graphs, batch.device_mask,
                                            keys)
-  if fns.schedule is None:
+  if fns.schedule is None and fns.fusion is None:
     greedy = jax.vmap(lambda g, m: fns.greedy(params, g, m))(
         batch.graphs, batch.device_mask)  # [B, G_pad]
     return OwnPlacements(expand_to_nodes(greedy, batch.group_of),
@@ -123,11 +128,14 @@ def policy_placements(params: Any, batch: Batch, rng: jax.Array, *,
   greedy, greedy_actions = jax.vmap(
       lambda g, m: fns.greedy_decode(params, g, m))(batch.graphs,
                                                     batch.device_mask)
+  schedule = fns.schedule or (lambda *args: None)
+  fusion = fns.fusion or (lambda actions: None)
   return OwnPlacements(
       expand_to_nodes(greedy, batch.group_of),
       expand_to_nodes(samples, batch.group_of),
-      fns.schedule(greedy_actions, batch.group_of, batch.critical_path),
-      fns.schedule(sample_actions, batch.group_of, batch.critical_path))
+      schedule(greedy_actions, batch.group_of, batch.critical_path),
+      schedule(sample_actions, batch.group_of, batch.critical_path),
+      fusion(greedy_actions), fusion(sample_actions))
 
 
 
@@ -169,11 +177,14 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
   for b, (fn, n) in enumerate(zip(reward_fns, num_nodes)):
     n = int(n)
     placements = np.concatenate([greedy[b, None, :n], samples[b, :, :n]])
-    if own.greedy_priority is None:
-      runtimes = fn(placements)
-    else:  # each placement in the policy's own schedule
-      runtimes = fn(placements, priority=np.concatenate(
-          [own.greedy_priority[b, None, :n], own.sample_priority[b, :, :n]]))
+    extra = {}
+    if own.greedy_priority is not None:  # in the policy's own schedule
+      extra["priority"] = np.concatenate(
+          [own.greedy_priority[b, None, :n], own.sample_priority[b, :, :n]])
+    if own.greedy_fusion is not None:    # with the policy's own fusion
+      extra["fusion"] = np.concatenate(
+          [own.greedy_fusion[b, None, :n], own.sample_fusion[b, :, :n]])
+    runtimes = fn(placements, **extra)
     runtimes = np.asarray(runtimes, np.float64)
     runtimes = np.where(np.isfinite(runtimes), runtimes, np.inf)
     best = int(np.argmin(runtimes[1:])) if runtimes.size > 1 else None

@@ -48,6 +48,11 @@ class PolicyFns(NamedTuple):
       (an ordering policy's :func:`gplace.rl.grouping.order_priority`,
       priority levels' :func:`gplace.rl.grouping.level_priority`); None:
       they are scored in the default schedule.
+    fusion: policies that choose the fusion too (:class:`gplace.policies.
+      GOPolicy` ``fusion_head``): ``actions [..., A] -> int32 [..., A]``,
+      1 where a node fuses into its consumer
+      (:func:`gplace.graphs.fusion_decisions.decision_labels`); None: no
+      fusion decision.
   """
 
   sample: Callable
@@ -60,19 +65,24 @@ class PolicyFns(NamedTuple):
   plan_actions: Any = None
   greedy_decode: Any = None
   schedule: Any = None
+  fusion: Any = None
 
 
 def _one_shot(apply_fn: Callable, explore_epsilon: float,
-              levels: int = 0) -> PolicyFns:
+              levels: int = 0, fusion: bool = False) -> PolicyFns:
   """A one-shot policy: logits ``[N, D]``, one device per node (group).
 
   ``levels`` >= 2 (:class:`gplace.policies.GOPolicy` ``priority_levels``):
   every node also takes a priority level, the logits are joint ``[N, D *
   levels]`` (action ``device * levels + level``), the placement is ``action
   // levels`` and the loop runs it in the schedule of
-  :func:`gplace.rl.grouping.level_priority`.
+  :func:`gplace.rl.grouping.level_priority`. ``fusion``
+  (``GOPolicy.fusion_head``): every node also decides whether to fuse,
+  the logits are ``[N, D * max(levels, 1) * 2]`` (action ``(device *
+  max(levels, 1) + level) * 2 + fuse``).
   """
-  per_device = max(levels, 1)
+  choices = 2 if fusion else 1             # fusion decisions per level
+  per_device = max(levels, 1) * choices
 
   def logits(params, graphs, device_mask):
     return exploration_logits(
@@ -104,17 +114,23 @@ def _one_shot(apply_fn: Callable, explore_epsilon: float,
     out = apply_fn(params, graphs, device_mask)
     if per_device == 1:
       return out
-    return jax.nn.logsumexp(out.reshape(out.shape[:-1] + (-1, levels)), -1)
+    return jax.nn.logsumexp(
+        out.reshape(out.shape[:-1] + (-1, per_device)), -1)
 
   def schedule(actions, group_of, critical_path):
-    return level_priority(actions % levels, group_of, critical_path)
+    return level_priority((actions // choices) % levels, group_of,
+                          critical_path)
+
+  def fuse(actions):
+    return (actions % choices).astype(jnp.int32)
 
   if per_device == 1:
     return PolicyFns(sample, score, greedy, device_logits, sequential=False,
                      placement_actions=True)
   return PolicyFns(sample, score, greedy, device_logits, sequential=False,
                    placement_actions=False, greedy_decode=greedy_decode,
-                   schedule=schedule)
+                   schedule=schedule if levels else None,
+                   fusion=fuse if fusion else None)
 
 
 def _sequential(module) -> PolicyFns:
@@ -172,4 +188,5 @@ def policy_fns(policy: Any, explore_epsilon: float = 0.0) -> PolicyFns:
   apply_fn = getattr(module, "apply", policy) if hasattr(
       module, "init") else policy
   return _one_shot(apply_fn, float(explore_epsilon),
-                   int(getattr(module, "priority_levels", 0) or 0))
+                   int(getattr(module, "priority_levels", 0) or 0),
+                   bool(getattr(module, "fusion_head", False)))

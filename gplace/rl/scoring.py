@@ -18,6 +18,7 @@ import numpy as np
 from gplace.errors import BudgetError, PlacementError, RewardError
 from gplace.execution import executor
 from gplace.execution import timing
+from gplace.graphs.fusion_decisions import decision_labels
 from gplace.graphs.graph import Graph
 from gplace.rl.rewards import ScheduledProblem
 from gplace.rl.types import RewardFn, Rollout
@@ -80,16 +81,27 @@ class Scorer:
     self.warmup = warmup
 
   def __call__(self, placements: np.ndarray,
-               priority: Optional[np.ndarray] = None) -> np.ndarray:
+               priority: Optional[np.ndarray] = None,
+               fusion: Optional[np.ndarray] = None) -> np.ndarray:
     """``int [K, N]`` -> ``float64 [K]`` seconds, inf where OOM / failed;
     with ``priority f32 [K, N]`` (simulated only) the dynamic schedule ranks
-    each placement's arrived ops by it.
+    each placement's arrived ops by it; with ``fusion int [K, N]``
+    (simulated only; 1 where a node fuses into its consumer) each placement
+    runs with the legal labels of
+    :func:`gplace.graphs.fusion_decisions.decision_labels`.
 
     Raises:
-      RewardError: a ``priority`` for measured scores (the executor runs
-        its own dispatch order).
+      RewardError: a ``priority`` or ``fusion`` for measured scores (the
+        executor runs its own dispatch order and XLA's own fusion).
     """
     placements = np.asarray(placements, np.int32)
+    if self.executor and fusion is not None:
+      raise RewardError(
+          "Measured rewards cannot run a policy's own fusion decision (the "
+          "executor runs XLA's own fusion); use rl.reward='simulator_host' "
+          "with a fusion head.")
+    if fusion is not None:
+      return self.fused_runtimes(placements, fusion, priority)
     if self.executor and priority is not None:
       raise RewardError(
           "Measured rewards cannot run a policy's own schedule yet (the "
@@ -103,6 +115,30 @@ class Scorer:
                                  priority, self.costs, self.schedule)
     return np.where(oom, np.inf, runtime)
 
+  def fusion_labels(self, placements: np.ndarray,
+                    fusion: np.ndarray) -> np.ndarray:
+    """``int [K, N]`` placements and fusion choices -> ``int64 [K, N]``
+    legal labels (:func:`gplace.graphs.fusion_decisions.decision_labels`)."""
+    return np.stack([decision_labels(self.graph, p, f)
+                     for p, f in zip(np.asarray(placements),
+                                     np.asarray(fusion))])
+
+  def fused_runtimes(self, placements: np.ndarray, fusion: np.ndarray,
+                     priority: Optional[np.ndarray] = None) -> np.ndarray:
+    """:meth:`__call__` with ``fusion``: one simulation per placement, each
+    with its own labels (``gplace.simulate`` takes one fusion per call)."""
+    labels = self.fusion_labels(placements, fusion)
+    out = np.empty(len(placements), np.float64)
+    for k in range(len(placements)):
+      result = simulator.simulate(
+          self.graph, placements[k:k + 1], self.topology, self.costs,
+          priority=(None if priority is None else
+                    np.asarray(priority[k:k + 1], np.float32)),
+          schedule=self.schedule, fusion=labels[k])
+      out[k] = np.inf if np.asarray(result.oom)[0] else float(
+          np.asarray(result.runtime_s)[0])
+    return out
+
 
 def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
                         num_nodes: Sequence[int]) -> Rollout:
@@ -110,8 +146,8 @@ def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
 
   Args:
     rollout: from :func:`gplace.rl.update.sample_rollout`
-      (``axis_name=None``); with a ``priority``, each reward function is
-      called with it too.
+      (``axis_name=None``); with a ``priority`` or ``fusion``, each reward
+      function is called with it too.
     reward_fns: one :data:`~gplace.rl.types.RewardFn` per graph of the
       batch; it receives the placements cut to the graph's real
       ``num_nodes[b]`` nodes.
@@ -126,13 +162,16 @@ def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
   placements = np.asarray(rollout.placements)
   priority = (None if rollout.priority is None
               else np.asarray(rollout.priority))
+  fusion = None if rollout.fusion is None else np.asarray(rollout.fusion)
   runtimes = []
   for b, fn in enumerate(reward_fns):
     n = int(num_nodes[b])
-    if priority is None:
-      runtime = fn(placements[b, :, :n])
-    else:
-      runtime = fn(placements[b, :, :n], priority=priority[b, :, :n])
+    extra = {}
+    if priority is not None:
+      extra["priority"] = priority[b, :, :n]
+    if fusion is not None:
+      extra["fusion"] = fusion[b, :, :n]
+    runtime = fn(placements[b, :, :n], **extra)
     runtime = np.asarray(runtime, np.float64).reshape(-1)
     if runtime.shape[0] != placements.shape[1]:
       raise RewardError(

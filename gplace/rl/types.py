@@ -27,7 +27,9 @@ SimulateFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 # float64 [K]; host-side, a failed run reports inf or NaN (e.g.
 # gplace.rl.scoring.Scorer). Called with ``priority`` (f32 [K, N_graph], the
 # dynamic schedule's priority of each placement) only for policies that
-# schedule (ordering policies, priority levels).
+# schedule (ordering policies, priority levels), and with ``fusion`` (int32
+# [K, N_graph], 1 where a node fuses into its consumer) only for policies
+# that choose the fusion (GOPolicy fusion_head).
 RewardFn = Callable[[np.ndarray], np.ndarray]
 
 
@@ -79,6 +81,10 @@ class Rollout(NamedTuple):
       :func:`gplace.rl.grouping.order_priority`, or priority levels'
       :func:`gplace.rl.grouping.level_priority`); None: the default,
       critical-path one.
+    fusion: ``int32 [B, K_local, N]``, 1 where a node fuses into its
+      consumer (a policy with a fusion head,
+      :func:`gplace.graphs.fusion_decisions.decision_labels`); None: no
+      fusion decision (XLA's own clusters).
   """
 
   placements: jax.Array
@@ -87,6 +93,7 @@ class Rollout(NamedTuple):
   failed: jax.Array
   actions: Any = None
   priority: Any = None
+  fusion: Any = None
 
 
 class GraphSetup(NamedTuple):

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from gplace.errors import PolicyError, RewardError
 from gplace.rl.grouping import expand_to_nodes, group_placement
 from gplace.rl.losses import (ppo_objective, reinforce_objective,
                               sequential_supervised_loss, supervised_loss)
@@ -87,11 +88,19 @@ def sample_rollout(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   priority = None
   if fns.schedule is not None:  # a policy that schedules: its own schedule
     priority = fns.schedule(actions, batch.group_of, batch.critical_path)
+  fusion = None
+  if fns.fusion is not None:    # a policy that fuses: scored on the host
+    if batch.group_of is not None:
+      raise PolicyError(
+          "A policy with a fusion head decides per op, but this batch has "
+          "group-level actions; set groups.max_groups=0 (or a larger "
+          "groups.min_nodes) so that the policy places ops.")
+    fusion = fns.fusion(actions)
   rollout = Rollout(placements, jax.lax.stop_gradient(log_probs), zeros,
                     zeros.astype(bool),
                     actions=None if fns.placement_actions and not
                     fns.sequential else actions,
-                    priority=priority)
+                    priority=priority, fusion=fusion)
   return state.replace(rng=rng), rollout
 
 
@@ -240,6 +249,11 @@ def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,
   """
   state, rollout = sample_rollout(state, batch, apply_fn=apply_fn,
                                   hparams=hparams, axis_name=axis_name)
+  if rollout.fusion is not None:
+    raise RewardError(
+        "The policy decides the fusion too, which the jitted simulator "
+        "reward cannot run (fusion contracts the graph on the host); use "
+        "rl.reward='simulator_host'.")
   placements = expand_to_nodes(rollout.placements, batch.group_of)
   # One graph after another (lax.map), each graph's K placements batched:
   # vmapping the dynamic list scheduler over graphs as well made every
