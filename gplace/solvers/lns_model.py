@@ -277,6 +277,11 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   solver.parameters.max_deterministic_time = max(float(deterministic_s), 1e-3)
   solver.parameters.num_workers = 1      # reproducible for a seed
   solver.parameters.random_seed = int(seed)
+  # Small models re-solved often: presolve and the LP relaxation cost more
+  # than they save (on a 1,103-op graph, 20 s: 116 windows and -4.2%
+  # with both off, 77 and -1.2% with both on).
+  solver.parameters.cp_model_presolve = False
+  solver.parameters.linearization_level = 0
   status = solver.StatusName(solver.Solve(model))
   if status == "MODEL_INVALID":
     raise SearchError(
