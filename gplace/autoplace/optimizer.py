@@ -57,6 +57,9 @@ MIN_SEARCH_S = 0.5
 # time). With LNS to follow, the solver gets SOLVER_SHARE of what is left.
 MIN_LNS_S = 3.0
 SOLVER_SHARE = 0.5
+# ... nor when the best is within this relative margin of the proven bound
+# (the simulator's float32 error): nothing is left to find.
+AT_BOUND = 1e-5
 # The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
 # the joint search, LNS) stops once its best has not improved for
 # STALL_SHARE of the budget (at least MIN_STALL_S seconds), and the time it
@@ -376,10 +379,14 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     lns_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    incumbent = best_of(tried)
+    at_bound = incumbent is not None and (
+        incumbent.runtime_s <= bound_s * (1 + AT_BOUND))
     if runs.default and (chosen.kind == "lns" or (
-        chosen.kind == "auto" and not proven and lns_s >= MIN_LNS_S)):
+        chosen.kind == "auto" and not proven and not at_bound
+        and lns_s >= MIN_LNS_S)):
       bar.stage("lns")
-      start = best_of(tried) or runs.default[0]
+      start = incumbent or runs.default[0]
       tried.append(candidates_lib.lns_candidate(
           problem, start, time_s=max(lns_s, 1.0), seed=seed,
           bound_s=bound_s, stall_s=stall_s,

@@ -427,7 +427,13 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
       batch_size, "batch_size",
       "it is how many placements are simulated at once, e.g. 64."))
   time_limit_s = check_time_limit(time_limit_s)
-  stall_s = check_time_limit(stall_s)
+  if stall_s is not None and (not isinstance(stall_s, numbers.Real)
+                              or isinstance(stall_s, bool)
+                              or not stall_s > 0):
+    raise SearchError(f"stall_s must be a positive number of seconds or None "
+                      f"(stop once the best has not improved for that long), "
+                      f"got {stall_s!r}.")
+  stall_s = math.inf if stall_s is None else float(stall_s)
   units = make_units(graph, groups)
   move_size = check_move_size(move_size, units)
   rng = np.random.default_rng(check_seed(seed, "gplace.search", SearchError))

@@ -117,8 +117,13 @@ def _score(graph, topology, costs, placement, order) -> _Scored:
                  np.asarray(result.start_s, np.float64))
 
 
+def _positive_seconds(value) -> bool:
+  return (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and value > 0)
+
+
 def _check_settings(window_size, max_window_size, solve_time_s,
-                    max_iterations, bound_s) -> None:
+                    max_iterations, bound_s, stall_s) -> None:
   if not is_int(window_size) or window_size < MIN_WINDOW:
     raise SearchError(
         f"window_size must be an integer >= {MIN_WINDOW} (ops freed per "
@@ -129,9 +134,7 @@ def _check_settings(window_size, max_window_size, solve_time_s,
         f"max_window_size must be an integer >= window_size "
         f"({window_size!r}), got {max_window_size!r}; pass e.g. "
         f"max_window_size={MAX_WINDOW}.")
-  if (isinstance(solve_time_s, bool) or not isinstance(
-      solve_time_s, (int, float)) or not math.isfinite(solve_time_s)
-      or solve_time_s <= 0):
+  if not _positive_seconds(solve_time_s):
     raise SearchError(
         f"solve_time_s must be a positive number of seconds (CP-SAT's "
         f"limit per window), got {solve_time_s!r}; pass e.g. "
@@ -145,6 +148,11 @@ def _check_settings(window_size, max_window_size, solve_time_s,
       bound_s, (int, float)) or not bound_s >= 0):
     raise SearchError(f"bound_s must be None or a number of seconds >= 0 "
                       f"(a proven lower bound), got {bound_s!r}.")
+  if stall_s is not None and not _positive_seconds(stall_s):
+    raise SearchError(
+        f"stall_s must be None or a positive number of seconds (stop once "
+        f"the best has not improved for that long), got {stall_s!r}; pass "
+        "e.g. stall_s=5.0.")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
@@ -192,8 +200,8 @@ class _Incumbent:
     self.set(scored, 0)
 
   def set(self, scored: _Scored, changed_upto: int) -> None:
-    """Takes ``scored``; positions after ``changed_upto`` kept their tails
-    (a fresh start: ``changed_upto = N - 1``... or 0 with no tails)."""
+    """Takes ``scored``, whose op order differs from the last one's only
+    up to position ``changed_upto`` (the tails after it still hold)."""
     static = self.static
     n = scored.placement.size
     fresh = not hasattr(self, "scored")
@@ -360,9 +368,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   began = time.perf_counter()
   limit = check_arguments(graph, topology, time_limit_s, 1, seed=seed)
   _check_settings(window_size, max_window_size, solve_time_s,
-                  max_iterations, bound_s)
-  if stall_s is not None:
-    check_arguments(graph, topology, stall_s, 1)
+                  max_iterations, bound_s, stall_s)
   if graph.n_nodes == 0:
     raise PlacementError(f"graph {graph.name!r} has no nodes; there is "
                          "nothing to place.")
