@@ -98,6 +98,24 @@ def test_memory_caps_bind_and_are_kept():
   assert result.runtime_s <= result.start_runtime_s
 
 
+def test_device_constraints_are_kept():
+  graph = random_dag(40, seed=5)
+  allowed = np.ones((graph.n_nodes, 3), bool)
+  allowed[::2, 0] = False                          # even ids off gpu:0
+  colocated = np.full(graph.n_nodes, -1, np.int32)
+  colocated[[5, 17, 29]] = 0
+  graph = graph.replace(allowed_devices=allowed, colocation=colocated)
+  topology = gpus(3, flops=(3e12, 1e12, 1e12))
+  start = np.ones(graph.n_nodes, np.int32)         # keeps both constraints
+  result = solvers.lns(graph, topology, start=start, max_iterations=9,
+                       seed=0, **FAST)
+  assert result.runtime_s < result.start_runtime_s
+  assert np.all(allowed[np.arange(graph.n_nodes), result.placement])
+  assert len(set(result.placement[[5, 17, 29]])) == 1
+  assert not gplace.simulate(graph, result.placement, topology,
+                             order=result.order).constraint_violated
+
+
 def test_reproducible_for_a_seed_in_iterations():
   graph, topology = random_dag(80, seed=7), preset("1cpu+4gpu")
   runs = [solvers.lns(graph, topology, max_iterations=5, seed=3, **FAST)
