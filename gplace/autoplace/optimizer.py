@@ -61,9 +61,10 @@ SOLVER_SHARE = 0.5
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5
 # The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
-# the joint search, LNS) stops once its best has not improved for
-# STALL_SHARE of the budget (at least MIN_STALL_S seconds), and the time it
-# gives back goes to the phases after it.
+# the joint search; LNS when fine-tuning follows it) stops once its best
+# has not improved for STALL_SHARE of the budget (at least MIN_STALL_S
+# seconds), and the time it gives back goes to the phases after it. LNS,
+# the last search, otherwise keeps the rest of the budget.
 STALL_SHARE = 0.1
 MIN_STALL_S = 2.0
 # method="auto" fine-tunes the pretrained policy when at least this many
@@ -135,8 +136,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     windows (``gplace.solvers.lns``) from the best so far for the rest;
     and, with :data:`AUTO_FINETUNE_S` seconds to spare, the pretrained
     policy fine-tuned on the graph. The searches get :data:`SEARCH_SHARE`
-    of the time after the baselines, and each phase stops once it has not
-    improved for :data:`STALL_SHARE` of the budget (the rest goes on).
+    of the time after the baselines, and each phase before the last stops
+    once it has not improved for :data:`STALL_SHARE` of the budget (the
+    rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
@@ -389,7 +391,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       start = incumbent or runs.default[0]
       tried.append(candidates_lib.lns_candidate(
           problem, start, time_s=max(lns_s, 1.0), seed=seed,
-          bound_s=bound_s, stall_s=stall_s,
+          bound_s=bound_s, stall_s=stall_s if finetune_next else None,
           max_iterations=None if max_evaluations is None else max(
               1, max_evaluations // candidates_lib.BATCH)))
       _show_best(bar, tried)
