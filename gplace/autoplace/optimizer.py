@@ -57,6 +57,10 @@ MIN_SEARCH_S = 0.5
 # time). With LNS to follow, the solver gets SOLVER_SHARE of what is left.
 MIN_LNS_S = 3.0
 SOLVER_SHARE = 0.5
+# Without the solver, LNS gets this share of the time after the baselines
+# (the searches the rest): annealing cools over the time it is given and
+# gains more from it than LNS does after it (1,103-op gnmt2, 60 s).
+LNS_SHARE = 0.25
 # ... nor when the best is within this relative margin of the proven bound
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5
@@ -136,7 +140,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     windows (``gplace.solvers.lns``) from the best so far for the rest;
     and, with :data:`AUTO_FINETUNE_S` seconds to spare, the pretrained
     policy fine-tuned on the graph. The searches get :data:`SEARCH_SHARE`
-    of the time after the baselines, and each phase before the last stops
+    of the time after the baselines when the solver follows, else all but
+    :data:`LNS_SHARE`, and each phase before the last stops
     once it has not improved for :data:`STALL_SHARE` of the budget (the
     rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
@@ -333,7 +338,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       left = deadline - time.perf_counter()
       if finetune_next:
         left -= AUTO_FINETUNE_S
-      search_s = max(left * (SEARCH_SHARE if chosen.kind == "auto" else 1.0),
+      share = (1.0 if chosen.kind != "auto" else
+               SEARCH_SHARE if solver_next else 1.0 - LNS_SHARE)
+      search_s = max(left * share,
                      SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
       name = chosen.name or "annealing"
       joint = name == candidates_lib.JOINT
