@@ -12,7 +12,9 @@ only when ``--classes`` names it) and each seed it writes one row:
 
 * the best baseline (``gplace.baselines.best``) in the default schedule and
   in any schedule (a list scheduler's own plan);
-* ``gplace.optimize`` at each of ``--budgets`` seconds: its runtime, the
+* ``gplace.optimize`` (``--method``, default ``"auto"``; ``"lns"``:
+  large-neighbourhood search from the best baseline) at each of
+  ``--budgets`` seconds: its runtime, the
   winning candidate, its gap to its own lower bound, its wall seconds;
 * a reference run of ``--reference_s`` seconds, once per graph: CP-SAT
   (``gplace.solvers.solve``) hinted with the best placement found so far on
@@ -82,11 +84,11 @@ class Run(NamedTuple):
 
 
 def optimize_run(instance: benchmark.Instance, budget_s: float,
-                 seed: int) -> Run:
-  """``gplace.optimize`` with ``budget_s`` seconds."""
+                 seed: int, method: str = "auto") -> Run:
+  """``gplace.optimize`` with ``budget_s`` seconds and ``method``."""
   result = gplace.optimize(instance.graph, topology=instance.topology,
                            costs=instance.costs, budget_s=budget_s,
-                           seed=seed, progress=False)
+                           seed=seed, progress=False, method=method)
   return Run(result.runtime_s, result.method, result.lower_bound_s,
              result.wall_s, result.placement)
 
@@ -218,14 +220,15 @@ def header(keys: Sequence[str]) -> list[str]:
 
 def measure(instance: benchmark.Instance, budgets: Sequence[float],
             seeds: Sequence[int], reference_s: float, *,
-            solver_max_nodes: int, num_workers: int) -> list[dict]:
+            solver_max_nodes: int, num_workers: int,
+            method: str = "auto") -> list[dict]:
   """The rows of one instance: one per seed, sharing one reference run
   (seed ``seeds[0]``, hinted with the best placement of every run)."""
   graph, topology, costs = instance.graph, instance.topology, instance.costs
   per_seed = []
   for seed in seeds:
     best = baselines.best(graph, topology, costs=costs, seed=seed)
-    runs = {b: optimize_run(instance, b, seed) for b in budgets}
+    runs = {b: optimize_run(instance, b, seed, method) for b in budgets}
     per_seed.append((seed, best, runs))
   answers = [run for _, _, runs in per_seed for run in runs.values()]
   fastest = min(answers, key=lambda run: run.runtime_s)
@@ -316,6 +319,10 @@ def main(argv=None) -> int:
                       "this many ops, else a long gplace.optimize")
   parser.add_argument("--num_workers", type=int, default=2,
                       help="CP-SAT search threads of the reference run")
+  parser.add_argument("--method", default="auto",
+                      help="gplace.optimize's method at each budget, e.g. "
+                      "'lns' (large-neighbourhood search with CP-SAT "
+                      "windows from the best baseline)")
   args = parser.parse_args(argv)
   budgets = _floats(args.budgets, "--budgets")
   if not args.reference_s > 0 or args.seeds < 1 or args.max_graphs < 0:
@@ -342,7 +349,8 @@ def main(argv=None) -> int:
   keys = columns(budgets)
   intro = [
       "### Optimality: gplace.optimize against the best known answer", "",
-      f"Budgets {', '.join(budget_label(b) for b in budgets)}; reference "
+      f"Method {args.method!r}; budgets "
+      f"{', '.join(budget_label(b) for b in budgets)}; reference "
       f"{args.reference_s:g} s per graph (CP-SAT hinted with the best "
       f"found on graphs of at most {args.solver_max_nodes} ops, else "
       "gplace.optimize); seeds "
@@ -374,7 +382,7 @@ def main(argv=None) -> int:
                        f"{instance.graph.n_nodes} | {instance.devices} |")
       new = measure(instance, budgets, seeds, args.reference_s,
                     solver_max_nodes=args.solver_max_nodes,
-                    num_workers=args.num_workers)
+                    num_workers=args.num_workers, method=args.method)
       rows += new
       lines = [markdown_row(r, keys) for r in new]
       default_rate, own_rate = inner_loop_speed(instance)

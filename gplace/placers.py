@@ -1,4 +1,5 @@
-"""Every non-learned placer by name: baselines, searches and the exact solver.
+"""Every non-learned placer by name: baselines, searches and the solvers
+(the exact solver, and large-neighbourhood search with it).
 
 :func:`get` returns ``fn(graph, topology, *, costs=None, seed=0) -> int32
 [N]`` (searches and the solver with their default budgets); :func:`names`
@@ -25,13 +26,14 @@ _PLACERS: dict[str, tuple[str, Placer]] = {
     **{name: (BASELINE, baselines.get(name)) for name in baselines.names()},
     **{name: (SEARCH, placer) for name, placer in search.PLACERS.items()},
     "exact": (SOLVER, solvers.exact),
+    "lns": (SOLVER, solvers.lns_placer),
 }
 
 
 def names(kind: str | None = None) -> list[str]:
   """Names of every placer, or of those of one kind (:data:`KINDS`), in a
   fixed order: baselines (as :func:`gplace.baselines.names`), searches,
-  the solver.
+  the solvers.
 
   Raises:
     BaselineError: an unknown kind.
@@ -53,7 +55,7 @@ def kind_of(name: str) -> str:
 
 
 def get(name: str) -> Placer:
-  """The placer called ``name``: a baseline, a search or the solver.
+  """The placer called ``name``: a baseline, a search or a solver.
 
   Raises:
     BaselineError: unknown name; the message lists the known ones.
@@ -65,7 +67,7 @@ def _check_name(name: str) -> str:
   if isinstance(name, str) and name in _PLACERS:
     return name
   known = (f"a baseline ({', '.join(names(BASELINE))}), a search "
-           f"({', '.join(names(SEARCH))}) or the solver "
+           f"({', '.join(names(SEARCH))}) or a solver "
            f"({', '.join(names(SOLVER))})")
   if not isinstance(name, str):
     raise BaselineError(f"A placer name must be a str, got "

@@ -10,9 +10,9 @@ def test_names_by_kind_in_a_fixed_order():
   assert placers.names(placers.BASELINE) == baselines.names()
   assert placers.names(placers.SEARCH) == [
       "local_search", "annealing", "genetic"]
-  assert placers.names(placers.SOLVER) == ["exact"]
+  assert placers.names(placers.SOLVER) == ["exact", "lns"]
   assert placers.names() == (baselines.names() + list(search.PLACERS)
-                             + ["exact"])
+                             + ["exact", "lns"])
   assert set(placers.KINDS) == {"baseline", "search", "solver"}
 
 
@@ -25,6 +25,8 @@ def test_get_finds_every_placer_and_its_kind():
     assert placers.kind_of(name) == placers.SEARCH
   assert placers.get("exact") is solvers.exact
   assert placers.kind_of("exact") == placers.SOLVER
+  assert placers.get("lns") is solvers.lns_placer
+  assert placers.kind_of("lns") == placers.SOLVER
 
 
 @pytest.mark.parametrize("name", ["nope", "M_ETF", "", 3, None, ["m_etf"]])

@@ -1,5 +1,6 @@
 """The placements :func:`gplace.optimize` weighs: every baseline in its best
-schedule, a search from the best of them, the exact solver. Each
+schedule, a search from the best of them, the exact solver, large-
+neighbourhood search with it. Each
 :class:`Candidate` is scored as reported (infeasible: ``inf``), ``BATCH``
 at a time through one compiled simulator.
 """
@@ -24,6 +25,8 @@ BATCH = 64
 # The joint placement + schedule search, and its rows' label.
 JOINT = "joint_annealing"
 JOINT_LABEL = "joint annealing (placement + schedule)"
+# Searches that stop early when they stall (``stall_s``).
+STALLING = ("annealing", JOINT)
 # Labels of a baseline's schedule.
 DEFAULT_SCHEDULE = "default"
 OWN_PLAN = "own plan"
@@ -184,7 +187,8 @@ def baseline_rows(graph, topology, seed: int = 0,
 
 def search_candidate(problem: Problem, name: str, start: Candidate, *,
                      time_s: float, seed: int,
-                     max_evaluations: Optional[int] = None) -> Candidate:
+                     max_evaluations: Optional[int] = None,
+                     stall_s: Optional[float] = None) -> Candidate:
   """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
   ``"genetic"``) from ``start``'s placement, in the default schedule; or
   ``"joint_annealing"`` (:mod:`gplace.search.joint`): placement and
@@ -193,7 +197,9 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
   The evaluation budget is what the simulator scores in ``time_s`` at the
   rate of one timed batch (so annealing cools over the time it has), or
   ``max_evaluations`` when given (then the run is reproducible for a seed
-  unless ``time_s``, kept as a wall-clock limit, cuts it short).
+  unless ``time_s``, kept as a wall-clock limit, cuts it short). With
+  ``stall_s``, annealing and the joint search stop once their best has not
+  improved for that many seconds.
 
   Returns:
     The best placement seen, labelled ``"<name> from <start>"``.
@@ -210,13 +216,14 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     joint = joint_annealing(
         problem.graph, problem.topology, costs=problem.costs, seed=seed,
         budget=budget, init=start.placement, init_order=start.order,
-        batch_size=BATCH, time_limit_s=max(time_s, 1e-3))
+        batch_size=BATCH, time_limit_s=max(time_s, 1e-3), stall_s=stall_s)
     return Candidate(f"{JOINT_LABEL} from {start.label}", joint.placement,
                      joint.order, float(joint.runtime_s))
+  stall = {"stall_s": stall_s} if name in STALLING else {}
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,
-      time_limit_s=max(time_s, 1e-3))
+      time_limit_s=max(time_s, 1e-3), **stall)
   return Candidate(f"{name} from {origin}", result.placement, None,
                    float(result.runtime_s))
 
@@ -225,9 +232,11 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
 
 
 class SolverOutcome(NamedTuple):
-  """The solver's candidate and the lower bound it proved (seconds)."""
+  """The solver's candidate, the lower bound it proved (seconds) and its
+  status (``"OPTIMAL"``: the model's optimum was proven)."""
   candidate: Candidate
   bound_s: float
+  status: str = ""
 
 
 def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
@@ -243,4 +252,29 @@ def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
   runtime = float(score(problem, result.placement[None], order).runtime_s[0])
   label = f"solver (CP-SAT, {result.status.lower()})"
   return SolverOutcome(Candidate(label, np.asarray(result.placement, np.int32),
-                                 order, runtime), float(result.bound_s))
+                                 order, runtime), float(result.bound_s),
+                       result.status)
+
+
+LNS_LABEL = "lns (CP-SAT windows)"
+
+
+def lns_candidate(problem: Problem, start: Candidate, *, time_s: float,
+                  seed: int, bound_s: Optional[float] = None,
+                  max_iterations: Optional[int] = None,
+                  stall_s: Optional[float] = None) -> Candidate:
+  """Large-neighbourhood search (``gplace.solvers.lns``) from ``start``'s
+  placement in its order for ``time_s`` seconds (or ``max_iterations``
+  windows; ``stall_s``: stop once it has not improved for that long);
+  never slower than the start in its order. Labelled ``"lns (CP-SAT
+  windows) from <start>"``."""
+  result = solvers.lns(
+      problem.graph, problem.topology, costs=problem.costs,
+      start=start.placement, start_order=start.order,
+      time_limit_s=max(time_s, 0.5), seed=seed, bound_s=bound_s,
+      max_iterations=max_iterations, stall_s=stall_s)
+  order = np.asarray(result.order, np.int32)
+  runtime = float(score(problem, result.placement[None], order).runtime_s[0])
+  origin = start.label.split(" (")[0]
+  return Candidate(f"{LNS_LABEL} from {origin}",
+                   np.asarray(result.placement, np.int32), order, runtime)

@@ -62,7 +62,7 @@ class Method(NamedTuple):
   """A parsed ``method=`` argument.
 
   Attributes:
-    kind: ``"auto"``, ``"baseline"``, ``"search"``, ``"solver"``,
+    kind: ``"auto"``, ``"baseline"``, ``"search"``, ``"solver"``, ``"lns"``,
       ``"pretrained"``, ``"finetune"`` or ``"policy"``.
     name: the baseline or search name (``""`` for the other kinds).
   """
@@ -73,7 +73,8 @@ class Method(NamedTuple):
 
 def _method_help() -> str:
   return ("'auto', 'search' (or 'search:<name>' / a search name: "
-          f"{', '.join(SEARCH_NAMES)}), 'solver', 'pretrained', 'finetune', "
+          f"{', '.join(SEARCH_NAMES)}), 'solver', 'lns', 'pretrained', "
+          "'finetune', "
           f"'policy', or a baseline "
           f"('baseline:<name>' or the name: "
           f"{', '.join(placers.names(placers.BASELINE))})")
@@ -89,7 +90,7 @@ def check_method(method: Any) -> Method:
     raise SearchError(f"gplace.optimize: method must be a string, got "
                       f"{type(method).__name__} {method!r}; use "
                       f"{_method_help()}.")
-  if method in ("auto", "solver", "pretrained", "finetune", "policy"):
+  if method in ("auto", "solver", "lns", "pretrained", "finetune", "policy"):
     return Method(method)
   if method == "search":
     return Method("search", DEFAULT_SEARCH)

@@ -51,6 +51,27 @@ SEARCH_SHARE = 0.5
 # it.
 SEARCH_FLOOR = 0.1
 MIN_SEARCH_S = 0.5
+# method="auto" then runs large-neighbourhood search (gplace.solvers.lns)
+# from the best so far (its placement in its order) with what is left, when
+# at least MIN_LNS_S seconds are and the exact solver did not prove its
+# answer optimal (it did not run: a graph above its size; or it ran out of
+# time). With LNS to follow, the solver gets SOLVER_SHARE of what is left.
+MIN_LNS_S = 3.0
+SOLVER_SHARE = 0.5
+# Without the solver, LNS gets this share of the time after the baselines
+# (the searches the rest): annealing cools over the time it is given and
+# gains more from it than LNS does after it (1,103-op gnmt2, 60 s).
+LNS_SHARE = 0.25
+# ... nor when the best is within this relative margin of the proven bound
+# (the simulator's float32 error): nothing is left to find.
+AT_BOUND = 1e-5
+# The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
+# the joint search; LNS when fine-tuning follows it) stops once its best
+# has not improved for STALL_SHARE of the budget (at least MIN_STALL_S
+# seconds), and the time it gives back goes to the phases after it. LNS,
+# the last search, otherwise keeps the rest of the budget.
+STALL_SHARE = 0.1
+MIN_STALL_S = 2.0
 # method="auto" fine-tunes the pretrained policy when at least this many
 # seconds of the budget are left for it (compiling the training step alone
 # takes 20-40 s on two CPU cores); the search then leaves it this much.
@@ -114,8 +135,16 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`AUTO_SOLVER_MAX_NODES` nodes (and up to :data:`SOLVER_MAX_NODES`
     under memory pressure or when the search leaves more than
     :data:`AUTO_SOLVER_GAP` to the lower bound) with at least
-    :data:`MIN_SOLVER_S` seconds left, the exact solver; and, with :data:`AUTO_FINETUNE_S`
-    seconds to spare, the pretrained policy fine-tuned on the graph.
+    :data:`MIN_SOLVER_S` seconds left, the exact solver; where the solver
+    did not run or did not prove its answer optimal, with at least
+    :data:`MIN_LNS_S` seconds left, large-neighbourhood search with CP-SAT
+    windows (``gplace.solvers.lns``) from the best so far for the rest;
+    and, with :data:`AUTO_FINETUNE_S` seconds to spare, the pretrained
+    policy fine-tuned on the graph. The searches get :data:`SEARCH_SHARE`
+    of the time after the baselines when the solver follows, else all but
+    :data:`LNS_SHARE`, and each phase before the last stops
+    once it has not improved for :data:`STALL_SHARE` of the budget (the
+    rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
@@ -133,6 +162,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     (``gplace.solvers.solve``) from the best of them, on graphs of at most
     :data:`SOLVER_MAX_NODES` nodes; its proven bound tightens
     ``lower_bound_s``.
+  * ``"lns"``: the baselines, then large-neighbourhood search with CP-SAT
+    windows (``gplace.solvers.lns``) from the best of them in its
+    schedule, for the rest of the budget; any graph size (the windows'
+    models grow with the window, not the graph).
   * ``"policy"``: the baselines, then GO trained by RL on this graph for
     the rest of the budget (``experiments/configs/quickstart.py``; needs a
     gplace checkout with the dev extras).
@@ -309,11 +342,16 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     solver_next = chosen.kind == "solver" or (
         chosen.kind == "auto" and (n <= AUTO_SOLVER_MAX_NODES or (
             n <= SOLVER_MAX_NODES and pressure)))
+    # Evidence for re-allocating "auto"'s budget: a phase that stalls.
+    stall_s = (max(STALL_SHARE * budget_s, MIN_STALL_S)
+               if chosen.kind == "auto" else None)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       if finetune_next:
         left -= AUTO_FINETUNE_S
-      search_s = max(left * (SEARCH_SHARE if solver_next else 1.0),
+      share = (1.0 if chosen.kind != "auto" else
+               SEARCH_SHARE if solver_next else 1.0 - LNS_SHARE)
+      search_s = max(left * share,
                      SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
       name = chosen.name or "annealing"
       joint = name == candidates_lib.JOINT
@@ -322,9 +360,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         bar.stage(name)
         start = best_of(runs.default + [
             c for c in tried if c.order is None]) or runs.default[0]
+        began_search = time.perf_counter()
         tried.append(candidates_lib.search_candidate(
             problem, name, start, time_s=placement_s, seed=seed,
-            max_evaluations=_share(max_evaluations, 1 - JOINT_SHARE)))
+            max_evaluations=_share(max_evaluations, 1 - JOINT_SHARE),
+            stall_s=stall_s))
+        # What a stalled placement search gives back goes to the joint one.
+        placement_s = min(placement_s, time.perf_counter() - began_search)
         _show_best(bar, tried)
         search_s -= placement_s
         joint, name = True, candidates_lib.JOINT
@@ -335,7 +377,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       tried.append(candidates_lib.search_candidate(
           problem, name, start, time_s=search_s, seed=seed,
           max_evaluations=_share(max_evaluations, JOINT_SHARE)
-          if chosen.kind == "auto" else max_evaluations))
+          if chosen.kind == "auto" else max_evaluations, stall_s=stall_s))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     solver_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
@@ -344,12 +386,32 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         and best is not None and bound_s > 0
         and best.runtime_s > (1 + AUTO_SOLVER_GAP) * bound_s):
       solver_next = True  # evidence: the search left a gap to the bound
+    proven = False
     if chosen.kind == "solver" or (solver_next and solver_s >= MIN_SOLVER_S):
       bar.stage("solver")
+      if chosen.kind == "auto" and solver_s * (1 - SOLVER_SHARE) >= MIN_LNS_S:
+        solver_s *= SOLVER_SHARE          # LNS follows unless it proves
       outcome = candidates_lib.solver_candidate(
           problem, best_of(tried), time_s=max(solver_s, 1.0), seed=seed)
       tried.append(outcome.candidate)
       bound_s = max(bound_s, outcome.bound_s)
+      proven = outcome.status == "OPTIMAL"
+      _show_best(bar, tried)
+    left = deadline - time.perf_counter()
+    lns_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    incumbent = best_of(tried)
+    at_bound = incumbent is not None and (
+        incumbent.runtime_s <= bound_s * (1 + AT_BOUND))
+    if runs.default and (chosen.kind == "lns" or (
+        chosen.kind == "auto" and not proven and not at_bound
+        and lns_s >= MIN_LNS_S)):
+      bar.stage("lns")
+      start = incumbent or runs.default[0]
+      tried.append(candidates_lib.lns_candidate(
+          problem, start, time_s=max(lns_s, 1.0), seed=seed,
+          bound_s=bound_s, stall_s=stall_s if finetune_next else None,
+          max_iterations=None if max_evaluations is None else max(
+              1, max_evaluations // candidates_lib.BATCH)))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     if finetune_next:

@@ -76,7 +76,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
               move_size: int | None = None, t0: float = DEFAULT_T0,
               decay: float | None = None,
               batch_size: int = DEFAULT_BATCH_SIZE,
-              time_limit_s: float | None = None) -> SearchResult:
+              time_limit_s: float | None = None,
+              stall_s: float | None = None) -> SearchResult:
   """Simulated annealing over placements, scored by the simulator.
 
   See the module docstring for the acceptance rule. Runtimes are simulated
@@ -100,6 +101,7 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       ``t0 * 1e-3`` by the end of the budget.
     batch_size: candidates simulated per step (``K``).
     time_limit_s: optional wall-clock limit in seconds.
+    stall_s: stop once the best has not improved for this many seconds.
 
   Returns:
     :class:`~gplace.search.common.SearchResult`; the best placement seen,
@@ -114,7 +116,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   t0, decay = check_schedule(t0, decay)
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
-                batch_size=batch_size, time_limit_s=time_limit_s)
+                batch_size=batch_size, time_limit_s=time_limit_s,
+                stall_s=stall_s)
   evaluator, rng = setup.evaluator, setup.rng
   current, current_s = stack_best(setup.placements, setup.runtime_s)
   init_s = current_s

@@ -285,6 +285,8 @@ class Evaluator:
     time_limit_s: wall-clock seconds after which :attr:`remaining` is 0.
     start_time: ``time.perf_counter()`` when that clock started (default
       now).
+    stall_s: wall-clock seconds without a better placement after which
+      :attr:`remaining` is 0 (a search that stalls gives its time back).
 
   Host-side; not thread-safe.
   """
@@ -292,7 +294,8 @@ class Evaluator:
   def __init__(self, graph: Graph, topology: Topology, costs: np.ndarray,
                budget: int, batch_size: int,
                time_limit_s: float = math.inf,
-               start_time: float | None = None):
+               start_time: float | None = None,
+               stall_s: float = math.inf):
     self.graph = graph
     self.topology = topology
     self.costs = costs
@@ -300,6 +303,8 @@ class Evaluator:
     self.batch_size = batch_size
     self.time_limit_s = time_limit_s
     self.start = time.perf_counter() if start_time is None else start_time
+    self.stall_s = stall_s
+    self.improved_at = self.start
     self.evaluations = 0
     self.best_placement: np.ndarray | None = None
     self.best_priority: np.ndarray | None = None
@@ -309,8 +314,11 @@ class Evaluator:
 
   @property
   def remaining(self) -> int:
-    """Evaluations left: 0 once the budget or the time limit is spent."""
-    if time.perf_counter() - self.start > self.time_limit_s:
+    """Evaluations left: 0 once the budget or the time limit is spent, or
+    the best has not improved for ``stall_s``."""
+    now = time.perf_counter()
+    if (now - self.start > self.time_limit_s
+        or now - self.improved_at > self.stall_s):
       return 0
     return self.budget - self.evaluations
 
@@ -356,6 +364,7 @@ class Evaluator:
       best = int(np.argmin(runtimes))
       if self.best_placement is None or runtimes[best] < self.best_runtime_s:
         self.best_runtime_s = float(runtimes[best])
+        self.improved_at = time.perf_counter()
         self.best_placement = placements[best].copy()
         self.best_priority = (None if priorities is None
                               else priorities[best].copy())
@@ -405,7 +414,8 @@ class Start(NamedTuple):
 
 
 def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
-          init, groups, move_size, batch_size, time_limit_s) -> Start:
+          init, groups, move_size, batch_size, time_limit_s,
+          stall_s: float | None = None) -> Start:
   """Validates the settings every search shares and scores the start.
 
   Call it after validating a search's own settings: it spends evaluations.
@@ -415,8 +425,8 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
 
   Raises:
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
-    SearchError: a bad budget, batch size, seed, time limit, ``groups``,
-      ``move_size`` or ``init``.
+    SearchError: a bad budget, batch size, seed, time limit or
+      ``stall_s``, ``groups``, ``move_size`` or ``init``.
   """
   wall_start = time.perf_counter()
   problem = prepare(graph, topology, costs)
@@ -427,6 +437,13 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
       batch_size, "batch_size",
       "it is how many placements are simulated at once, e.g. 64."))
   time_limit_s = check_time_limit(time_limit_s)
+  if stall_s is not None and (not isinstance(stall_s, numbers.Real)
+                              or isinstance(stall_s, bool)
+                              or not stall_s > 0):
+    raise SearchError(f"stall_s must be a positive number of seconds or None "
+                      f"(stop once the best has not improved for that long), "
+                      f"got {stall_s!r}.")
+  stall_s = math.inf if stall_s is None else float(stall_s)
   units = make_units(graph, groups)
   move_size = check_move_size(move_size, units)
   rng = np.random.default_rng(check_seed(seed, "gplace.search", SearchError))
@@ -437,7 +454,7 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
                            for p in placements])
   placements = placements[:budget]
   evaluator = Evaluator(graph, topology, problem.costs, budget, batch_size,
-                        time_limit_s, start_time=wall_start)
+                        time_limit_s, start_time=wall_start, stall_s=stall_s)
   runtime_s = evaluator(placements)
   return Start(evaluator, units, rng, placements, runtime_s,
                topology.n_devices, move_size)

@@ -96,12 +96,13 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
                     sigma: float = DEFAULT_PRIORITY_SIGMA,
                     t0: float = DEFAULT_T0, decay: float | None = None,
                     batch_size: int = DEFAULT_BATCH_SIZE,
-                    time_limit_s: float | None = None) -> JointResult:
+                    time_limit_s: float | None = None,
+                    stall_s: float | None = None) -> JointResult:
   """Simulated annealing over placements and their schedules.
 
   Args:
     graph, topology, costs, seed, budget, init, groups, move_size, t0,
-      decay, batch_size, time_limit_s: as for
+      decay, batch_size, time_limit_s, stall_s: as for
       :func:`gplace.search.annealing.annealing`.
     init_order: ``[N]`` op order the start runs in (e.g. a list
       scheduler's own plan); default the critical path.
@@ -125,7 +126,8 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
                       f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
-                batch_size=batch_size, time_limit_s=time_limit_s)
+                batch_size=batch_size, time_limit_s=time_limit_s,
+                stall_s=stall_s)
   evaluator, rng = setup.evaluator, setup.rng
   best = int(np.argmin(setup.runtime_s))
   placement = setup.placements[best].copy()

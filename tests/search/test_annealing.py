@@ -69,3 +69,17 @@ def test_annealing_rejects_a_schedule_that_is_not_positive(kwargs, match,
 def test_exports():
   assert search.annealing is annealing
   assert search.PLACERS["annealing"] is annealing_placer
+
+
+def test_a_stalled_search_gives_its_time_back(small):
+  graph, topology = small
+  result = annealing(graph, topology, budget=10**7, time_limit_s=120.0,
+                     stall_s=1.0)
+  assert result.evaluations < 10**7
+  assert result.wall_s < 60.0
+
+
+def test_stall_s_must_be_positive(small):
+  graph, topology = small
+  with pytest.raises(SearchError, match="stall_s must be a positive"):
+    annealing(graph, topology, budget=64, stall_s=0.0)

@@ -1,0 +1,193 @@
+"""Tests of gplace.solvers.lns: large-neighbourhood search never loses its
+start, reaches the exact solver's optimum on small graphs, keeps memory
+caps, is reproducible for a seed in iterations, refuses bad settings with
+GplaceErrors, and runs from gplace.optimize (method "lns", and "auto" by
+evidence)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import gplace
+from gplace import placers, solvers
+from gplace.autoplace import optimizer
+from gplace.errors import PlacementError, ScheduleError, SearchError
+from gplace.graphs.graph import random_dag
+from gplace.sim.topology import Device, Topology, preset, uniform_links
+
+FAST = dict(time_limit_s=120.0, solve_time_s=0.5)
+LABEL = "lns (CP-SAT windows) from "
+
+
+def gpus(n=2, memory=12e9, flops=(3e12,)):
+  """``n`` GPUs (``flops`` cycled) on fast links, each its own group."""
+  devices = tuple(
+      Device(f"gpu:{i}", "gpu", peak_flops=flops[i % len(flops)],
+             mem_bandwidth=240e9, memory_bytes=memory, launch_overhead_s=1e-6)
+      for i in range(n))
+  bandwidth, latency = uniform_links(n, 50e9, 1e-6)
+  return Topology(devices=devices, link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.arange(n),
+                  name="gpus")
+
+
+def test_never_worse_than_its_start_and_reproduced_by_the_simulator():
+  graph, topology = random_dag(60, seed=4), preset("1cpu+4gpu")
+  start = np.zeros(graph.n_nodes, np.int32)          # all on the CPU
+  result = solvers.lns(graph, topology, start=start, max_iterations=6,
+                       seed=0, **FAST)
+  assert result.runtime_s < result.start_runtime_s
+  simulated = gplace.simulate(graph, result.placement, topology,
+                              order=result.order)
+  assert float(simulated.runtime_s) == pytest.approx(result.runtime_s,
+                                                     rel=1e-6)
+  assert not result.oom and not bool(simulated.oom)
+  assert result.bound_s == pytest.approx(gplace.lower_bound(graph, topology))
+  assert result.gap == pytest.approx(result.runtime_s / result.bound_s - 1)
+  assert result.iterations == 6 and result.improved >= 1
+  assert result.history.shape == (7, 2)
+  assert np.all(np.diff(result.history[:, 1]) <= 0)
+  assert result.history[-1, 1] == result.runtime_s
+
+
+def test_a_start_order_is_kept_as_the_floor():
+  graph, topology = random_dag(40, seed=2), preset("1cpu+2gpu")
+  start = np.asarray(gplace.baselines.get("heft")(graph, topology), np.int32)
+  order = gplace.simulate(graph, start, topology,
+                          return_schedule=True).order
+  in_order = float(gplace.simulate(graph, start, topology,
+                                   order=order).runtime_s)
+  result = solvers.lns(graph, topology, start=start, start_order=order,
+                       max_iterations=3, bound_s=1e-9, **FAST)
+  assert result.start_runtime_s == pytest.approx(in_order)
+  assert result.runtime_s <= in_order
+  assert result.bound_s == pytest.approx(gplace.lower_bound(graph, topology))
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_reaches_the_exact_optimum_from_a_bad_start(seed):
+  graph, topology = random_dag(10, seed=seed), gpus(3, flops=(3e12, 1e12))
+  exact = solvers.solve(graph, topology, time_limit_s=20.0)
+  assert exact.status == "OPTIMAL"
+  start = np.ones(graph.n_nodes, np.int32)           # all on a slow GPU
+  result = solvers.lns(graph, topology, start=start, window_size=10,
+                       max_iterations=4, seed=0, time_limit_s=120.0,
+                       solve_time_s=2.0)
+  assert result.start_runtime_s > exact.runtime_s * 1.1
+  assert result.runtime_s <= exact.runtime_s * (1 + 1e-6)
+
+
+def test_memory_caps_bind_and_are_kept():
+  graph = random_dag(40, seed=2)
+  roomy = gpus(2, flops=(3e12, 1e12))
+  everything_fast = np.zeros(graph.n_nodes, np.int32)
+  peak = float(np.max(gplace.simulate(graph, everything_fast,
+                                      roomy).peak_bytes))
+  tight = gpus(2, memory=0.6 * peak, flops=(3e12, 1e12))
+  # The caps bind: the fast GPU alone cannot hold the graph.
+  assert bool(gplace.simulate(graph, everything_fast, tight).oom)
+  start = np.asarray(gplace.baselines.get("m_topo")(graph, tight), np.int32)
+  assert not bool(gplace.simulate(graph, start, tight).oom)
+  result = solvers.lns(graph, tight, start=start, max_iterations=8, seed=1,
+                       **FAST)
+  simulated = gplace.simulate(graph, result.placement, tight,
+                              order=result.order)
+  assert not result.oom and not bool(simulated.oom)
+  assert np.all(np.asarray(simulated.peak_bytes) <= 0.6 * peak)
+  assert result.runtime_s <= result.start_runtime_s
+
+
+def test_device_constraints_are_kept():
+  graph = random_dag(40, seed=5)
+  allowed = np.ones((graph.n_nodes, 3), bool)
+  allowed[::2, 0] = False                          # even ids off gpu:0
+  colocated = np.full(graph.n_nodes, -1, np.int32)
+  colocated[[5, 17, 29]] = 0
+  graph = graph.replace(allowed_devices=allowed, colocation=colocated)
+  topology = gpus(3, flops=(3e12, 1e12, 1e12))
+  start = np.ones(graph.n_nodes, np.int32)         # keeps both constraints
+  result = solvers.lns(graph, topology, start=start, max_iterations=9,
+                       seed=0, **FAST)
+  assert result.runtime_s < result.start_runtime_s
+  assert np.all(allowed[np.arange(graph.n_nodes), result.placement])
+  assert len(set(result.placement[[5, 17, 29]])) == 1
+  assert not gplace.simulate(graph, result.placement, topology,
+                             order=result.order).constraint_violated
+
+
+def test_reproducible_for_a_seed_in_iterations():
+  graph, topology = random_dag(80, seed=7), preset("1cpu+4gpu")
+  runs = [solvers.lns(graph, topology, max_iterations=5, seed=3, **FAST)
+          for _ in range(2)]
+  np.testing.assert_array_equal(runs[0].placement, runs[1].placement)
+  np.testing.assert_array_equal(runs[0].order, runs[1].order)
+  np.testing.assert_array_equal(runs[0].history[:, 1], runs[1].history[:, 1])
+  assert runs[0].window_size == runs[1].window_size
+  assert runs[0].accepted == runs[1].accepted
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(time_limit_s=-1.0), SearchError, "time_limit_s"),
+    (dict(time_limit_s="60"), SearchError, "time_limit_s"),
+    (dict(window_size=1), SearchError, "window_size must be an integer >= 2"),
+    (dict(window_size=2.5), SearchError, "window_size"),
+    (dict(window_size=40, max_window_size=10), SearchError,
+     "max_window_size must be an integer >= window_size"),
+    (dict(solve_time_s=0.0), SearchError, "solve_time_s"),
+    (dict(max_iterations=0), SearchError, "max_iterations"),
+    (dict(bound_s=-1.0), SearchError, "bound_s"),
+    (dict(stall_s=0.0), SearchError, "stall_s must be None or a positive"),
+    (dict(seed=-1), SearchError, "seed"),
+    (dict(start=np.zeros(3, np.int32)), PlacementError, None),
+    (dict(start=np.full(12, 9, np.int32)), PlacementError, None),
+    (dict(start=np.zeros(12, np.int32), start_order=np.arange(5)),
+     ScheduleError, "start_order must be a permutation"),
+    (dict(start=np.zeros(12, np.int32), start_order=np.arange(12),
+          start_priority=np.ones(12)), ScheduleError, "not both"),
+])
+def test_bad_settings_are_refused(kwargs, error, match):
+  graph = random_dag(12, seed=0)
+  with pytest.raises(error, match=match):
+    solvers.lns(graph, preset("1cpu+2gpu"), **kwargs)
+
+
+def test_registered_as_a_solver_placer():
+  assert placers.get("lns") is solvers.lns_placer
+  graph, topology = random_dag(20, seed=1), preset("1cpu+2gpu")
+  placement = placers.get("lns")(graph, topology, time_limit_s=2.0)
+  assert placement.shape == (20,) and placement.dtype == np.int32
+
+
+def test_optimize_with_method_lns_states_the_bound_and_gap():
+  graph = random_dag(30, seed=3)
+  result = gplace.optimize(graph, topology=gpus(2, flops=(3e12, 1e12)),
+                           method="lns", budget_s=6.0, progress=False)
+  assert any(label.startswith(LABEL) for label in result.candidates)
+  assert result.runtime_s == min(result.candidates.values())
+  assert result.lower_bound_s == pytest.approx(
+      gplace.lower_bound(graph, result.topology))
+  assert math.isfinite(result.gap)
+  assert "gap to the lower bound" in result.table()
+
+
+def test_auto_runs_lns_above_the_solvers_size(monkeypatch):
+  monkeypatch.setattr(optimizer, "AUTO_SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(optimizer, "SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(optimizer, "MIN_LNS_S", 0.5)
+  result = gplace.optimize(random_dag(30, seed=4),
+                           topology=gpus(2, flops=(3e12, 1e12)),
+                           budget_s=8.0, progress=False)
+  labels = list(result.candidates)
+  assert not any(label.startswith("solver") for label in labels)
+  assert any(label.startswith(LABEL) for label in labels)
+
+
+def test_auto_skips_lns_when_the_solver_proves_its_answer(monkeypatch):
+  monkeypatch.setattr(optimizer, "MIN_LNS_S", 0.5)
+  result = gplace.optimize(random_dag(8, seed=0),
+                           topology=gpus(2, flops=(3e12, 1e12)),
+                           budget_s=12.0, progress=False)
+  labels = list(result.candidates)
+  assert "solver (CP-SAT, optimal)" in labels
+  assert not any(label.startswith(LABEL) for label in labels)
