@@ -442,11 +442,39 @@ def _h100x8() -> Topology:
                   name="8xh100")
 
 
+def _hosts_of_8_h100(n_hosts: int) -> Topology:
+  """``n_hosts`` DGX H100-like hosts of 8 GPUs (the ``8xh100`` GPU).
+
+  Inside a host, NVLink 4 through NVSwitch: 900 GB/s per GPU both ways
+  together, so 450 GB/s each way (https://www.nvidia.com/en-us/data-center/
+  h100/, "NVLink: 900GB/s"). Between hosts, one 400 Gb/s ConnectX-7
+  (InfiniBand NDR) per GPU, 50 GB/s each way ("eight single-port NVIDIA
+  ConnectX-7 VPI, up to 400 Gb/s InfiniBand/Ethernet",
+  https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/latest/core-components.html).
+  Latencies (8 us inside, 15 us across, RDMA plus a launch) are estimates,
+  not measured.
+  """
+  host = _h100x8()
+  gpus = [dataclasses.replace(gpu, name=f"host{h}:gpu:{i}")
+          for h in range(n_hosts) for i, gpu in enumerate(host.devices)]
+  n = len(gpus)
+  same_host = np.equal.outer(np.arange(n) // 8, np.arange(n) // 8)
+  bandwidth = np.where(same_host, 450 * GB, 50 * GB)
+  latency = np.where(same_host, 8e-6, 15e-6)
+  np.fill_diagonal(bandwidth, np.inf)
+  np.fill_diagonal(latency, 0.0)
+  return Topology(devices=tuple(gpus), link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.arange(n),
+                  name=f"{n_hosts}x8h100")
+
+
 _PRESETS = {
     "1cpu+2gpu": lambda: _haswell_k80(2),
     "1cpu+4gpu": lambda: _haswell_k80(4),
     "1cpu+8gpu": lambda: _haswell_k80(8),
     "8xh100": _h100x8,
+    "2x8h100": lambda: _hosts_of_8_h100(2),
+    "4x8h100": lambda: _hosts_of_8_h100(4),
 }
 
 

@@ -25,7 +25,8 @@ def tiny_graph() -> Graph:
 
 
 def test_preset_names_and_shapes():
-  assert preset_names() == ["1cpu+2gpu", "1cpu+4gpu", "1cpu+8gpu", "8xh100"]
+  assert preset_names() == ["1cpu+2gpu", "1cpu+4gpu", "1cpu+8gpu", "2x8h100",
+                            "4x8h100", "8xh100"]
   for name in preset_names():
     topology = preset(name)
     d = topology.n_devices
@@ -39,6 +40,17 @@ def test_preset_names_and_shapes():
   assert preset("1cpu+4gpu").device_names == [
       "cpu:0", "gpu:0", "gpu:1", "gpu:2", "gpu:3"]
   assert preset("8xh100").n_devices == 8
+
+
+def test_hosts_of_h100_have_nvlink_inside_and_400_gbps_between():
+  topology = preset("2x8h100")
+  assert topology.n_devices == 16
+  assert topology.device_names[8] == "host1:gpu:0"
+  np.testing.assert_allclose(topology.peak_flops, preset("8xh100").peak_flops[0])
+  assert topology.link_bandwidth[0, 7] == 450e9       # NVLink, one way
+  assert topology.link_bandwidth[0, 8] == 400e9 / 8   # a 400 Gb/s port
+  assert topology.link_latency[8, 0] > topology.link_latency[1, 0]
+  assert preset("4x8h100").n_devices == 32
 
 
 def test_preset_figures():
