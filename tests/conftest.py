@@ -47,12 +47,12 @@ SLOWEST_FILES = (
 def pytest_addoption(parser):
   parser.addoption("--run-slow", action="store_true", default=False,
                    help="also run the tests marked slow (multi-process "
-                   "training, minutes); or set GPLACE_RUN_SLOW=1")
+                   "training, minutes); or set GPLACE_SLOW_TESTS=1")
 
 
 def pytest_collection_modifyitems(config, items):
   if not (config.getoption("--run-slow")
-          or os.environ.get("GPLACE_RUN_SLOW") == "1"):
+          or os.environ.get("GPLACE_SLOW_TESTS") == "1"):
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
     for item in items:
       if "slow" in item.keywords:

@@ -2,8 +2,8 @@
 
 The slow tests start ``experiments/run.py`` as two processes of two forced
 CPU devices each (gloo over a free loopback port) and compare them with one
-process of four devices: ``--run-slow`` (or ``GPLACE_RUN_SLOW=1``) runs
-them, about 5 minutes on two cores.
+process of four devices: ``pytest --run-slow`` (or ``GPLACE_SLOW_TESTS=1``)
+runs them, a few minutes on two cores.
 """
 
 import json
