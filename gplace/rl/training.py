@@ -200,7 +200,8 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
       written and nothing resumes.
     progress: called as ``progress(step, metrics)`` after every chunk; if it
       returns True the run ends there (after checkpointing when due) and is
-      evaluated and reported as finished at that step.
+      evaluated and reported as finished at that step (across processes:
+      when process 0's does; pass one on every process or on none).
     stop_after_step: stop (after checkpointing) once this step is reached,
       without the final evaluation: simulates a preempted run in tests.
     log: where lines of text go.
@@ -234,16 +235,6 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
                   log=log)
 
 
-def open_workdir(workdir: Optional[str], settings: TrainSettings, policy,
-                 topology, loaded, log) -> Optional[Checkpointer]:
-  """The run's checkpointer after :func:`~gplace.rl.workdir.prepare_workdir`
-  (None without a workdir)."""
-  if workdir is None:
-    return None
-  checkpoint_dir = workdir_lib.prepare_workdir(
-      workdir, workdir_lib.run_record(settings, policy, topology, loaded),
-      settings, log)
-  return Checkpointer(checkpoint_dir, max_to_keep=settings.train.max_to_keep)
 
 
 def _train(graphs, topology, policy, settings, *, workdir, progress,
@@ -255,8 +246,10 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
   parallel = num_parallel_devices(settings)
   # Every process takes part (None elsewhere): a failure on process 0 stops
   # all of them here rather than leaving them in the next collective.
-  checkpointer = distributed.first_on_primary(
-      lambda: open_workdir(workdir, settings, policy, topology, loaded, log))
+  checkpoint_dir = distributed.first_on_primary(
+      lambda: workdir and workdir_lib.prepare_workdir(
+          workdir, workdir_lib.run_record(settings, policy, topology,
+                                          loaded), settings, log))
   setups = data.setup_graphs(loaded, topology, settings, log=log)
   host_rewards = host_rewards_for(settings, setups, topology)
   dynamic = settings.rl.reward == "simulator_dynamic"
@@ -296,6 +289,9 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
     return [e.greedy_runtime_s for e in evaluate_policy(
         state.params, batch, apply_fn=module.apply, reward_fns=reward_fns(),
         num_nodes=num_nodes, num_samples=0, seed=settings.seed)]
+  checkpointer = distributed.first_on_primary(
+      lambda: checkpoint_dir and Checkpointer(
+          checkpoint_dir, max_to_keep=settings.train.max_to_keep))
   try:
     # Process 0 restores (or starts) the state every process continues.
     state = distributed.broadcast(distributed.first_on_primary(

@@ -498,6 +498,11 @@ def local(devices: Sequence | None = None) -> Topology:
   ``memory_stats()`` where the runtime reports it. Use
   ``gplace.profile`` to replace these guesses with measurements.
 
+  In a multi-process run (``jax.distributed``) the default is every
+  device of every process: each process's CPU devices are a compute group
+  of their own, and links between devices of different processes are
+  priced as a 400 Gb/s network (another host, or at best another process).
+
   Raises:
     TopologyError: ``devices`` is not a non-empty list of distinct
       ``jax.Device`` s.
@@ -518,7 +523,7 @@ def local(devices: Sequence | None = None) -> Topology:
       out.append(Device(f"cpu:{dev.id}", "cpu", peak_flops=cores * 2e10,
                         mem_bandwidth=10 * GB, memory_bytes=float(host_memory),
                         launch_overhead_s=5e-6))
-      group.append(0)
+      group.append(("cpu", dev.process_index))
     else:
       stats = {}
       try:
@@ -529,8 +534,20 @@ def local(devices: Sequence | None = None) -> Topology:
       out.append(Device(f"{dev.platform}:{dev.id}", kind,
                         peak_flops=50e12, mem_bandwidth=1000 * GB,
                         memory_bytes=memory, launch_overhead_s=10e-6))
-      group.append(len(group) + 1)
+      group.append(("device", len(group)))
   bandwidth, latency = uniform_links(len(out), 10 * GB, 20e-6)
+  process = np.asarray([dev.process_index for dev in devices])
+  across = ~np.equal.outer(process, process)
+  bandwidth = np.where(across, NETWORK_BANDWIDTH, bandwidth)
+  latency = np.where(across, NETWORK_LATENCY_S, latency)
+  labels = {label: i for i, label in enumerate(dict.fromkeys(group))}
   return Topology(devices=tuple(out), link_bandwidth=bandwidth,
-                  link_latency=latency, compute_group=np.asarray(group),
+                  link_latency=latency,
+                  compute_group=np.asarray([labels[g] for g in group]),
                   name="local")
+
+
+#: A link between processes of a multi-process run in :func:`local`: a 400
+#: Gb/s port (uncalibrated, as the rest of ``local``).
+NETWORK_BANDWIDTH = 400e9 / 8
+NETWORK_LATENCY_S = 30e-6

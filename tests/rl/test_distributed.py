@@ -231,9 +231,11 @@ def test_two_processes_train_as_one_process_of_as_many_devices(
                              [l for _, l in losses(one)], atol=1e-5)
   assert_states_close(saved_state(workdir, TOTAL_STEPS),
                       saved_state(one, TOTAL_STEPS))
-  # Process 0 alone wrote and printed; the other said nothing.
+  # Process 0 alone wrote and printed; the other said nothing (gloo's
+  # own connection lines aside).
   assert "best_placement.json" in results[0][1]
-  assert results[1][1] == ""
+  assert not [line for line in results[1][1].splitlines()
+              if not line.startswith("[Gloo]")]
   assert checkpoint.saved_steps(os.path.join(workdir, "checkpoints")) == [
       10, 20]
 
