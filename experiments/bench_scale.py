@@ -163,12 +163,19 @@ def projection(one: dict, half: dict, two: dict, hosts=(1, 2, 4, 8, 16),
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--num_samples", type=int, default=32)
-  parser.add_argument("--steps", type=int, default=40)
-  parser.add_argument("--worker", action="store_true")
-  parser.add_argument("--process_id", type=int, default=0)
-  parser.add_argument("--num_processes", type=int, default=1)
-  parser.add_argument("--port", type=int, default=0)
+  parser.add_argument("--num_samples", type=int, default=32,
+                      help="global samples per graph per step (K)")
+  parser.add_argument("--steps", type=int, default=40,
+                      help="RL steps per measured run (4 chunks; the first "
+                      "compiles and is not timed)")
+  parser.add_argument("--worker", action="store_true",
+                      help="internal: run as one process of a measurement")
+  parser.add_argument("--process_id", type=int, default=0,
+                      help="internal: this worker's process id")
+  parser.add_argument("--num_processes", type=int, default=1,
+                      help="internal: processes of the measurement")
+  parser.add_argument("--port", type=int, default=0,
+                      help="internal: the coordinator's loopback port")
   args = parser.parse_args()
   if args.worker:
     print(json.dumps(worker(args)))
