@@ -220,5 +220,25 @@ def test_local_describes_the_cpu_devices():
       local(devices)
 
 
+def test_local_of_a_multi_process_run_prices_links_between_processes(
+    monkeypatch):
+  # What jax.devices() lists in a run of 2 processes of 2 CPU devices.
+  class FakeDevice:
+    platform = "cpu"
+
+    def __init__(self, id_, process_index):
+      self.id, self.process_index = id_, process_index
+
+  fake = [FakeDevice(i, i // 2) for i in range(4)]
+  monkeypatch.setattr(topology_lib.jax, "devices", lambda: fake)
+  topology = local()
+  assert topology.device_names == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+  # Each process's devices share its cores; processes do not.
+  assert list(topology.compute_group) == [0, 0, 1, 1]
+  assert topology.link_bandwidth[0, 1] == 10e9
+  assert topology.link_bandwidth[1, 2] == topology_lib.NETWORK_BANDWIDTH
+  assert topology.link_latency[3, 0] == topology_lib.NETWORK_LATENCY_S
+
+
 def test_module_exports():
   assert topology_lib.preset is preset and topology_lib.local is local
