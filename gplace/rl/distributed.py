@@ -232,7 +232,7 @@ def initialize(coordinator_address: Optional[str] = None,
   return layout
 
 
-# -- inside a run ---------------------------------------------------------------
+# -- inside a run ------------------------------------------------------------
 
 
 def is_distributed() -> bool:

@@ -207,7 +207,7 @@ def test_run_py_reports_a_bad_process_id_in_one_line(tmp_path):
       "DistributedError: process_id=2 is out of range for num_processes=2")
 
 
-# -- two processes against one ---------------------------------------------------
+# -- two processes against one ------------------------------------------------
 
 
 @pytest.fixture(scope="module")
