@@ -207,6 +207,20 @@ def test_run_py_reports_a_bad_process_id_in_one_line(tmp_path):
       "DistributedError: process_id=2 is out of range for num_processes=2")
 
 
+def test_a_failure_on_process_0_stops_every_process_at_once(tmp_path):
+  # A workdir process 0 cannot write: it says why, the other says who
+  # failed, both within seconds (before any compile), neither hangs.
+  blocker = tmp_path / "a_file"
+  blocker.write_text("")
+  results = finish(launch(str(blocker / "run")), timeout_s=120)
+  (code_0, _, err_0), (code_1, _, err_1) = results
+  assert code_0 == code_1 == 1
+  assert err_0.strip().splitlines()[-1].startswith(
+      "ConfigError: Cannot write to workdir")
+  assert err_1.strip().splitlines()[-1].startswith(
+      "DistributedError: process 0 of this run stopped with an error")
+
+
 # -- two processes against one ------------------------------------------------
 
 
