@@ -4,6 +4,12 @@ gplace.rl.pretrain for a config with a ``pretrain`` section).
   python experiments/run.py --config experiments/configs/quickstart.py \
       --workdir /tmp/gplace_quickstart [--config.rl.num_samples=64 ...]
 
+Several processes (one per host, or per GPU) train one policy when each is
+started with ``--coordinator_address=HOST:PORT --num_processes=P
+--process_id=I`` (or ``$JAX_COORDINATOR_ADDRESS``, ``$JAX_NUM_PROCESSES``,
+``$JAX_PROCESS_ID``, or inside a SLURM job step with none of them); see
+docs/guide.md, "How to launch".
+
 An override that names no field of the config (``--config.rl.num_sample``),
 or a config file that cannot be loaded, exits with status 2 and one line
 (naming the closest valid fields, or why the file failed); any other
@@ -31,6 +37,7 @@ from ml_collections import config_flags
 from gplace.errors import ConfigError, GplaceError, first_line
 from gplace.rl import checks
 from gplace.rl import data
+from gplace.rl import distributed
 from gplace.rl import pretraining
 from gplace.rl import settings as settings_lib
 from gplace.rl import training
@@ -41,6 +48,21 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Output directory: checkpoints, metrics.jsonl, "
     "results.json, best_placement.json; a run resumes from it.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-process runs: HOST:PORT of process "
+    "0's coordinator, the same for every process (default "
+    "$JAX_COORDINATOR_ADDRESS; found by JAX under SLURM).")
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Multi-process runs: how many processes, all "
+    "hosts together (default $JAX_NUM_PROCESSES, or SLURM's task count; "
+    "none: one process).")
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "Multi-process runs: this process, 0 .. "
+    "num_processes - 1; process 0 writes the workdir (default "
+    "$JAX_PROCESS_ID, or SLURM's task id).")
+_HEARTBEAT = flags.DEFINE_integer(
+    "heartbeat_timeout_s", 100, "Multi-process runs: seconds without a "
+    "heartbeat after which a process counts as dead and the others stop.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 _OVERRIDE = re.compile(r"^--?config\.([^=]+)")
@@ -264,6 +286,10 @@ def main(argv: list[str]) -> None:
                      "quickstart.py does.\n")
     sys.exit(2)
   try:
+    # Before anything runs on a device: JAX joins the processes first.
+    distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value,
+                           _PROCESS_ID.value,
+                           heartbeat_timeout_s=_HEARTBEAT.value)
     run(config, _WORKDIR.value)
   except GplaceError as err:
     # One clear line and a nonzero status: absl's UsageError would print

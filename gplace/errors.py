@@ -43,6 +43,11 @@ class WorkdirBusyError(ConfigError):
   """Another run holds the workdir (its lock names the process)."""
 
 
+class DistributedError(GplaceError):
+  """A multi-process run is set up wrongly (process id, coordinator), or
+  another process of it failed."""
+
+
 class CheckpointError(GplaceError):
   """A checkpoint could not be written or restored."""
 

@@ -14,6 +14,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " +
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 jax.config.update("jax_num_cpu_devices", 4)
 
@@ -43,8 +44,19 @@ SLOWEST_FILES = (
 )
 
 
+def pytest_addoption(parser):
+  parser.addoption("--run-slow", action="store_true", default=False,
+                   help="also run the tests marked slow (multi-process "
+                   "training, minutes); or set GPLACE_SLOW_TESTS=1")
+
+
 def pytest_collection_modifyitems(config, items):
-  del config
+  if not (config.getoption("--run-slow")
+          or os.environ.get("GPLACE_SLOW_TESTS") == "1"):
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+      if "slow" in item.keywords:
+        item.add_marker(skip)
   rank = {path: i for i, path in enumerate(SLOWEST_FILES)}
   position = {id(item): i for i, item in enumerate(items)}
 

@@ -2,11 +2,13 @@
 
 ``train(graphs, topology, policy, settings, *, workdir=None, progress=None)``
 and ``pretrain`` (one policy over many graphs), set by
-:class:`TrainSettings` and :class:`PolicySettings`. Pure and jittable:
+:class:`TrainSettings` and :class:`PolicySettings`; across processes after
+``distributed.initialize(...)``. Pure and jittable:
 ``distributions``, ``losses``, ``rewards``, ``update``, ``grouping``,
 ``policy_fns``; the rest is host-side.
 """
 
+from gplace.rl import distributed
 from gplace.rl.distributions import (entropy, exploration_logits, log_prob,
                                      node_log_probs, sample_placements)
 from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
@@ -29,7 +31,7 @@ __all__ = [
     "OptimizerSettings", "PolicyFns", "PolicySettings", "PretrainResult",
     "PretrainSettings", "RLSettings", "RefineSettings", "RewardFn", "Rollout",
     "Scorer", "SimulateFn", "TrainResult", "TrainSettings", "TrainState",
-    "WarmStartSettings", "effective_runtime", "entropy", "exploration_logits",
+    "WarmStartSettings", "distributed", "effective_runtime", "entropy", "exploration_logits",
     "host_scored_rollout", "init_train_state", "log_prob", "node_log_probs",
     "policy_fns", "ppo_loss", "pretrain", "reinforce_loss", "reward",
     "rl_step", "sample_placements", "sample_rollout", "scan_chunk",

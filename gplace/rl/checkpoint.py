@@ -114,6 +114,10 @@ def _silence_abandoned_reads() -> None:
 class Checkpointer:
   """Saves and restores one pytree per step under ``directory``.
 
+  In a multi-process run only process 0 makes one (the others share its
+  state, :mod:`gplace.rl.distributed`): orbax is told that process 0 alone
+  takes part, so it waits for no other process.
+
   Args:
     directory: where checkpoints go (made absolute; created if missing).
     max_to_keep: how many recent checkpoints to keep.
@@ -121,12 +125,19 @@ class Checkpointer:
 
   def __init__(self, directory: str | os.PathLike, max_to_keep: int = 3):
     self.directory = os.path.abspath(os.fspath(directory))
+    processes = {}
+    if jax.process_count() > 1:
+      alone = ocp.options.MultiprocessingOptions(
+          primary_host=jax.process_index(),
+          active_processes={jax.process_index()})
+      processes = dict(multiprocessing_options=alone)
     try:
       os.makedirs(self.directory, exist_ok=True)
       self._manager = ocp.CheckpointManager(
           self.directory, item_handlers=ocp.StandardCheckpointHandler(),
           options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep,
-                                               create=True))
+                                               create=not processes,
+                                               **processes))
     except OSError as err:
       raise CheckpointError(f"Cannot use checkpoint directory "
                             f"{self.directory}: {err}") from err

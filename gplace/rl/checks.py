@@ -24,6 +24,7 @@ import numpy as np
 from gplace.errors import ConfigError, GplaceError, PolicyError, is_int
 from gplace.execution import inputs
 from gplace.graphs.graph import Graph
+from gplace.rl import distributed
 from gplace.rl import policy_file
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.scoring import placement_devices
@@ -121,10 +122,31 @@ def check_arguments(caller: str, graphs, topology, policy, settings, *,
 
 def num_parallel_devices(settings: TrainSettings) -> int:
   """Devices the RL update is split over: the local devices (pmap) for
-  rewards scored in the step, else 1 (or with ``pmap=False``)."""
+  rewards scored in the step, else 1 (or with ``pmap=False``); in a
+  multi-process run every device of every process."""
   if not settings.rl.in_step or not settings.pmap:
     return 1
-  return jax.local_device_count()
+  return jax.device_count()
+
+
+def check_processes(settings: TrainSettings) -> None:
+  """A multi-process run splits the samples of in-step rewards over all
+  processes; host rewards and ``pmap=False`` would train the same policy
+  once per process.
+
+  Raises:
+    ConfigError: several processes and settings that cannot split.
+  """
+  if not distributed.is_distributed():
+    return
+  if not settings.rl.in_step or not settings.pmap:
+    raise ConfigError(
+        f"This run has {jax.process_count()} processes, which split the "
+        "samples of rewards scored in the jitted step over their devices; "
+        f"rl.reward={settings.rl.reward!r} with pmap={settings.pmap} would "
+        "train the same policy in every process. Use --config.rl.reward="
+        "simulator_dynamic (or simulator) with --config.pmap=True, or run "
+        "one process.")
 
 
 def check_run(graphs: Sequence, topology, policy: PolicySettings,
@@ -157,13 +179,16 @@ def check_run(graphs: Sequence, topology, policy: PolicySettings,
     except GplaceError as err:
       raise ConfigError(str(err)) from err
   check_reward_topology(settings, topology)
+  check_processes(settings)
   parallel = num_parallel_devices(settings)
   k = settings.rl.num_samples
   if k % parallel:
     good = parallel * -(-k // parallel)
+    where = (f"devices of the run's {jax.process_count()} processes"
+             if distributed.is_distributed() else "local devices")
     raise ConfigError(
         f"rl.num_samples={k!r} must be a positive multiple of the "
-        f"{parallel} local devices the update is split over; use e.g. "
+        f"{parallel} {where} the update is split over; use e.g. "
         f"--config.rl.num_samples={good} or --config.pmap=False.")
   module = policy.create(topology.n_devices)
   check_actions(settings, policy.name, module)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from gplace.rl import distributed
 from gplace.rl import run_outputs
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.grouping import expand_on_host
@@ -49,8 +50,9 @@ def make_step_fns(policy, optimizer, hparams, *, parallel: int,
   """Builds the jitted / pmapped chunk functions.
 
   With ``parallel > 1`` the chunks run under ``jax.pmap`` over that many
-  local devices with a replicated state (leading device axis) and a
-  broadcast batch.
+  devices (:func:`gplace.rl.distributed.parallel_devices`: the local ones,
+  or every device of every process) with a replicated state (leading device
+  axis, each process passing its share) and a broadcast batch.
   """
   apply_fn = policy.apply
 
@@ -72,7 +74,7 @@ def make_step_fns(policy, optimizer, hparams, *, parallel: int,
   update = jax.jit(functools.partial(update_from_rollout, apply_fn=apply_fn,
                                      optimizer=optimizer, hparams=hparams))
   if parallel > 1:
-    devices = jax.local_devices()[:parallel]
+    devices = distributed.parallel_devices(parallel)
     sup = jax.pmap(functools.partial(supervised_chunk, axis_name=AXIS),
                    axis_name=AXIS, in_axes=(0, None, None),
                    static_broadcasted_argnums=(3,), devices=devices)
@@ -97,7 +99,8 @@ def cached_step_fns(policy, hparams, optimizer, parallel, label_smoothing,
 
 def replicate(tree, n: int):
   """A leading device axis of size ``n`` (for pmap), on the first ``n``
-  local devices; identity for 1.
+  local devices (in a multi-process run: this process's share of all
+  ``n`` devices); identity for 1.
 
   The copies are laid out as a pmap lays out its outputs, so the chunk that
   starts a run (or a resumed one) hits the compile of the chunks that
@@ -105,8 +108,9 @@ def replicate(tree, n: int):
   """
   if n == 1:
     return tree
+  share = distributed.local_share(n)
   host = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x),
-                                                (n,) + np.shape(x)), tree)
+                                                (share,) + np.shape(x)), tree)
   return _device_identity(n)(host)
 
 
@@ -114,12 +118,12 @@ def replicate(tree, n: int):
 def _device_identity(n: int) -> Callable:
   # Same axis name as the chunks: it names the mesh of their outputs.
   return jax.pmap(lambda x: x, axis_name=AXIS,
-                  devices=jax.local_devices()[:n])
+                  devices=distributed.parallel_devices(n))
 
 
 def unreplicate(tree, n: int):
   """The first copy of a replicated tree, as numpy arrays; identity for 1.
-  (Reads device 0's shard: indexing ``x[0]`` dispatches one gather per
+  (Reads this process's first shard: indexing ``x[0]`` dispatches one gather per
   leaf, seconds for a whole train state.)"""
   if n == 1:
     return tree
@@ -266,7 +270,9 @@ def run_loop(fns: StepFns, state, batch, target, schedule: Schedule,
     if greedy_fn is not None and schedule.greedy_due(step):
       outputs.after_greedy(step, greedy_fn(state),
                            start_s=time.time() - run_start)
-    stop = progress_fn is not None and bool(progress_fn(step, last))
+    # Every process calls progress_fn; process 0's answer decides for all.
+    stop = progress_fn is not None and distributed.agree(
+        bool(progress_fn(step, last)))
     if schedule.checkpoint_due(step) and checkpointer is not None:
       checkpointer.save(step, state)
       outputs.at_checkpoint(step, state)

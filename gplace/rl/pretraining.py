@@ -24,6 +24,7 @@ from gplace.errors import ConfigError
 from gplace.graphs.graph import Graph
 from gplace.policies import is_sequential
 from gplace.rl import data
+from gplace.rl import distributed
 from gplace.rl import policy_file
 from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
@@ -92,7 +93,9 @@ def check_pretrain(policy: PolicySettings, settings: TrainSettings) -> None:
   Raises:
     ConfigError: no ``settings.pretrain``, a host reward, a graph-specific
       policy (``free_logits > 0``), or a sequential policy.
+    DistributedError: a multi-process run (pretraining runs in one).
   """
+  distributed.check_single_process("gplace.rl.pretrain")
   if settings.pretrain is None:
     raise ConfigError("Pretraining needs settings.pretrain "
                       "(PretrainSettings; experiments/configs/pretrain.py "

@@ -20,6 +20,7 @@ import numpy as np
 from gplace.errors import ConfigError
 from gplace.graphs.graph import Graph
 from gplace.rl import data
+from gplace.rl import distributed
 from gplace.rl import policy_file
 from gplace.rl import reports
 from gplace.rl import scoring
@@ -178,6 +179,12 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
           log: Callable[[str], None] = print) -> TrainResult:
   """Trains ``policy`` to place ``graphs`` on ``topology``.
 
+  In a multi-process run (:func:`gplace.rl.distributed.initialize` first)
+  every process calls it with the same arguments: the samples are split
+  over all devices of all processes, gradients averaged over them; process
+  0 alone writes ``workdir`` (and holds its lock), logs and draws the
+  progress bar; every process returns the same result.
+
   Args:
     graphs: ``B`` graphs (``gplace.Graph``, or
       :class:`~gplace.workloads.Workload` with a runnable function for
@@ -193,7 +200,8 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
       written and nothing resumes.
     progress: called as ``progress(step, metrics)`` after every chunk; if it
       returns True the run ends there (after checkpointing when due) and is
-      evaluated and reported as finished at that step.
+      evaluated and reported as finished at that step (across processes:
+      when process 0's does; pass one on every process or on none).
     stop_after_step: stop (after checkpointing) once this step is reached,
       without the final evaluation: simulates a preempted run in tests.
     log: where lines of text go.
@@ -208,16 +216,25 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
       pid, host and start are named); the run holds ``workdir/run.lock``
       until it returns, and takes over one a crashed run left.
     CheckpointError: the workdir's checkpoints are all corrupted.
+    DistributedError: on the other processes of a multi-process run, when
+      process 0 failed before training.
   """
   check_arguments("gplace.rl.train", graphs, topology, policy, settings,
                   workdir=workdir, log=log, progress=progress,
                   stop_after_step=stop_after_step)
   if workdir is not None:
     workdir = os.path.abspath(workdir)
-  with workdir_lib.locked(workdir, log):
+  if not distributed.is_primary():
+    # Process 0 alone writes, checkpoints, logs and draws the bar; the
+    # others train their share of the samples and return the same result.
+    workdir, log = None, distributed.silent
+    settings = settings.replace(progress_bar=False)
+  with distributed.entered_on_primary(workdir_lib.locked(workdir, log)):
     return _train(graphs, topology, policy, settings, workdir=workdir,
                   progress=progress, stop_after_step=stop_after_step,
                   log=log)
+
+
 
 
 def _train(graphs, topology, policy, settings, *, workdir, progress,
@@ -227,11 +244,12 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
   loaded = as_workloads(graphs)
   module = check_run(loaded, topology, policy, settings)
   parallel = num_parallel_devices(settings)
-  checkpoint_dir = None
-  if workdir is not None:
-    checkpoint_dir = workdir_lib.prepare_workdir(
-        workdir, workdir_lib.run_record(settings, policy, topology, loaded),
-        settings, log)
+  # Every process takes part (None elsewhere): a failure on process 0 stops
+  # all of them here rather than leaving them in the next collective.
+  checkpoint_dir = distributed.first_on_primary(
+      lambda: workdir and workdir_lib.prepare_workdir(
+          workdir, workdir_lib.run_record(settings, policy, topology,
+                                          loaded), settings, log))
   setups = data.setup_graphs(loaded, topology, settings, log=log)
   host_rewards = host_rewards_for(settings, setups, topology)
   dynamic = settings.rl.reward == "simulator_dynamic"
@@ -271,12 +289,16 @@ def _train(graphs, topology, policy, settings, *, workdir, progress,
     return [e.greedy_runtime_s for e in evaluate_policy(
         state.params, batch, apply_fn=module.apply, reward_fns=reward_fns(),
         num_nodes=num_nodes, num_samples=0, seed=settings.seed)]
-  checkpointer = (Checkpointer(checkpoint_dir,
-                               max_to_keep=settings.train.max_to_keep)
-                  if checkpoint_dir is not None else None)
+  checkpointer = distributed.first_on_primary(
+      lambda: checkpoint_dir and Checkpointer(
+          checkpoint_dir, max_to_keep=settings.train.max_to_keep))
   try:
-    state = restore_or_init(settings, batch, module, optimizer, warm,
-                            checkpointer, log)
+    # Process 0 restores (or starts) the state every process continues.
+    state = distributed.broadcast(distributed.first_on_primary(
+        lambda: restore_or_init(settings, batch, module, optimizer, warm,
+                                checkpointer, log),
+        default=lambda: restore_or_init(settings, batch, module, optimizer,
+                                        warm, None, log)))
     with run_outputs.RunOutputs(workdir, setups, topology,
                                 state.best_runtime_s,
                                 total_steps=schedule.total_steps,

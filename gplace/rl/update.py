@@ -2,8 +2,8 @@
 
 :func:`rl_step` (sample, score, PPO / REINFORCE), :func:`supervised_step`,
 :func:`scan_chunk`; with an ``axis_name`` samples split over the axis and
-gradients are ``lax.pmean``-ed. Pure. Shapes ``[B, K, N]``; ``N`` counts
-groups with ``batch.group_of``.
+gradients are averaged over it (in device order, :func:`_pmean`). Pure.
+Shapes ``[B, K, N]``; ``N`` counts groups with ``batch.group_of``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,18 @@ from gplace.rl.types import ApplyFn, Batch, Rollout, SimulateFn
 
 
 def _pmean(x, axis_name):
-  return x if axis_name is None else jax.lax.pmean(x, axis_name)
+  """The mean of ``x`` (a pytree) over ``axis_name``, summed in device
+  order: gathered, then reduced alike on every device. ``lax.pmean``'s
+  order is the transport's (gloo's between processes, another inside one),
+  and Adam turns its last-bit differences on near-zero gradients into
+  ``learning_rate``-sized steps; this mean is the same whether the devices
+  are in one process or several. The gather moves each device's value to
+  all (``A - 1`` copies instead of about 2): a policy's gradients are small.
+  """
+  if axis_name is None:
+    return x
+  return jax.tree.map(
+      lambda v: jnp.mean(jax.lax.all_gather(v, axis_name), axis=0), x)
 
 
 def _axis_size_and_index(axis_name):

@@ -442,11 +442,39 @@ def _h100x8() -> Topology:
                   name="8xh100")
 
 
+def _hosts_of_8_h100(n_hosts: int) -> Topology:
+  """``n_hosts`` DGX H100-like hosts of 8 GPUs (the ``8xh100`` GPU).
+
+  Inside a host, NVLink 4 through NVSwitch: 900 GB/s per GPU both ways
+  together, so 450 GB/s each way (https://www.nvidia.com/en-us/data-center/
+  h100/, "NVLink: 900GB/s"). Between hosts, one 400 Gb/s ConnectX-7
+  (InfiniBand NDR) per GPU, 50 GB/s each way ("eight single-port NVIDIA
+  ConnectX-7 VPI, up to 400 Gb/s InfiniBand/Ethernet",
+  https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-foundation-enterprise-ai/latest/core-components.html).
+  Latencies (8 us inside, 15 us across, RDMA plus a launch) are estimates,
+  not measured.
+  """
+  host = _h100x8()
+  gpus = [dataclasses.replace(gpu, name=f"host{h}:gpu:{i}")
+          for h in range(n_hosts) for i, gpu in enumerate(host.devices)]
+  n = len(gpus)
+  same_host = np.equal.outer(np.arange(n) // 8, np.arange(n) // 8)
+  bandwidth = np.where(same_host, 450 * GB, 50 * GB)
+  latency = np.where(same_host, 8e-6, 15e-6)
+  np.fill_diagonal(bandwidth, np.inf)
+  np.fill_diagonal(latency, 0.0)
+  return Topology(devices=tuple(gpus), link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.arange(n),
+                  name=f"{n_hosts}x8h100")
+
+
 _PRESETS = {
     "1cpu+2gpu": lambda: _haswell_k80(2),
     "1cpu+4gpu": lambda: _haswell_k80(4),
     "1cpu+8gpu": lambda: _haswell_k80(8),
     "8xh100": _h100x8,
+    "2x8h100": lambda: _hosts_of_8_h100(2),
+    "4x8h100": lambda: _hosts_of_8_h100(4),
 }
 
 
@@ -470,6 +498,11 @@ def local(devices: Sequence | None = None) -> Topology:
   ``memory_stats()`` where the runtime reports it. Use
   ``gplace.profile`` to replace these guesses with measurements.
 
+  In a multi-process run (``jax.distributed``) the default is every
+  device of every process: each process's CPU devices are a compute group
+  of their own, and links between devices of different processes are
+  priced as a 400 Gb/s network (another host, or at best another process).
+
   Raises:
     TopologyError: ``devices`` is not a non-empty list of distinct
       ``jax.Device`` s.
@@ -490,7 +523,7 @@ def local(devices: Sequence | None = None) -> Topology:
       out.append(Device(f"cpu:{dev.id}", "cpu", peak_flops=cores * 2e10,
                         mem_bandwidth=10 * GB, memory_bytes=float(host_memory),
                         launch_overhead_s=5e-6))
-      group.append(0)
+      group.append(("cpu", dev.process_index))
     else:
       stats = {}
       try:
@@ -501,8 +534,20 @@ def local(devices: Sequence | None = None) -> Topology:
       out.append(Device(f"{dev.platform}:{dev.id}", kind,
                         peak_flops=50e12, mem_bandwidth=1000 * GB,
                         memory_bytes=memory, launch_overhead_s=10e-6))
-      group.append(len(group) + 1)
+      group.append(("device", len(group)))
   bandwidth, latency = uniform_links(len(out), 10 * GB, 20e-6)
+  process = np.asarray([dev.process_index for dev in devices])
+  across = ~np.equal.outer(process, process)
+  bandwidth = np.where(across, NETWORK_BANDWIDTH, bandwidth)
+  latency = np.where(across, NETWORK_LATENCY_S, latency)
+  labels = {label: i for i, label in enumerate(dict.fromkeys(group))}
   return Topology(devices=tuple(out), link_bandwidth=bandwidth,
-                  link_latency=latency, compute_group=np.asarray(group),
+                  link_latency=latency,
+                  compute_group=np.asarray([labels[g] for g in group]),
                   name="local")
+
+
+#: A link between processes of a multi-process run in :func:`local`: a 400
+#: Gb/s port (uncalibrated, as the rest of ``local``).
+NETWORK_BANDWIDTH = 400e9 / 8
+NETWORK_LATENCY_S = 30e-6

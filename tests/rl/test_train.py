@@ -236,7 +236,7 @@ LAYERS = ("pretraining", "training", "loop", "checks", "data", "workdir",
           "warm_start", "scoring", "evaluation", "refine", "update",
           "state", "policy_file", "settings", "fields", "policy_fns",
           "grouping", "losses", "distributions", "rewards", "types",
-          "checkpoint", "run_outputs", "reports")
+          "checkpoint", "run_outputs", "reports", "distributed")
 
 
 def _rl_imports(module):

@@ -25,7 +25,8 @@ def tiny_graph() -> Graph:
 
 
 def test_preset_names_and_shapes():
-  assert preset_names() == ["1cpu+2gpu", "1cpu+4gpu", "1cpu+8gpu", "8xh100"]
+  assert preset_names() == ["1cpu+2gpu", "1cpu+4gpu", "1cpu+8gpu", "2x8h100",
+                            "4x8h100", "8xh100"]
   for name in preset_names():
     topology = preset(name)
     d = topology.n_devices
@@ -39,6 +40,17 @@ def test_preset_names_and_shapes():
   assert preset("1cpu+4gpu").device_names == [
       "cpu:0", "gpu:0", "gpu:1", "gpu:2", "gpu:3"]
   assert preset("8xh100").n_devices == 8
+
+
+def test_hosts_of_h100_have_nvlink_inside_and_400_gbps_between():
+  topology = preset("2x8h100")
+  assert topology.n_devices == 16
+  assert topology.device_names[8] == "host1:gpu:0"
+  assert np.all(topology.peak_flops == preset("8xh100").peak_flops[0])
+  assert topology.link_bandwidth[0, 7] == 450e9       # NVLink, one way
+  assert topology.link_bandwidth[0, 8] == 400e9 / 8   # a 400 Gb/s port
+  assert topology.link_latency[8, 0] > topology.link_latency[1, 0]
+  assert preset("4x8h100").n_devices == 32
 
 
 def test_preset_figures():
@@ -206,6 +218,26 @@ def test_local_describes_the_cpu_devices():
                            ([devices[0], devices[0]], "listed 2 times")]:
     with pytest.raises(TopologyError, match=message):
       local(devices)
+
+
+def test_local_of_a_multi_process_run_prices_links_between_processes(
+    monkeypatch):
+  # What jax.devices() lists in a run of 2 processes of 2 CPU devices.
+  class FakeDevice:
+    platform = "cpu"
+
+    def __init__(self, id_, process_index):
+      self.id, self.process_index = id_, process_index
+
+  fake = [FakeDevice(i, i // 2) for i in range(4)]
+  monkeypatch.setattr(topology_lib.jax, "devices", lambda: fake)
+  topology = local()
+  assert topology.device_names == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+  # Each process's devices share its cores; processes do not.
+  assert list(topology.compute_group) == [0, 0, 1, 1]
+  assert topology.link_bandwidth[0, 1] == 10e9
+  assert topology.link_bandwidth[1, 2] == topology_lib.NETWORK_BANDWIDTH
+  assert topology.link_latency[3, 0] == topology_lib.NETWORK_LATENCY_S
 
 
 def test_module_exports():
