@@ -15,6 +15,9 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
+from gplace.errors import FusionError
+from gplace.graphs.fusion import fuse
+from gplace.graphs.graph import NODE_OP, Graph
 from gplace.policies.base import ActionScores
 from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch
@@ -264,3 +267,32 @@ def toy_train_state(policy, batch, optimizer, seed: int = 0):
   params = policy.init(jax.random.PRNGKey(seed), graph0)
   return init_train_state(jax.random.PRNGKey(seed + 1), params, optimizer,
                           batch)
+
+
+def random_fusion(graph: Graph, placement: np.ndarray,
+                  rng: np.random.Generator, *, shuffle: bool = True,
+                  skip: float = 0.3) -> np.ndarray:
+  """Random valid fusion labels ``[N]``: each op (in random order, or node
+  order without ``shuffle``) joins a random same-device op consumer's group,
+  unless skipped with probability ``skip``; a join that makes the decision
+  invalid is undone."""
+  labels = np.full(graph.n_nodes, -1, np.int64)
+  ops = np.flatnonzero(graph.kind == NODE_OP)
+  for node in (rng.permutation(ops) if shuffle else ops).tolist():
+    consumers = [int(w) for w in graph.successors(node)
+                 if graph.kind[w] == NODE_OP
+                 and placement[w] == placement[node]]
+    if not consumers or (skip and rng.random() < skip):
+      continue
+    target = consumers[int(rng.integers(len(consumers)))]
+    trial = labels.copy()
+    a = trial[node] if trial[node] >= 0 else node
+    b = trial[target] if trial[target] >= 0 else target
+    trial[node], trial[target] = a, a
+    trial[trial == b] = a
+    try:
+      fuse(graph, trial)
+    except FusionError:
+      continue
+    labels = trial
+  return labels

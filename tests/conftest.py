@@ -65,3 +65,19 @@ def pytest_collection_modifyitems(config, items):
     return (rank.get(path, len(rank)), position[id(item)])
 
   items.sort(key=key)
+
+
+@pytest.fixture(scope="module")
+def two_devices():
+  """The first two local (forced CPU) devices."""
+  return jax.devices()[:2]
+
+
+@pytest.fixture(scope="module")
+def two_device_topology(two_devices):
+  """A local topology of two devices that compute in parallel (``local()``
+  puts CPUs in one compute group)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import gplace  # pylint: disable=import-outside-toplevel
+  return gplace.topology.local(two_devices).replace(
+      compute_group=np.arange(2), name="2cpu")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gplace.errors import FusionError
-from gplace.graphs.fusion import (LIBRARY_OPS, UNFUSED, fusable, fuse,
-                                  group_placements)
+from gplace.graphs.fusion import LIBRARY_OPS, UNFUSED, fusable
+from gplace.graphs.fusion_decisions import is_legal
 from gplace.graphs.graph import Graph
 
 #: Draws a move makes before it gives up and returns its input unchanged.
@@ -40,18 +39,6 @@ def unit_labels(labels) -> np.ndarray:
   labels = np.asarray(labels, np.int64)
   return np.where(labels >= 0, labels,
                   labels.size + np.arange(labels.size, dtype=np.int64))
-
-
-def is_legal(graph: Graph, labels, placement: np.ndarray) -> bool:
-  """Whether ``labels`` is a valid decision for ``graph`` and its ``[N]``
-  ``placement`` (:func:`~gplace.graphs.fusion.fuse` accepts it and no
-  group spans two devices)."""
-  try:
-    fused = fuse(graph, labels)
-    group_placements(fused, np.asarray(placement)[None])
-  except FusionError:
-    return False
-  return True
 
 
 def merge(rng: np.random.Generator, graph: Graph, placement: np.ndarray,

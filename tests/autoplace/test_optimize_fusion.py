@@ -28,14 +28,13 @@ def program():
 
 
 @pytest.fixture(scope="module")
-def devices():
-  return jax.devices()[:2]
+def devices(two_devices):
+  return two_devices
 
 
 @pytest.fixture(scope="module")
-def topology(devices):
-  return gplace.topology.local(devices).replace(
-      compute_group=np.arange(2), name="2cpu")
+def topology(two_device_topology):
+  return two_device_topology
 
 
 @pytest.fixture(scope="module")

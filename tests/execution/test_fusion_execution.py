@@ -13,6 +13,7 @@ from gplace.errors import FusionError
 from gplace.graphs.fusion import fuse
 from gplace.graphs.graph import NODE_OP
 from gplace.sim.topology import Device, Topology, uniform_links
+from gplace._testing import random_fusion
 
 
 def mlp(params, x):
@@ -31,37 +32,14 @@ def mlp_args():
   return params, rng.normal(size=(4, 16)).astype(np.float32)
 
 
-def greedy_fusion(graph, placement, seed):
-  """Each op joins a same-device consumer's group where that stays valid."""
-  rng = np.random.default_rng(seed)
-  labels = np.full(graph.n_nodes, -1, np.int64)
-  for node in np.flatnonzero(graph.kind == NODE_OP).tolist():
-    consumers = [int(w) for w in graph.successors(node)
-                 if graph.kind[w] == NODE_OP
-                 and placement[w] == placement[node]]
-    if not consumers:
-      continue
-    target = consumers[int(rng.integers(len(consumers)))]
-    trial = labels.copy()
-    a = trial[node] if trial[node] >= 0 else node
-    b = trial[target] if trial[target] >= 0 else target
-    trial[node] = trial[target] = a
-    trial[trial == b] = a
-    try:
-      fuse(graph, trial)
-    except FusionError:
-      continue
-    labels = trial
-  return labels
-
-
 @pytest.mark.parametrize("n_devices, seed", [(1, 0), (2, 1), (3, 2)])
 def test_placed_program_with_fusion_matches_jit(n_devices, seed):
   args = mlp_args()
   graph = gplace.capture(mlp, *args)
   placement = np.random.default_rng(seed).integers(
       0, n_devices, graph.n_nodes).astype(np.int32)
-  labels = greedy_fusion(graph, placement, seed)
+  labels = random_fusion(graph, placement, np.random.default_rng(seed),
+                         shuffle=False, skip=0.0)
   fusion = fuse(graph, labels)
   assert fusion.n_members.max() > 1        # some ops really fuse
   placed = gplace.place(mlp, graph, placement, fusion=labels)
@@ -123,7 +101,8 @@ def test_default_schedule_is_the_fused_simulation():
   args = mlp_args()
   graph = gplace.capture(mlp, *args)
   placement = np.zeros(graph.n_nodes, np.int32)
-  labels = greedy_fusion(graph, placement, 0)
+  labels = random_fusion(graph, placement, np.random.default_rng(0),
+                         shuffle=False, skip=0.0)
   placed = gplace.place(mlp, graph, placement, fusion=labels,
                         example_args=args)
   topology = gplace.sim.topology.local(placed.devices)

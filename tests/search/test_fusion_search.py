@@ -14,8 +14,8 @@ from gplace.graphs.fusion import default_fusion, fuse
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                                  random_dag)
 from gplace.search.fusion import fusion_annealing
-from gplace.search.fusion_moves import (canonical, is_legal, merge, perturb,
-                                        split)
+from gplace.graphs.fusion_decisions import is_legal
+from gplace.search.fusion_moves import canonical, merge, perturb, split
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Device, Topology, preset, uniform_links
 

@@ -16,32 +16,8 @@ from gplace.sim.fusion import fused_costs
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Device, Topology, uniform_links
+from gplace._testing import random_fusion
 from sim_cases import RTOL, SETTINGS, is_topological, random_topology
-
-
-def random_fusion(graph: Graph, placement: np.ndarray, rng) -> np.ndarray:
-  """Random valid labels: each op tries to join a random same-device op
-  consumer's group; a join that makes the decision invalid is undone."""
-  labels = np.full(graph.n_nodes, -1, np.int64)
-  ops = np.flatnonzero(graph.kind == NODE_OP)
-  for node in rng.permutation(ops).tolist():
-    consumers = [int(w) for w in graph.successors(node)
-                 if graph.kind[w] == NODE_OP
-                 and placement[w] == placement[node]]
-    if not consumers or rng.random() < 0.3:
-      continue
-    target = consumers[int(rng.integers(len(consumers)))]
-    trial = labels.copy()
-    a = trial[node] if trial[node] >= 0 else node
-    b = trial[target] if trial[target] >= 0 else target
-    trial[node], trial[target] = a, a
-    trial[trial == b] = a
-    try:
-      fuse(graph, trial)
-    except FusionError:
-      continue
-    labels = trial
-  return labels
 
 
 def brute_force_group_bytes(graph: Graph, members: list[int]) -> float:
