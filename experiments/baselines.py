@@ -28,7 +28,7 @@ import numpy as np
 import gplace
 from gplace import baselines, report, workloads
 from gplace.errors import GplaceError
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from gplace.workloads.loader import cache_path
 
 SUITE = ("inception_v3", "resnet50", "bert", "gnmt4", "rnnlm2",

@@ -37,7 +37,7 @@ from gplace.sim import simulator
 from gplace.sim.dispatch import (BUFFER_WIDTH, dispatch_problem,
                                  make_dispatch_problem, width_ladder)
 from gplace.sim.priority import bottom_level
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def _median_s(fn, repeats: int) -> float:

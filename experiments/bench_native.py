@@ -25,7 +25,7 @@ import numpy as np
 
 from gplace import report, workloads
 from gplace.sim import native, simulator
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def time_paths(graph, topology, placements, repeats: int) -> dict:

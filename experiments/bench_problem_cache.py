@@ -23,7 +23,7 @@ import gplace
 from gplace import workloads
 from gplace.graphs.graph import random_dag
 from gplace.sim import cache
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def time_case(graph, placements, topology, schedule: str,

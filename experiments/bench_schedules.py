@@ -28,7 +28,7 @@ import numpy as np
 
 from gplace import baselines, report, workloads
 from gplace.sim import simulator
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 SCHEDULES = ("dynamic", "planned", "best")
 

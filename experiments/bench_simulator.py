@@ -40,7 +40,7 @@ from gplace.sim.priority import bottom_level
 from gplace.sim.reference import simulate_reference
 from gplace.sim import native, simulator
 from gplace.sim.simulator import make_problem, simulate_problem
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 JSON_FILE = "bench_simulator.json"
 

@@ -32,7 +32,7 @@ from gplace.rl import scoring
 from gplace.rl import settings as settings_lib
 from gplace.rl import state as state_lib
 from gplace.rl.types import GraphSetup
-from gplace.sim import topology
+from gplace.sim import presets
 
 
 
@@ -92,7 +92,7 @@ def main(argv=None) -> None:
   policy_settings = settings_lib.PolicySettings("go", dict(
       settings_lib.DEFAULT_POLICY.hparams, hidden_size=args.hidden_size,
       segment_length=args.segment_length))
-  topo = topology.preset("1cpu+4gpu")
+  topo = presets.preset("1cpu+4gpu")
   print(f"load average {os.getloadavg()}, {os.cpu_count()} cores")
   print(f"devices: {jax.devices()}, K={args.num_samples}, loss={args.loss}, "
         f"epochs={args.ppo_epochs}, hidden={args.hidden_size}, "

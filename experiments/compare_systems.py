@@ -63,7 +63,7 @@ from gplace.rl import run_outputs
 from gplace.rl import settings
 from gplace.rl import training
 from gplace.search import controls
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from experiments.configs.suite import SUITE
 # pylint: enable=g-import-not-at-top,wrong-import-position
 

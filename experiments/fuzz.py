@@ -62,6 +62,7 @@ import gplace
 from gplace.errors import GplaceError
 from gplace.graphs.graph import Graph, random_dag
 from gplace.rl import settings as settings_lib
+from gplace.sim import presets
 from gplace.sim import topology as topology_lib
 
 CLEAR, ACCEPTED, UNCLEAR, RAW, SILENT, HANG = (
@@ -157,7 +158,7 @@ class _Fixtures:
 
   @functools.cached_property
   def topology(self):
-    return topology_lib.preset("1cpu+2gpu")
+    return presets.preset("1cpu+2gpu")
 
   @functools.cached_property
   def empty_graph(self):
@@ -1245,14 +1246,14 @@ def _topology_cases() -> list[Case]:
   add("Topology.name=None", topology(name=None))
   for label, value in not_objects() + [("unknown", "1cpu+3gpu"),
                                        ("padded", " 1cpu+2gpu")]:
-    add(f"preset={label}", call("gplace.sim.topology:preset", value))
+    add(f"preset={label}", call("gplace.sim.presets:preset", value))
   for label, args in [("fraction_devices", (1.5, 1e10, 1e-5)),
                       ("string_devices", ("2", 1e10, 1e-5))]:
     add(f"uniform_links={label}", call("gplace.sim.topology:uniform_links",
                                        *args))
   for label, value in [("empty", []), ("strings", ["cpu:0"]),
                        ("string", "cpu")]:
-    add(f"local={label}", call("gplace.sim.topology:local", value))
+    add(f"local={label}", call("gplace.sim.presets:local", value))
   for label, value in [("not_dict", 3), ("no_devices", {}),
                        ("devices_not_list", {"devices": 3}),
                        ("device_not_dict", {"devices": [3]}),

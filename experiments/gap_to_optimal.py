@@ -31,7 +31,8 @@ import gplace
 from gplace import baselines, report, solvers, workloads
 from gplace.errors import GplaceError, first_line
 from gplace.graphs.graph import Graph, random_dag
-from gplace.sim.topology import Topology, preset
+from gplace.sim.presets import preset
+from gplace.sim.topology import Topology
 
 
 def schedules() -> tuple[str, ...]:

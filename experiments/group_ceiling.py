@@ -37,7 +37,7 @@ import gplace
 from gplace import baselines, report, search, workloads
 from gplace.errors import GplaceError, first_line
 from gplace.rl.grouping import coarsen_for_policy, group_placement
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 PLANNERS = ("heft", "m_etf", "m_sct")
 SEARCHES = (("local search", search.local_search),
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
   parser.add_argument("--workloads", default="wavenet2,resnet50",
                       help="comma-separated workload names")
   parser.add_argument("--topology", default="1cpu+4gpu",
-                      help="a gplace.sim.topology preset")
+                      help="a gplace.sim.presets preset")
   parser.add_argument("--max_groups", type=int, default=256,
                       help="the policy's groups.max_groups")
   parser.add_argument("--rule", default="colocation",

@@ -77,7 +77,7 @@ from gplace.rl import settings
 from gplace.rl import training
 from gplace.rl.refine import START_GIVEN
 from gplace.search import controls
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from experiments.configs import quickstart
 from experiments.configs.suite import SUITE
 # pylint: enable=g-import-not-at-top,wrong-import-position

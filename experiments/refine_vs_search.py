@@ -42,7 +42,7 @@ from gplace.rl import settings
 from gplace.rl import training
 from gplace.rl.refine import refine_placement
 from gplace.rl.scoring import Scorer
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from experiments.configs import quickstart
 # pylint: enable=g-import-not-at-top,wrong-import-position
 

@@ -37,7 +37,7 @@ from gplace.graphs.graph import NODE_INPUT
 from gplace.sim import list_scheduler
 from gplace.sim.priority import (bottom_level, mean_transfer_s,
                                  order_priority, upward_rank)
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 # The graphs experiments/baselines.py captures.
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache")

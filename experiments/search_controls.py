@@ -34,7 +34,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import baselines, report, search, workloads
 from gplace.errors import GplaceError
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from experiments.configs.suite import SUITE
 # pylint: enable=g-import-not-at-top,wrong-import-position
 

@@ -50,7 +50,7 @@ from gplace.autoplace.inputs import Problem
 from gplace.rl import policy_file
 from gplace.rl import settings
 from gplace.sim.bounds import lower_bound
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def _change(runtime_s: float, reference_s: float) -> str:

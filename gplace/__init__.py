@@ -24,7 +24,7 @@ from gplace.execution.profile_file import Profile
 from gplace.execution.profiler import profile
 from gplace.sim.simulator import simulate, SimResult
 from gplace.sim.bounds import lower_bound
-from gplace.sim import topology
+from gplace.sim import presets as topology
 from gplace import graphs, sim, execution
 from gplace.graphs import graph as _graph
 
@@ -60,6 +60,8 @@ def __dir__():
 
 
 # Modules that moved into subpackages in 0.2 keep their old import paths.
+# gplace.topology is gplace.sim.presets: preset(), local(), and the
+# Topology, Device and uniform_links they are built from.
 def _alias_moved_modules():
   _sys.modules.setdefault("gplace.graph", _graph)
   _sys.modules.setdefault("gplace.features", features)

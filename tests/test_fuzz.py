@@ -23,7 +23,8 @@ from gplace import baselines, placers
 from gplace.errors import (BaselineError, GplaceError, GraphError,
                            PlacementError, ScheduleError, TopologyError)
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 
 N_NODES = 12
 FUZZ = settings(max_examples=15, deadline=None, derandomize=True,

@@ -12,7 +12,7 @@ from gplace import baselines
 from gplace.errors import GplaceError
 from gplace.graphs.graph import random_dag
 from gplace.rl.grouping import coarsen_for_policy
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def test_group_majority_moves_each_group_to_its_most_common_device():

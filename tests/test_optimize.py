@@ -21,8 +21,8 @@ from gplace.graphs import constraints, interchange
 from gplace.graphs.graph import random_dag
 from gplace.sim import graph_files
 from gplace.autoplace import SOLVER_MAX_NODES, PlacementResult, baseline_rows
+from gplace.autoplace import budget
 from gplace.autoplace import inputs as autoplace_inputs
-from gplace.autoplace import optimizer
 from gplace.execution import op_timing, profile_cache
 
 SEARCH = dict(method="search", max_evaluations=256, budget_s=120.0,
@@ -502,9 +502,9 @@ def test_profile_true_profiles_within_half_the_budget_from_the_cache(
   result = gplace.optimize(fn, *args, topology="local", profile=True,
                            budget_s=8.0, method="single_device",
                            progress=False)
-  assert calls == [(fn, dict(time_s=optimizer.PROFILE_SHARE * 8.0,
+  assert calls == [(fn, dict(time_s=budget.PROFILE_SHARE * 8.0,
                              cache=True))]
-  assert optimizer.PROFILE_SHARE <= 0.5
+  assert budget.PROFILE_SHARE <= 0.5
   assert result.topology is measured.topology
   np.testing.assert_array_equal(result.costs, measured.costs)
 

@@ -11,7 +11,7 @@ from gplace.errors import (GraphError, PlacementError, PlotError,
                            TopologyError)
 from gplace.graphs.graph import NODE_OP, random_dag
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 matplotlib.use("Agg")
 

@@ -23,8 +23,8 @@ from gplace.graphs import interchange
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph
 from gplace.sim import graph_files
-from gplace.sim.topology import (Topology, check_topology, local, preset,
-                                 preset_names, validate_costs)
+from gplace.sim.presets import local, preset, preset_names
+from gplace.sim.topology import Topology, check_topology, validate_costs
 
 # What fn_or_graph may be, for messages.
 ACCEPTED_INPUTS = ("a jittable function (with its example arguments), a "

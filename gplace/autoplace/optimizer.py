@@ -15,11 +15,12 @@ from typing import Any, Optional
 import numpy as np
 
 from gplace.errors import PlacementError, SearchError, TopologyError
+from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
-from gplace.autoplace import fusion as fusion_lib
 from gplace.autoplace import measured as measured_lib
+from gplace.autoplace import outcome as outcome_lib
 from gplace.autoplace import policy as learned
-from gplace.autoplace.candidates import Candidate, best_of, score
+from gplace.autoplace.candidates import Candidate, best_of
 from gplace.autoplace.inputs import (LOCAL, Problem,
                                      check_budget, check_max_evaluations,
                                      check_method, check_seed,
@@ -29,64 +30,6 @@ from gplace.autoplace.progress import Progress
 from gplace.autoplace.result import PlacementResult
 from gplace.rl.policy_file import shipped_topologies
 from gplace.sim.bounds import lower_bound
-
-# method="solver" refuses larger graphs (CP-SAT's model grows with N^2
-# ordering decisions per device; above this it rarely proves anything in a
-# budget of seconds to minutes).
-SOLVER_MAX_NODES = 300
-# method="auto" runs the solver on graphs up to this size, when at least
-# MIN_SOLVER_S seconds of the budget are left after the search.
-AUTO_SOLVER_MAX_NODES = 120
-MIN_SOLVER_S = 5.0
-# ... and on graphs up to SOLVER_MAX_NODES when the baselines show memory
-# pressure (MEMORY_PRESSURE of them infeasible), or when the best found is
-# more than AUTO_SOLVER_GAP above the lower bound after the search.
-MEMORY_PRESSURE = 0.25
-AUTO_SOLVER_GAP = 0.10
-# Share of the time left after the baselines that "auto" gives the search
-# when the solver comes next.
-SEARCH_SHARE = 0.5
-# The search gets at least this share of the budget (and MIN_SEARCH_S
-# seconds), even when the baselines (and compiling the simulator) took all of
-# it.
-SEARCH_FLOOR = 0.1
-MIN_SEARCH_S = 0.5
-# method="auto" then runs large-neighbourhood search (gplace.solvers.lns)
-# from the best so far (its placement in its order) with what is left, when
-# at least MIN_LNS_S seconds are and the exact solver did not prove its
-# answer optimal (it did not run: a graph above its size; or it ran out of
-# time). With LNS to follow, the solver gets SOLVER_SHARE of what is left.
-MIN_LNS_S = 3.0
-SOLVER_SHARE = 0.5
-# Without the solver, LNS gets this share of the time after the baselines
-# (the searches the rest): annealing cools over the time it is given and
-# gains more from it than LNS does after it (1,103-op gnmt2, 60 s).
-LNS_SHARE = 0.25
-# ... nor when the best is within this relative margin of the proven bound
-# (the simulator's float32 error): nothing is left to find.
-AT_BOUND = 1e-5
-# The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
-# the joint search; LNS when fine-tuning follows it) stops once its best
-# has not improved for STALL_SHARE of the budget (at least MIN_STALL_S
-# seconds), and the time it gives back goes to the phases after it. LNS,
-# the last search, otherwise keeps the rest of the budget.
-STALL_SHARE = 0.1
-MIN_STALL_S = 2.0
-# method="auto" fine-tunes the pretrained policy when at least this many
-# seconds of the budget are left for it (compiling the training step alone
-# takes 20-40 s on two CPU cores); the search then leaves it this much.
-AUTO_FINETUNE_S = 90.0
-# method="auto" gives this share of its search to placement and schedule
-# together (gplace.search.joint), after a search over placements.
-JOINT_SHARE = 0.5
-# On this machine's devices (topology="local" with a function), this share
-# of the budget (at least MIN_MEASURE_S seconds) measures the top
-# candidates with the executor.
-MEASURE_SHARE = 0.3
-MIN_MEASURE_S = 2.0
-# profile=True: gplace.profile gets at most this share of the budget (a
-# profile cached from an earlier call costs next to nothing).
-PROFILE_SHARE = 0.5
 
 
 class UncalibratedWarning(UserWarning):
@@ -114,7 +57,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   ``gplace.simulate``. Every method except a named baseline returns the
   best of everything it tried, the baselines included, so the result is
   never slower than the best baseline; ``result.method`` says which won and
-  ``result.candidates`` lists them all.
+  ``result.candidates`` lists them all. The budget's shares and limits
+  (``MEASURE_SHARE`` and the others below) are the constants of
+  :mod:`gplace.autoplace.budget`.
 
   Methods:
 
@@ -228,7 +173,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     fusion: after the placement (and order) are chosen, search fusion
       decisions for it (``gplace.search.fusion_annealing``, from the best
       of no fusion and XLA's default) in
-      :data:`gplace.autoplace.fusion.FUSION_SHARE` of ``budget_s``;
+      :data:`FUSION_SHARE` of ``budget_s``;
       ``result.fusion`` holds the decision and ``result.place(fn)`` runs
       it. Chosen by simulation: measured candidates are measured unfused.
 
@@ -258,7 +203,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   chosen = check_method(method)
   budget_s = check_budget(budget_s)
   # fusion=True: the fusion search gets its share of the budget at the end.
-  fusion_s = (fusion_lib.fusion_budget_s(budget_s)
+  fusion_s = (budget.fusion_budget_s(budget_s)
               if _check_flag(fusion, "fusion") else 0.0)
   budget_s -= fusion_s
   seed = check_seed(seed)
@@ -273,7 +218,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           "so it takes topology='local' and no costs=; drop profile=True "
           "to place with the given topology or costs.")
     source, topology_spec = profiled_source(fn_or_graph, args,
-                                            PROFILE_SHARE * budget_s)
+                                            budget.PROFILE_SHARE * budget_s)
   else:
     source = load_source(fn_or_graph, args)
   problem = resolve_problem(source, topology_spec, costs, calibrated=profile)
@@ -292,12 +237,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   if n == 0:
     raise PlacementError(f"graph {problem.graph.name!r} has no nodes; there "
                          "is nothing to place.")
-  if chosen.kind == "solver" and n > SOLVER_MAX_NODES:
+  if chosen.kind == "solver" and n > budget.SOLVER_MAX_NODES:
     raise SearchError(
         f"gplace.optimize: method='solver' takes graphs of at most "
-        f"{SOLVER_MAX_NODES} nodes, and {problem.graph.name!r} has {n}. "
-        "Coarsen it first (gplace.coarsen(graph, 'size', max_groups=...), "
-        "then place the groups), or use method='search' or 'auto'.")
+        f"{budget.SOLVER_MAX_NODES} nodes, and {problem.graph.name!r} has "
+        f"{n}. Coarsen it first (gplace.coarsen(graph, 'size', "
+        "max_groups=...), then place the groups), or use method='search' or "
+        "'auto'.")
   loaded = None
   if chosen.kind in ("auto", "pretrained", "finetune"):
     loaded = learned.resolve_policy_file(policy, problem.topology)
@@ -314,11 +260,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         f"and 'finetune', not {method!r}; drop it or change the method.")
   finetune_next = chosen.kind == "finetune" or (
       chosen.kind == "auto" and loaded is not None
-      and budget_s >= 2 * AUTO_FINETUNE_S)
+      and budget_s >= 2 * budget.AUTO_FINETUNE_S)
 
   # Measuring on this machine gets its share of the budget at the end.
-  measure_s = max(MEASURE_SHARE * budget_s, MIN_MEASURE_S) if measuring else 0
-  deadline = began + max(budget_s - measure_s, SEARCH_FLOOR * budget_s)
+  measure_s = (max(budget.MEASURE_SHARE * budget_s, budget.MIN_MEASURE_S)
+               if measuring else 0)
+  deadline = began + max(budget_s - measure_s, budget.SEARCH_FLOOR * budget_s)
   notes: list = []
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
   with Progress(budget_s, progress) as bar:
@@ -338,32 +285,33 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     # The solver where it pays: small graphs, and graphs up to the solver's
     # limit under memory pressure (where single moves stall), or (below)
     # far from the bound after the search.
-    pressure = memory_pressure(runs.best)
+    pressure = budget.memory_pressure(runs.best)
     solver_next = chosen.kind == "solver" or (
-        chosen.kind == "auto" and (n <= AUTO_SOLVER_MAX_NODES or (
-            n <= SOLVER_MAX_NODES and pressure)))
+        chosen.kind == "auto" and (n <= budget.AUTO_SOLVER_MAX_NODES or (
+            n <= budget.SOLVER_MAX_NODES and pressure)))
     # Evidence for re-allocating "auto"'s budget: a phase that stalls.
-    stall_s = (max(STALL_SHARE * budget_s, MIN_STALL_S)
+    stall_s = (max(budget.STALL_SHARE * budget_s, budget.MIN_STALL_S)
                if chosen.kind == "auto" else None)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       if finetune_next:
-        left -= AUTO_FINETUNE_S
+        left -= budget.AUTO_FINETUNE_S
       share = (1.0 if chosen.kind != "auto" else
-               SEARCH_SHARE if solver_next else 1.0 - LNS_SHARE)
+               budget.SEARCH_SHARE if solver_next else 1.0 - budget.LNS_SHARE)
       search_s = max(left * share,
-                     SEARCH_FLOOR * budget_s, MIN_SEARCH_S)
+                     budget.SEARCH_FLOOR * budget_s, budget.MIN_SEARCH_S)
       name = chosen.name or "annealing"
       joint = name == candidates_lib.JOINT
       if chosen.kind == "auto":  # placements, then placement + schedule
-        placement_s = search_s * (1 - JOINT_SHARE)
+        placement_s = search_s * (1 - budget.JOINT_SHARE)
         bar.stage(name)
         start = best_of(runs.default + [
             c for c in tried if c.order is None]) or runs.default[0]
         began_search = time.perf_counter()
         tried.append(candidates_lib.search_candidate(
             problem, name, start, time_s=placement_s, seed=seed,
-            max_evaluations=_share(max_evaluations, 1 - JOINT_SHARE),
+            max_evaluations=budget.evaluation_share(
+                max_evaluations, 1 - budget.JOINT_SHARE),
             stall_s=stall_s))
         # What a stalled placement search gives back goes to the joint one.
         placement_s = min(placement_s, time.perf_counter() - began_search)
@@ -376,21 +324,25 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           c for c in tried if c.order is None])) or runs.default[0]
       tried.append(candidates_lib.search_candidate(
           problem, name, start, time_s=search_s, seed=seed,
-          max_evaluations=_share(max_evaluations, JOINT_SHARE)
+          max_evaluations=budget.evaluation_share(
+              max_evaluations, budget.JOINT_SHARE)
           if chosen.kind == "auto" else max_evaluations, stall_s=stall_s))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    solver_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    solver_s = left - (budget.AUTO_FINETUNE_S if finetune_next else 0.0)
     best = best_of(tried)
-    if (chosen.kind == "auto" and not solver_next and n <= SOLVER_MAX_NODES
+    if (chosen.kind == "auto" and not solver_next
+        and n <= budget.SOLVER_MAX_NODES
         and best is not None and bound_s > 0
-        and best.runtime_s > (1 + AUTO_SOLVER_GAP) * bound_s):
+        and best.runtime_s > (1 + budget.AUTO_SOLVER_GAP) * bound_s):
       solver_next = True  # evidence: the search left a gap to the bound
     proven = False
-    if chosen.kind == "solver" or (solver_next and solver_s >= MIN_SOLVER_S):
+    if chosen.kind == "solver" or (
+        solver_next and solver_s >= budget.MIN_SOLVER_S):
       bar.stage("solver")
-      if chosen.kind == "auto" and solver_s * (1 - SOLVER_SHARE) >= MIN_LNS_S:
-        solver_s *= SOLVER_SHARE          # LNS follows unless it proves
+      if (chosen.kind == "auto"
+          and solver_s * (1 - budget.SOLVER_SHARE) >= budget.MIN_LNS_S):
+        solver_s *= budget.SOLVER_SHARE   # LNS follows unless it proves
       outcome = candidates_lib.solver_candidate(
           problem, best_of(tried), time_s=max(solver_s, 1.0), seed=seed)
       tried.append(outcome.candidate)
@@ -398,13 +350,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       proven = outcome.status == "OPTIMAL"
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    lns_s = left - (AUTO_FINETUNE_S if finetune_next else 0.0)
+    lns_s = left - (budget.AUTO_FINETUNE_S if finetune_next else 0.0)
     incumbent = best_of(tried)
     at_bound = incumbent is not None and (
-        incumbent.runtime_s <= bound_s * (1 + AT_BOUND))
+        incumbent.runtime_s <= bound_s * (1 + budget.AT_BOUND))
     if runs.default and (chosen.kind == "lns" or (
         chosen.kind == "auto" and not proven and not at_bound
-        and lns_s >= MIN_LNS_S)):
+        and lns_s >= budget.MIN_LNS_S)):
       bar.stage("lns")
       start = incumbent or runs.default[0]
       tried.append(candidates_lib.lns_candidate(
@@ -436,11 +388,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       measurements = measured_lib.measure(
           problem.fn, args, problem.graph, problem.topology, problem.costs,
           measured_lib.candidates_to_measure(tried),
-          time_s=max(began + budget_s - time.perf_counter(), MIN_MEASURE_S))
+          time_s=max(began + budget_s - time.perf_counter(),
+                     budget.MIN_MEASURE_S))
   tie = (measured_lib.PRESET_TIE if not problem.local else
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)
-  result = _result(problem, tried, bound_s, began, measurements, tie, notes)
+  result = outcome_lib.placement_result(problem, tried, bound_s, began,
+                                        measurements, tie, notes)
   return _with_fusion(result, problem, fusion_s, seed, max_evaluations)
 
 
@@ -448,71 +402,15 @@ def _with_fusion(result: PlacementResult, problem: Problem, fusion_s: float,
                  seed: int, max_evaluations: Optional[int]
                  ) -> PlacementResult:
   """``result`` with a fusion decision searched in ``fusion_s`` seconds
-  (:mod:`gplace.autoplace.fusion`), or as it is when ``fusion_s`` is 0
-  (``fusion=False``)."""
+  (:func:`gplace.autoplace.outcome.with_fusion`), or as it is when
+  ``fusion_s`` is 0 (``fusion=False``)."""
   if not fusion_s:
     return result
-  return fusion_lib.with_fusion(result, problem, time_s=fusion_s, seed=seed,
-                                max_evaluations=max_evaluations)
-
-
-def memory_pressure(baselines: list) -> bool:
-  """Whether at least :data:`MEMORY_PRESSURE` of the baselines' candidates
-  run out of memory (or break constraints): there, moving one op at a time
-  stalls, and an exact model pays."""
-  if not baselines:
-    return False
-  infeasible = sum(not math.isfinite(c.runtime_s) for c in baselines)
-  return infeasible >= MEMORY_PRESSURE * len(baselines)
-
-
-def _share(evaluations: Optional[int], share: float) -> Optional[int]:
-  """``share`` of an evaluation budget (at least one batch), or None."""
-  if evaluations is None:
-    return None
-  return max(candidates_lib.BATCH, int(evaluations * share))
+  return outcome_lib.with_fusion(result, problem, time_s=fusion_s, seed=seed,
+                                 max_evaluations=max_evaluations)
 
 
 def _show_best(bar: Progress, tried: list) -> None:
   best = best_of(tried)
   if best is not None:
     bar.best(best.runtime_s)
-
-
-def _result(problem: Problem, tried: list, bound_s: float, began: float,
-            measurements: dict, tie: float, notes=()) -> PlacementResult:
-  """The :class:`PlacementResult` of the chosen candidate
-  (:func:`gplace.autoplace.measured.choose`: the fastest, measured where
-  measured, or a simpler one as fast within the noise).
-
-  Raises:
-    PlacementError: no candidate fits in memory and keeps the constraints.
-  """
-  choice = measured_lib.choose(tried, problem.graph, problem.topology,
-                               problem.costs, measured=measurements, tie=tie)
-  if choice is None:
-    tried_labels = ", ".join(c.label for c in tried) or "no baseline ran"
-    raise PlacementError(
-        f"gplace.optimize found no placement of graph "
-        f"{problem.graph.name!r} that fits in the memory of "
-        f"{problem.topology.name!r} and keeps its device constraints "
-        f"(tried: {tried_labels}). Use a topology with more memory or more "
-        "devices, relax the graph's allowed_devices / colocation, or try "
-        "method='auto' with a larger budget_s.")
-  winner = choice.winner
-  # Scored again alone: the peak bytes, and a last check that it is feasible.
-  final = score(problem, winner.placement[None], winner.order)
-  runtime_s = float(final.runtime_s[0])
-  assert math.isfinite(runtime_s), "the winner became infeasible"
-  ranked = sorted(tried, key=lambda c: c.runtime_s)
-  return PlacementResult(
-      placement=np.asarray(winner.placement, np.int32),
-      order=winner.order, runtime_s=runtime_s,
-      peak_bytes=final.peak_bytes[0], method=winner.label,
-      candidates={c.label: c.runtime_s for c in ranked},
-      lower_bound_s=float(bound_s), graph=problem.graph,
-      topology=problem.topology, costs=problem.costs,
-      wall_s=time.perf_counter() - began,
-      placements={c.label: np.asarray(c.placement, np.int32)
-                  for c in ranked},
-      measured=measurements, reason=choice.reason, notes=tuple(notes))

@@ -380,7 +380,7 @@ def place(fn: Callable, graph: Graph, placement=None, devices=None,
       placement on ``topology``, simulated when the function is built.
       ``"device_greedy"``: no schedule, the executor's original order.
     topology: what the default schedule is simulated on; device ``i`` must
-      describe ``devices[i]`` (default ``gplace.sim.topology.local(devices)``;
+      describe ``devices[i]`` (default ``gplace.sim.presets.local(devices)``;
       pass ``Profile.topology`` for calibrated costs).
     fusion: optional ``[N]`` int fusion group labels
       (:mod:`gplace.graphs.fusion`, as ``gplace.simulate`` takes them):

@@ -19,7 +19,8 @@ from gplace.execution.effects import respect_order, successors_with
 from gplace.graphs.capture import NodeRecord, Program
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
 from gplace.sim.simulator import SimResult, check_order, simulate
-from gplace.sim.topology import Topology, local
+from gplace.sim.presets import local
+from gplace.sim.topology import Topology
 
 # -- signatures -----------------------------------------------------------------
 
@@ -274,7 +275,7 @@ def default_schedules(graph: Graph, placements: np.ndarray, devices,
   """The simulator's default schedule of each placement.
 
   Executor device ``i`` (``devices[i]``) is topology device ``i``: the
-  default topology, :func:`gplace.sim.topology.local` ``(devices)``,
+  default topology, :func:`gplace.sim.presets.local` ``(devices)``,
   describes exactly these devices in this order (forced CPU devices share one
   compute group, each accelerator is its own).
 
@@ -309,7 +310,7 @@ def check_topology(topology: Topology | None, devices) -> Topology:
     raise TopologyError(
         f"The topology has {topology.n_devices} devices but the placement "
         f"runs on {len(devices)}; topology device i must describe devices[i] "
-        "(pass gplace.sim.topology.local(devices) or a profile's topology).")
+        "(pass gplace.sim.presets.local(devices) or a profile's topology).")
   return topology
 
 

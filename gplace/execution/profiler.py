@@ -32,7 +32,7 @@ from gplace.execution.calibration import calibration_blocks
 from gplace.execution.profile_file import Profile
 from gplace.graphs.capture import Program
 from gplace.sim import simulator
-from gplace.sim.topology import local
+from gplace.sim.presets import local
 
 # Within ``profile(time_s=T)``: op timing gets at most this share of T ...
 OPS_SHARE = 0.3

@@ -31,6 +31,7 @@ from gplace.rl.types import Batch, GraphSetup
 from gplace.rl.warm_start import warm_start_target
 from gplace.sim import bounds
 from gplace.sim import simulator
+from gplace.sim import presets
 from gplace.sim import topology as topology_lib
 from gplace.workloads import Workload
 
@@ -66,9 +67,9 @@ def experiment_topology(name: str, loaded: Sequence[Workload]
       a topology, or files whose topologies differ.
   """
   if name == "local":
-    return topology_lib.local(placement_devices())
+    return presets.local(placement_devices())
   if name != FILE_TOPOLOGY:
-    return topology_lib.preset(name)
+    return presets.preset(name)
   for workload in loaded:
     if workload.topology is None:
       raise WorkloadError(
@@ -164,10 +165,10 @@ def check_experiment(experiment: Experiment) -> None:
         f"Unknown config.workload_step {experiment.workload_step!r}; choose "
         f"from {', '.join(workloads_lib.STEPS)}.")
   if experiment.topology not in ("local", FILE_TOPOLOGY) + tuple(
-      topology_lib.preset_names()):
+      presets.preset_names()):
     raise ConfigError(
         f"Unknown topology {experiment.topology!r}; choose from "
-        f"{', '.join(topology_lib.preset_names())}, 'local' or 'file' (the "
+        f"{', '.join(presets.preset_names())}, 'local' or 'file' (the "
         "workload's graph file gives the devices).")
 
 

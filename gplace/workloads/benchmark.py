@@ -30,7 +30,8 @@ import optax
 from gplace.errors import WorkloadError
 from gplace.graphs.capture import capture
 from gplace.graphs.graph import Graph, NODE_INPUT
-from gplace.sim.topology import Topology, preset
+from gplace.sim.presets import preset
+from gplace.sim.topology import Topology
 from gplace.workloads.common import BatchField, WorkloadSpec, make_step
 from gplace.workloads.loader import load
 

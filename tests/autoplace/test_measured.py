@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import gplace
+from gplace.autoplace import budget
 from gplace.autoplace import measured
 from gplace.autoplace import optimizer
 from gplace.autoplace.candidates import Candidate
 from gplace.execution.timing import Measurement
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 GRAPH = random_dag(12, seed=0)
 TOPOLOGY = preset("1cpu+2gpu")
@@ -138,11 +139,11 @@ def test_a_preset_says_its_times_are_simulated():
 
 def test_memory_pressure_is_read_from_the_baselines():
   feasible = [SINGLE, TWO, SPLIT]
-  assert not optimizer.memory_pressure(feasible)
-  assert not optimizer.memory_pressure([])
+  assert not budget.memory_pressure(feasible)
+  assert not budget.memory_pressure([])
   capped = feasible + [TWO._replace(label="m_topo (default)",
                                     runtime_s=np.inf)]
-  assert optimizer.memory_pressure(capped)        # 1 of 4 runs out
+  assert budget.memory_pressure(capped)        # 1 of 4 runs out
 
 
 def test_results_state_their_gap_to_the_bound():

@@ -8,7 +8,7 @@ from gplace import baselines
 from gplace.errors import PlacementError
 from gplace.graphs import constraints
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 N = 60
 

@@ -7,7 +7,7 @@ import pytest
 from gplace import baselines, simulate
 from gplace.errors import BaselineError
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 from baseline_cases import SIM_NODES, cpu, gpu, make_topology
 

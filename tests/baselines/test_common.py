@@ -7,7 +7,7 @@ from gplace.baselines import common
 from gplace import simulate
 from gplace.graphs.graph import random_dag
 from gplace.sim import list_scheduler
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 from baseline_cases import SIM_NODES
 

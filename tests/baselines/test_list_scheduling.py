@@ -7,7 +7,8 @@ from gplace import baselines
 from gplace.sim import priority
 from gplace import simulate
 from gplace.graphs.graph import NODE_INPUT, random_dag
-from gplace.sim.topology import Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Topology, uniform_links
 
 from baseline_cases import SIM_NODES, gpu, cpu, check_schedule
 

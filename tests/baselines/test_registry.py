@@ -9,7 +9,7 @@ from gplace import baselines
 from gplace import simulate
 from gplace.errors import BaselineError, GplaceError, GraphError, TopologyError
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 from baseline_cases import SIM_NODES, make_topology, gpu, cpu, check_schedule
 

@@ -5,7 +5,7 @@ import numpy as np
 from gplace.baselines import sct as baselines_sct
 from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim import list_scheduler
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def test_sct_favourites_are_one_per_node(monkeypatch):

@@ -7,7 +7,7 @@ from gplace import baselines
 from gplace.baselines import common
 from gplace.graphs.graph import random_dag
 from gplace.sim import list_scheduler
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 from baseline_cases import make_topology, gpu, cpu, chain_graph, cut_bytes
 

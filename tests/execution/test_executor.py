@@ -18,7 +18,7 @@ from gplace import _testing, workloads
 from gplace.errors import (ExecutionError, GplaceError, PlacementError,
                            ScheduleError, TopologyError)
 from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT
-from gplace.sim.topology import local
+from gplace.sim.presets import local
 
 # Schedules the executor runs the test matrix with: the simulator's default
 # schedule of the placement, node id order, and a topological order that

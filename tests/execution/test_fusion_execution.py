@@ -105,7 +105,7 @@ def test_default_schedule_is_the_fused_simulation():
                          shuffle=False, skip=0.0)
   placed = gplace.place(mlp, graph, placement, fusion=labels,
                         example_args=args)
-  topology = gplace.sim.topology.local(placed.devices)
+  topology = gplace.sim.presets.local(placed.devices)
   simulated = gplace.simulate(graph, placement, topology, fusion=labels,
                               return_schedule=True)
   np.testing.assert_array_equal(placed.schedule, simulated.order)

@@ -16,7 +16,7 @@ from gplace.execution import partition
 from gplace.graphs.capture import trace_program
 from gplace.graphs.graph import NODE_INPUT, NODE_OP, NODE_OUTPUT, random_dag
 from gplace.sim.simulator import SimResult
-from gplace.sim.topology import local
+from gplace.sim.presets import local
 
 
 def _is_topological_over_ops(graph, order):

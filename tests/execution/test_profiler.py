@@ -23,7 +23,7 @@ from gplace.execution.profile_file import Profile
 from gplace.graphs.capture import trace_program
 from gplace.sim import clusters
 from gplace.sim import simulator
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 from gplace.graphs.graph import NODE_OP
 
 
@@ -202,7 +202,7 @@ def test_link_calibration_fits_each_direction_between_device_kinds():
   # CPU + 2 GPUs: host-to-device copies cheaper than the bare copy, device
   # to host dearer, GPU to GPU as measured. One factor for all cannot
   # match; one per (source kind, destination kind) recovers them.
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   true = np.array([[1.0, 0.5, 0.5], [4.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
   graph, costs, placements, orders, measured = _link_fit_problem(topology,
                                                                  true)
@@ -224,7 +224,7 @@ def test_held_links_of_a_pipelined_topology_cost_at_least_a_bare_copy():
   # overlapped: links pipelined but those from a GPU into the CPU, whose
   # copies wait for each other, each at least a bare copy: their factor is
   # not fitted below 1 (the others are).
-  base = topology_lib.preset("1cpu+2gpu")
+  base = presets.preset("1cpu+2gpu")
   topology = base.replace(pipelined_links=fitting.executor_pipelining(
       base.devices, overlapped_host_reads=False))
   for into_cpu, want in ((4.0, 4.0), (0.25, 1.0)):
@@ -248,7 +248,7 @@ def test_held_links_of_a_pipelined_topology_cost_at_least_a_bare_copy():
 
 
 def test_link_calibration_keeps_one_factor_for_one_kind_of_device():
-  topology = topology_lib.local(jax.devices()[:2])
+  topology = presets.local(jax.devices()[:2])
   graph, costs, placements, orders, measured = _link_fit_problem(
       topology, np.full((2, 2), 2.0))
   _, _, common, factors, _, _ = calibration.calibrate_links(
@@ -285,7 +285,7 @@ def test_launch_calibration_recovers_a_per_cluster_cost():
   # Two CPU devices whose clusters cost 4x the measured dispatch and whose
   # links cost 2x the bare copy: placements with 2-64 blocks tell the two
   # apart.
-  topology = topology_lib.local(jax.devices()[:2])
+  topology = presets.local(jax.devices()[:2])
   topology = topology.replace(devices=tuple(
       dataclasses.replace(dev, cluster_launch_s=2e-5)
       for dev in topology.devices))
@@ -309,7 +309,7 @@ def test_calibration_recovers_a_host_cost_per_copy():
   # Forced CPU devices as measured on this machine: every copy costs the
   # executor's thread twice the bare dispatch, on top of the link time
   # (which overlaps compute). The fit finds it next to links and launches.
-  topology = topology_lib.local(jax.devices()[:2])
+  topology = presets.local(jax.devices()[:2])
   topology = topology.replace(devices=tuple(
       dataclasses.replace(dev, launch_overhead_s=1e-5, cluster_launch_s=1e-5)
       for dev in topology.devices))
@@ -344,7 +344,7 @@ def test_calibration_fits_links_and_launches_of_two_device_kinds_jointly():
   # launch at 16x the bare dispatch while GPU ones cost a quarter of it.
   # Every factor is recovered; a descent from one factor for all links
   # (the search before 2026-11-27) stopped elsewhere on this problem.
-  gpus = topology_lib.preset("1cpu+2gpu")
+  gpus = presets.preset("1cpu+2gpu")
   topology = gpus.replace(
       devices=tuple(dataclasses.replace(dev, cluster_launch_s=launch)
                     for dev, launch in zip(gpus.devices[:2], (1e-5, 6e-5))),
@@ -459,7 +459,7 @@ def test_a_budget_times_the_costliest_ops_and_estimates_the_rest(
   assert timed <= profiler.OPS_SHARE * 10.0 + 1
   graph = prof.graph
   is_op = graph.kind == NODE_OP
-  roofline = topology_lib.local(devices).op_costs(graph)
+  roofline = presets.local(devices).op_costs(graph)
   estimated = op_timing.estimated_op_times(prof.op_time_s, roofline,
                                            prof.dispatch_s, ~is_op)
   matches = np.isclose(prof.op_time_s, estimated, rtol=1e-9)[:, 0] & is_op

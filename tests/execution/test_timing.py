@@ -12,7 +12,7 @@ from gplace.errors import PlacementError, ScheduleError
 from gplace.execution import cache
 from gplace.execution import inputs
 from gplace.execution import timing
-from gplace.sim.topology import local
+from gplace.sim.presets import local
 
 
 @pytest.fixture(scope="module")

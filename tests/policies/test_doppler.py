@@ -25,7 +25,7 @@ from gplace import workloads
 from gplace.rl import settings as settings_lib
 from gplace.rl.warm_start import ordered_warm_start_targets
 from gplace.sim import simulator
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 from policy_cases import greedy_before_and_after
 from test_placeto import DIAMOND, diamond_and_chain, op_graph
 
@@ -172,7 +172,7 @@ def test_plan_actions_score_finite_and_fit_by_teacher_forcing(tiny):
 
 def test_order_priority_ranks_the_order_in_the_simulator():
   graph = op_graph(6, [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)], 3)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   rng = np.random.default_rng(0)
   placements = rng.integers(0, 3, (4, 6)).astype(np.int32)
   orders = np.asarray([[0, 1, 2, 3, 4, 5], [0, 2, 1, 4, 3, 5],

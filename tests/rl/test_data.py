@@ -16,11 +16,11 @@ from gplace.rl.evaluation import policy_placements
 from gplace.rl.settings import RLSettings, TrainSettings
 from gplace.rl.types import GraphSetup
 from gplace.sim import bounds
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 
 
 SMALL = TrainSettings(baselines=("single_device", "round_robin"))
-TOPOLOGY = topology_lib.preset("1cpu+2gpu")
+TOPOLOGY = presets.preset("1cpu+2gpu")
 
 
 def _setup(graph, failing_runtime_s=1.0):
@@ -62,7 +62,7 @@ def test_experiment_topology_from_a_preset():
 
 
 def test_make_batch_pads_and_stacks():
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   graphs = [random_dag(30, seed=1, name="a"), random_dag(70, seed=2,
                                                          name="b")]
   setups = [_setup(graphs[0], 2.0), _setup(graphs[1], 3.0)]
@@ -82,7 +82,7 @@ def test_make_batch_pads_and_stacks():
 
 
 def test_the_hint_is_each_graphs_fastest_baseline_per_node_or_group():
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   graph = random_dag(40, seed=4, name="c")
   slow, fast = np.zeros(40, np.int32), np.arange(40, dtype=np.int32) % 3
   known = _setup(graph)._replace(baselines={"slow": slow, "fast": fast},
@@ -105,7 +105,7 @@ def test_the_hint_is_each_graphs_fastest_baseline_per_node_or_group():
 
 
 def test_device_constraints_become_the_policys_per_node_mask():
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   graph = random_dag(40, seed=4, name="c")
   allowed = np.ones((40, 3), bool)
   allowed[::3, 0] = False       # every third op cannot run on the CPU
@@ -152,7 +152,7 @@ def test_stacked_problems_grow_the_step_budget_then_give_up(monkeypatch):
   monkeypatch.setattr(scoring.simulator, "make_problem", make_problem)
   with pytest.raises(BudgetError, match="simulator steps"):
     scoring.stacked_problems([random_dag(10, seed=0)],
-                                  topology_lib.preset("1cpu+2gpu"), 64)
+                                  presets.preset("1cpu+2gpu"), 64)
   assert calls == [64, 128, 256, 512]
 
 

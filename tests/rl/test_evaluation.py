@@ -12,7 +12,7 @@ from gplace.rl import data
 from gplace.rl.evaluation import evaluate_policy, policy_verdict
 from gplace.rl.scoring import Scorer
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 class _Setup(NamedTuple):

@@ -11,7 +11,7 @@ from gplace.errors import CoarseningError
 from gplace.graphs.graph import random_dag
 from gplace.rl import data, grouping
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 class _Setup(NamedTuple):

@@ -25,7 +25,7 @@ from gplace.rl.settings import RLSettings
 from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from tests.search.test_joint import reorder_toy
 
 

@@ -16,7 +16,7 @@ from gplace import workloads
 from gplace.errors import ConfigError, PolicyError
 from gplace.rl import data, policy_file, pretraining
 from gplace.rl import settings as settings_lib
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 
 GRAPHS = "random_dag:30:1,random_dag:90:2,random_dag:40:3"
 
@@ -53,7 +53,7 @@ def test_batches_have_one_size_and_take_turns():
 
 def test_batches_padded_like_the_whole_set_share_every_shape():
   experiment = settings_lib.from_config(small_config())
-  topology = topology_lib.preset(experiment.topology)
+  topology = presets.preset(experiment.topology)
   setups = data.setup_graphs(
       [workloads.load(name) for name in experiment.workloads], topology,
       experiment.settings, log=lambda line: None)
@@ -184,7 +184,7 @@ def test_policy_files_round_trip_and_bad_files_are_clear(pretrained,
       str(tmp_path / "copy.npz"), loaded.params,
       settings_lib.PolicySettings.from_record(loaded.policy),
       settings_lib.from_record(loaded.config),
-      topology_lib.preset("1cpu+2gpu"), steps=8)
+      presets.preset("1cpu+2gpu"), steps=8)
   copy = policy_file.load_policy(again)
   np.testing.assert_equal(copy.params, loaded.params)
   assert copy.policy == loaded.policy and copy.meta["steps"] == 8

@@ -9,7 +9,7 @@ from gplace.errors import ConfigError
 from gplace.graphs.graph import random_dag
 from gplace.rl import refine
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from tests.rl.test_learning import heavy_chain, two_heavy_chains
 
 

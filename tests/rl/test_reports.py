@@ -11,7 +11,7 @@ import numpy as np
 from gplace.graphs.graph import random_dag
 from gplace.rl import reports
 from gplace.rl import run_outputs
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 
 
 class Summary(NamedTuple):
@@ -93,7 +93,7 @@ def test_metrics_writer_trims_lines_after_the_resumed_step(tmp_path):
 
 
 def test_best_placement_json_content_and_rewrites(tmp_path):
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   graphs = [_summary(4, "a"), _summary(3, "b")]
   path = str(tmp_path / run_outputs.BEST_PLACEMENT_FILE)
   writer = run_outputs.BestPlacementWriter(path, graphs, topology,
@@ -160,7 +160,7 @@ def test_final_report_writes_results_and_curve(tmp_path):
   lines = []
   tables = run_outputs.write_final_report(
       workdir, [_summary()], [1.5e-3], ["g"],
-      topology_lib.preset("1cpu+2gpu"), log=lines.append)
+      presets.preset("1cpu+2gpu"), log=lines.append)
   assert tables == [{"slow": 4e-3, "fast": 2e-3, "oom": float("inf"),
                      "gplace": 1.5e-3, "lower_bound": 1e-3}]
   with open(os.path.join(workdir, run_outputs.RESULTS_FILE)) as f:
@@ -195,7 +195,7 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   assert lines[0]["mean_runtime_s"] is None
   assert lines[0]["best_runtime_s"] == [None] and lines[1]["best_runtime_s"] \
       == [None]
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   all_oom = Summary("g", random_dag(4, seed=0, name="g"),
                     {"a": inf, "b": inf}, nan)
   best_path = os.path.join(workdir, run_outputs.BEST_PLACEMENT_FILE)
@@ -222,7 +222,7 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
 
 def test_results_at_every_checkpoint_and_a_fresh_start(tmp_path):
   workdir = str(tmp_path)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   (tmp_path / run_outputs.RESULTS_FILE).write_text("{\"stale\": true}")
   (tmp_path / run_outputs.CURVE_FILE).write_bytes(b"stale")
   with run_outputs.RunOutputs(workdir, [_summary()], topology, [2e-3],

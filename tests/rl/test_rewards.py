@@ -16,7 +16,7 @@ from gplace.rl import scoring
 from gplace.rl import update
 from gplace.rl.settings import RLSettings
 from gplace.sim import simulator
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 
 
 def test_reward_penalises_failures():
@@ -78,7 +78,7 @@ def test_reward_fn_of_the_wrong_shape_is_a_reward_error():
 
 def test_scorer_simulates_and_marks_out_of_memory():
   graph = random_dag(30, seed=0)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   scorer = scoring.Scorer(graph, topology)
   placements = np.stack([np.zeros(30, np.int32),
                          np.arange(30, dtype=np.int32) % 3])
@@ -99,7 +99,7 @@ def test_scorer_simulates_and_marks_out_of_memory():
 
 def test_scorers_rank_arrived_ops_by_a_policy_priority():
   graph = random_dag(30, seed=1)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   placements = (np.arange(60, dtype=np.int32) % 3).reshape(2, 30)
   priority = np.random.default_rng(0).normal(size=(2, 30)).astype(np.float32)
   want = simulator.simulate(graph, placements, topology, priority=priority)
@@ -116,7 +116,7 @@ def test_scorers_rank_arrived_ops_by_a_policy_priority():
 
 def test_simulator_reward_is_jittable_and_matches_the_host():
   graph = random_dag(20, seed=1)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   problem = simulator.make_problem(graph, topology)
   placements = jnp.asarray(np.random.default_rng(0).integers(0, 3, (3, 20)),
                            jnp.int32)
@@ -135,7 +135,7 @@ def test_simulator_reward_is_jittable_and_matches_the_host():
 
 def test_dispatch_reward_is_the_default_schedule_of_padded_graphs():
   graphs = [random_dag(20, seed=1), random_dag(13, seed=2)]
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   stacked = scoring.stacked_dispatch_problems(graphs, topology,
                                                    n_nodes=24)
   rng = np.random.default_rng(0)

@@ -22,7 +22,7 @@ from gplace.rl import data
 from gplace.rl import loop
 from gplace.rl import settings
 from gplace.rl import training
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 from gplace.sim.simulator import simulate
 
 
@@ -94,7 +94,7 @@ def test_end_to_end_outputs(uninterrupted):
     graph = random_dag(40, seed=b + 1, name=f"random_dag:40:{b + 1}")
     assert runtime == pytest.approx(float(simulate(
         graph, result.best_placements[b],
-        topology_lib.preset("1cpu+2gpu")).runtime_s), rel=1e-6)
+        presets.preset("1cpu+2gpu")).runtime_s), rel=1e-6)
   assert any("lower bound" in line for line in lines)
   assert [len(p) for p in result.best_placements] == [40, 40]
 
@@ -108,7 +108,7 @@ def test_the_policy_s_own_placements_are_reported_apart(uninterrupted):
   assert "the policy itself (greedy, no search) is" in text
   with open(os.path.join(workdir, "results.json")) as f:
     tables = json.load(f)["tables"]
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   for b, own in enumerate(result.policy):
     assert tables[b]["policy_greedy"] == pytest.approx(own.greedy_runtime_s)
     assert tables[b]["policy_samples"] == 64
@@ -366,7 +366,7 @@ def test_a_run_where_everything_ooms_writes_strict_json(monkeypatch,
                                                         uninterrupted,
                                                         tmp_path):
   del uninterrupted  # compiles the step functions this run reuses
-  preset = topology_lib.preset("1cpu+2gpu")
+  preset = presets.preset("1cpu+2gpu")
   tiny_memory = dataclasses.replace(preset, devices=tuple(
       dataclasses.replace(d, memory_bytes=1.0) for d in preset.devices))
   monkeypatch.setattr(data, "experiment_topology",
@@ -414,7 +414,7 @@ def test_rl_can_train_in_the_cheaper_dynamic_schedule(tmp_path):
   assert [r["phase"] for r in records] == ["rl"] * 4
   assert any("policy greedy" in line for line in lines)
   graph = random_dag(40, seed=1, name="random_dag:40:1")
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   best = result.best_placements[0]
   assert records[-1]["best_runtime_s"][0] == pytest.approx(float(simulate(
       graph, best, topology, schedule="dynamic").runtime_s), rel=1e-5)
@@ -444,7 +444,7 @@ def test_the_refinement_can_start_at_a_faster_baseline(tmp_path):
   assert refined.start_name in baselines_lib.names()
   assert refined.start_runtime_s < own.greedy_runtime_s
   graph = random_dag(40, seed=1, name="random_dag:40:1")
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   # RL trained on gplace.simulate's default schedule, the table's: its best
   # sample is scored the same in both.
   records = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
@@ -491,7 +491,7 @@ def test_best_placement_json_is_the_fastest_of_the_run(tmp_path):
   assert result.best_of_run[0].source == best["source"]
   # Its schedule reproduces the runtime.
   graph = random_dag(40, seed=1, name="random_dag:40:1")
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   placement = [topology.device_names.index(n["device"])
                for n in best["placement"]]
   if best["schedule"] == "static":
@@ -535,7 +535,7 @@ def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
   config.warm_start.baseline = "none"
   config.train.update(num_steps=4, chunk_steps=2, checkpoint_every=4)
   result = run(config, str(tmp_path), log=lambda _: None)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   for b, (n, seed) in enumerate([(40, 1), (30, 2)]):
     graph = random_dag(n, seed=seed, name=f"random_dag:{n}:{seed}")
     best = float(simulate(graph, result.best_placements[b][:n],

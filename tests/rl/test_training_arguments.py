@@ -11,10 +11,10 @@ import gplace
 from gplace.errors import ConfigError, TopologyError
 from gplace.graphs.graph import random_dag
 from gplace.rl import checks
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 
 GRAPH = random_dag(12, seed=0, name="tiny")
-TOPOLOGY = topology_lib.preset("1cpu+2gpu")
+TOPOLOGY = presets.preset("1cpu+2gpu")
 
 
 def arguments(**changes):

@@ -15,10 +15,10 @@ from gplace.errors import ConfigError, WorkdirBusyError
 from gplace.graphs.graph import random_dag
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.settings import DEFAULT_POLICY, TrainSettings
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 from gplace.workloads import Workload
 
-TOPOLOGY = topology_lib.preset("1cpu+2gpu")
+TOPOLOGY = presets.preset("1cpu+2gpu")
 GRAPHS = [Workload("g", random_dag(20, seed=1))]
 
 
@@ -58,7 +58,7 @@ def test_resume_refuses_other_graphs_or_devices(tmp_path):
                              4, TrainSettings())
   with pytest.raises(ConfigError, match="topology"):
     workdir_lib.check_resume(_record(TrainSettings(), topology=(
-        topology_lib.preset("1cpu+4gpu"))), workdir, 4, TrainSettings())
+        presets.preset("1cpu+4gpu"))), workdir, 4, TrainSettings())
 
 
 def test_resume_allows_fields_that_do_not_change_results(tmp_path):
@@ -141,7 +141,7 @@ _HOLDER = """
 import os, sys, time
 from gplace import rl
 from gplace.graphs.graph import random_dag
-from gplace.sim import topology
+from gplace.sim import presets
 workdir, holding, release = sys.argv[1:4]
 
 def hold(line):
@@ -155,7 +155,7 @@ def hold(line):
 
 settings = rl.TrainSettings(progress_bar=False, print_table=False).replace(
     rl=dict(num_samples=4), train=dict(num_steps=4, chunk_steps=2))
-rl.train([random_dag(20, seed=1)], topology.preset("1cpu+2gpu"),
+rl.train([random_dag(20, seed=1)], presets.preset("1cpu+2gpu"),
          settings=settings, workdir=workdir, log=hold)
 """
 

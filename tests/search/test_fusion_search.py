@@ -17,7 +17,8 @@ from gplace.search.fusion import fusion_annealing
 from gplace.graphs.fusion_decisions import is_legal
 from gplace.search.fusion_moves import canonical, merge, perturb, split
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 
 FEW = settings(max_examples=8, deadline=None,
                suppress_health_check=[HealthCheck.too_slow])

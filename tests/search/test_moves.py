@@ -109,7 +109,7 @@ def test_moves_keep_device_constraints_and_co_location_classes():
 def test_a_search_on_a_constrained_graph_returns_a_feasible_placement():
   from gplace import search  # pylint: disable=import-outside-toplevel
   from gplace.graphs import constraints  # pylint: disable=import-outside-toplevel
-  from gplace.sim.topology import preset  # pylint: disable=import-outside-toplevel
+  from gplace.sim.presets import preset  # pylint: disable=import-outside-toplevel
   graph = random_dag(30, seed=3)
   allowed = np.ones((30, 3), bool)
   allowed[1::2, 0] = False

@@ -10,7 +10,8 @@ from gplace import search
 from gplace.errors import CoarseningError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.search.common import Evaluator, make_units, stack_best
-from gplace.sim.topology import Device, Topology, preset
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology
 import search_cases
 from search_cases import chains_graph, two_gpus
 

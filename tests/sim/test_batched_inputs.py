@@ -11,7 +11,7 @@ from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim import topology_json
 from gplace.sim.problem import transfer_seconds
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from sim_cases import SETTINGS, assert_runs_as_the_reference, random_topology
 
 

@@ -11,7 +11,7 @@ from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
 from gplace.sim.bounds import critical_path, lower_bound, work_bound
 from gplace.sim.problem import make_problem
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from sim_cases import BUDGET, SETTINGS, jit_simulate, padded, random_topology
 
 

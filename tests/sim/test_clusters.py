@@ -15,7 +15,7 @@ from gplace.errors import TopologyError
 from gplace.execution import partition
 from gplace.graphs.graph import random_dag
 from gplace.sim import clusters
-from gplace.sim import topology as topology_lib
+from gplace.sim import presets
 from gplace.sim import topology_json
 from gplace.sim.simulator import simulate
 
@@ -42,7 +42,7 @@ def test_count_equals_the_executors_partition(seed):
   rng = np.random.default_rng(seed)
   graph = random_dag(int(rng.integers(20, 150)), avg_degree=2.5,
                      n_inputs=int(rng.integers(0, 4)), seed=seed)
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   placements = rng.integers(0, 3, (5, graph.n_nodes))
   placements[0] = 0                                   # one cluster
   orders = np.asarray(simulate(graph, placements, topology,
@@ -78,7 +78,7 @@ def _with_and_without(topology, charged, schedule, seed):
 
 @pytest.mark.parametrize("schedule", ["static", "dynamic", "planned"])
 def test_simulate_adds_one_launch_per_cluster(schedule):
-  topology = topology_lib.preset("1cpu+2gpu")
+  topology = presets.preset("1cpu+2gpu")
   launch = np.array([2e-5, 7e-5, 7e-5])
   charged = _with_launch(topology, launch)
   graph, placements, base, result = _with_and_without(topology, charged,
@@ -99,7 +99,7 @@ def test_simulate_adds_one_launch_per_cluster(schedule):
 
 def test_the_best_schedule_counts_launches_before_it_picks():
   graph = random_dag(80, avg_degree=2.5, n_inputs=3, seed=2)
-  charged = _with_launch(topology_lib.preset("1cpu+2gpu"), [1e-4] * 3)
+  charged = _with_launch(presets.preset("1cpu+2gpu"), [1e-4] * 3)
   placements = np.random.default_rng(1).integers(0, 3, (8, graph.n_nodes))
   best = simulate(graph, placements, charged)
   dynamic = simulate(graph, placements, charged, schedule="dynamic")
@@ -110,7 +110,7 @@ def test_the_best_schedule_counts_launches_before_it_picks():
 
 def test_no_launch_cost_changes_nothing():
   graph = random_dag(60, avg_degree=2.5, seed=3)
-  topology = topology_lib.preset("1cpu+4gpu")
+  topology = presets.preset("1cpu+4gpu")
   placements = np.random.default_rng(2).integers(0, 5, (4, graph.n_nodes))
   zero = _with_launch(topology, [0.0] * 5)
   np.testing.assert_array_equal(simulate(graph, placements, zero).runtime_s,
@@ -121,11 +121,11 @@ def test_no_launch_cost_changes_nothing():
 @pytest.mark.parametrize("bad", [-1e-6, float("nan"), float("inf"), "1"])
 def test_bad_launch_costs_are_refused(bad):
   with pytest.raises(TopologyError, match="cluster_launch_s"):
-    _with_launch(topology_lib.preset("1cpu+2gpu"), [0.0, bad, 0.0])
+    _with_launch(presets.preset("1cpu+2gpu"), [0.0, bad, 0.0])
 
 
 def test_launch_costs_survive_the_json_format():
-  topology = _with_launch(topology_lib.preset("1cpu+2gpu"),
+  topology = _with_launch(presets.preset("1cpu+2gpu"),
                           [1e-5, 3e-4, 3e-4])
   back = topology_json.topology_from_dict(
       topology_json.topology_to_dict(topology), "topology")
@@ -181,7 +181,7 @@ def test_copies_are_what_the_executor_copies():
 
 @pytest.mark.parametrize("schedule", ["static", "best"])
 def test_simulate_adds_one_issue_per_copy(schedule):
-  topology = _with_launch(topology_lib.preset("1cpu+2gpu"), [1e-5] * 3)
+  topology = _with_launch(presets.preset("1cpu+2gpu"), [1e-5] * 3)
   issue = np.array([3e-5, 1e-5, 1e-5])
   charged = _with_copy(topology, issue)
   graph, placements, base, result = _with_and_without(topology, charged,
@@ -199,11 +199,11 @@ def test_simulate_adds_one_issue_per_copy(schedule):
 @pytest.mark.parametrize("bad", [-1e-6, float("nan"), float("inf")])
 def test_bad_copy_costs_are_refused(bad):
   with pytest.raises(TopologyError, match="copy_issue_s"):
-    _with_copy(topology_lib.preset("1cpu+2gpu"), [0.0, bad, 0.0])
+    _with_copy(presets.preset("1cpu+2gpu"), [0.0, bad, 0.0])
 
 
 def test_copy_costs_survive_the_json_format():
-  topology = _with_copy(topology_lib.preset("1cpu+2gpu"), [2e-5, 0.0, 1e-5])
+  topology = _with_copy(presets.preset("1cpu+2gpu"), [2e-5, 0.0, 1e-5])
   back = topology_json.topology_from_dict(
       topology_json.topology_to_dict(topology), "topology")
   assert back.devices == topology.devices

@@ -20,7 +20,8 @@ from gplace.sim.dispatch import (dispatch_problem, make_dispatch_problem,
 from gplace.sim.priority import bottom_level, order_priority
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Device, Topology, preset
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology
 from sim_cases import (RTOL, SETTINGS, assert_close_to_reference,
                        is_topological, random_topology)
 

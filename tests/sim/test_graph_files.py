@@ -15,7 +15,7 @@ from gplace.errors import GraphError
 from gplace.graphs import interchange, json_format
 from gplace.sim import graph_files
 from gplace.graphs.graph import NODE_INPUT, random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 from gplace.graphs.graph import random_dag
 from gplace.sim import kernel, simulator
 from gplace.sim.problem import make_problem
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def test_one_kernel_loops_match_the_plain_scan(monkeypatch):

@@ -13,7 +13,7 @@ from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
 from gplace.sim.priority import bottom_level
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from gplace import workloads
 from gplace.graphs.capture import capture
 from sim_cases import SETTINGS, assert_close_to_reference, random_topology

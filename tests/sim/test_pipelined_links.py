@@ -20,7 +20,8 @@ from gplace.sim.problem import (link_hold_seconds, make_problem,
                                 transfer_seconds)
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Device, local, preset
+from gplace.sim.presets import local, preset
+from gplace.sim.topology import Device
 from sim_cases import SETTINGS, assert_runs_as_the_reference, random_topology
 
 

@@ -18,7 +18,7 @@ from gplace.sim.priority import bottom_level, order_priority, priority_order
 from gplace.sim.reference import planned_reference, simulate_reference
 from gplace.sim.runner import run_parts
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from sim_cases import SETTINGS, assert_close_to_reference, is_topological
 from sim_cases import random_topology
 

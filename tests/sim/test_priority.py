@@ -9,7 +9,7 @@ from gplace.graphs.graph import NODE_INPUT, random_dag
 from gplace.sim.priority import (bottom_level, check_priority,
                                  order_priority, priority_order)
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from sim_cases import is_topological, random_topology
 
 

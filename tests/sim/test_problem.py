@@ -12,7 +12,8 @@ from gplace.sim.priority import priority_order
 from gplace.sim.problem import check_order, check_orders, make_problem
 from gplace.sim.scan import simulate_problem
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 
 
 def test_padding_and_stacking_vmap():

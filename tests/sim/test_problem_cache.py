@@ -8,7 +8,7 @@ import pytest
 import gplace
 from gplace.graphs.graph import random_dag
 from gplace.sim import cache, native, runner, simulator
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
 from gplace.sim.problem import make_problem
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from sim_cases import (BUDGET, SETTINGS, assert_close_to_reference,
                        jit_simulate, padded, random_topology)
 

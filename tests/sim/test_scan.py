@@ -10,7 +10,7 @@ from gplace.graphs.graph import random_dag
 from gplace.sim.problem import SimResult, make_problem
 from gplace.sim.scan import simulate_problem
 from gplace.sim.simulator import COMPILER_OPTIONS, simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 N_NODES, K = 24, 5
 

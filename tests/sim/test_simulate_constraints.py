@@ -7,7 +7,7 @@ import pytest
 import gplace
 from gplace.errors import PlacementError
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 N = 12
 

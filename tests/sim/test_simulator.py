@@ -14,7 +14,8 @@ from gplace.sim.bounds import lower_bound
 from gplace.sim.priority import priority_order
 from gplace.sim import runner
 from gplace.sim.simulator import SimResult, simulate
-from gplace.sim.topology import Topology, preset
+from gplace.sim.presets import preset
+from gplace.sim.topology import Topology
 
 
 def test_simulate_compiles_once_per_shape():

@@ -5,11 +5,13 @@ import jax
 import numpy as np
 import pytest
 
+import gplace
 from gplace.errors import TopologyError
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.sim import presets
 from gplace.sim import topology as topology_lib
-from gplace.sim.topology import (Device, Topology, local, preset,
-                                 preset_names, uniform_links, validate_costs)
+from gplace.sim.presets import local, preset, preset_names
+from gplace.sim.topology import Device, Topology, uniform_links, validate_costs
 
 
 def tiny_graph() -> Graph:
@@ -230,15 +232,20 @@ def test_local_of_a_multi_process_run_prices_links_between_processes(
       self.id, self.process_index = id_, process_index
 
   fake = [FakeDevice(i, i // 2) for i in range(4)]
-  monkeypatch.setattr(topology_lib.jax, "devices", lambda: fake)
+  monkeypatch.setattr(presets.jax, "devices", lambda: fake)
   topology = local()
   assert topology.device_names == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
   # Each process's devices share its cores; processes do not.
   assert list(topology.compute_group) == [0, 0, 1, 1]
   assert topology.link_bandwidth[0, 1] == 10e9
-  assert topology.link_bandwidth[1, 2] == topology_lib.NETWORK_BANDWIDTH
-  assert topology.link_latency[3, 0] == topology_lib.NETWORK_LATENCY_S
+  assert topology.link_bandwidth[1, 2] == presets.NETWORK_BANDWIDTH
+  assert topology.link_latency[3, 0] == presets.NETWORK_LATENCY_S
 
 
-def test_module_exports():
-  assert topology_lib.preset is preset and topology_lib.local is local
+def test_gplace_topology_has_the_presets_and_what_builds_a_topology():
+  assert gplace.topology is presets
+  assert gplace.topology.preset is preset and gplace.topology.local is local
+  assert gplace.topology.preset_names is preset_names
+  assert gplace.topology.Topology is Topology
+  assert gplace.topology.Device is Device
+  assert gplace.topology.uniform_links is uniform_links

@@ -19,7 +19,7 @@ from gplace.sim.dispatch import (PAD_PRIORITY, dispatch_problem,
                                  make_dispatch_problem)
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 from gplace.sim.tree_kernel import ranks, tree_size
 from sim_cases import SETTINGS, assert_close_to_reference, random_topology
 

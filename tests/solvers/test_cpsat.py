@@ -15,7 +15,8 @@ from gplace.errors import PlacementError, SearchError, TopologyError
 from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                                  random_dag)
 from gplace.solvers import cpsat, placer
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 
 # gplace.simulate computes in float32; bounds are float64 (gplace.lower_bound
 # takes no margin for that), so compare them with this relative slack.

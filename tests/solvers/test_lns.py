@@ -11,10 +11,11 @@ import pytest
 
 import gplace
 from gplace import placers, solvers
-from gplace.autoplace import optimizer
+from gplace.autoplace import budget
 from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 
 FAST = dict(time_limit_s=120.0, solve_time_s=0.5)
 LABEL = "lns (CP-SAT windows) from "
@@ -172,9 +173,9 @@ def test_optimize_with_method_lns_states_the_bound_and_gap():
 
 
 def test_auto_runs_lns_above_the_solvers_size(monkeypatch):
-  monkeypatch.setattr(optimizer, "AUTO_SOLVER_MAX_NODES", 0)
-  monkeypatch.setattr(optimizer, "SOLVER_MAX_NODES", 0)
-  monkeypatch.setattr(optimizer, "MIN_LNS_S", 0.5)
+  monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
   result = gplace.optimize(random_dag(30, seed=4),
                            topology=gpus(2, flops=(3e12, 1e12)),
                            budget_s=8.0, progress=False)
@@ -184,7 +185,7 @@ def test_auto_runs_lns_above_the_solvers_size(monkeypatch):
 
 
 def test_auto_skips_lns_when_the_solver_proves_its_answer(monkeypatch):
-  monkeypatch.setattr(optimizer, "MIN_LNS_S", 0.5)
+  monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
   result = gplace.optimize(random_dag(8, seed=0),
                            topology=gpus(2, flops=(3e12, 1e12)),
                            budget_s=12.0, progress=False)

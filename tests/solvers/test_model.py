@@ -11,7 +11,8 @@ from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
                                  random_dag)
 from gplace.sim.priority import priority_order
 from gplace.sim.problem import send_bytes
-from gplace.sim.topology import Device, Topology, preset, uniform_links
+from gplace.sim.presets import preset
+from gplace.sim.topology import Device, Topology, uniform_links
 from gplace.solvers import model as model_lib
 from gplace.solvers.model import (build_model, canonical_placement,
                                   interchangeable_devices, scale_problem)

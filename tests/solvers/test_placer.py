@@ -8,7 +8,7 @@ from gplace import solvers
 from gplace.errors import SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import preset
+from gplace.sim.presets import preset
 
 
 def test_exact_is_a_valid_placement_no_slower_than_its_hints():

@@ -1,35 +1,71 @@
-"""``gplace.optimize(..., fusion=True)``: fusion decisions for the winner.
+"""The end of :func:`gplace.optimize`: from the tried candidates to the
+:class:`~gplace.autoplace.result.PlacementResult`.
 
-After the placement (and its order) are chosen, :func:`with_fusion`
-searches fusion decisions of that placement
-(:func:`gplace.search.fusion_annealing`, from the best of no fusion and
-XLA's default) within :data:`FUSION_SHARE` of the budget and returns the
-:class:`~gplace.autoplace.result.PlacementResult` with the decision.
-``docs/design.md#fusion``.
+:func:`placement_result` makes the result of the chosen candidate (the
+fastest, measured where measured, or a simpler one as fast within the
+noise). With ``fusion=True``, :func:`with_fusion` then searches fusion
+decisions of that placement (:func:`gplace.search.fusion_annealing`, from
+the best of no fusion and XLA's default) within
+:data:`~gplace.autoplace.budget.FUSION_SHARE` of the budget and returns the
+result with the decision. ``docs/design.md#fusion``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Optional
 
 import numpy as np
 
+from gplace.errors import PlacementError
+from gplace.autoplace import measured as measured_lib
+from gplace.autoplace.candidates import score
 from gplace.autoplace.inputs import Problem
 from gplace.autoplace.result import PlacementResult
 from gplace.search.common import DEFAULT_BUDGET
 from gplace.search.fusion import fusion_annealing
 from gplace.sim.simulator import simulate
 
-#: Share of ``budget_s`` the fusion search gets (at least
-#: :data:`MIN_FUSION_S` seconds).
-FUSION_SHARE = 0.2
-MIN_FUSION_S = 0.5
 
+def placement_result(problem: Problem, tried: list, bound_s: float,
+                     began: float, measurements: dict, tie: float,
+                     notes=()) -> PlacementResult:
+  """The :class:`PlacementResult` of the chosen candidate
+  (:func:`gplace.autoplace.measured.choose`: the fastest, measured where
+  measured, or a simpler one as fast within the noise).
 
-def fusion_budget_s(budget_s: float) -> float:
-  """Seconds of ``budget_s`` kept for the fusion search."""
-  return max(FUSION_SHARE * budget_s, min(MIN_FUSION_S, budget_s / 2))
+  Raises:
+    PlacementError: no candidate fits in memory and keeps the constraints.
+  """
+  choice = measured_lib.choose(tried, problem.graph, problem.topology,
+                               problem.costs, measured=measurements, tie=tie)
+  if choice is None:
+    tried_labels = ", ".join(c.label for c in tried) or "no baseline ran"
+    raise PlacementError(
+        f"gplace.optimize found no placement of graph "
+        f"{problem.graph.name!r} that fits in the memory of "
+        f"{problem.topology.name!r} and keeps its device constraints "
+        f"(tried: {tried_labels}). Use a topology with more memory or more "
+        "devices, relax the graph's allowed_devices / colocation, or try "
+        "method='auto' with a larger budget_s.")
+  winner = choice.winner
+  # Scored again alone: the peak bytes, and a last check that it is feasible.
+  final = score(problem, winner.placement[None], winner.order)
+  runtime_s = float(final.runtime_s[0])
+  assert math.isfinite(runtime_s), "the winner became infeasible"
+  ranked = sorted(tried, key=lambda c: c.runtime_s)
+  return PlacementResult(
+      placement=np.asarray(winner.placement, np.int32),
+      order=winner.order, runtime_s=runtime_s,
+      peak_bytes=final.peak_bytes[0], method=winner.label,
+      candidates={c.label: c.runtime_s for c in ranked},
+      lower_bound_s=float(bound_s), graph=problem.graph,
+      topology=problem.topology, costs=problem.costs,
+      wall_s=time.perf_counter() - began,
+      placements={c.label: np.asarray(c.placement, np.int32)
+                  for c in ranked},
+      measured=measurements, reason=choice.reason, notes=tuple(notes))
 
 
 def with_fusion(result: PlacementResult, problem: Problem, *,

@@ -1,0 +1,100 @@
+"""How :func:`gplace.optimize` divides its time budget between its phases.
+
+Which phases ``method="auto"`` runs and for how long: the solver's graph
+sizes, the searches', the solver's and LNS's shares, the stall rule that
+hands a stalled phase's time to the next, and the shares of measuring,
+profiling and the fusion search. :mod:`gplace.autoplace.optimizer` reads
+these at call time (tests patch them here).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from gplace.autoplace import candidates as candidates_lib
+
+# method="solver" refuses larger graphs (CP-SAT's model grows with N^2
+# ordering decisions per device; above this it rarely proves anything in a
+# budget of seconds to minutes).
+SOLVER_MAX_NODES = 300
+# method="auto" runs the solver on graphs up to this size, when at least
+# MIN_SOLVER_S seconds of the budget are left after the search.
+AUTO_SOLVER_MAX_NODES = 120
+MIN_SOLVER_S = 5.0
+# ... and on graphs up to SOLVER_MAX_NODES when the baselines show memory
+# pressure (MEMORY_PRESSURE of them infeasible), or when the best found is
+# more than AUTO_SOLVER_GAP above the lower bound after the search.
+MEMORY_PRESSURE = 0.25
+AUTO_SOLVER_GAP = 0.10
+# Share of the time left after the baselines that "auto" gives the search
+# when the solver comes next.
+SEARCH_SHARE = 0.5
+# The search gets at least this share of the budget (and MIN_SEARCH_S
+# seconds), even when the baselines (and compiling the simulator) took all of
+# it.
+SEARCH_FLOOR = 0.1
+MIN_SEARCH_S = 0.5
+# method="auto" then runs large-neighbourhood search (gplace.solvers.lns)
+# from the best so far (its placement in its order) with what is left, when
+# at least MIN_LNS_S seconds are and the exact solver did not prove its
+# answer optimal (it did not run: a graph above its size; or it ran out of
+# time). With LNS to follow, the solver gets SOLVER_SHARE of what is left.
+MIN_LNS_S = 3.0
+SOLVER_SHARE = 0.5
+# Without the solver, LNS gets this share of the time after the baselines
+# (the searches the rest): annealing cools over the time it is given and
+# gains more from it than LNS does after it (1,103-op gnmt2, 60 s).
+LNS_SHARE = 0.25
+# ... nor when the best is within this relative margin of the proven bound
+# (the simulator's float32 error): nothing is left to find.
+AT_BOUND = 1e-5
+# The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
+# the joint search; LNS when fine-tuning follows it) stops once its best
+# has not improved for STALL_SHARE of the budget (at least MIN_STALL_S
+# seconds), and the time it gives back goes to the phases after it. LNS,
+# the last search, otherwise keeps the rest of the budget.
+STALL_SHARE = 0.1
+MIN_STALL_S = 2.0
+# method="auto" fine-tunes the pretrained policy when at least this many
+# seconds of the budget are left for it (compiling the training step alone
+# takes 20-40 s on two CPU cores); the search then leaves it this much.
+AUTO_FINETUNE_S = 90.0
+# method="auto" gives this share of its search to placement and schedule
+# together (gplace.search.joint), after a search over placements.
+JOINT_SHARE = 0.5
+# On this machine's devices (topology="local" with a function), this share
+# of the budget (at least MIN_MEASURE_S seconds) measures the top
+# candidates with the executor.
+MEASURE_SHARE = 0.3
+MIN_MEASURE_S = 2.0
+# profile=True: gplace.profile gets at most this share of the budget (a
+# profile cached from an earlier call costs next to nothing).
+PROFILE_SHARE = 0.5
+#: Share of ``budget_s`` the fusion search gets (at least
+#: :data:`MIN_FUSION_S` seconds).
+FUSION_SHARE = 0.2
+MIN_FUSION_S = 0.5
+
+
+def fusion_budget_s(budget_s: float) -> float:
+  """Seconds of ``budget_s`` kept for the fusion search."""
+  return max(FUSION_SHARE * budget_s, min(MIN_FUSION_S, budget_s / 2))
+
+
+def memory_pressure(baselines: list) -> bool:
+  """Whether at least :data:`MEMORY_PRESSURE` of the baselines' candidates
+  run out of memory (or break constraints): there, moving one op at a time
+  stalls, and an exact model pays."""
+  if not baselines:
+    return False
+  infeasible = sum(not math.isfinite(c.runtime_s) for c in baselines)
+  return infeasible >= MEMORY_PRESSURE * len(baselines)
+
+
+def evaluation_share(evaluations: Optional[int],
+                     share: float) -> Optional[int]:
+  """``share`` of an evaluation budget (at least one batch), or None."""
+  if evaluations is None:
+    return None
+  return max(candidates_lib.BATCH, int(evaluations * share))
