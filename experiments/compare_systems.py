@@ -59,7 +59,7 @@ from gplace import report, workloads
 from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError, first_line
 from gplace.report import percent_change
-from gplace.rl import run_outputs
+from gplace.rl import metrics
 from gplace.rl import settings
 from gplace.rl import training
 from gplace.search import controls
@@ -117,7 +117,7 @@ def run_system(system: str, args, workload: str, topology: str, seed: int):
     result = training.train_experiment(
       settings.from_config(config), workdir=workdir, log=lambda line: None)
     wall_s = time.perf_counter() - start
-    curves = run_outputs.read_curves(workdir, config.rl.num_samples)
+    curves = metrics.read_curves(workdir, config.rl.num_samples)
   evaluations = curves.evaluations
   to_evals, to_wall = time_to_within(evaluations, curves.best,
                                      curves.step_wall_s)

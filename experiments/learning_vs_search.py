@@ -72,7 +72,7 @@ from gplace import plotting, report, search, workloads
 from gplace.autoplace.candidates import baseline_rows
 from gplace.errors import GplaceError
 from gplace.report import best_by, checkpoints, first_within, value_at
-from gplace.rl import run_outputs
+from gplace.rl import metrics
 from gplace.rl import settings
 from gplace.rl import training
 from gplace.rl.refine import START_GIVEN
@@ -122,7 +122,7 @@ def rl_config(args, workload: str, seed: int, guided: bool,
 
 class RLRun(NamedTuple):
   """One RL run: its result, its curves (``evaluations``, ``mean``, ``best``,
-  ``step_wall_s``, ``greedy``: :class:`gplace.rl.run_outputs.Curves`) and
+  ``step_wall_s``, ``greedy``: :class:`gplace.rl.metrics.Curves`) and
   ``wall_s``, the whole run, the per-op refinement included."""
   result: Any
   evaluations: np.ndarray
@@ -139,7 +139,7 @@ def run_rl(config, workdir: str) -> RLRun:
   result = training.train_experiment(
       settings.from_config(config), workdir=workdir, log=lambda line: None)
   wall_s = time.perf_counter() - start
-  curves = run_outputs.read_curves(workdir, config.rl.num_samples)
+  curves = metrics.read_curves(workdir, config.rl.num_samples)
   return RLRun(result, curves.evaluations, curves.mean, curves.best,
                curves.step_wall_s, wall_s, curves.greedy)
 

@@ -11,6 +11,7 @@ and ``pretrain`` (one policy over many graphs), set by
 from gplace.rl import distributed
 from gplace.rl.distributions import (entropy, exploration_logits, log_prob,
                                      node_log_probs, sample_placements)
+from gplace.rl.final import TrainResult
 from gplace.rl.losses import ppo_loss, reinforce_loss, supervised_loss
 from gplace.rl.policy_fns import PolicyFns, policy_fns
 from gplace.rl.pretraining import PretrainResult, pretrain
@@ -21,7 +22,7 @@ from gplace.rl.settings import (ExecutorSettings, GroupSettings, LoopSettings,
                                 PretrainSettings, RefineSettings, RLSettings,
                                 TrainSettings, WarmStartSettings)
 from gplace.rl.state import TrainState, init_train_state
-from gplace.rl.training import TrainResult, train
+from gplace.rl.training import train
 from gplace.rl.types import ApplyFn, Batch, RewardFn, Rollout, SimulateFn
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
                               supervised_step, update_from_rollout)

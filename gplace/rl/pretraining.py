@@ -26,7 +26,6 @@ from gplace.policies import is_sequential
 from gplace.rl import data
 from gplace.rl import distributed
 from gplace.rl import policy_file
-from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.checks import (check_arguments, check_run,
@@ -35,6 +34,7 @@ from gplace.rl.evaluation import evaluate_policy
 from gplace.rl.grouping import num_simulated_nodes
 from gplace.rl.loop import (Schedule, cached_step_fns, replicate, run_chunk,
                             unreplicate)
+from gplace.rl.metrics import trim_metrics
 from gplace.rl.reports import best_classical
 from gplace.rl.scoring import make_scorer
 from gplace.rl.rewards import dispatch_reward, simulator_reward
@@ -191,8 +191,8 @@ def _pretrain(graphs, topology, policy, settings, *, workdir, log,
     fresh = settings.rl.fresh_optimizer
     # Lines an interrupted run wrote after its checkpoint would be written
     # again (and a fresh run's file starts empty).
-    for line in run_outputs.trim_metrics(os.path.join(workdir, METRICS_FILE),
-                                         step, per_step=False):
+    for line in trim_metrics(os.path.join(workdir, METRICS_FILE), step,
+                             per_step=False):
       log(line)
     with open(os.path.join(workdir, METRICS_FILE), "a") as metrics_file:
       while step < schedule.total_steps and (stop_after_step is None

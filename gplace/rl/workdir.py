@@ -21,6 +21,7 @@ import numpy as np
 from gplace.errors import ConfigError, WorkdirBusyError, first_line
 from gplace.graphs.graph import Graph
 from gplace.rl import checkpoint
+from gplace.rl import metrics
 from gplace.rl import run_outputs
 from gplace.rl.fields import flatten
 from gplace.rl.settings import (PolicySettings, TrainSettings,
@@ -75,7 +76,7 @@ def record_differences(saved: Mapping, record: Mapping
   between a saved ``config.json`` and ``record``, except the fields free on
   resume (a field only one side has: ``"(missing)"``)."""
   old, new = flatten(saved), flatten(json.loads(json.dumps(
-      run_outputs.json_safe(record))))
+      metrics.json_safe(record))))
   free = set(free_on_resume())
   diffs = []
   for path in sorted(set(old) | set(new)):
@@ -102,7 +103,7 @@ def check_resume(record: Mapping, workdir: str, checkpoint_step: int,
   """
   path = os.path.join(workdir, run_outputs.CONFIG_FILE)
   try:
-    saved = run_outputs.read_json(path)
+    saved = metrics.read_json(path)
   except (OSError, ValueError) as err:
     raise ConfigError(
         f"{workdir} holds checkpoints (step {checkpoint_step}) but its "
@@ -328,6 +329,5 @@ def prepare_workdir(workdir: str, record: Mapping, settings: TrainSettings,
         f"{', '.join(map(str, steps))} in {directory}; starting over")
   elif steps:
     check_resume(record, workdir, steps[-1], settings)
-  run_outputs.write_json(os.path.join(workdir, run_outputs.CONFIG_FILE),
-                         record)
+  metrics.write_json(os.path.join(workdir, run_outputs.CONFIG_FILE), record)
   return directory

@@ -1,5 +1,5 @@
-"""Tests of gplace.rl.reports and gplace.rl.run_outputs: metrics files, best
-placements, tables."""
+"""Tests of gplace.rl.reports, gplace.rl.run_outputs, gplace.rl.metrics and
+gplace.rl.best_placement_file: metrics files, best placements, tables."""
 
 import json
 import os
@@ -9,6 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gplace.graphs.graph import random_dag
+from gplace.rl import best_placement_file
+from gplace.rl import metrics as metrics_lib
 from gplace.rl import reports
 from gplace.rl import run_outputs
 from gplace.sim import presets
@@ -70,7 +72,7 @@ def test_tables_list_list_schedulers_in_their_own_plan_and_pick_the_best():
 def test_chunk_records_number_steps_and_interpolate_time():
   metrics = {"loss": np.array([1.0, 2.0]),
              "best_runtime_s": np.array([[1.0, 2.0], [0.5, 2.0]])}
-  records = run_outputs.chunk_records(4, "rl", metrics, start_s=10.0,
+  records = metrics_lib.chunk_records(4, "rl", metrics, start_s=10.0,
                                       elapsed_s=2.0)
   assert [r["step"] for r in records] == [5, 6]
   assert [r["wall_s"] for r in records] == [11.0, 12.0]
@@ -80,23 +82,23 @@ def test_chunk_records_number_steps_and_interpolate_time():
 
 
 def test_metrics_writer_trims_lines_after_the_resumed_step(tmp_path):
-  path = str(tmp_path / run_outputs.METRICS_FILE)
-  with run_outputs.MetricsWriter(path) as writer:
+  path = str(tmp_path / metrics_lib.METRICS_FILE)
+  with metrics_lib.MetricsWriter(path) as writer:
     writer.write([{"step": s, "phase": "rl"} for s in (1, 2, 3, 4)])
-  with run_outputs.MetricsWriter(path, resume_step=2) as writer:
-    assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2]
+  with metrics_lib.MetricsWriter(path, resume_step=2) as writer:
+    assert [r["step"] for r in metrics_lib.read_metrics(path)] == [1, 2]
     writer.write([{"step": 3, "phase": "rl"}])
-  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2, 3]
+  assert [r["step"] for r in metrics_lib.read_metrics(path)] == [1, 2, 3]
   # A fresh run (step 0) starts an empty file.
-  run_outputs.MetricsWriter(path).close()
-  assert run_outputs.read_metrics(path) == []
+  metrics_lib.MetricsWriter(path).close()
+  assert metrics_lib.read_metrics(path) == []
 
 
 def test_best_placement_json_content_and_rewrites(tmp_path):
   topology = presets.preset("1cpu+2gpu")
   graphs = [_summary(4, "a"), _summary(3, "b")]
-  path = str(tmp_path / run_outputs.BEST_PLACEMENT_FILE)
-  writer = run_outputs.BestPlacementWriter(path, graphs, topology,
+  path = str(tmp_path / best_placement_file.BEST_PLACEMENT_FILE)
+  writer = best_placement_file.BestPlacementWriter(path, graphs, topology,
                                            np.array([1.0, 1.0]))
   placement = np.array([[0, 1, 2, 1, 0], [2, 2, 0, 0, 0]])
   writer.update(3, placement, np.array([1.0, 1.0]))
@@ -152,8 +154,8 @@ def test_progress_postfix_by_phase():
 
 def test_final_report_writes_results_and_curve(tmp_path):
   workdir = str(tmp_path)
-  with run_outputs.MetricsWriter(os.path.join(
-      workdir, run_outputs.METRICS_FILE)) as writer:
+  with metrics_lib.MetricsWriter(os.path.join(
+      workdir, metrics_lib.METRICS_FILE)) as writer:
     writer.write([{"step": 1, "phase": "warm_start", "accuracy": 0.5}] + [
         {"step": s, "phase": "rl", "mean_runtime_s": 3e-3,
          "best_runtime_s": [2e-3]} for s in (2, 3)])
@@ -184,9 +186,9 @@ def strict_load(text):
 def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   workdir = str(tmp_path)
   inf, nan = float("inf"), float("nan")
-  metrics_path = os.path.join(workdir, run_outputs.METRICS_FILE)
-  with run_outputs.MetricsWriter(metrics_path) as writer:
-    writer.write(run_outputs.chunk_records(
+  metrics_path = os.path.join(workdir, metrics_lib.METRICS_FILE)
+  with metrics_lib.MetricsWriter(metrics_path) as writer:
+    writer.write(metrics_lib.chunk_records(
         0, "rl", {"mean_runtime_s": np.array([inf, 3e-3], np.float32),
                   "best_runtime_s": np.array([[inf], [nan]], np.float32)},
         start_s=0.0, elapsed_s=1.0))
@@ -198,8 +200,8 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   topology = presets.preset("1cpu+2gpu")
   all_oom = Summary("g", random_dag(4, seed=0, name="g"),
                     {"a": inf, "b": inf}, nan)
-  best_path = os.path.join(workdir, run_outputs.BEST_PLACEMENT_FILE)
-  run_outputs.BestPlacementWriter(best_path, [all_oom], topology,
+  best_path = os.path.join(workdir, best_placement_file.BEST_PLACEMENT_FILE)
+  best_placement_file.BestPlacementWriter(best_path, [all_oom], topology,
                                   np.array([inf])).write(
                                       2, np.zeros((1, 4), np.int32),
                                       np.array([inf], np.float32))
@@ -214,7 +216,7 @@ def test_outputs_are_strict_json_with_null_for_non_finite(tmp_path):
   assert results["tables"] == [{"a": None, "b": None, "gplace": None,
                                 "lower_bound": None}]
   assert results["step"] == 2 and results["finished"] is True
-  run_outputs.write_json(os.path.join(workdir, "x.json"),
+  metrics_lib.write_json(os.path.join(workdir, "x.json"),
                          {"v": [np.float32(inf)]})
   with open(os.path.join(workdir, "x.json")) as f:
     assert strict_load(f.read()) == {"v": [None]}
@@ -251,27 +253,27 @@ def test_results_at_every_checkpoint_and_a_fresh_start(tmp_path):
   lines = run_outputs.output_lines(workdir)
   assert [line.split()[-1] for line in lines] == [
       os.path.join(workdir, name) for name in (
-          run_outputs.BEST_PLACEMENT_FILE, run_outputs.METRICS_FILE,
+          best_placement_file.BEST_PLACEMENT_FILE, metrics_lib.METRICS_FILE,
           run_outputs.RESULTS_FILE, run_outputs.CURVE_FILE)]
 
 
 def test_a_half_written_metrics_line_is_dropped_on_resume(tmp_path):
-  path = str(tmp_path / run_outputs.METRICS_FILE)
-  with run_outputs.MetricsWriter(path) as writer:
+  path = str(tmp_path / metrics_lib.METRICS_FILE)
+  with metrics_lib.MetricsWriter(path) as writer:
     writer.write([{"step": 1, "phase": "rl"}, {"step": 2, "phase": "rl"}])
   with open(path, "a") as f:
     f.write('{"step": 3, "pha')  # killed while writing
-  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2]
-  with run_outputs.MetricsWriter(path, resume_step=2) as writer:
+  assert [r["step"] for r in metrics_lib.read_metrics(path)] == [1, 2]
+  with metrics_lib.MetricsWriter(path, resume_step=2) as writer:
     writer.write([{"step": 3, "phase": "rl"}])
-  assert [r["step"] for r in run_outputs.read_metrics(path)] == [1, 2, 3]
+  assert [r["step"] for r in metrics_lib.read_metrics(path)] == [1, 2, 3]
 
 
 def test_a_damaged_metrics_line_before_the_checkpoint_is_reported(tmp_path):
   # External damage: step 3's line torn, step 2's garbled, step 1 written
   # twice. The resumed file says what is lost instead of dropping it.
-  path = str(tmp_path / run_outputs.METRICS_FILE)
-  with run_outputs.MetricsWriter(path) as writer:
+  path = str(tmp_path / metrics_lib.METRICS_FILE)
+  with metrics_lib.MetricsWriter(path) as writer:
     writer.write([{"step": s, "phase": "rl", "loss": float(s)}
                   for s in (1, 1, 2, 3, 4)])
     writer.write([{"step": 4, "phase": "greedy", "greedy_runtime_s": [1.0]}])
@@ -281,14 +283,14 @@ def test_a_damaged_metrics_line_before_the_checkpoint_is_reported(tmp_path):
   with open(path, "w") as f:
     f.write("\n".join(lines) + "\n")
   log = []
-  with run_outputs.MetricsWriter(path, resume_step=4, log=log.append):
+  with metrics_lib.MetricsWriter(path, resume_step=4, log=log.append):
     pass
   text = "\n".join(log)
   assert f"{path}: line 3 is damaged (not a JSON record: '#garbage')" in text
   assert "line 4 is damaged" in text and "it held step 3" in text
   assert "step 1 recorded more than once" in text
   assert "the records of steps 2-3 are lost (resuming from step 4)" in text
-  records = run_outputs.read_metrics(path)
+  records = metrics_lib.read_metrics(path)
   assert [(r["step"], r["phase"]) for r in records] == [
       (1, "rl"), (2, "missing"), (3, "missing"), (4, "rl"), (4, "greedy")]
   assert "damaged" in records[1]["lost"]
@@ -296,5 +298,5 @@ def test_a_damaged_metrics_line_before_the_checkpoint_is_reported(tmp_path):
   with open(path, "a") as f:
     f.write('{"step": 5, "pha')
   log.clear()
-  run_outputs.MetricsWriter(path, resume_step=4, log=log.append).close()
-  assert log == [] and len(run_outputs.read_metrics(path)) == 5
+  metrics_lib.MetricsWriter(path, resume_step=4, log=log.append).close()
+  assert log == [] and len(metrics_lib.read_metrics(path)) == 5

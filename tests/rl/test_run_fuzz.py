@@ -16,7 +16,7 @@ import dataclasses
 
 from experiments.run import check, check_override
 from gplace.errors import ConfigError
-from gplace.rl import run_outputs
+from gplace.rl import metrics
 from gplace.rl import settings as settings_lib
 from test_settings import _set, tiny_config
 
@@ -147,6 +147,6 @@ def _reject_constant(name):
 @hypothesis.given(tree=JSON_TREES)
 def test_written_json_is_strict_whatever_the_numbers(tmp_path_factory, tree):
   path = os.path.join(tmp_path_factory.getbasetemp(), "fuzz.json")
-  run_outputs.write_json(path, {"value": tree})
+  metrics.write_json(path, {"value": tree})
   with open(path) as f:
     json.loads(f.read(), parse_constant=_reject_constant)

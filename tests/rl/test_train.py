@@ -19,6 +19,7 @@ from gplace import baselines as baselines_lib
 from gplace.errors import ConfigError
 from gplace.graphs.graph import random_dag
 from gplace.rl import data
+from gplace.rl import final
 from gplace.rl import loop
 from gplace.rl import settings
 from gplace.rl import training
@@ -232,11 +233,12 @@ def test_replicate_round_trip():
 
 # The order a training run reads gplace.rl in; a module may import only
 # modules after it.
-LAYERS = ("pretraining", "training", "loop", "checks", "data", "workdir",
-          "warm_start", "scoring", "evaluation", "refine", "update",
-          "state", "policy_file", "settings", "fields", "policy_fns",
-          "grouping", "losses", "distributions", "rewards", "types",
-          "checkpoint", "run_outputs", "reports", "distributed")
+LAYERS = ("pretraining", "training", "final", "loop", "checks", "data",
+          "workdir", "warm_start", "scoring", "evaluation", "refine",
+          "update", "state", "policy_file", "settings", "fields",
+          "policy_fns", "grouping", "losses", "distributions", "rewards",
+          "types", "checkpoint", "run_outputs", "best_placement_file",
+          "metrics", "reports", "distributed")
 
 
 def _rl_imports(module):
@@ -545,7 +547,7 @@ def test_in_step_rewards_can_use_the_default_schedule(tmp_path):
 
 def test_the_best_found_row_says_what_it_includes():
   config = tiny_config()  # mutate_best > 0 and a warm start
-  name = lambda: training.best_found_name(
+  name = lambda: final.best_found_name(
       settings.from_config(config).settings)
   assert name() == "best found (includes search)"
   config.rl.mutate_best = 0.0

@@ -1,10 +1,10 @@
-"""gplace.rl.run_outputs.read_curves: a run's curves from its metrics."""
+"""gplace.rl.metrics.read_curves: a run's curves from its metrics."""
 
 import json
 
 import numpy as np
 
-from gplace.rl import run_outputs
+from gplace.rl import metrics
 
 
 def test_curves_count_samples_from_the_first_rl_step(tmp_path):
@@ -14,16 +14,16 @@ def test_curves_count_samples_from_the_first_rl_step(tmp_path):
        "best_runtime_s": [None]},
       {"step": 3, "phase": "rl", "wall_s": 2.0, "mean_runtime_s": 2.5,
        "best_runtime_s": [2.0]},
-      {"step": 3, "phase": run_outputs.GREEDY_PHASE,
+      {"step": 3, "phase": metrics.GREEDY_PHASE,
        "greedy_runtime_s": [2.2]},
       {"step": 4, "phase": "rl", "mean_runtime_s": 2.0,
        "best_runtime_s": [1.5]},
-      {"step": 4, "phase": run_outputs.GREEDY_PHASE,
+      {"step": 4, "phase": metrics.GREEDY_PHASE,
        "greedy_runtime_s": [None]},
   ]
-  with open(tmp_path / run_outputs.METRICS_FILE, "w") as f:
+  with open(tmp_path / metrics.METRICS_FILE, "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in records)
-  curves = run_outputs.read_curves(str(tmp_path), 16)
+  curves = metrics.read_curves(str(tmp_path), 16)
   np.testing.assert_array_equal(curves.evaluations, [16, 32, 48])
   np.testing.assert_array_equal(curves.mean, [3.0, 2.5, 2.0])
   np.testing.assert_array_equal(curves.best, [np.nan, 2.0, 1.5])
@@ -33,6 +33,6 @@ def test_curves_count_samples_from_the_first_rl_step(tmp_path):
 
 
 def test_a_run_without_rl_steps_has_empty_curves(tmp_path):
-  (tmp_path / run_outputs.METRICS_FILE).write_text("")
-  curves = run_outputs.read_curves(str(tmp_path), 16)
+  (tmp_path / metrics.METRICS_FILE).write_text("")
+  curves = metrics.read_curves(str(tmp_path), 16)
   assert len(curves.evaluations) == len(curves.greedy[0]) == 0
