@@ -230,7 +230,8 @@ def main():
                       "cached)")
   parser.add_argument("--cache", default=CACHE,
                       help="directory of cached profiles")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seed of the random merges and the search")
   parser.add_argument("--out", default="", help=report.OUT_HELP)
   args_ns = parser.parse_args()
   study = report.Study.create(args_ns.out, __file__)
