@@ -152,6 +152,7 @@ def final_result(settings: TrainSettings, workdir: Optional[str],
                         for e, r in zip(own, refined)],
         verdicts=[DIVERGED if diverged else _verdict(e, r, s)
                   for e, r, s in zip(own, refined, setups)],
+        measured=settings.rl.reward == "executor",
         best_found_name=best_found_name(settings))
   best_of_run = []
   if finished:

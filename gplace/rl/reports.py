@@ -72,19 +72,22 @@ BEST_FOUND_SEEDED_ROW = "best found (incl. seed)"
 def format_table(setup: GraphSummary, learned_runtime_s: float,
                  learned_name: str = "gplace best found",
                  policy_rows: Sequence[tuple[str, float]] = (),
-                 verdict: str = "") -> str:
+                 verdict: str = "", runtimes: str = "simulated") -> str:
   """Runtime of the run's best placement vs every baseline and the lower
   bound, with the % gap to the bound, and two lines saying what the best
   found row and the bound are. ``policy_rows``: ``(name, runtime_s)`` of the
   policy's own placements (:mod:`gplace.rl.evaluation`), listed first;
-  ``verdict``: a last line (how the policy compares)."""
+  ``verdict``: a last line (how the policy compares); ``runtimes``: what
+  the times are (e.g. ``"simulated on 1cpu+4gpu"``, ``"measured"``), said
+  in the title line."""
   bound = setup.lower_bound_s
   rows = list(policy_rows) + [(learned_name, learned_runtime_s)]
   rows += sorted(classical_runtimes(setup).items(), key=lambda kv: kv[1])
   if np.isfinite(bound):
     rows.append(("lower bound", bound))
   width = max([24] + [len(name) + 1 for name, _ in rows])
-  lines = [f"{setup.name} ({setup.graph.n_nodes} nodes)",
+  lines = [f"{setup.name} ({setup.graph.n_nodes} nodes; runtimes "
+           f"{runtimes})",
            f"  {'placement':<{width}}{'runtime (ms)':>14}{'gap to bound':>14}"]
   for name, runtime in rows:
     if np.isfinite(runtime):

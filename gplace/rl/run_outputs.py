@@ -229,12 +229,13 @@ def write_final_report(workdir: Optional[str],
                        policy_rows: Optional[Sequence] = None,
                        policy_records: Optional[Sequence[Mapping]] = None,
                        verdicts: Optional[Sequence[str]] = None,
-                       best_found_name: str = "gplace best found"
-                       ) -> list[dict]:
+                       best_found_name: str = "gplace best found",
+                       measured: bool = False) -> list[dict]:
   """:func:`write_results` of a finished run (none without a ``workdir``)
   and (with ``log``) one table per graph
   (:func:`~gplace.rl.reports.format_table`; ``policy_rows[b]`` and
-  ``verdicts[b]``: graph ``b``'s); returns
+  ``verdicts[b]``: graph ``b``'s; ``measured``: the runtimes are the
+  executor's, else simulated on ``topology``); returns
   :func:`~gplace.rl.reports.result_tables`."""
   if workdir is None:
     tables = result_tables(graphs, best_runtime_s, policy_records)
@@ -246,5 +247,7 @@ def write_final_report(workdir: Optional[str],
     for b, (s, runtime) in enumerate(zip(graphs, best_runtime_s)):
       log(format_table(s, runtime, best_found_name,
                        policy_rows[b] if policy_rows else (),
-                       verdicts[b] if verdicts else ""))
+                       verdicts[b] if verdicts else "",
+                       runtimes=("measured" if measured
+                                 else f"simulated on {topology.name}")))
   return tables

@@ -30,7 +30,9 @@ def _summary(n=4, name="g", bound=1e-3):
 
 def test_format_table_rows_and_gaps():
   table = reports.format_table(_summary(), 1.5e-3).splitlines()
-  assert table[0] == "g (4 nodes)"
+  assert table[0] == "g (4 nodes; runtimes simulated)"
+  measured = reports.format_table(_summary(), 1.5e-3, runtimes="measured")
+  assert measured.splitlines()[0] == "g (4 nodes; runtimes measured)"
   assert table[1].split() == ["placement", "runtime", "(ms)", "gap", "to",
                               "bound"]
   assert table[-2] == f"  ({reports.BEST_FOUND_NOTE})"
@@ -171,7 +173,8 @@ def test_final_report_writes_results_and_curve(tmp_path):
   assert results["workloads"] == ["g"]
   assert results["topology"] == "1cpu+2gpu"
   assert os.path.getsize(os.path.join(workdir, run_outputs.CURVE_FILE)) > 0
-  assert len(lines) == 1 and lines[0].startswith("g (4 nodes)")
+  assert len(lines) == 1 and lines[0].startswith(
+      "g (4 nodes; runtimes simulated on 1cpu+2gpu)")
 
 
 def _reject_constant(name):
