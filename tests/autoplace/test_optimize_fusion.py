@@ -10,7 +10,7 @@ import pytest
 import gplace
 from gplace import errors
 from gplace.graphs.fusion import fuse
-from gplace.search.fusion_moves import is_legal
+from gplace.graphs.fusion_decisions import is_legal
 
 
 def mlp(params, x):
@@ -28,19 +28,10 @@ def program():
 
 
 @pytest.fixture(scope="module")
-def devices(two_devices):
-  return two_devices
-
-
-@pytest.fixture(scope="module")
-def topology(two_device_topology):
-  return two_device_topology
-
-
-@pytest.fixture(scope="module")
-def result(program, topology):
+def result(program, two_device_topology):
   fn, args = program
-  return gplace.optimize(fn, *args, topology=topology, method="search",
+  return gplace.optimize(fn, *args, topology=two_device_topology,
+                         method="search",
                          max_evaluations=64, budget_s=60.0, progress=False,
                          fusion=True)
 
@@ -56,11 +47,11 @@ def test_optimize_returns_a_legal_fusion_no_slower_than_none(result):
   assert "fusion: searched" in result.table()
 
 
-def test_place_runs_the_fused_result_like_jit(program, result, devices):
+def test_place_runs_the_fused_result_like_jit(program, result, two_devices):
   fn, args = program
   expected = jax.jit(fn)(*args)
-  for placed in (result.place(fn, devices=devices),
-                 gplace.place(fn, result, devices=devices)):
+  for placed in (result.place(fn, devices=two_devices),
+                 gplace.place(fn, result, devices=two_devices)):
     np.testing.assert_allclose(placed(*args), expected, rtol=1e-5,
                                atol=1e-5)
     np.testing.assert_array_equal(placed.fusion, result.fusion)
@@ -70,21 +61,21 @@ def test_place_runs_the_fused_result_like_jit(program, result, devices):
       assert len(set(fused.group_of[list(cluster.nodes)].tolist())) == 1
 
 
-def test_without_fusion_nothing_changes(program, topology):
+def test_without_fusion_nothing_changes(program, two_device_topology):
   fn, args = program
-  plain = gplace.optimize(fn, *args, topology=topology, method="m_topo",
-                          budget_s=30.0, progress=False)
+  plain = gplace.optimize(fn, *args, topology=two_device_topology,
+                          method="m_topo", budget_s=30.0, progress=False)
   assert plain.fusion is None and plain.fusion_runtimes == {}
   assert "fusion: none" in plain.table()
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
-def test_a_bad_fusion_flag_raises(program, topology, value):
+def test_a_bad_fusion_flag_raises(program, two_device_topology, value):
   fn, args = program
   with pytest.raises(errors.SearchError, match="fusion must be True or "
                      "False"):
-    gplace.optimize(fn, *args, topology=topology, method="m_topo",
-                    progress=False, fusion=value)
+    gplace.optimize(fn, *args, topology=two_device_topology,
+                    method="m_topo", progress=False, fusion=value)
 
 
 def test_a_decision_that_does_not_pay_is_not_used():
