@@ -68,6 +68,12 @@ JOINT_SHARE = 0.5
 # candidates with the executor.
 MEASURE_SHARE = 0.3
 MIN_MEASURE_S = 2.0
+# Before the searches, one device's placement is built (compiled) and run
+# once; the measuring then keeps at least this many times that build's
+# seconds (the other mandatory candidates' builds) plus MIN_MEASURE_S, so
+# that a program whose builds are slow (a 2,870-op LM step: ~5 s each on
+# two CPU cores) does not overrun the budget.
+BUILD_RESERVE = 2.5
 # profile=True: gplace.profile gets at most this share of the budget (a
 # profile cached from an earlier call costs next to nothing).
 PROFILE_SHARE = 0.5
@@ -75,6 +81,13 @@ PROFILE_SHARE = 0.5
 #: :data:`MIN_FUSION_S` seconds).
 FUSION_SHARE = 0.2
 MIN_FUSION_S = 0.5
+
+
+def measure_reserve_s(budget_s: float, build_s: float = 0.0) -> float:
+  """Seconds kept at the end of ``budget_s`` for measuring on this machine,
+  given the seconds ``build_s`` one placement took to build and run once."""
+  return max(MEASURE_SHARE * budget_s, MIN_MEASURE_S,
+             BUILD_RESERVE * build_s + MIN_MEASURE_S)
 
 
 def fusion_budget_s(budget_s: float) -> float:

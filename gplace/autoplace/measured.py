@@ -99,6 +99,20 @@ def candidates_to_measure(tried: Sequence[Candidate],
   return out[:limit]
 
 
+def first_build_s(fn: Callable, args: tuple, graph: Graph,
+                  topology: Topology, costs, candidate: Candidate, *,
+                  devices=None,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
+  """Seconds to build ``candidate`` of ``fn`` (compile its clusters) and run
+  it once; the compiled clusters stay in the executor's cache, so measuring
+  it later does not compile them again. A placement that fails: ``inf``."""
+  start = clock()
+  schedule = schedule_of(graph, topology, costs, candidate)
+  placed = place(fn, graph, candidate.placement, devices, schedule=schedule)
+  run = measure_placed(placed, *args, repeats=1, warmup=0)
+  return math.inf if run.failed else clock() - start
+
+
 def measure(fn: Callable, args: tuple, graph: Graph, topology: Topology,
             costs, candidates: Sequence[Candidate], *, time_s: float,
             devices=None,

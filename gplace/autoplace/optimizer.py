@@ -64,8 +64,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   Methods:
 
   On this machine's devices (``topology="local"``) with a function, the
-  top candidates are measured with the executor in the last
-  :data:`MEASURE_SHARE` of the budget and the measured fastest wins;
+  top candidates are measured with the executor at the end of the budget
+  (:func:`~gplace.autoplace.budget.measure_reserve_s`: a share of it, more
+  where the one-device placement, built first, took long to build) and the
+  measured fastest wins;
   everywhere a simpler plan (fewer devices, clusters, transfers) wins a tie
   within the noise (:mod:`gplace.autoplace.measured`). ``result.table()``
   says which times are simulated and which measured.
@@ -263,8 +265,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       and budget_s >= 2 * budget.AUTO_FINETUNE_S)
 
   # Measuring on this machine gets its share of the budget at the end.
-  measure_s = (max(budget.MEASURE_SHARE * budget_s, budget.MIN_MEASURE_S)
-               if measuring else 0)
+  measure_s = budget.measure_reserve_s(budget_s) if measuring else 0
   deadline = began + max(budget_s - measure_s, budget.SEARCH_FLOOR * budget_s)
   notes: list = []
   bound_s = lower_bound(problem.graph, problem.topology, problem.costs)
@@ -275,6 +276,18 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         names=[chosen.name] if chosen.kind == "baseline" else None)
     tried = list(runs.best)
     _show_best(bar, tried)
+    single = [c for c in tried if c.label.startswith("single_device")
+              and math.isfinite(c.runtime_s)]
+    if measuring and single:
+      # How slow builds are here sets what the measuring keeps at the end.
+      bar.stage("building one placement")
+      build_s = measured_lib.first_build_s(
+          problem.fn, args, problem.graph, problem.topology, problem.costs,
+          single[0])
+      if math.isfinite(build_s):
+        measure_s = budget.measure_reserve_s(budget_s, build_s)
+        deadline = began + max(budget_s - measure_s,
+                               budget.SEARCH_FLOOR * budget_s)
     if loaded is not None:
       bar.stage("pretrained policy")
       tried.extend(learned.zero_shot_candidates(

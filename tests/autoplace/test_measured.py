@@ -152,3 +152,34 @@ def test_results_state_their_gap_to_the_bound():
   assert result.gap == pytest.approx(
       result.runtime_s / result.lower_bound_s - 1)
   assert "gap to the lower bound" in result.table()
+
+
+def test_slow_builds_reserve_more_of_the_budget_for_measuring():
+  assert budget.measure_reserve_s(30.0) == budget.MEASURE_SHARE * 30.0
+  assert budget.measure_reserve_s(30.0, build_s=0.1) == (
+      budget.MEASURE_SHARE * 30.0)
+  # A 5 s build (a 2,870-op LM step): two more builds and the rounds.
+  assert budget.measure_reserve_s(30.0, build_s=5.0) == (
+      budget.BUILD_RESERVE * 5.0 + budget.MIN_MEASURE_S)
+  assert budget.measure_reserve_s(1.0) == budget.MIN_MEASURE_S
+
+
+def test_optimize_builds_one_device_first_and_keeps_its_builds_time(
+    monkeypatch):
+  # The build's time moves the searches' deadline: with a build "taking"
+  # the whole budget the searches get their floor, and the call still
+  # returns a measured choice.
+  calls = []
+
+  def first_build_s(fn, args, graph, topology, costs, candidate, **kwargs):
+    calls.append(candidate.label)
+    return 1e3
+
+  monkeypatch.setattr(measured, "first_build_s", first_build_s)
+  fn = lambda x: jnp.tanh(x @ x).sum()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    result = gplace.optimize(fn, jnp.ones((16, 16)), topology="local",
+                             budget_s=4.0, progress=False)
+  assert calls and calls[0].startswith("single_device")
+  assert np.isfinite(result.runtime_s)
