@@ -11,6 +11,7 @@ to launch".
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Mapping, NamedTuple, Optional, TypeVar
 
 import jax
@@ -290,3 +291,15 @@ def allgather(tree: T) -> T:
       (-1,) + leaf.shape) if leaf.dtype.itemsize == 8 else np.asarray(g)
          for g, leaf in zip(got, leaves)]
   return jax.tree.unflatten(treedef, out)
+
+
+def broadcast_object(value: T) -> T:
+  """Process 0's ``value`` (any picklable object) on every process; the
+  value itself for one process. Every process of the run must call it."""
+  if not is_distributed():
+    return value
+  data = pickle.dumps(value) if is_primary() else b""
+  size = int(broadcast(np.asarray(len(data), np.int32)))
+  buffer = (np.frombuffer(data, np.uint8) if is_primary()
+            else np.zeros(size, np.uint8))
+  return pickle.loads(np.asarray(broadcast(buffer), np.uint8).tobytes())

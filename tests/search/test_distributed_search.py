@@ -37,14 +37,21 @@ layout = processes.initialize(sys.argv[1], 2, int(sys.argv[2]),
 from gplace.graphs.graph import random_dag
 from gplace.search.annealing import annealing
 from gplace.sim.presets import preset
-result = annealing(random_dag(12, seed=3), preset("1cpu+2gpu"),
-                   seed=int(sys.argv[3]), budget=int(sys.argv[4]),
-                   batch_size=8, round_evaluations=16)
+graph, topology = random_dag(12, seed=3), preset("1cpu+2gpu")
+result = annealing(graph, topology, seed=int(sys.argv[3]),
+                   budget=int(sys.argv[4]), batch_size=8,
+                   round_evaluations=16)
+import gplace
+optimized = gplace.optimize(graph, topology=topology, method="annealing",
+                            seed=int(sys.argv[3]), budget_s=60,
+                            max_evaluations=int(sys.argv[4]), progress=False)
 print(json.dumps({"placement": result.placement.tolist(),
                   "runtime_s": result.runtime_s,
                   "init_runtime_s": result.init_runtime_s,
                   "evaluations": result.evaluations,
                   "own": int(result.history.evaluations[-1]),
+                  "optimized": optimized.placement.tolist(),
+                  "optimized_s": optimized.runtime_s,
                   "process": processes.process_index()}))
 """
 
@@ -217,7 +224,8 @@ def two_processes(seed=SEED, budget=BUDGET, timeout_s=120):
 def test_two_processes_find_the_same_best_and_rerun_the_same():
   first = two_processes()
   assert [r["process"] for r in first] == [0, 1]
-  keys = ("placement", "runtime_s", "init_runtime_s", "evaluations")
+  keys = ("placement", "runtime_s", "init_runtime_s", "evaluations",
+          "optimized", "optimized_s")
   assert {k: first[0][k] for k in keys} == {k: first[1][k] for k in keys}
   assert first[0]["runtime_s"] <= first[0]["init_runtime_s"]
   assert first[0]["evaluations"] == BUDGET
@@ -225,3 +233,4 @@ def test_two_processes_find_the_same_best_and_rerun_the_same():
   again = two_processes()
   assert again[0]["placement"] == first[0]["placement"]
   assert again[0]["runtime_s"] == first[0]["runtime_s"]
+  assert again[1]["optimized"] == first[1]["optimized"]
