@@ -375,17 +375,14 @@ class Evaluator:
 
   def adopt(self, placement: np.ndarray, priority: np.ndarray | None,
             runtime_s: float) -> None:
-    """Makes ``placement`` (run with ``priority``, or the critical path's
-    schedule for None) the best, at ``runtime_s``, without counting an
-    evaluation: another process's best (:mod:`gplace.search.rounds`)."""
+    """Another process's best as this one's, no evaluation counted."""
     if runtime_s < self.best_runtime_s:
       self.improved_at = time.perf_counter()
-    self.best_placement = np.asarray(placement, np.int32).copy()
-    self.best_priority = (None if priority is None
-                          else np.asarray(priority, np.float32).copy())
+    self.best_placement = np.array(placement, np.int32)
+    self.best_priority = (None if priority is None else np.array(priority,
+                                                                 np.float32))
     self.best_runtime_s = float(runtime_s)
-    if self._history_runtime_s:
-      self._history_runtime_s[-1] = self.best_runtime_s
+    self._history_runtime_s[-1] = self.best_runtime_s  # the start was scored
 
   def result(self, init_runtime_s: float) -> SearchResult:
     """The :class:`SearchResult` of everything evaluated so far."""
