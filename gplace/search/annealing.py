@@ -21,7 +21,7 @@ from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
                                   placer_from_search, stack_best, start)
 from gplace.search.moves import neighbours
 from gplace.search.rounds import (Exchange, check_round_evaluations,
-                                  default_exchange, run_rounds, share)
+                                  resolve_exchange, run_rounds, share)
 from gplace.sim.topology import Topology
 
 DEFAULT_T0 = 0.001
@@ -128,7 +128,7 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
-  exchange = default_exchange() if exchange is None else exchange or None
+  exchange = resolve_exchange(exchange)
   if exchange is not None:
     round_evaluations = check_round_evaluations(round_evaluations,
                                                 batch_size)

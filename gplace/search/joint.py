@@ -26,7 +26,7 @@ from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
                                   start)
 from gplace.search.moves import choose_distinct, redraw
 from gplace.search.rounds import (Exchange, check_round_evaluations,
-                                  default_exchange, run_rounds, share)
+                                  resolve_exchange, run_rounds, share)
 from gplace.sim.priority import bottom_level
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
@@ -130,7 +130,7 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
       or not math.isfinite(sigma) or sigma <= 0):
     raise SearchError(f"sigma must be a positive number (the spread of a "
                       f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
-  exchange = default_exchange() if exchange is None else exchange or None
+  exchange = resolve_exchange(exchange)
   if exchange is not None:
     round_evaluations = check_round_evaluations(round_evaluations,
                                                 batch_size)

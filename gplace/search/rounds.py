@@ -50,6 +50,26 @@ def default_exchange() -> Optional[Exchange]:
   return Exchange() if processes.is_distributed() else None
 
 
+def resolve_exchange(exchange) -> Optional[Exchange]:
+  """A search's ``exchange`` argument as an :class:`Exchange`, or None for a
+  search alone: None is :func:`default_exchange`, False alone, True the
+  run's processes.
+
+  Raises:
+    SearchError: anything else.
+  """
+  if exchange is None:
+    return default_exchange()
+  if isinstance(exchange, bool):
+    return Exchange() if exchange else None
+  if not isinstance(exchange, Exchange):
+    raise SearchError(
+        f"exchange must be None (the processes of a jax.distributed run), "
+        f"False (this process alone), True or a gplace.search.rounds."
+        f"Exchange, got {type(exchange).__name__} {exchange!r}.")
+  return exchange
+
+
 def split_budget(budget: int, num_processes: int) -> list[int]:
   """Each process's share of ``budget`` evaluations: ``budget // P``, and one
   more for the first ``budget % P`` processes (they sum to ``budget``).

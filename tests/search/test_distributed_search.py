@@ -140,6 +140,12 @@ def test_one_process_is_unchanged_by_the_exchange_argument():
                                 alone.history.runtime_s)
 
 
+def test_an_exchange_that_is_none_of_the_kinds_is_refused():
+  graph, topology = small_case()
+  with pytest.raises(SearchError, match="exchange must be None"):
+    annealing(graph, topology, budget=10, exchange="yes")
+
+
 @pytest.mark.parametrize("kwargs, words", [
     (dict(round_evaluations=0), "round_evaluations must be a positive"),
     (dict(round_evaluations=2.5), "round_evaluations must be a positive"),
