@@ -44,7 +44,8 @@ PACKAGE = "gplace"
 #: layer of the longest prefix that is itself or a package above it;
 #: ``"gplace"`` alone is ``gplace/__init__.py``.
 LAYERS = (
-    ("utilities", ("gplace.errors", "gplace._compiled", "gplace.report")),
+    ("utilities", ("gplace.errors", "gplace._compiled", "gplace.report",
+                   "gplace.processes")),
     ("graph IR", ("gplace.graphs",)),
     ("cost model", ("gplace.sim",)),
     # Above the cost model: a workload may be a graph file, which carries

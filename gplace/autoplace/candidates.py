@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from gplace import baselines, search, solvers
+from gplace import baselines, processes, search, solvers
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
 from gplace.search.joint import joint_annealing
@@ -209,6 +209,8 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     score(problem, start.placement[None])     # compiled already: times a batch
     per_batch_s = max(time.perf_counter() - began, 1e-4)
     budget = max(BATCH, int(0.9 * time_s / per_batch_s) * BATCH)
+    # Across processes, process 0's count is split over all of them.
+    budget = int(processes.broadcast(np.asarray(budget, np.int32)))
   else:
     budget = max_evaluations
   origin = start.label.split(" (")[0]

@@ -1,248 +1,36 @@
 """Training across processes with ``jax.distributed``.
 
-:func:`initialize` starts a multi-process run (arguments, ``JAX_*``
-environment variables, or SLURM); :func:`gplace.rl.train` then splits its
-global batch of samples over every device of every process, and only
-process 0 (:func:`is_primary`) writes the workdir. See docs/guide.md, "How
-to launch".
+:func:`initialize` (from :mod:`gplace.processes`) starts a multi-process run;
+:func:`gplace.rl.train` then splits its global batch of samples over every
+device of every process, and only process 0 (:func:`is_primary`) writes the
+workdir. See docs/guide.md, "How to launch".
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-from typing import Any, Callable, Mapping, NamedTuple, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import jax
-import numpy as np
 
-from gplace.errors import DistributedError, is_int
+from gplace.errors import DistributedError
+# The generic process helpers, public here too (gplace.rl.distributed.X).
+from gplace.processes import (COORDINATOR_ENV, NUM_PROCESSES_ENV,
+                              PROCESS_ID_ENV, SLURM_ENV, ProcessLayout, agree,
+                              allgather, broadcast, initialize, is_distributed,
+                              is_primary, process_count, process_index,
+                              resolve_layout)
 
 T = TypeVar("T")
 
-#: Environment variables read when an argument is None (JAX itself reads
-#: only the first; the other two are gplace's, named as JAX names it).
-COORDINATOR_ENV = "JAX_COORDINATOR_ADDRESS"
-NUM_PROCESSES_ENV = "JAX_NUM_PROCESSES"
-PROCESS_ID_ENV = "JAX_PROCESS_ID"
-#: Set in every task of a SLURM job step (JAX's own detection reads them).
-SLURM_ENV = ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID",
-             "SLURM_STEP_NODELIST")
-
-
-class ProcessLayout(NamedTuple):
-  """Who this process is in the run.
-
-  Attributes:
-    coordinator_address: ``host:port`` of process 0's coordinator, or None
-      (one process, or SLURM, where JAX derives it from the node list).
-    num_processes: processes in the run (1: not distributed).
-    process_id: this process, ``0 <= process_id < num_processes``.
-    source: where the layout came from: ``"arguments"``, ``"environment"``,
-      ``"slurm"`` or ``"single"``.
-  """
-  coordinator_address: Optional[str]
-  num_processes: int
-  process_id: int
-  source: str
-
-
-def _as_count(value, name: str, where: str) -> int:
-  """``value`` (an int, or the text of an environment variable) as an int."""
-  if isinstance(value, str):
-    try:
-      value = int(value.strip())
-    except ValueError:
-      raise DistributedError(
-          f"{where} {name}={value!r} is not an integer; set it to e.g. "
-          f"{'2' if name == 'num_processes' else '0'}.") from None
-  if not is_int(value):
-    raise DistributedError(f"{name} must be an integer, got "
-                           f"{type(value).__name__} {value!r}.")
-  return int(value)
-
-
-def _check_address(address) -> str:
-  """``host:port`` with a port in 1..65535."""
-  if not isinstance(address, str) or ":" not in address:
-    raise DistributedError(
-        f"coordinator_address={address!r} is not host:port; pass process "
-        "0's address and a free port, e.g. --coordinator_address="
-        "10.0.0.1:12345 (127.0.0.1:12345 for processes on one host).")
-  host, port = address.rsplit(":", 1)
-  if not host or not port.isdigit() or not 0 < int(port) < 65536:
-    raise DistributedError(
-        f"coordinator_address={address!r}: the port must be a number in "
-        "1..65535 after the host, e.g. 10.0.0.1:12345.")
-  return address
-
-
-def resolve_layout(coordinator_address: Optional[str] = None,
-                   num_processes: Optional[int] = None,
-                   process_id: Optional[int] = None, *,
-                   environ: Optional[Mapping[str, str]] = None
-                   ) -> ProcessLayout:
-  """The layout the arguments describe, each None argument read from
-  :data:`COORDINATOR_ENV`, :data:`NUM_PROCESSES_ENV`,
-  :data:`PROCESS_ID_ENV`, and then from SLURM's variables (``SLURM_NTASKS``,
-  ``SLURM_PROCID``) inside a SLURM job step. Host-side, starts nothing.
-
-  Raises:
-    DistributedError: a count that is not a positive integer, a process id
-      out of range or missing, or several processes and no coordinator
-      (outside SLURM).
-  """
-  env = os.environ if environ is None else environ
-  source = "arguments"
-  if coordinator_address is None and num_processes is None and (
-      process_id is None):
-    source = "environment"
-  where = {}
-  if coordinator_address is None and COORDINATOR_ENV in env:
-    coordinator_address = env[COORDINATOR_ENV]
-  if num_processes is None and NUM_PROCESSES_ENV in env:
-    num_processes, where["num_processes"] = (env[NUM_PROCESSES_ENV],
-                                             f"${NUM_PROCESSES_ENV}:")
-  if process_id is None and PROCESS_ID_ENV in env:
-    process_id, where["process_id"] = (env[PROCESS_ID_ENV],
-                                       f"${PROCESS_ID_ENV}:")
-  slurm = all(name in env for name in SLURM_ENV)
-  if slurm and num_processes is None:
-    num_processes, where["num_processes"] = env["SLURM_NTASKS"], "SLURM:"
-    source = "slurm"
-  if slurm and process_id is None:
-    process_id, where["process_id"] = env["SLURM_PROCID"], "SLURM:"
-  if num_processes is None:
-    if process_id is not None or coordinator_address is not None:
-      raise DistributedError(
-          "num_processes is missing: a multi-process run needs all three "
-          "of coordinator_address, num_processes and process_id (or their "
-          f"${COORDINATOR_ENV}, ${NUM_PROCESSES_ENV}, ${PROCESS_ID_ENV}); "
-          "pass e.g. --num_processes=2.")
-    return ProcessLayout(None, 1, 0, "single")
-  num_processes = _as_count(num_processes, "num_processes",
-                            where.get("num_processes", ""))
-  if num_processes < 1:
-    raise DistributedError(f"num_processes={num_processes} must be at least "
-                           "1 (the processes of the run, all hosts together).")
-  if process_id is None:
-    if num_processes == 1:
-      return ProcessLayout(None, 1, 0, "single")
-    raise DistributedError(
-        f"process_id is missing for a run of {num_processes} processes; "
-        f"give each process its own id 0..{num_processes - 1} "
-        f"(--process_id or ${PROCESS_ID_ENV}); process 0 runs the "
-        "coordinator.")
-  process_id = _as_count(process_id, "process_id",
-                         where.get("process_id", ""))
-  if not 0 <= process_id < num_processes:
-    raise DistributedError(
-        f"process_id={process_id} is out of range for num_processes="
-        f"{num_processes}; use 0..{num_processes - 1}, one id per process.")
-  if num_processes == 1:
-    return ProcessLayout(None, 1, 0, "single")
-  if coordinator_address is None and source != "slurm":
-    raise DistributedError(
-        f"coordinator_address is missing for a run of {num_processes} "
-        "processes; pass process 0's host and a free port to every process "
-        f"(--coordinator_address=10.0.0.1:12345 or ${COORDINATOR_ENV}), or "
-        "launch inside a SLURM job step (srun), where JAX finds it.")
-  if coordinator_address is not None:
-    coordinator_address = _check_address(coordinator_address)
-  return ProcessLayout(coordinator_address, num_processes, process_id,
-                       source)
-
-
-def initialize(coordinator_address: Optional[str] = None,
-               num_processes: Optional[int] = None,
-               process_id: Optional[int] = None, *,
-               heartbeat_timeout_s: int = 100,
-               initialization_timeout_s: int = 300,
-               shutdown_timeout_s: int = 300,
-               environ: Optional[Mapping[str, str]] = None
-               ) -> ProcessLayout:
-  """Joins this process to a multi-process run (``jax.distributed``); a
-  no-op for one process. Call it first, before anything runs on a device.
-
-  CPU devices communicate through gloo (set here). If another process dies,
-  the survivors stop within about ``heartbeat_timeout_s`` seconds: JAX ends
-  them (status 134, "the JAX distributed service detected fatal errors ...
-  another task died") instead of letting them hang in a collective.
-
-  Args:
-    coordinator_address, num_processes, process_id: as
-      :func:`resolve_layout` (None: the environment, or SLURM).
-    heartbeat_timeout_s: seconds without a heartbeat after which a process
-      counts as dead.
-    initialization_timeout_s: how long to wait for every process to join.
-    shutdown_timeout_s: how long a finished process waits at exit for the
-      others to finish.
-    environ: the environment to read (``os.environ``).
-
-  Returns:
-    The :class:`ProcessLayout`.
-
-  Raises:
-    DistributedError: a bad layout (:func:`resolve_layout`), JAX already
-      running in this process (or initialized with another layout), or
-      processes that did not all join in time.
-  """
-  layout = resolve_layout(coordinator_address, num_processes, process_id,
-                          environ=environ)
-  if layout.num_processes == 1:
-    return layout
-  if jax.distributed.is_initialized():
-    if (jax.process_count(), jax.process_index()) == (layout.num_processes,
-                                                      layout.process_id):
-      return layout
-    raise DistributedError(
-        f"jax.distributed is already initialized as process "
-        f"{jax.process_index()} of {jax.process_count()}, not "
-        f"{layout.process_id} of {layout.num_processes}; initialize once "
-        "per process.")
-  for name, value in (("heartbeat_timeout_s", heartbeat_timeout_s),
-                      ("initialization_timeout_s", initialization_timeout_s),
-                      ("shutdown_timeout_s", shutdown_timeout_s)):
-    if not is_int(value) or value < 1:
-      raise DistributedError(f"{name}={value!r} must be a whole number of "
-                             "seconds, at least 1.")
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  try:
-    jax.distributed.initialize(
-        coordinator_address=layout.coordinator_address,
-        num_processes=layout.num_processes, process_id=layout.process_id,
-        initialization_timeout=int(initialization_timeout_s),
-        heartbeat_timeout_seconds=int(heartbeat_timeout_s),
-        shutdown_timeout_seconds=int(shutdown_timeout_s))
-  except Exception as err:  # pylint: disable=broad-except
-    text = " ".join(str(err).split())[:300]
-    if "backend" in text.lower() or "before" in text.lower():
-      fix = ("call gplace.rl.distributed.initialize first, before any JAX "
-             "computation (or jax.devices()) in this process")
-    else:
-      fix = (f"check that all {layout.num_processes} processes start with "
-             f"the same coordinator_address ({layout.coordinator_address}) "
-             "and num_processes, distinct process ids, and that process 0 "
-             "can bind the port")
-    raise DistributedError(
-        f"jax.distributed.initialize failed for process "
-        f"{layout.process_id} of {layout.num_processes}: {text}; {fix}."
-    ) from err
-  return layout
-
-
-# -- inside a run ------------------------------------------------------------
-
-
-def is_distributed() -> bool:
-  """Whether this process is one of several."""
-  return jax.process_count() > 1
-
-
-def is_primary() -> bool:
-  """Whether this process writes the run's outputs (process 0)."""
-  return jax.process_index() == 0
+__all__ = [
+    "COORDINATOR_ENV", "NUM_PROCESSES_ENV", "PROCESS_ID_ENV", "SLURM_ENV",
+    "ProcessLayout", "agree", "allgather", "broadcast", "check_single_process",
+    "entered_on_primary", "first_on_primary", "initialize", "is_distributed",
+    "is_primary", "local_share", "parallel_devices", "process_count",
+    "process_index", "resolve_layout", "silent",
+]
 
 
 def parallel_devices(count: int) -> list:
@@ -263,23 +51,6 @@ def local_share(count: int) -> int:
   """How many of :func:`parallel_devices` ``(count)`` are this process's
   (the leading size of its share of a ``pmap`` argument)."""
   return jax.local_device_count() if is_distributed() else count
-
-
-def broadcast(tree: T) -> T:
-  """Process 0's ``tree`` (arrays) on every process; identity for one."""
-  if not is_distributed():
-    return tree
-  # pylint: disable=g-import-not-at-top
-  from jax.experimental import multihost_utils
-  return multihost_utils.broadcast_one_to_all(tree)
-
-
-def agree(flag: bool) -> bool:
-  """Process 0's ``flag`` on every process (one tiny collective), so that
-  every process takes the same branch (a decision to stop)."""
-  if not is_distributed():
-    return bool(flag)
-  return bool(broadcast(np.asarray(bool(flag))))
 
 
 def first_on_primary(fn: Callable[[], T],

@@ -17,9 +17,11 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  SearchResult, placer_from_search, stack_best,
-                                  start)
+                                  SearchResult, initial_placements,
+                                  placer_from_search, stack_best, start)
 from gplace.search.moves import neighbours
+from gplace.search.rounds import (Exchange, check_round_evaluations,
+                                  resolve_exchange, run_rounds, share)
 from gplace.sim.topology import Topology
 
 DEFAULT_T0 = 0.001
@@ -77,7 +79,9 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
               decay: float | None = None,
               batch_size: int = DEFAULT_BATCH_SIZE,
               time_limit_s: float | None = None,
-              stall_s: float | None = None) -> SearchResult:
+              stall_s: float | None = None,
+              exchange: Exchange | None | bool = None,
+              round_evaluations: int | None = None) -> SearchResult:
   """Simulated annealing over placements, scored by the simulator.
 
   See the module docstring for the acceptance rule. Runtimes are simulated
@@ -102,10 +106,20 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     batch_size: candidates simulated per step (``K``).
     time_limit_s: optional wall-clock limit in seconds.
     stall_s: stop once the best has not improved for this many seconds.
+    exchange: the processes that search together
+      (:mod:`gplace.search.rounds`): None, the processes of the
+      ``jax.distributed`` run when it has several; False, this process
+      alone. Process ``p`` of ``P`` spends its share of ``budget``
+      (``budget // P``, one more for ``p < budget % P``) with a seed
+      derived from ``seed`` and ``p``; every process returns the same
+      result, with ``evaluations`` summed over processes.
+    round_evaluations: evaluations each process spends between two
+      exchanges of the best (default 4 batches); with one process unused.
 
   Returns:
     :class:`~gplace.search.common.SearchResult`; the best placement seen,
-    never slower than ``init``.
+    never slower than ``init``. Across processes ``history`` is this
+    process's own (its last entry the shared best).
 
   Raises:
     SearchError: a schedule that is not positive (``t0 <= 0``, ``decay``
@@ -114,6 +128,13 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
+  exchange = resolve_exchange(exchange)
+  if exchange is not None:
+    round_evaluations = check_round_evaluations(round_evaluations,
+                                                batch_size)
+    if init is None:  # every process starts from the same placements
+      init, _ = initial_placements(graph, topology, costs, None, seed)
+    budget, seed = share(exchange, budget, seed)
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
                 batch_size=batch_size, time_limit_s=time_limit_s,
@@ -125,14 +146,30 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     batches = max(1, math.ceil(evaluator.remaining / batch_size))
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
   temperature = t0
-  while setup.n_devices > 1 and evaluator.remaining > 0:
+
+  def active() -> bool:
+    return setup.n_devices > 1 and evaluator.remaining > 0
+
+  def step() -> None:
+    nonlocal current, current_s, temperature
     candidates, runtime_s = neighbours(setup, current, batch_size)
     passed = metropolis(rng, runtime_s, current_s, temperature)
     if passed.any():
       chosen = int(np.argmin(np.where(passed, runtime_s, np.inf)))
       current, current_s = candidates[chosen].copy(), float(runtime_s[chosen])
     temperature *= decay
-  return evaluator.result(init_s)
+
+  def restart(placement, _, runtime_s: float) -> None:
+    nonlocal current, current_s
+    current, current_s = np.array(placement, np.int32), runtime_s
+
+  if exchange is None:
+    while active():
+      step()
+    return evaluator.result(init_s)
+  total = run_rounds(evaluator, step, active, restart, exchange,
+                     round_evaluations)
+  return evaluator.result(init_s)._replace(evaluations=total)
 
 
 annealing_placer = placer_from_search(annealing)

@@ -373,6 +373,17 @@ class Evaluator:
     self._history_runtime_s.append(self.best_runtime_s)
     return improved
 
+  def adopt(self, placement: np.ndarray, priority: np.ndarray | None,
+            runtime_s: float) -> None:
+    """Another process's best as this one's, no evaluation counted."""
+    if runtime_s < self.best_runtime_s:
+      self.improved_at = time.perf_counter()
+    self.best_placement = np.array(placement, np.int32)
+    self.best_priority = (None if priority is None else np.array(priority,
+                                                                 np.float32))
+    self.best_runtime_s = float(runtime_s)
+    self._history_runtime_s[-1] = self.best_runtime_s  # the start was scored
+
   def result(self, init_runtime_s: float) -> SearchResult:
     """The :class:`SearchResult` of everything evaluated so far."""
     history = History(np.asarray(self._history_evaluations, np.int64),

@@ -22,8 +22,11 @@ from gplace.graphs.graph import NODE_OP, Graph
 from gplace.search.annealing import (DEFAULT_T0, FINAL_TEMPERATURE_RATIO,
                                      check_schedule, metropolis)
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  History, check_fraction, start)
+                                  History, check_fraction, initial_placements,
+                                  start)
 from gplace.search.moves import choose_distinct, redraw
+from gplace.search.rounds import (Exchange, check_round_evaluations,
+                                  resolve_exchange, run_rounds, share)
 from gplace.sim.priority import bottom_level
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
@@ -97,13 +100,16 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
                     t0: float = DEFAULT_T0, decay: float | None = None,
                     batch_size: int = DEFAULT_BATCH_SIZE,
                     time_limit_s: float | None = None,
-                    stall_s: float | None = None) -> JointResult:
+                    stall_s: float | None = None,
+                    exchange: Exchange | None | bool = None,
+                    round_evaluations: int | None = None) -> JointResult:
   """Simulated annealing over placements and their schedules.
 
   Args:
     graph, topology, costs, seed, budget, init, groups, move_size, t0,
-      decay, batch_size, time_limit_s, stall_s: as for
-      :func:`gplace.search.annealing.annealing`.
+      decay, batch_size, time_limit_s, stall_s, exchange,
+      round_evaluations: as for :func:`gplace.search.annealing.annealing`
+      (across processes the shared best carries its priorities too).
     init_order: ``[N]`` op order the start runs in (e.g. a list
       scheduler's own plan); default the critical path.
     schedule_share: share of moves that rescale priorities, in ``[0, 1]``
@@ -124,6 +130,13 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
       or not math.isfinite(sigma) or sigma <= 0):
     raise SearchError(f"sigma must be a positive number (the spread of a "
                       f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
+  exchange = resolve_exchange(exchange)
+  if exchange is not None:
+    round_evaluations = check_round_evaluations(round_evaluations,
+                                                batch_size)
+    if init is None:  # every process starts from the same placements
+      init, _ = initial_placements(graph, topology, costs, None, seed)
+    budget, seed = share(exchange, budget, seed)
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
                 batch_size=batch_size, time_limit_s=time_limit_s,
@@ -142,7 +155,12 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     batches = max(1, math.ceil(evaluator.remaining / batch_size))
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
   temperature = t0
-  while evaluator.remaining > 0:
+
+  def active() -> bool:
+    return evaluator.remaining > 0
+
+  def step() -> None:
+    nonlocal placement, priority, current_s, temperature
     k = min(batch_size, evaluator.remaining)
     schedule_rows = rng.random(k) < (schedule_share if setup.n_devices > 1
                                      else 1.0)
@@ -160,7 +178,23 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
                              priorities[chosen].copy())
       current_s = float(runtime_s[chosen])
     temperature *= decay
-  return _result(graph, topology, evaluator, start_priority, init_s)
+
+  def restart(best_placement, best_priority, runtime_s: float) -> None:
+    nonlocal placement, priority, current_s
+    placement = np.array(best_placement, np.int32)
+    priority = np.array(
+        best_priority if best_priority is not None else _start_priority(
+            graph, topology, evaluator.costs, None), np.float32)
+    current_s = runtime_s
+
+  if exchange is None:
+    while active():
+      step()
+    return _result(graph, topology, evaluator, start_priority, init_s)
+  total = run_rounds(evaluator, step, active, restart, exchange,
+                     round_evaluations)
+  return _result(graph, topology, evaluator, start_priority,
+                 init_s)._replace(evaluations=total)
 
 
 def _start_priority(graph: Graph, topology: Topology, costs,
