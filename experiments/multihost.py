@@ -1,4 +1,4 @@
-"""Best placements on topologies that span hosts, as the network slows (issue 48).
+"""Best placements on hosts of GPUs as the network between them slows.
 
     python experiments/multihost.py --out experiments/results/multihost
 
@@ -132,15 +132,16 @@ EXPLANATION = [
     "Simulated seconds per training step (`gplace.simulate`'s cost model "
     "on the presets' hardware, not measured). Per workload, multi-host "
     "preset and bandwidth between hosts (each way, per GPU; the presets' "
-    "400 Gb/s is one ConnectX-7 per GPU): the fastest placement "
-    "known: `gplace.optimize`'s (the best of the baselines and its "
-    "searches; *method* says which won) or, where faster, the best "
-    "placement on one host moved onto the first host: the hosts and GPUs it uses, the "
+    "400 Gb/s is one ConnectX-7 per GPU): the fastest placement known, "
+    "`gplace.optimize`'s (the best of the baselines and its searches; "
+    "*method* says which won) or, where faster, the best placement on one "
+    "host moved onto the first host; the hosts and GPUs it uses; the "
     "megabytes it sends between hosts per step (one copy per value and "
-    "destination GPU), the graph edges it cuts between hosts and between "
-    "GPUs of one host, optimize's own result, the best baseline alone (each in its best "
-    "schedule), and the best placement on one 8-GPU host (`8xh100`, "
-    "NVLink only) with the multi-host best's change against it.", ""]
+    "destination GPU); the graph edges it cuts between hosts and between "
+    "GPUs of one host; optimize's own result; the best baseline alone "
+    "(each in its best schedule); and the best placement on one 8-GPU "
+    "host (`8xh100`, NVLink only), with the multi-host best's change "
+    "against it.", ""]
 
 
 def main(argv=None) -> None:
