@@ -32,7 +32,6 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import argparse  # noqa: E402  pylint: disable=wrong-import-position
 import time  # noqa: E402  pylint: disable=wrong-import-position
 
-import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
 
 import gplace  # noqa: E402  pylint: disable=wrong-import-position
 from gplace import baselines, report, rl, workloads  # noqa: E402  pylint: disable=wrong-import-position

@@ -73,6 +73,27 @@ def metropolis(rng: np.random.Generator, runtime_s: np.ndarray,
   return feasible & ((delta <= 0) | (uniform < probability))
 
 
+def shared_start(graph: Graph, topology: Topology, costs, *, exchange,
+                 round_evaluations, seed: int, budget, init, groups,
+                 move_size: int, batch_size: int, time_limit_s, stall_s):
+  """``(exchange, round_evaluations, setup)``: a search's start
+  (:func:`~gplace.search.common.start`) with, across processes, every
+  process starting from the same placements and running its share of the
+  budget with its own seed (:mod:`gplace.search.rounds`)."""
+  exchange = resolve_exchange(exchange)
+  if exchange is not None:
+    round_evaluations = check_round_evaluations(round_evaluations,
+                                                batch_size)
+    if init is None:  # every process starts from the same placements
+      init, _ = initial_placements(graph, topology, costs, None, seed)
+    budget, seed = share(exchange, budget, seed)
+  setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
+                init=init, groups=groups, move_size=move_size,
+                batch_size=batch_size, time_limit_s=time_limit_s,
+                stall_s=stall_s)
+  return exchange, round_evaluations, setup
+
+
 def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
               budget: int = DEFAULT_BUDGET, init=None, groups=None,
               move_size: int | None = None, t0: float = DEFAULT_T0,
@@ -128,17 +149,11 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
-  exchange = resolve_exchange(exchange)
-  if exchange is not None:
-    round_evaluations = check_round_evaluations(round_evaluations,
-                                                batch_size)
-    if init is None:  # every process starts from the same placements
-      init, _ = initial_placements(graph, topology, costs, None, seed)
-    budget, seed = share(exchange, budget, seed)
-  setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
-                init=init, groups=groups, move_size=move_size,
-                batch_size=batch_size, time_limit_s=time_limit_s,
-                stall_s=stall_s)
+  exchange, round_evaluations, setup = shared_start(
+      graph, topology, costs, exchange=exchange,
+      round_evaluations=round_evaluations, seed=seed, budget=budget,
+      init=init, groups=groups, move_size=move_size, batch_size=batch_size,
+      time_limit_s=time_limit_s, stall_s=stall_s)
   evaluator, rng = setup.evaluator, setup.rng
   current, current_s = stack_best(setup.placements, setup.runtime_s)
   init_s = current_s

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 

@@ -20,13 +20,12 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import NODE_OP, Graph
 from gplace.search.annealing import (DEFAULT_T0, FINAL_TEMPERATURE_RATIO,
-                                     check_schedule, metropolis)
+                                     check_schedule, metropolis,
+                                     shared_start)
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  History, check_fraction, initial_placements,
-                                  start)
+                                  History, check_fraction)
 from gplace.search.moves import choose_distinct, redraw
-from gplace.search.rounds import (Exchange, check_round_evaluations,
-                                  resolve_exchange, run_rounds, share)
+from gplace.search.rounds import Exchange, run_rounds
 from gplace.sim.priority import bottom_level
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
@@ -130,17 +129,11 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
       or not math.isfinite(sigma) or sigma <= 0):
     raise SearchError(f"sigma must be a positive number (the spread of a "
                       f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
-  exchange = resolve_exchange(exchange)
-  if exchange is not None:
-    round_evaluations = check_round_evaluations(round_evaluations,
-                                                batch_size)
-    if init is None:  # every process starts from the same placements
-      init, _ = initial_placements(graph, topology, costs, None, seed)
-    budget, seed = share(exchange, budget, seed)
-  setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
-                init=init, groups=groups, move_size=move_size,
-                batch_size=batch_size, time_limit_s=time_limit_s,
-                stall_s=stall_s)
+  exchange, round_evaluations, setup = shared_start(
+      graph, topology, costs, exchange=exchange,
+      round_evaluations=round_evaluations, seed=seed, budget=budget,
+      init=init, groups=groups, move_size=move_size, batch_size=batch_size,
+      time_limit_s=time_limit_s, stall_s=stall_s)
   evaluator, rng = setup.evaluator, setup.rng
   best = int(np.argmin(setup.runtime_s))
   placement = setup.placements[best].copy()

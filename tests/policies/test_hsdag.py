@@ -15,7 +15,6 @@ from gplace import policies
 from gplace._testing import chain, make_graphs_tuple
 from gplace.errors import ConfigError, PolicyError
 from gplace.policies import hsdag
-from gplace.rl import training
 from experiments.run import run
 from policy_cases import validate_policy
 
