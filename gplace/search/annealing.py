@@ -76,7 +76,8 @@ def metropolis(rng: np.random.Generator, runtime_s: np.ndarray,
 def shared_start(graph: Graph, topology: Topology, costs, *, exchange,
                  round_evaluations, seed: int, budget, init, groups,
                  move_size: int, batch_size: int, time_limit_s, stall_s):
-  """``(exchange, round_evaluations, setup)``: a search's start
+  """``(exchange, round_evaluations, setup, evaluator, rng)``: a search's
+  start
   (:func:`~gplace.search.common.start`) with, across processes, every
   process starting from the same placements and running its share of the
   budget with its own seed (:mod:`gplace.search.rounds`)."""
@@ -91,7 +92,7 @@ def shared_start(graph: Graph, topology: Topology, costs, *, exchange,
                 init=init, groups=groups, move_size=move_size,
                 batch_size=batch_size, time_limit_s=time_limit_s,
                 stall_s=stall_s)
-  return exchange, round_evaluations, setup
+  return exchange, round_evaluations, setup, setup.evaluator, setup.rng
 
 
 def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
@@ -149,12 +150,11 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
-  exchange, round_evaluations, setup = shared_start(
+  exchange, round_evaluations, setup, evaluator, rng = shared_start(
       graph, topology, costs, exchange=exchange,
       round_evaluations=round_evaluations, seed=seed, budget=budget,
       init=init, groups=groups, move_size=move_size, batch_size=batch_size,
       time_limit_s=time_limit_s, stall_s=stall_s)
-  evaluator, rng = setup.evaluator, setup.rng
   current, current_s = stack_best(setup.placements, setup.runtime_s)
   init_s = current_s
   if decay is None:

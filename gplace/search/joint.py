@@ -129,12 +129,11 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
       or not math.isfinite(sigma) or sigma <= 0):
     raise SearchError(f"sigma must be a positive number (the spread of a "
                       f"priority rescale), got {sigma!r}; e.g. sigma=1.0.")
-  exchange, round_evaluations, setup = shared_start(
+  exchange, round_evaluations, setup, evaluator, rng = shared_start(
       graph, topology, costs, exchange=exchange,
       round_evaluations=round_evaluations, seed=seed, budget=budget,
       init=init, groups=groups, move_size=move_size, batch_size=batch_size,
       time_limit_s=time_limit_s, stall_s=stall_s)
-  evaluator, rng = setup.evaluator, setup.rng
   best = int(np.argmin(setup.runtime_s))
   placement = setup.placements[best].copy()
   init_s = float(setup.runtime_s[best])
