@@ -18,6 +18,7 @@ from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
 from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
+from gplace.sim.topology import Topology
 
 # Placements per simulator call in the default schedule (the searches'
 # default batch_size, so their evaluator reuses this compilation).
@@ -124,6 +125,52 @@ class BaselineRuns(NamedTuple):
   best: list
 
 
+def fast_islands(topology: Topology) -> list[np.ndarray]:
+  """The devices joined by the topology's fastest links: connected groups
+  of devices whose links all run at the largest off-diagonal bandwidth
+  (e.g. the hosts of ``2x8h100``), largest first; one group of every
+  device where all links are as fast."""
+  d = topology.n_devices
+  bandwidth = np.asarray(topology.link_bandwidth, np.float64)
+  off = ~np.eye(d, dtype=bool)
+  if d < 2 or not off.any():
+    return [np.arange(d)]
+  fastest = bandwidth[off].max()
+  joined = (bandwidth >= fastest) & (bandwidth.T >= fastest)
+  label = np.full(d, -1)
+  for first in range(d):
+    if label[first] >= 0:
+      continue
+    stack, label[first] = [first], first
+    while stack:
+      device = stack.pop()
+      for other in np.flatnonzero(joined[device] & (label < 0)).tolist():
+        label[other] = first
+        stack.append(other)
+  islands = [np.flatnonzero(label == g) for g in np.unique(label)]
+  return sorted(islands, key=lambda ix: (-len(ix), int(ix[0])))
+
+
+def island_problem(problem: Problem, island: np.ndarray) -> Problem:
+  """``problem`` on the devices ``island`` only (their links, compute
+  groups and cost columns)."""
+  topology = problem.topology
+  ix = np.asarray(island)
+  pipelined = topology.pipelined_links
+  sub = topology.replace(
+      devices=tuple(topology.devices[i] for i in ix),
+      link_bandwidth=np.asarray(topology.link_bandwidth)[np.ix_(ix, ix)],
+      link_latency=np.asarray(topology.link_latency)[np.ix_(ix, ix)],
+      compute_group=np.unique(np.asarray(topology.compute_group)[ix],
+                              return_inverse=True)[1],
+      pipelined_links=(pipelined if isinstance(pipelined, bool)
+                       else np.asarray(pipelined)[np.ix_(ix, ix)]),
+      name=f"{topology.name}[{int(ix[0])}:{int(ix[-1]) + 1}]")
+  costs = (None if problem.costs is None
+           else np.asarray(problem.costs)[:, ix])
+  return problem._replace(topology=sub, costs=costs)
+
+
 def baseline_runs(problem: Problem, *, seed: int = 0,
                   names: Optional[Sequence[str]] = None) -> BaselineRuns:
   """Every baseline (or those in ``names``), in the default schedule and in
@@ -148,6 +195,24 @@ def baseline_runs(problem: Problem, *, seed: int = 0,
     placed[name] = np.asarray(plan.placement, np.int32)
     if name in baselines.schedulers():
       orders[name] = np.asarray(plan.order, np.int32)
+  # Where slow links join islands of devices (hosts), the baselines also
+  # plan on the largest island alone: crossing a slow network rarely pays,
+  # and planners that see every device cross it anyway.
+  islands = fast_islands(topology)
+  if names is None and len(islands) > 1 and graph.allowed_devices is None:
+    island = islands[0]
+    sub = island_problem(problem, island)
+    for name in baselines.names():
+      try:
+        plan = baselines.plan(name, graph, sub.topology, costs=sub.costs,
+                              seed=seed)
+      except GplaceError:
+        continue
+      label = f"{name} on {len(island)} fast-linked devices"
+      placed[label] = island[np.asarray(plan.placement, np.int32)].astype(
+          np.int32)
+      if name in baselines.schedulers():
+        orders[label] = np.asarray(plan.order, np.int32)
   if not placed:
     return BaselineRuns([], [])
   runtime = score(problem, np.stack(list(placed.values()))).runtime_s
