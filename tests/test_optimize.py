@@ -247,6 +247,8 @@ def test_bad_inputs_raise_gplace_errors(make_input, error, message, tmp_path):
      "policy must be the path"),
     (dict(method="search", policy="p.npz"), errors.SearchError,
      "policy= is used by methods"),
+    (dict(method="finetune", policy=False), errors.SearchError,
+     "policy=False turns it off"),
     (dict(method="pretrained", policy="missing.npz"), errors.PolicyError,
      "no policy file"),
     (dict(max_evaluations=0), errors.SearchError, "max_evaluations"),
@@ -359,6 +361,10 @@ def test_pretrained_runs_the_policy_zero_shot_next_to_the_baselines(
   auto = gplace.optimize(graph, topology="1cpu+2gpu", policy=small_policy,
                          budget_s=5.0, progress=False, max_evaluations=64)
   assert "pretrained GO zero-shot: greedy" in auto.candidates
+  without = gplace.optimize(graph, topology="1cpu+2gpu", policy=False,
+                            budget_s=5.0, progress=False, max_evaluations=64)
+  assert not any("pretrained" in label for label in without.candidates)
+  assert set(without.candidates) < set(auto.candidates)
 
 
 def test_a_policy_for_other_devices_is_refused(small_policy):

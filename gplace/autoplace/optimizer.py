@@ -172,7 +172,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     policy: a policy file (``.npz`` written by ``experiments/run.py
       --config experiments/configs/pretrain.py``) for the pretrained
       methods; default: the one gplace ships for the topology
-      (``gplace.rl.policy_file.shipped_topologies()``), if any.
+      (``gplace.rl.policy_file.shipped_topologies()``), if any; ``False``:
+      none (``"auto"`` without learned candidates, the ablation of
+      ``experiments/learning_in_optimize.py``).
     fusion: after the placement (and order) are chosen, search fusion
       decisions for it (``gplace.search.fusion_annealing``, from the best
       of no fusion and XLA's default) in
@@ -250,6 +252,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   loaded = None
   if chosen.kind in ("auto", "pretrained", "finetune"):
     loaded = learned.resolve_policy_file(policy, problem.topology)
+    if loaded is None and policy is False and chosen.kind != "auto":
+      raise SearchError(
+          f"gplace.optimize: method={chosen.kind!r} applies a pretrained "
+          "policy and policy=False turns it off; drop policy=False, or use "
+          "method='auto' (or a search) without learned candidates.")
     if loaded is None and chosen.kind != "auto":
       raise SearchError(
           f"gplace.optimize: method={chosen.kind!r} needs a pretrained "
@@ -257,7 +264,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           f"it (shipped: {', '.join(shipped_topologies()) or 'none'}); pass "
           "policy='path/to/policy.npz' (experiments/configs/pretrain.py "
           "makes one) or use method='auto'.")
-  elif policy is not None:
+  elif policy is not None and policy is not False:
     raise SearchError(
         f"gplace.optimize: policy= is used by methods 'auto', 'pretrained' "
         f"and 'finetune', not {method!r}; drop it or change the method.")

@@ -52,13 +52,16 @@ _first_chunk_s: dict = {}
 def resolve_policy_file(policy: Any, topology) -> Optional[
     policy_file_lib.PolicyFile]:
   """The policy file ``optimize`` applies: ``policy`` (a path), or by
-  default the one shipped for ``topology.name`` (None if there is none).
+  default the one shipped for ``topology.name`` (None if there is none);
+  None for ``policy=False`` (no learned candidates).
 
   Raises:
     SearchError: ``policy`` is not a path, or the file was trained for
       another device count.
     PolicyError: the file cannot be read.
   """
+  if policy is False:
+    return None
   if policy is None:
     path = policy_file_lib.shipped_policy_path(topology.name)
     if path is None:
@@ -67,7 +70,8 @@ def resolve_policy_file(policy: Any, topology) -> Optional[
     path = os.fspath(policy)
   else:
     raise SearchError(f"gplace.optimize: policy must be the path of a policy "
-                      f"file (.npz) or None, got {type(policy).__name__}.")
+                      f"file (.npz), None (the shipped one) or False (none), got "
+                      f"{type(policy).__name__}.")
   loaded = policy_file_lib.load_policy(path)
   if loaded.n_devices != topology.n_devices:
     shipped = policy_file_lib.shipped_topologies()
