@@ -20,7 +20,12 @@ starts, so each device count is one process.
 ``--profile-repeats K`` checks calibration instead: each program is
 profiled K times afresh within ``--budget_s`` (``gplace.profile(fn, *args,
 time_s=budget_s)``), and the wall time and fitted factors of each are
-printed with their spread; then a profile with a cache, made and reused:
+printed with their spread; then what the spread does to predictions:
+``--check-placements`` fixed placements (everything on device 0, then block
+placements drawn with a fixed seed, all in node-id order) are measured once
+and predicted by each fresh profile (``gplace.simulate`` with its topology
+and costs), with each profile's error and the spread of the predictions;
+then a profile with a cache, made and reused:
 
   python experiments/local_check.py --devices 4 --programs lm \
       --profile-repeats 3 --out experiments/results/local_check/profile_4
@@ -44,6 +49,9 @@ def parse_args(argv=None):
   parser.add_argument("--profile-repeats", type=int, default=0,
                       help="profile each program this many times within "
                       "--budget_s instead (0: the placement check)")
+  parser.add_argument("--check-placements", type=int, default=3,
+                      help="with --profile-repeats: block placements "
+                      "predicted by every profile (besides one device)")
   parser.add_argument("--out", default="", help="a study folder")
   return parser.parse_args(argv)
 
@@ -66,6 +74,7 @@ import optax
 
 import gplace
 from gplace import report
+from gplace.execution import calibration, timing
 
 
 def mlp():
@@ -237,12 +246,39 @@ def profile_check(name: str, budget_s: float, repeats: int) -> list:
   with tempfile.TemporaryDirectory() as cache:
     one("cached: made", cache=cache)
     one("cached: reused", cache=cache)
+  return rows, prediction_rows(name, fn, args, [p for _, p in fresh])
+
+
+def prediction_rows(name: str, fn, args: tuple, profiles: list) -> list:
+  """Rows of each profile's predictions of fixed placements (measured once
+  here, node-id order), and their spread over the profiles."""
+  graph = profiles[0].graph
+  n, d = graph.n_nodes, profiles[0].topology.n_devices
+  blocks = calibration.block_placements(
+      n, d, ARGS.check_placements, np.random.default_rng(7))
+  placements = np.concatenate([np.zeros((1, n), np.int32), blocks])
+  orders = np.tile(np.arange(n, dtype=np.int32), (len(placements), 1))
+  measured = timing.measure_placements(
+      fn, graph, placements, args, schedules=orders, repeats=10)
+  rows, predicted = [], []
+  for i, prof in enumerate(profiles):
+    sim = np.asarray(gplace.simulate(graph, placements, prof.topology,
+                                     prof.costs, order=orders).runtime_s)
+    predicted.append(sim)
+    rows.append([name, f"fresh {i + 1}"] + [
+        f"{s * 1e3:.2f} ({(s / m - 1) * 100:+.0f}%)"
+        for s, m in zip(sim, measured)])
+  predicted = np.array(predicted)
+  rows.append([name, "spread (max/min)"] + [
+      f"{hi / lo:.2f}x" for hi, lo in zip(predicted.max(0), predicted.min(0))])
+  rows.insert(0, [name, "measured"] + [f"{m * 1e3:.2f}" for m in measured])
   return rows
 
 
 def profile_main() -> None:
-  rows = [row for name in ARGS.programs.split(",")
-          for row in profile_check(name, ARGS.budget_s, ARGS.profile_repeats)]
+  checks = [profile_check(name, ARGS.budget_s, ARGS.profile_repeats)
+            for name in ARGS.programs.split(",")]
+  rows = [row for profile_rows, _ in checks for row in profile_rows]
   header = ["program", "profile", "wall s", "fusion factor (mean)",
             "link scale", "launch ms", "copy issue ms", "calibration runs"]
   lines = [f"`gplace.profile(fn, *args, time_s={ARGS.budget_s:g})` on "
@@ -250,6 +286,15 @@ def profile_main() -> None:
            f"{os.getloadavg()[0]:.1f} (measured wall time; fitted factors).",
            "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines += ["| " + " | ".join(row) + " |" for row in rows]
+  predicted = ["program", "profile", "one device"] + [
+      f"blocks {k + 1}" for k in range(ARGS.check_placements)]
+  lines += ["", "Fixed placements in node-id order, measured once (ms), and "
+            "each fresh profile's simulated prediction (error against the "
+            "measurement); spread: max/min of the predictions.", "",
+            "| " + " | ".join(predicted) + " |",
+            "|" + "---|" * len(predicted)]
+  lines += ["| " + " | ".join(row) + " |"
+            for _, prediction in checks for row in prediction]
   print("\n".join(lines))
   study = report.Study.create(ARGS.out, __file__)
   if study is not None:

@@ -281,6 +281,35 @@ def _launch_fit_problem(topology, true_links, true_launch, seed,
   return graph, costs, placements, orders, measured, truth_costs
 
 
+def test_few_noisy_runs_fit_factors_that_agree_across_repeats(monkeypatch):
+  # Two or three runs with 2% noise cannot tell links from launches: many
+  # factor pairs fit them about equally. Without the prior each repeat's
+  # noise picks a different trade (links 1/16..2x here, launches 0..1.7x);
+  # with it the fits stay near the measured costs and agree.
+  topology = presets.local(jax.devices()[:2])
+  topology = topology.replace(devices=tuple(
+      dataclasses.replace(dev, cluster_launch_s=2e-5)
+      for dev in topology.devices))
+  graph, costs, placements, orders, measured, _ = _launch_fit_problem(
+      topology, np.ones((2, 2)), np.ones(2), seed=1)
+  def spreads():
+    links, launches = [], []
+    for few in (slice(0, 2), slice(1, 3), slice(2, 5)):
+      for noise in ((1.02, 0.98, 1.0), (0.98, 1.02, 1.01)):
+        runs = measured[few] * np.array(noise[:len(measured[few])])
+        fit = calibration.calibrate_links(graph, topology, costs,
+                                          placements[few], orders[few], runs)
+        links.append(fit[3][0, 1])
+        launches.append(fit[4][0])
+    return (max(links) / min(links),
+            max(launches) / max(min(launches), 1e-9))
+  link_spread, launch_spread = spreads()
+  assert link_spread <= 8.0 and launch_spread <= 8.0
+  monkeypatch.setattr(calibration, "PRIOR_PER_OCTAVE", 0.0)
+  free_links, free_launches = spreads()
+  assert free_links > 8.0 and free_launches > 8.0
+
+
 def test_launch_calibration_recovers_a_per_cluster_cost():
   # Two CPU devices whose clusters cost 4x the measured dispatch and whose
   # links cost 2x the bare copy: placements with 2-64 blocks tell the two
