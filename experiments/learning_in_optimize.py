@@ -7,9 +7,8 @@ The ablation: ``gplace.optimize(method="auto")`` on graphs the shipped
 policy never saw (``experiments/configs/pretrain.py``'s ``HELD_OUT``
 families, tiny train steps, ``1cpu+4gpu``, the topology gplace ships a
 policy for), at each of ``--budgets`` seconds, once with the policy
-(``policy=None``: the shipped one, zero-shot, and fine-tuned on the graph
-when the budget leaves :data:`gplace.autoplace.budget.AUTO_FINETUNE_S` twice
-over) and once without (``policy=False``: the same baselines, searches,
+(``policy=None``: the shipped one, zero-shot; its placements start the
+search, :func:`gplace.autoplace.candidates.search_starts`) and once without (``policy=False``: the same baselines, searches,
 solver and LNS, which get the policy's time). The two runs of a cell follow
 each other, in alternating order, so the machine's load falls on both.
 
@@ -17,8 +16,9 @@ Per cell it reports, in simulated ms and against the best classical plan in
 its best schedule (``gplace.baselines.best``): ``optimize`` with and without
 the policy and the winning candidate of each; the policy's own placements
 inside the run with it (zero-shot greedy, zero-shot best of 16 samples, and
-fine-tuned greedy / best sampled where fine-tuning ran), apart from anything
-a search found; and both runs' wall seconds. Every runtime is simulated;
+fine-tuned greedy / best sampled where fine-tuning ran: ``"auto"``
+fine-tuned at budgets of 180 s and more before this study), apart from
+anything a search found; and both runs' wall seconds. Every runtime is simulated;
 wall seconds are measured here, and a budget in seconds buys less on a
 loaded machine (the load average is in the README's header).
 """

@@ -56,10 +56,6 @@ AT_BOUND = 1e-5
 # the last search, otherwise keeps the rest of the budget.
 STALL_SHARE = 0.1
 MIN_STALL_S = 2.0
-# method="auto" fine-tunes the pretrained policy when at least this many
-# seconds of the budget are left for it (compiling the training step alone
-# takes 20-40 s on two CPU cores); the search then leaves it this much.
-AUTO_FINETUNE_S = 90.0
 # method="auto" gives this share of its search to placement and schedule
 # together (gplace.search.joint), after a search over placements.
 JOINT_SHARE = 0.5

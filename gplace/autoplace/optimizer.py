@@ -77,7 +77,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     simulator's default, or a list scheduler's own planned op order); the
     pretrained policy zero-shot when one fits the topology (``policy=``, or
     the one gplace ships for it); simulated annealing over placements from
-    the best so far, then over placement and schedule together
+    the best so far (and, where that is the policy's, from the best
+    baseline too, each for half), then over placement and schedule together
     (:mod:`gplace.search.joint`) from the best in its own order, for part
     of the budget; on graphs of at most
     :data:`AUTO_SOLVER_MAX_NODES` nodes (and up to :data:`SOLVER_MAX_NODES`
@@ -86,9 +87,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`MIN_SOLVER_S` seconds left, the exact solver; where the solver
     did not run or did not prove its answer optimal, with at least
     :data:`MIN_LNS_S` seconds left, large-neighbourhood search with CP-SAT
-    windows (``gplace.solvers.lns``) from the best so far for the rest;
-    and, with :data:`AUTO_FINETUNE_S` seconds to spare, the pretrained
-    policy fine-tuned on the graph. The searches get :data:`SEARCH_SHARE`
+    windows (``gplace.solvers.lns``) from the best so far for the rest.
+    It does not fine-tune (``"finetune"`` does): inside a 300 s budget
+    fine-tuning never won and took the searches' time
+    (``experiments/learning_in_optimize.py``). The searches get :data:`SEARCH_SHARE`
     of the time after the baselines when the solver follows, else all but
     :data:`LNS_SHARE`, and each phase before the last stops
     once it has not improved for :data:`STALL_SHARE` of the budget (the
@@ -268,9 +270,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     raise SearchError(
         f"gplace.optimize: policy= is used by methods 'auto', 'pretrained' "
         f"and 'finetune', not {method!r}; drop it or change the method.")
-  finetune_next = chosen.kind == "finetune" or (
-      chosen.kind == "auto" and loaded is not None
-      and budget_s >= 2 * budget.AUTO_FINETUNE_S)
+  # "auto" does not fine-tune: in the ablation (experiments/
+  # learning_in_optimize.py) fine-tuning inside a 300 s budget never won and
+  # took the searches' time; its zero-shot placements start a search.
+  finetune_next = chosen.kind == "finetune"
 
   # Measuring on this machine gets its share of the budget at the end.
   measure_s = budget.measure_reserve_s(budget_s) if measuring else 0
@@ -315,8 +318,6 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
                if chosen.kind == "auto" else None)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
-      if finetune_next:
-        left -= budget.AUTO_FINETUNE_S
       share = (1.0 if chosen.kind != "auto" else
                budget.SEARCH_SHARE if solver_next else 1.0 - budget.LNS_SHARE)
       search_s = max(left * share,
@@ -326,14 +327,14 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       if chosen.kind == "auto":  # placements, then placement + schedule
         placement_s = search_s * (1 - budget.JOINT_SHARE)
         bar.stage(name)
-        start = best_of(runs.default + [
-            c for c in tried if c.order is None]) or runs.default[0]
+        starts = candidates_lib.search_starts(runs.default, tried)
         began_search = time.perf_counter()
-        tried.append(candidates_lib.search_candidate(
-            problem, name, start, time_s=placement_s, seed=seed,
-            max_evaluations=budget.evaluation_share(
-                max_evaluations, 1 - budget.JOINT_SHARE),
-            stall_s=stall_s))
+        for start in starts:
+          tried.append(candidates_lib.search_candidate(
+              problem, name, start, time_s=placement_s / len(starts),
+              seed=seed, max_evaluations=budget.evaluation_share(
+                  max_evaluations, (1 - budget.JOINT_SHARE) / len(starts)),
+              stall_s=stall_s))
         # What a stalled placement search gives back goes to the joint one.
         placement_s = min(placement_s, time.perf_counter() - began_search)
         _show_best(bar, tried)
@@ -350,7 +351,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           if chosen.kind == "auto" else max_evaluations, stall_s=stall_s))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    solver_s = left - (budget.AUTO_FINETUNE_S if finetune_next else 0.0)
+    solver_s = left
     best = best_of(tried)
     if (chosen.kind == "auto" and not solver_next
         and n <= budget.SOLVER_MAX_NODES
@@ -371,7 +372,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       proven = outcome.status == "OPTIMAL"
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    lns_s = left - (budget.AUTO_FINETUNE_S if finetune_next else 0.0)
+    lns_s = left
     incumbent = best_of(tried)
     at_bound = incumbent is not None and (
         incumbent.runtime_s <= bound_s * (1 + budget.AT_BOUND))
@@ -382,7 +383,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       start = incumbent or runs.default[0]
       tried.append(candidates_lib.lns_candidate(
           problem, start, time_s=max(lns_s, 1.0), seed=seed,
-          bound_s=bound_s, stall_s=stall_s if finetune_next else None,
+          bound_s=bound_s, stall_s=None,
           max_iterations=None if max_evaluations is None else max(
               1, max_evaluations // candidates_lib.BATCH)))
       _show_best(bar, tried)
