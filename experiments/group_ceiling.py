@@ -27,7 +27,6 @@ also in their own order).
 """
 
 import argparse
-import json
 import sys
 import time
 
@@ -36,6 +35,7 @@ import numpy as np
 import gplace
 from gplace import baselines, report, search, workloads
 from gplace.errors import GplaceError, first_line
+from gplace.rl.best_placement_file import read_best_placement
 from gplace.rl.grouping import coarsen_for_policy, group_placement
 from gplace.sim.presets import preset
 
@@ -45,18 +45,9 @@ SEARCHES = (("local search", search.local_search),
 
 
 def read_placement(path: str, workload: str, device_names) -> np.ndarray:
-  """The placement of ``workload`` in a run's ``best_placement.json``."""
-  with open(path) as f:
-    record = json.load(f)
-  names = list(record["device_names"])
-  if names != list(device_names):
-    raise GplaceError(f"{path} places on {names}, the topology has "
-                      f"{list(device_names)}; pass the run's --topology.")
-  for entry in record["graphs"]:
-    if entry["workload"] == workload:
-      return np.asarray([names.index(op["device"])
-                         for op in entry["placement"]], np.int32)
-  raise GplaceError(f"{path} has no placement of {workload!r}.")
+  """The placement of ``workload`` in a run's ``best_placement.json``
+  (:func:`gplace.rl.best_placement_file.read_best_placement`)."""
+  return read_best_placement(path, workload, device_names).placement
 
 
 def group_majority(placement: np.ndarray, coarsening,

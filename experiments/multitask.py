@@ -4,7 +4,7 @@ scheduling and fusion, against an equal-budget fusion search (simulated).
     python experiments/multitask.py --workloads wavenet2,rnnlm2 \
         --samples 256 --out experiments/results/multitask/tiny
 
-For each tiny zoo inference graph on ``--topology`` (simulated, roofline
+For each zoo inference graph (``--size``, tiny by default) on ``--topology`` (simulated, roofline
 costs) it trains GO from scratch (``gplace.rl.train``, host-simulated
 rewards, ``--samples`` simulator evaluations: ``--num_samples`` per step)
 as
@@ -86,7 +86,7 @@ def train_variant(graph, topology, hparams, args):
 
 def workload_rows(args, name: str, topology) -> list[str]:
   """The table rows of one workload."""
-  graph = workloads.load(name, "tiny", "infer").graph
+  graph = workloads.load(name, args.size, "infer").graph
   label, placement, order, classical_s = classical(graph, topology, args.seed)
   evaluations = (args.samples // args.num_samples) * args.num_samples
 
@@ -145,7 +145,9 @@ def verdicts(name: str, learned: dict, search_s: float) -> list[str]:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--workloads", default="wavenet2,rnnlm2",
-                      help="comma-separated zoo names (tiny, infer step)")
+                      help="comma-separated zoo names (infer step)")
+  parser.add_argument("--size", default="tiny", choices=workloads.SIZES,
+                      help="size of the zoo graphs")
   parser.add_argument("--topology", default="1cpu+4gpu",
                       help="a gplace.topology preset name")
   parser.add_argument("--samples", type=int, default=256,
@@ -162,8 +164,8 @@ def main(argv=None) -> int:
   topology = gplace.topology.preset(args.topology)
   print(f"load average at the start: {load_text()}", flush=True)
   lines = [f"### GO multi-task vs fusion search: {args.topology} "
-           f"(simulated), tiny infer graphs, {args.samples} evaluations per "
-           f"run, seed {args.seed}", ""] + HEADER
+           f"(simulated), {args.size} infer graphs, {args.samples} "
+           f"evaluations per run, seed {args.seed}", ""] + HEADER
   print("\n".join(lines), flush=True)
   start = time.time()
   summary = []

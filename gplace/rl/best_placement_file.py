@@ -1,6 +1,7 @@
 """``best_placement.json``: the best placement per graph, rewritten during
 training whenever one improves and, at the end of a run, the fastest
-placement the run found whatever found it (:class:`FoundPlacement`)."""
+placement the run found whatever found it (:class:`FoundPlacement`);
+:func:`read_best_placement` reads one graph's back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from gplace.errors import PlacementError, TopologyError
+from gplace.graphs.fusion_decisions import decision_labels
 from gplace.rl.metrics import read_json, write_json
 from gplace.rl.reports import GraphSummary
 from gplace.sim.topology import Topology
@@ -41,6 +44,10 @@ class FoundPlacement(NamedTuple):
     schedule: how ``runtime_s`` was obtained (:data:`DEFAULT_SCHEDULE`...).
     order: ``int [N]`` node ids in the order its schedule runs them (static
       and ordering-policy schedules), or None.
+    fusion: ``int [N]`` fusion group labels its ``runtime_s`` was simulated
+      with (-1: unfused; a policy with a fusion head), as
+      ``gplace.simulate(..., fusion=)`` and ``gplace.place(..., fusion=)``
+      take them; None: no fusion decision.
   """
 
   source: str
@@ -48,6 +55,32 @@ class FoundPlacement(NamedTuple):
   runtime_s: float
   schedule: str = DEFAULT_SCHEDULE
   order: Optional[np.ndarray] = None
+  fusion: Optional[np.ndarray] = None
+
+
+class SavedPlacement(NamedTuple):
+  """One graph's record of ``best_placement.json``, read back
+  (:func:`read_best_placement`).
+
+  Attributes:
+    workload: the graph's name.
+    placement: ``int32 [N]`` device index per node (into the file's
+      ``device_names``).
+    runtime_s: as recorded (inf: nothing fitted in memory).
+    source, schedule: as :class:`FoundPlacement`.
+    order: ``int32 [N]`` node ids in schedule order, or None.
+    fusion: ``int64 [N]`` fusion group labels (-1: unfused), or None (the
+      file has none: no fusion decision, or a file written before fusion
+      was recorded).
+  """
+
+  workload: str
+  placement: np.ndarray
+  runtime_s: float
+  source: str = TRAINING_SOURCE
+  schedule: str = DEFAULT_SCHEDULE
+  order: Optional[np.ndarray] = None
+  fusion: Optional[np.ndarray] = None
 
 
 def fastest(found: Sequence[FoundPlacement]) -> FoundPlacement:
@@ -81,7 +114,22 @@ def _graph_record(summary: GraphSummary, topology: Topology,
                     for i, d in enumerate(devices)]}
   if found.order is not None:
     record["order"] = [int(i) for i in found.order]
+  if found.fusion is not None:
+    record["fusion"] = [int(label) for label in found.fusion]
   return record
+
+
+def fusion_labels(summary: GraphSummary, placement,
+                  choices) -> Optional[np.ndarray]:
+  """``int64 [N]`` legal labels of a fusion head's ``choices [>= N]`` for
+  ``placement [>= N]`` (padding cut;
+  :func:`gplace.graphs.fusion_decisions.decision_labels`), None for
+  None."""
+  if choices is None:
+    return None
+  n = summary.graph.n_nodes
+  return decision_labels(summary.graph, np.asarray(placement)[:n],
+                         np.asarray(choices)[:n])
 
 
 def best_placement_record(graphs: Sequence[GraphSummary],
@@ -89,14 +137,16 @@ def best_placement_record(graphs: Sequence[GraphSummary],
                           best_runtime_s: np.ndarray, topology: Topology,
                           step: int, best_priority=None,
                           schedules: Optional[Sequence[str]] = None,
-                          found_steps: Optional[Sequence] = None) -> dict:
+                          found_steps: Optional[Sequence] = None,
+                          best_fusion=None) -> dict:
   """The content of ``best_placement.json`` during training: per graph the
   best placement sampled so far (``"source": "training samples"``), its
   runtime (written as ``null`` while nothing fits in memory), the device
   name of every real node, ``found_at_step`` (the chunk by whose end it was
   found) and its ``schedule`` (:data:`DEFAULT_SCHEDULE`...): the training
   reward's, or for an ordering policy ``"dynamic: order as priority"`` with
-  ``order``, the node ids in the policy's order.
+  ``order``, the node ids in the policy's order; for a policy with a fusion
+  head ``fusion``, the labels it was simulated with.
 
   Args:
     graphs: ``B`` graph summaries.
@@ -108,6 +158,8 @@ def best_placement_record(graphs: Sequence[GraphSummary],
     schedules: per graph the schedule of the training runtimes (default:
       :data:`DEFAULT_SCHEDULE`); ``"static"`` is node-id order.
     found_steps: per graph the step it was found by (None: unknown).
+    best_fusion: ``int [B, N_pad]`` fusion choices (policies with a fusion
+      head) or None.
   """
   best = np.asarray(best_placement)
   runtime = np.asarray(best_runtime_s)
@@ -122,9 +174,12 @@ def best_placement_record(graphs: Sequence[GraphSummary],
                   else ordered_schedule(schedule))
       order = priority_order(np.asarray(best_priority)[b, :n])
     found_step = found_steps[b] if found_steps is not None else None
+    fusion = fusion_labels(s, best[b], None if best_fusion is None
+                           else np.asarray(best_fusion)[b])
     out["graphs"].append(_graph_record(
         s, topology, FoundPlacement(TRAINING_SOURCE, best[b, :n],
-                                    float(runtime[b]), schedule, order),
+                                    float(runtime[b]), schedule, order,
+                                    fusion),
         found_at_step=None if found_step is None else int(found_step)))
   return out
 
@@ -179,21 +234,22 @@ class BestPlacementWriter:
     return steps
 
   def update(self, step: int, best_placement, best_runtime_s,
-             force: bool = False, best_priority=None) -> None:
+             force: bool = False, best_priority=None,
+             best_fusion=None) -> None:
     """Writes if any best runtime improved (or ``force``)."""
     best_now = np.asarray(best_runtime_s)
     if force or np.any(best_now < self._best_seen):
-      self.write(step, best_placement, best_now, best_priority)
+      self.write(step, best_placement, best_now, best_priority, best_fusion)
 
   def write(self, step: int, best_placement, best_runtime_s,
-            best_priority=None) -> None:
+            best_priority=None, best_fusion=None) -> None:
     best_now = np.asarray(best_runtime_s)
     for b, (now, seen) in enumerate(zip(best_now, self._best_seen)):
       if now < seen or self.found_steps[b] is None:
         self.found_steps[b] = int(step)
     write_json(self.path, best_placement_record(
         self.graphs, best_placement, best_now, self.topology, step,
-        best_priority, self.schedules, self.found_steps))
+        best_priority, self.schedules, self.found_steps, best_fusion))
     self._best_seen = np.array(best_now, copy=True)
 
   def write_best_of_run(self, step: int,
@@ -204,3 +260,58 @@ class BestPlacementWriter:
     write_json(self.path, best_of_run_record(self.graphs, self.topology,
                                              step, winners, tried))
 
+
+
+def read_best_placement(path: str, workload: Optional[str] = None,
+                        device_names: Optional[Sequence[str]] = None
+                        ) -> SavedPlacement:
+  """One graph's placement from a run's ``best_placement.json``, with its
+  order and fusion labels where the file has them (files without them
+  load with None).
+
+  Args:
+    path: the file.
+    workload: the graph's name (None: the file's only graph).
+    device_names: the topology to place on (None: not checked); the file
+      must name the same devices in the same order.
+
+  Raises:
+    PlacementError: the file cannot be read, has no such graph, or
+      ``workload`` is None and it has several.
+    TopologyError: the file places on other devices.
+  """
+  try:
+    record = read_json(path)
+    names = list(record["device_names"])
+    graphs = list(record["graphs"])
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise PlacementError(
+        f"{path} is not a readable best_placement.json ({e}); pass the file "
+        "a training run wrote into its workdir.") from e
+  if device_names is not None and names != list(device_names):
+    raise TopologyError(
+        f"{path} places on {names}, the topology has {list(device_names)}; "
+        "pass the topology the run placed on (--topology).")
+  if workload is None and len(graphs) != 1:
+    raise PlacementError(
+        f"{path} holds {len(graphs)} graphs "
+        f"({[g.get('workload') for g in graphs]}); name the workload.")
+  for entry in graphs:
+    if workload is None or entry.get("workload") == workload:
+      return _saved(entry, names)
+  raise PlacementError(f"{path} has no placement of {workload!r}; it has "
+                       f"{[g.get('workload') for g in graphs]}.")
+
+
+def _saved(entry: dict, names: list) -> SavedPlacement:
+  runtime = entry.get("runtime_s")
+  optional = {key: np.asarray(entry[key], dtype)
+              for key, dtype in (("order", np.int32), ("fusion", np.int64))
+              if entry.get(key) is not None}
+  return SavedPlacement(
+      str(entry.get("workload")),
+      np.asarray([names.index(op["device"]) for op in entry["placement"]],
+                 np.int32),
+      math.inf if runtime is None else float(runtime),
+      entry.get("source", TRAINING_SOURCE),
+      entry.get("schedule", DEFAULT_SCHEDULE), **optional)

@@ -38,6 +38,9 @@ class PolicyEvaluation(NamedTuple):
     best_sample: ``int32 [N]``, the fastest of them (None if not kept).
     greedy_order, best_sample_order: ``int32 [N]``, node ids in the order
       the policy's own schedule runs them (ordering policies), else None.
+    greedy_fusion, best_sample_fusion: ``int32 [N]``, their fusion choices
+      (1 where a node fuses into its consumer; policies with a fusion
+      head), else None.
   """
 
   greedy_placement: np.ndarray
@@ -46,6 +49,8 @@ class PolicyEvaluation(NamedTuple):
   best_sample: Any = None
   greedy_order: Any = None
   best_sample_order: Any = None
+  greedy_fusion: Any = None
+  best_sample_fusion: Any = None
 
   @property
   def num_samples(self) -> int:
@@ -193,10 +198,15 @@ def evaluate_policy(params: Any, batch: Batch, *, apply_fn: ApplyFn,
       orders[0] = _order(own.greedy_priority[b, :n])
       if best is not None:
         orders[1] = _order(own.sample_priority[b, best, :n])
+    fusions = [None, None]
+    if own.greedy_fusion is not None:
+      fusions[0] = own.greedy_fusion[b, :n].astype(np.int32)
+      if best is not None:
+        fusions[1] = own.sample_fusion[b, best, :n].astype(np.int32)
     out.append(PolicyEvaluation(
         greedy[b, :n].astype(np.int32), float(runtimes[0]), runtimes[1:],
         None if best is None else samples[b, best, :n].astype(np.int32),
-        *orders))
+        *orders, *fusions))
   return out
 
 

@@ -130,16 +130,22 @@ def final_result(settings: TrainSettings, workdir: Optional[str],
                  best_placement_file.priority_order(
                      np.asarray(best_priority)[b, :s.graph.n_nodes])
                  for b, s in enumerate(setups)]
+  best_fusion = getattr(state, "best_fusion", None)
+  best_choices = [None if best_fusion is None else
+                  np.asarray(best_fusion)[b, :s.graph.n_nodes]
+                  for b, s in enumerate(setups)]
   if rescore is not None:
     best_runtime = [_rescore(fn, p, r, None if best_priority is None else
-                             np.asarray(best_priority)[b, :len(p)])
+                             np.asarray(best_priority)[b, :len(p)],
+                             best_choices[b])
                     for b, (fn, p, r) in enumerate(zip(
                         rescore, best_placements, best_runtime))]
     if outputs.best is not None:
       outputs.best.schedules = ([best_placement_file.DEFAULT_SCHEDULE]
                                 * len(setups))
       outputs.best.write(int(state.step), state.best_placement,
-                         np.asarray(best_runtime), best_priority)
+                         np.asarray(best_runtime), best_priority,
+                         best_fusion)
   tables = []
   if finished:
     refined = list(refined) or [None] * len(own)
@@ -159,7 +165,8 @@ def final_result(settings: TrainSettings, workdir: Optional[str],
     found = [found_placements(
         settings, s, best_placements[b], best_runtime[b], best_orders[b],
         None if outputs.best is None else outputs.best.found_steps[b],
-        own[b], refined[b], loop.step) for b, s in enumerate(setups)]
+        own[b], refined[b], loop.step, best_choices[b])
+             for b, s in enumerate(setups)]
     best_of_run = [best_placement_file.fastest(f) for f in found]
     if outputs.best is not None:
       outputs.best.write_best_of_run(loop.step, best_of_run,
@@ -173,19 +180,21 @@ def final_result(settings: TrainSettings, workdir: Optional[str],
                      best_of_run)
 
 
-def _rescore(fn, placement, runtime_s, priority) -> float:
+def _rescore(fn, placement, runtime_s, priority, fusion=None) -> float:
   """``placement``'s runtime under the table's scorer ``fn`` (with the
-  policy's own ``priority``, if any); a failed one stays failed."""
+  policy's own ``priority`` and fusion choices, if any); a failed one stays
+  failed."""
   if not np.isfinite(runtime_s):
     return runtime_s
-  if priority is None:
-    return float(np.asarray(fn(placement[None]))[0])
-  return float(np.asarray(fn(placement[None], priority=priority[None]))[0])
+  extra = {name: value[None] for name, value in
+           (("priority", priority), ("fusion", fusion)) if value is not None}
+  return float(np.asarray(fn(placement[None], **extra))[0])
 
 
 def found_placements(settings: TrainSettings, setup: GraphSetup,
                      best_placement, best_runtime_s: float, best_order,
-                     found_step, own, refined, step: int
+                     found_step, own, refined, step: int,
+                     best_fusion=None
                      ) -> list[best_placement_file.FoundPlacement]:
   """Every placement of one graph a finished run scored in the table's
   schedule, each with its runtime as ``results.json`` lists it: every
@@ -194,7 +203,9 @@ def found_placements(settings: TrainSettings, setup: GraphSetup,
   :class:`~gplace.rl.evaluation.PolicyEvaluation`) and the per-op
   refinement's (``refined``, or None). Baselines come first, so a
   training best that is still the warm-start seed is named by its
-  baseline."""
+  baseline. A policy with a fusion head (``best_fusion``: the training
+  best's choices ``[N]``) records the labels each of its placements was
+  scored with."""
   # pylint: disable-next=invalid-name
   FoundPlacement = best_placement_file.FoundPlacement
   table = (scoring.MEASURED if settings.rl.reward == "executor"
@@ -211,21 +222,27 @@ def found_placements(settings: TrainSettings, setup: GraphSetup,
                                 best_placement_file.STATIC_SCHEDULE, order))
   what = ("training samples and search" if settings.rl.mutate_best > 0
           else best_placement_file.TRAINING_SOURCE)
+  def labels(placement, choices):
+    return best_placement_file.fusion_labels(setup, placement, choices)
+
   out.append(FoundPlacement(
       f"{what} (found by step {found_step})" if found_step else what,
       best_placement, float(best_runtime_s),
-      table if best_order is None else ordered, best_order))
+      table if best_order is None else ordered, best_order,
+      labels(best_placement, best_fusion)))
   if own is not None:
     out.append(FoundPlacement(
         f"policy greedy (step {step})", own.greedy_placement,
         own.greedy_runtime_s,
-        table if own.greedy_order is None else ordered, own.greedy_order))
+        table if own.greedy_order is None else ordered, own.greedy_order,
+        labels(own.greedy_placement, own.greedy_fusion)))
     if own.best_sample is not None:
       out.append(FoundPlacement(
           f"policy sample (best of {own.num_samples}, step {step})",
           own.best_sample, own.sampled_best_s,
           table if own.best_sample_order is None else ordered,
-          own.best_sample_order))
+          own.best_sample_order,
+          labels(own.best_sample, own.best_sample_fusion)))
   if refined is not None:
     out.append(FoundPlacement("policy refined per op: greedy",
                               refined.greedy_placement,

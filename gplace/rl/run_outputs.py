@@ -135,7 +135,8 @@ class RunOutputs:
       self.metrics.write(records)
       self.best.update(records[-1]["step"], state.best_placement,
                        state.best_runtime_s, force=first_step == 0,
-                       best_priority=getattr(state, "best_priority", None))
+                       best_priority=getattr(state, "best_priority", None),
+                       best_fusion=getattr(state, "best_fusion", None))
     self.bar.update(len(records), elapsed_s, state.best_runtime_s,
                     records[-1])
     return records[-1]
@@ -158,7 +159,8 @@ class RunOutputs:
     if self.best is not None and not os.path.exists(self.best.path):
       self.best.write(int(state.step), state.best_placement,
                       state.best_runtime_s,
-                      getattr(state, "best_priority", None))
+                      getattr(state, "best_priority", None),
+                      getattr(state, "best_fusion", None))
 
   def at_checkpoint(self, step: int, state) -> None:
     """Rewrites ``results.json`` (``"finished": false``) and the learning

@@ -40,6 +40,10 @@ class TrainState:
     best_priority: ``f32 [B, N]``, its schedule (the dynamic schedule's
       priority) for ordering policies (DOPPLER); None for the others, whose
       placements run with the default, critical-path priority.
+    best_fusion: ``int32 [B, N]``, its fusion choices (1 where a node fuses
+      into its consumer, :func:`gplace.graphs.fusion_decisions.
+      decision_labels`) for policies with a fusion head; None for the
+      others.
   """
 
   step: jax.Array
@@ -52,14 +56,17 @@ class TrainState:
   best_runtime_s: jax.Array
   best_placement: jax.Array
   best_priority: Any = None
+  best_fusion: Any = None
 
 
 def init_train_state(rng: jax.Array, params: Any,
                      optimizer: optax.GradientTransformation,
-                     batch: Batch, ordered: bool = False) -> TrainState:
+                     batch: Batch, ordered: bool = False,
+                     fused: bool = False) -> TrainState:
   """A fresh state for ``batch`` (``B`` graphs of ``N`` padded nodes; with
   groups, ``best_placement`` is per node of the simulated graphs);
-  ``ordered``: keep the best placement's schedule (``best_priority``)."""
+  ``ordered``: keep the best placement's schedule (``best_priority``);
+  ``fused``: keep its fusion choices (``best_fusion``, none fused)."""
   num_graphs = batch.graphs.nodes["mask"].shape[0]
   num_nodes = num_simulated_nodes(batch)
   return TrainState(
@@ -71,7 +78,9 @@ def init_train_state(rng: jax.Array, params: Any,
       best_runtime_s=jnp.full((num_graphs,), jnp.inf, jnp.float32),
       best_placement=jnp.zeros((num_graphs, num_nodes), jnp.int32),
       best_priority=(jnp.zeros((num_graphs, num_nodes), jnp.float32)
-                     if ordered else None))
+                     if ordered else None),
+      best_fusion=(jnp.zeros((num_graphs, num_nodes), jnp.int32)
+                   if fused else None))
 
 
 # -- settings -> objects -------------------------------------------------------
@@ -121,8 +130,10 @@ def create_train_state(seed: int, batch: Batch, policy: policies.Policy,
   init_rng, state_rng = jax.random.split(jax.random.PRNGKey(seed))
   first_graph = jax.tree.map(lambda x: x[0], batch.graphs)
   params = _jitted_init(policy)(init_rng, first_graph)
+  fns = policy_fns(policy)
   return init_train_state(state_rng, params, optimizer, batch,
-                          ordered=policy_fns(policy).schedule is not None)
+                          ordered=fns.schedule is not None,
+                          fused=fns.fusion is not None)
 
 
 @functools.lru_cache(maxsize=8)

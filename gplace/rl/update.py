@@ -193,7 +193,7 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   metrics = {k: _pmean(v[-1] if k == "clipped_fraction" else v[0], axis_name)
              for k, v in metrics.items()}
 
-  best_runtime, best_placement, best_priority = _best_of(
+  best_runtime, best_placement, best_priority, best_fusion = _best_of(
       rollout._replace(placements=expand_to_nodes(rollout.placements,
                                                   batch.group_of)),
       runtime, axis_name)
@@ -201,6 +201,9 @@ def update_from_rollout(state: TrainState, batch: Batch, rollout: Rollout, *,
   if state.best_priority is not None and best_priority is not None:
     state = state.replace(best_priority=jnp.where(
         improved[:, None], best_priority, state.best_priority))
+  if state.best_fusion is not None and best_fusion is not None:
+    state = state.replace(best_fusion=jnp.where(
+        improved[:, None], best_fusion.astype(jnp.int32), state.best_fusion))
   failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
   new_state = state.replace(
       step=state.step + 1, params=params, opt_state=opt_state,
@@ -225,7 +228,7 @@ def _entropy_args(hparams: RLSettings) -> dict:
 
 def _best_of(rollout: Rollout, runtime, axis_name):
   """Best successful sample per graph over all devices: ``([B], [B, N],
-  [B, N] priority or None)``."""
+  [B, N] priority or None, [B, N] fusion choices or None)``."""
   failed = rollout.failed | ~jnp.isfinite(rollout.runtime_s)
   candidate = jnp.where(failed, jnp.inf, runtime)  # [B, Kl]
   index = jnp.argmin(candidate, axis=1)
@@ -235,15 +238,17 @@ def _best_of(rollout: Rollout, runtime, axis_name):
     return jnp.take_along_axis(per_sample, index[:, None, None], 1)[:, 0]
 
   rows = [pick(rollout.placements)]
-  if rollout.priority is not None:
-    rows.append(pick(rollout.priority))
+  optional = [rollout.priority, rollout.fusion]
+  rows += [pick(row) for row in optional if row is not None]
   if axis_name is not None:
     all_best = jax.lax.all_gather(best, axis_name)  # [A, B]
     winner = jnp.argmin(all_best, axis=0)  # first device wins ties
     best = jnp.take_along_axis(all_best, winner[None], 0)[0]
     rows = [jnp.take_along_axis(jax.lax.all_gather(row, axis_name),
                                 winner[None, :, None], 0)[0] for row in rows]
-  return best, rows[0], rows[1] if len(rows) > 1 else None
+  picked = iter(rows[1:])
+  return (best, rows[0], *[None if row is None else next(picked)
+                           for row in optional])
 
 
 def rl_step(state: TrainState, batch: Batch, *, apply_fn: ApplyFn,

@@ -13,7 +13,7 @@ from gplace._testing import chain, make_graphs_tuple
 from gplace.errors import (ConfigError, FusionError, GplaceError, PolicyError,
                            RewardError)
 from gplace.graphs import fusion_decisions
-from gplace.rl import checks, policy_file, scoring
+from gplace.rl import best_placement_file, checks, policy_file, scoring
 from gplace.rl.distributions import log_prob
 from gplace.rl.policy_fns import policy_fns
 from gplace.rl.settings import RLSettings
@@ -189,3 +189,51 @@ def test_a_policy_file_without_the_head_compares_as_off():
   fused = policy(dict(loaded.policy, fusion_head=True))
   assert policy_file.policy_differences(loaded, fused, 5) == [
       "policy.fusion_head: False (file) vs True"]
+
+
+def _mlp(params, x):
+  h = jnp.tanh(x @ params["w1"] + params["b1"])
+  h = h * jax.nn.sigmoid(h) + 0.5
+  return jnp.mean(jnp.square(h @ params["w2"] - 1.0))
+
+
+def test_best_placement_json_records_the_learned_fusion(tmp_path):
+  rng = np.random.default_rng(0)
+  args = ({"w1": rng.normal(size=(16, 32)).astype(np.float32),
+           "b1": np.zeros(32, np.float32),
+           "w2": rng.normal(size=(32, 8)).astype(np.float32)},
+          rng.normal(size=(4, 16)).astype(np.float32))
+  graph = gplace.capture(_mlp, *args)
+  topology = gplace.topology.preset("1cpu+2gpu")
+  settings = rl.TrainSettings(progress_bar=False, print_table=False).replace(
+      rl=dict(num_samples=4, reward="simulator_host"),
+      train=dict(num_steps=4, chunk_steps=2))
+  policy = rl.PolicySettings("go", dict(SMALL, fusion_head=True))
+  workdir = str(tmp_path / "run")
+  path = str(tmp_path / "run" / best_placement_file.BEST_PLACEMENT_FILE)
+
+  def reproduces(saved):   # the recorded runtime is the fused simulation's
+    result = gplace.simulate(graph, saved.placement[None], topology,
+                             fusion=saved.fusion)
+    return float(result.runtime_s[0]) == pytest.approx(saved.runtime_s,
+                                                       rel=1e-5)
+
+  rl.train([graph], topology, policy, settings, workdir=workdir,
+           stop_after_step=2, log=lambda line: None)
+  saved = best_placement_file.read_best_placement(path, graph.name,
+                                                  topology.device_names)
+  assert saved.source == best_placement_file.TRAINING_SOURCE
+  assert saved.fusion is not None and saved.fusion.shape == (graph.n_nodes,)
+  assert reproduces(saved)
+  # gplace.place runs what was read back, with jax.jit's result.
+  placed = gplace.place(_mlp, graph, saved.placement, fusion=saved.fusion)
+  np.testing.assert_allclose(placed(*args), jax.jit(_mlp)(*args), rtol=1e-5)
+  # The finished run's fastest placement keeps the fusion it was scored
+  # with (none for a baseline, which runs unfused).
+  result = rl.train([graph], topology, policy, settings, workdir=workdir,
+                    log=lambda line: None)
+  winner = best_placement_file.read_best_placement(path)
+  assert winner.source == result.best_of_run[0].source
+  assert (winner.fusion is None) == winner.source.startswith("baseline")
+  if winner.fusion is not None:
+    assert reproduces(winner)

@@ -7,7 +7,10 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+import pytest
 
+from gplace.errors import PlacementError, TopologyError
+from gplace.graphs import fusion_decisions
 from gplace.graphs.graph import random_dag
 from gplace.rl import best_placement_file
 from gplace.rl import metrics as metrics_lib
@@ -140,6 +143,56 @@ def test_best_placement_json_content_and_rewrites(tmp_path):
   assert [g["order"] for g in best["graphs"]] == [[1, 2, 0, 3], [2, 0, 1]]
   assert {g["schedule"] for g in best["graphs"]} == {
       "dynamic: order as priority"}
+
+
+def test_best_placement_json_round_trip_with_fusion_and_order(tmp_path):
+  topology = presets.preset("1cpu+2gpu")
+  summary = _summary(6, "a")
+  path = str(tmp_path / best_placement_file.BEST_PLACEMENT_FILE)
+  writer = best_placement_file.BestPlacementWriter(path, [summary], topology,
+                                                   np.array([np.inf]))
+  placement = np.array([[1, 1, 1, 1, 1, 1, 0]])       # one padding node
+  choices = np.ones((1, 7), np.int32)                 # every node fuses
+  priority = -np.arange(7, dtype=np.float32)[None]
+  writer.update(2, placement, np.array([0.25]), best_priority=priority,
+                best_fusion=choices)
+  saved = best_placement_file.read_best_placement(
+      path, "a", topology.device_names)
+  labels = fusion_decisions.decision_labels(summary.graph, placement[0, :6],
+                                            choices[0, :6])
+  assert (labels >= 0).any()                          # something fused
+  np.testing.assert_array_equal(saved.placement, placement[0, :6])
+  np.testing.assert_array_equal(saved.fusion, labels)
+  np.testing.assert_array_equal(saved.order, np.arange(6))
+  assert saved.runtime_s == 0.25 and saved.workload == "a"
+  assert saved.schedule == best_placement_file.OWN_SCHEDULE
+  # The end-of-run record keeps a winner's fusion too.
+  writer.write_best_of_run(3, [best_placement_file.FoundPlacement(
+      "policy greedy", placement[0, :6], 0.2, fusion=labels)])
+  again = best_placement_file.read_best_placement(path)
+  np.testing.assert_array_equal(again.fusion, labels)
+  assert again.order is None and again.source == "policy greedy"
+
+
+def test_best_placement_json_without_fusion_still_loads(tmp_path):
+  topology = presets.preset("1cpu+2gpu")
+  path = tmp_path / best_placement_file.BEST_PLACEMENT_FILE
+  # A file as runs wrote it before fusion (and order) were recorded.
+  path.write_text(json.dumps({
+      "step": 4, "device_names": topology.device_names, "graphs": [
+          {"workload": "a", "runtime_s": None, "placement": [
+              {"node": 0, "device": "gpu:1"}, {"node": 1,
+                                               "device": "cpu:0"}]}]}))
+  saved = best_placement_file.read_best_placement(str(path), "a")
+  np.testing.assert_array_equal(saved.placement, [2, 0])
+  assert saved.fusion is None and saved.order is None
+  assert saved.runtime_s == float("inf")
+  with pytest.raises(PlacementError, match="no placement of 'b'"):
+    best_placement_file.read_best_placement(str(path), "b")
+  with pytest.raises(TopologyError, match="--topology"):
+    best_placement_file.read_best_placement(str(path), "a", ["cpu:0"])
+  with pytest.raises(PlacementError, match="not a readable"):
+    best_placement_file.read_best_placement(str(tmp_path / "missing.json"))
 
 
 def test_progress_postfix_by_phase():

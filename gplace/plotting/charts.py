@@ -1,7 +1,7 @@
-"""Pictures of placements and schedules (matplotlib, host-side): a Gantt
-chart of the simulated schedule, the op graph coloured by device, each
-device's share of the work, a run's learning curve. ``plot_*`` take an
-optional ``ax`` and return it.
+"""Single charts (matplotlib, host-side): a Gantt chart of the simulated
+schedule, the op graph coloured by device, each device's share of the
+work, a run's learning curve. ``plot_*`` take an optional ``ax`` and
+return it.
 """
 
 from __future__ import annotations
