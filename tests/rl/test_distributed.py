@@ -9,7 +9,6 @@ runs them, a few minutes on two cores.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from experiments import run as run_script
 from experiments.configs import quickstart
+from gplace._testing import finish_processes, start_processes
 from gplace.errors import ConfigError, DistributedError, GplaceError
 from gplace.rl import checkpoint
 from gplace.rl import checks
@@ -61,42 +61,19 @@ def small_config(**changes):
   return config
 
 
-def free_port() -> int:
-  with socket.socket() as sock:
-    sock.bind(("127.0.0.1", 0))
-    return sock.getsockname()[1]
-
-
 def launch(workdir, num_processes=2, devices=2, heartbeat_s=5, **changes):
   """``num_processes`` ``run.py`` processes of ``devices`` forced CPU
   devices each, training into ``workdir``: their Popen objects."""
-  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} "
-             "--xla_backend_optimization_level=0")
-  args = [sys.executable, os.path.join(ROOT, "experiments", "run.py"),
+  args = [os.path.join(ROOT, "experiments", "run.py"),
           "--config", os.path.join(ROOT, "experiments/configs/quickstart.py"),
           f"--workdir={workdir}", f"--heartbeat_timeout_s={heartbeat_s}"]
   args += [f"--config.{k}={v}" for k, v in dict(OVERRIDES, **changes).items()]
-  port = free_port()
-  return [subprocess.Popen(
-      args + [f"--coordinator_address=127.0.0.1:{port}",
-              f"--num_processes={num_processes}", f"--process_id={i}"],
-      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-          for i in range(num_processes)]
+  return start_processes(args, num_processes, devices=devices, root=ROOT)
 
 
 def finish(processes, timeout_s=300):
   """``[(returncode, stdout, stderr)]``, killing all after ``timeout_s``."""
-  out = []
-  for process in processes:
-    try:
-      stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      for p in processes:
-        p.kill()
-      raise
-    out.append((process.returncode, stdout, stderr))
-  return out
+  return finish_processes(processes, timeout_s)
 
 
 def saved_state(workdir, step):
