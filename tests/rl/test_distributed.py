@@ -25,6 +25,7 @@ from gplace.errors import ConfigError, DistributedError, GplaceError
 from gplace.rl import checkpoint
 from gplace.rl import checks
 from gplace.rl import distributed
+from gplace.rl import scoring
 from gplace.rl import settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -61,13 +62,15 @@ def small_config(**changes):
   return config
 
 
-def launch(workdir, num_processes=2, devices=2, heartbeat_s=5, **changes):
+def launch(workdir, num_processes=2, devices=2, heartbeat_s=5,
+           overrides=OVERRIDES, **changes):
   """``num_processes`` ``run.py`` processes of ``devices`` forced CPU
-  devices each, training into ``workdir``: their Popen objects."""
+  devices each, training into ``workdir`` (the quickstart config with
+  ``overrides`` and ``changes``): their Popen objects."""
   args = [os.path.join(ROOT, "experiments", "run.py"),
           "--config", os.path.join(ROOT, "experiments/configs/quickstart.py"),
           f"--workdir={workdir}", f"--heartbeat_timeout_s={heartbeat_s}"]
-  args += [f"--config.{k}={v}" for k, v in dict(OVERRIDES, **changes).items()]
+  args += [f"--config.{k}={v}" for k, v in dict(overrides, **changes).items()]
   return start_processes(args, num_processes, devices=devices, root=ROOT)
 
 
@@ -163,12 +166,26 @@ def test_one_process_shares_without_collectives():
   assert distributed.local_share(2) == 2
 
 
-def test_host_rewards_are_refused_across_processes(monkeypatch):
+def test_what_cannot_split_over_processes_is_refused(monkeypatch):
   monkeypatch.setattr(distributed, "is_distributed", lambda: True)
-  with pytest.raises(ConfigError, match="simulator_dynamic"):
-    checks.check_processes(settings.TrainSettings())
+  with pytest.raises(ConfigError, match="--config.pmap=True"):
+    checks.check_processes(settings.TrainSettings().replace(
+        rl=dict(reward="simulator_dynamic"), pmap=False))
+  with pytest.raises(ConfigError, match="simulator_host"):
+    checks.check_processes(settings.TrainSettings().replace(
+        rl=dict(reward="executor")))
+  # Host-simulated rewards (the default) split their scoring.
+  checks.check_processes(settings.TrainSettings())
+  checks.check_processes(settings.TrainSettings().replace(pmap=False))
   checks.check_processes(settings.TrainSettings().replace(
       rl=dict(reward="simulator_dynamic")))
+
+
+def test_each_process_scores_a_run_of_the_samples():
+  assert scoring.sample_shares(8, 2) == [slice(0, 4), slice(4, 8)]
+  assert scoring.sample_shares(7, 3) == [slice(0, 3), slice(3, 5),
+                                         slice(5, 7)]
+  assert scoring.sample_shares(1, 2) == [slice(0, 1), slice(1, 1)]
 
 
 def test_run_py_reports_a_bad_process_id_in_one_line(tmp_path):
@@ -229,6 +246,27 @@ def test_two_processes_train_as_one_process_of_as_many_devices(
               if not line.startswith("[Gloo]")]
   assert checkpoint.saved_steps(os.path.join(workdir, "checkpoints")) == [
       10, 20]
+
+
+@slow
+def test_the_quickstart_trains_across_processes_as_in_one(tmp_path):
+  # The quickstart config as it is (host-simulated rewards, each process
+  # scoring its half of every step's samples), 20 RL steps. The reference
+  # is one process of as many devices per process: XLA:CPU sizes its
+  # thread pool by the forced devices where they outnumber the cores, and
+  # the dots of the update split by it (a jitted gradient differs in its
+  # last bits between 2 and 4 forced devices on this 2-core machine), so
+  # one process of 4 devices here would drift by rounding, not by layout.
+  changes = {"train.num_steps": 20}
+  two, one = str(tmp_path / "two"), str(tmp_path / "one")
+  results = finish(launch(two, overrides={}, heartbeat_s=100, **changes))
+  results += finish(launch(one, num_processes=1, overrides={}, **changes))
+  for code, _, err in results:
+    assert code == 0, err[-3000:]
+  assert [s for s, _ in losses(two)] == list(range(1, 21))
+  np.testing.assert_allclose([l for _, l in losses(two)],
+                             [l for _, l in losses(one)], atol=1e-5)
+  assert_states_close(saved_state(two, 20), saved_state(one, 20))
 
 
 @slow
