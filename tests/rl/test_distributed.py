@@ -20,6 +20,7 @@ import pytest
 
 from experiments import run as run_script
 from experiments.configs import quickstart
+from gplace import processes
 from gplace._testing import finish_processes, start_processes
 from gplace.errors import ConfigError, DistributedError, GplaceError
 from gplace.rl import checkpoint
@@ -188,6 +189,26 @@ def test_each_process_scores_a_run_of_the_samples():
   assert scoring.sample_shares(1, 2) == [slice(0, 1), slice(1, 1)]
 
 
+def test_a_lost_peer_is_told_from_other_errors(monkeypatch):
+  gloo = ValueError("UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/"
+                    "transport/tcp/pair.cc:547] Connection closed by peer "
+                    "[127.0.0.1]:44693")
+  assert not processes.is_peer_loss(gloo)  # one process: nothing to lose
+  monkeypatch.setattr(processes, "is_distributed", lambda: True)
+  monkeypatch.setattr(processes, "process_count", lambda: 2)
+  monkeypatch.setattr(processes, "process_index", lambda: 1)
+  assert processes.is_peer_loss(gloo)
+  assert not processes.is_peer_loss(ValueError("shapes do not match"))
+  assert processes.lost_peer_message(gloo, "nothing saved") == (
+      "gplace: process 0 of 2 (the coordinator) stopped responding (killed "
+      "or crashed); nothing saved; restart all 2 processes with the same "
+      "command to resume.")
+  # Other errors pass through unchanged.
+  with pytest.raises(ValueError, match="shapes"):
+    with processes.exit_when_a_peer_is_lost(lambda: "unused"):
+      raise ValueError("shapes do not match")
+
+
 def test_run_py_reports_a_bad_process_id_in_one_line(tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.join(ROOT, "experiments", "run.py"),
@@ -269,33 +290,69 @@ def test_the_quickstart_trains_across_processes_as_in_one(tmp_path):
   assert_states_close(saved_state(two, 20), saved_state(one, 20))
 
 
-@slow
-def test_a_killed_process_stops_the_other_and_the_run_resumes(
-    two_processes, tmp_path):
-  workdir = str(tmp_path / "killed")
+def kill_at_first_checkpoint(workdir, victim):
+  """Starts a long run into ``workdir``, SIGKILLs process ``victim`` once
+  the checkpoint at step 10 is written, and returns how the other process
+  ended ``(returncode, stderr, seconds after the kill)``."""
   processes = launch(workdir, **{"train.num_steps": 1000})
   first = os.path.join(workdir, "checkpoints", "10")
   deadline = time.time() + 240
   while not os.path.isdir(first):
-    assert time.time() < deadline and processes[0].poll() is None, (
-        processes[0].communicate()[1][-3000:])
+    if time.time() > deadline or any(p.poll() is not None
+                                     for p in processes):
+      finish(processes, timeout_s=1)
+      raise AssertionError("the run did not reach its first checkpoint: " +
+                           processes[0].stderr.read()[-3000:])
     time.sleep(0.2)
-  processes[1].send_signal(signal.SIGKILL)
+  processes[victim].send_signal(signal.SIGKILL)
   start = time.time()
-  returncode, _, stderr = finish(processes[:1], timeout_s=90)[0]
-  processes[1].wait()
-  # JAX ends the survivor (heartbeat 5 s) rather than leaving it waiting
-  # in a collective.
-  assert returncode != 0 and time.time() - start < 60
-  assert "another task died" in stderr, stderr[-3000:]
+  survivor = processes[1 - victim]
+  returncode, _, stderr = finish([survivor], timeout_s=90)[0]
+  processes[victim].wait()
+  return returncode, stderr, time.time() - start
+
+
+def assert_resumes_as_uninterrupted(workdir, uninterrupted):
+  """The intact checkpoint at step 10 resumes, for 20 steps in all, into
+  the uninterrupted run's state and losses."""
   assert checkpoint.saved_steps(os.path.join(workdir, "checkpoints")) == [10]
-  at_10 = saved_state(workdir, 10)
-  assert int(at_10["step"]) == 10
-  # Resumed (for 20 steps in all): the uninterrupted run, step for step.
+  assert int(saved_state(workdir, 10)["step"]) == 10
   results = finish(launch(workdir))
   for code, _, err in results:
     assert code == 0, err[-3000:]
   assert "resumed from step 10" in results[0][1]
   assert_states_close(saved_state(workdir, TOTAL_STEPS),
-                      saved_state(two_processes[0], TOTAL_STEPS), atol=0)
-  assert losses(workdir)[-10:] == losses(two_processes[0])[-10:]
+                      saved_state(uninterrupted, TOTAL_STEPS), atol=0)
+  assert losses(workdir)[-10:] == losses(uninterrupted)[-10:]
+
+
+@slow
+def test_a_killed_process_stops_the_other_with_one_line_and_the_run_resumes(
+    two_processes, tmp_path):
+  workdir = str(tmp_path / "killed_1")
+  returncode, stderr, seconds = kill_at_first_checkpoint(workdir, victim=1)
+  # Process 0's next collective fails: it says so in one line and exits
+  # with its own status, before JAX's heartbeat (5 s) would abort it.
+  assert returncode == distributed.PEER_LOST_STATUS, stderr[-3000:]
+  assert seconds < 60
+  assert (f"ProcessLostError: gplace: process 1 of 2 stopped responding "
+          f"(killed or crashed); the last checkpoint, step 10 in {workdir}, "
+          "is intact (a restart resumes from it); restart all 2 processes "
+          "with the same command to resume.") in stderr, stderr[-3000:]
+  assert "Traceback" not in stderr
+  assert_resumes_as_uninterrupted(workdir, two_processes[0])
+
+
+@slow
+def test_a_killed_coordinator_stops_the_other_with_one_line_and_resumes(
+    two_processes, tmp_path):
+  workdir = str(tmp_path / "killed_0")
+  returncode, stderr, seconds = kill_at_first_checkpoint(workdir, victim=0)
+  assert returncode == distributed.PEER_LOST_STATUS, stderr[-3000:]
+  assert seconds < 60
+  assert ("ProcessLostError: gplace: process 0 of 2 (the coordinator) "
+          "stopped responding (killed or crashed); process 0 keeps the "
+          f"checkpoints in {workdir} (a restart resumes from its newest "
+          "intact one); restart all 2 processes with the same command to "
+          "resume.") in stderr, stderr[-3000:]
+  assert_resumes_as_uninterrupted(workdir, two_processes[0])
