@@ -147,10 +147,14 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   """Trains ``policy`` to place ``graphs`` on ``topology``.
 
   In a multi-process run (:func:`gplace.rl.distributed.initialize` first)
-  every process calls it with the same arguments: the samples are split
-  over all devices of all processes, gradients averaged over them; process
-  0 alone writes ``workdir`` (and holds its lock), logs and draws the
-  progress bar; every process returns the same result.
+  every process calls it with the same arguments: the samples of in-step
+  rewards are split over all devices of all processes, gradients averaged
+  over them; host-simulated rewards are scored each process its share
+  (:func:`gplace.rl.scoring.shared_scored_rollout`); process 0 alone writes
+  ``workdir`` (and holds its lock), logs and draws the progress bar; every
+  process returns the same result. If another process dies, this one
+  prints a ``ProcessLostError`` line and exits with status 75
+  (:func:`gplace.processes.exit_when_a_peer_is_lost`).
 
   Args:
     graphs: ``B`` graphs (``gplace.Graph``, or
