@@ -7,7 +7,12 @@ it (it is the top layer).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import NamedTuple, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -21,6 +26,83 @@ from gplace.graphs.graph import NODE_OP, Graph
 from gplace.policies.base import ActionScores
 from gplace.rl.state import init_train_state
 from gplace.rl.types import Batch
+
+
+# -- processes of a multi-process run on one host ------------------------------
+
+
+def free_port() -> int:
+  """A TCP port free on the loopback interface now (for a coordinator)."""
+  with socket.socket() as sock:
+    sock.bind(("127.0.0.1", 0))
+    return sock.getsockname()[1]
+
+
+class Finished(NamedTuple):
+  """How one process of :func:`start_processes` ended."""
+  returncode: int
+  stdout: str
+  stderr: str
+
+
+def start_processes(args: Sequence[str], num_processes: int, *,
+                    devices: int = 1, root: Optional[str] = None,
+                    env: Optional[dict] = None) -> list:
+  """``num_processes`` Python processes ``python ARGS... --coordinator_address
+  =127.0.0.1:PORT --num_processes=P --process_id=I``, each with ``devices``
+  forced CPU devices, gloo over a free loopback port: their ``Popen``
+  objects (text stdout and stderr piped), process 0 first.
+
+  Args:
+    args: the arguments after ``python`` (a script and its flags, or
+      ``-c CODE ...``); ``{address}`` and ``{process_id}`` in an argument
+      are filled in, and then no flags are appended.
+    num_processes: processes to start.
+    devices: forced CPU devices per process.
+    root: put on ``PYTHONPATH`` (the repository, for ``experiments``).
+    env: variables added to the environment.
+  """
+  address = f"127.0.0.1:{free_port()}"
+  environ = dict(os.environ, JAX_PLATFORMS="cpu",
+                 XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} "
+                 "--xla_backend_optimization_level=0", **(env or {}))
+  if root is not None:
+    environ["PYTHONPATH"] = root
+  templated = any("{address}" in a or "{process_id}" in a for a in args)
+  started = []
+  for process_id in range(num_processes):
+    if templated:
+      argv = [a.replace("{address}", address).replace(
+          "{process_id}", str(process_id)) for a in args]
+    else:
+      argv = list(args) + [f"--coordinator_address={address}",
+                           f"--num_processes={num_processes}",
+                           f"--process_id={process_id}"]
+    started.append(subprocess.Popen(
+        [sys.executable] + argv, env=environ, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True))
+  return started
+
+
+def finish_processes(processes: Sequence, timeout_s: float = 300
+                     ) -> list[Finished]:
+  """Waits for every process of :func:`start_processes`: how each ended, in
+  order. After ``timeout_s`` seconds in all it kills every one still
+  running (none is left behind) and raises ``subprocess.TimeoutExpired``."""
+  deadline = time.monotonic() + timeout_s
+  out = []
+  try:
+    for process in processes:
+      stdout, stderr = process.communicate(
+          timeout=max(deadline - time.monotonic(), 0.01))
+      out.append(Finished(process.returncode, stdout, stderr))
+  except BaseException:
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+      process.communicate()
+    raise
+  return out
 
 
 @jax.custom_vjp

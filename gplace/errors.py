@@ -48,6 +48,11 @@ class DistributedError(GplaceError):
   another process of it failed."""
 
 
+class ProcessLostError(DistributedError):
+  """Another process of a multi-process run stopped responding (killed or
+  crashed) while this one ran."""
+
+
 class CheckpointError(GplaceError):
   """A checkpoint could not be written or restored."""
 

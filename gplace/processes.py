@@ -10,14 +10,16 @@ to launch".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
-from typing import Mapping, NamedTuple, Optional, TypeVar
+import sys
+from typing import Callable, Iterator, Mapping, NamedTuple, Optional, TypeVar
 
 import jax
 import numpy as np
 
-from gplace.errors import DistributedError, is_int
+from gplace.errors import DistributedError, ProcessLostError, is_int
 
 T = TypeVar("T")
 
@@ -166,9 +168,11 @@ def initialize(coordinator_address: Optional[str] = None,
   no-op for one process. Call it first, before anything runs on a device.
 
   CPU devices communicate through gloo (set here). If another process dies,
-  the survivors stop within about ``heartbeat_timeout_s`` seconds: JAX ends
-  them (status 134, "the JAX distributed service detected fatal errors ...
-  another task died") instead of letting them hang in a collective.
+  a survivor's next collective fails, and :func:`exit_when_a_peer_is_lost`
+  stops it with a :class:`~gplace.errors.ProcessLostError` line and
+  :data:`PEER_LOST_STATUS`; failing that, JAX ends it within about
+  ``heartbeat_timeout_s`` seconds (status 134, "the JAX distributed service
+  detected fatal errors ... another task died") instead of letting it hang.
 
   Args:
     coordinator_address, num_processes, process_id: as
@@ -303,3 +307,80 @@ def broadcast_object(value: T) -> T:
   buffer = (np.frombuffer(data, np.uint8) if is_primary()
             else np.zeros(size, np.uint8))
   return pickle.loads(np.asarray(broadcast(buffer), np.uint8).tobytes())
+
+
+# -- when another process dies ---------------------------------------------------
+
+#: Exit status of a process whose peer stopped responding (``EX_TEMPFAIL``
+#: of sysexits.h: try again, i.e. restart every process to resume).
+PEER_LOST_STATUS = 75
+
+# What a collective's error says when a peer is gone: gloo's "Connection
+# closed / reset by peer" or "Read error" (the peer's sockets closed with
+# it), the coordination service's "Socket closed" (process 0 gone) or
+# missed heartbeats.
+_PEER_LOSS_SIGNS = ("gloo", "connection closed by peer",
+                    "connection reset by peer", "socket closed",
+                    "heartbeat", "another task died")
+
+
+def is_peer_loss(err: BaseException) -> bool:
+  """Whether ``err`` (from a collective of a multi-process run) says that
+  another process is gone; always False for one process."""
+  if not is_distributed():
+    return False
+  text = str(err).lower()
+  return any(sign in text for sign in _PEER_LOSS_SIGNS)
+
+
+def lost_peer_message(err: BaseException, what_survives: str) -> str:
+  """One line naming the process that stopped, what is left
+  (``what_survives``, e.g. the last checkpoint) and the fix."""
+  me, count = process_index(), process_count()
+  if count == 2:
+    who = f"process {1 - me} of 2" + (" (the coordinator)" if me else "")
+  elif me and "socket closed" in str(err).lower():
+    who = f"process 0 of {count} (the coordinator)"
+  else:
+    who = f"a process of this run's {count} (not {me}, this one)"
+  return (f"gplace: {who} stopped responding (killed or crashed); "
+          f"{what_survives}; restart all {count} processes with the same "
+          "command to resume.")
+
+
+@contextlib.contextmanager
+def exit_when_a_peer_is_lost(what_survives: Callable[[], str]
+                             ) -> Iterator[None]:
+  """Turns a collective failing because another process died
+  (:func:`is_peer_loss`) into one line on stderr, ``ProcessLostError:
+  gplace: process 1 of 2 stopped responding ...`` (with
+  ``what_survives()``, called after the exception has passed every
+  ``finally`` inside: pending checkpoints are written), and exits with
+  :data:`PEER_LOST_STATUS`. Other errors pass unchanged.
+
+  It exits at once (``os._exit``) instead of raising: the process cannot
+  go on (JAX's coordination service ends it within its heartbeat timeout,
+  with a C++ abort), and a normal exit would run JAX's own shutdown, whose
+  barrier waits for the dead process and then aborts with a trace. jax
+  0.10.2 has no hook that could say this in Python instead: the client's
+  ``missed_heartbeat_callback`` cannot receive its status (the call fails
+  with ``std::bad_cast`` and terminates), and ``jax.distributed.initialize``
+  passes none. When the coordinator (process 0) dies, JAX's error poll
+  learns it as the collective does and aborts at once: the collective's
+  line has come first in the tests, but it is a race, and a survivor in
+  host work then ends in JAX's abort (docs/guide.md, "How to launch").
+  """
+  try:
+    yield
+  except Exception as err:  # pylint: disable=broad-except
+    if not is_peer_loss(err):
+      raise
+    try:
+      survives = what_survives()
+    except Exception as note_error:  # pylint: disable=broad-except
+      survives = f"(what was saved is unknown: {note_error})"
+    message = lost_peer_message(err, survives)
+    sys.stdout.flush()
+    sys.stderr.write(f"{ProcessLostError.__name__}: {message}\n")
+    sys.stderr.flush()
+    os._exit(PEER_LOST_STATUS)  # pylint: disable=protected-access

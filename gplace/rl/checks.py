@@ -122,30 +122,43 @@ def check_arguments(caller: str, graphs, topology, policy, settings, *,
 
 def num_parallel_devices(settings: TrainSettings) -> int:
   """Devices the RL update is split over: the local devices (pmap) for
-  rewards scored in the step, else 1 (or with ``pmap=False``); in a
-  multi-process run every device of every process."""
+  rewards scored in the step, in a multi-process run every device of every
+  process; else 1 (host rewards, whose update runs on one device of each
+  process, or ``pmap=False``)."""
   if not settings.rl.in_step or not settings.pmap:
     return 1
   return jax.device_count()
 
 
 def check_processes(settings: TrainSettings) -> None:
-  """A multi-process run splits the samples of in-step rewards over all
-  processes; host rewards and ``pmap=False`` would train the same policy
-  once per process.
+  """What a multi-process run can split: the samples of in-step rewards
+  over all devices of all processes (``pmap=True``), and the scoring of
+  host-simulated rewards (``"simulator_host"``) over the processes, each
+  scoring its share of every step's samples
+  (:func:`gplace.rl.scoring.shared_scored_rollout`). In-step rewards with
+  ``pmap=False`` would train the same policy once per process, and
+  measured rewards time placements on devices that each process does not
+  all own.
 
   Raises:
     ConfigError: several processes and settings that cannot split.
   """
   if not distributed.is_distributed():
     return
-  if not settings.rl.in_step or not settings.pmap:
+  count = jax.process_count()
+  if settings.rl.reward == "executor":
     raise ConfigError(
-        f"This run has {jax.process_count()} processes, which split the "
-        "samples of rewards scored in the jitted step over their devices; "
-        f"rl.reward={settings.rl.reward!r} with pmap={settings.pmap} would "
-        "train the same policy in every process. Use --config.rl.reward="
-        "simulator_dynamic (or simulator) with --config.pmap=True, or run "
+        f"This run has {count} processes, but rl.reward='executor' measures "
+        "each placement on the devices it names, and in a multi-process run "
+        "most of them belong to other processes. Use --config.rl.reward="
+        "simulator_host (scored on every host, each its share), or measure "
+        "in one process.")
+  if settings.rl.in_step and not settings.pmap:
+    raise ConfigError(
+        f"This run has {count} processes, which split the samples of "
+        "rewards scored in the jitted step over their devices; with "
+        f"rl.reward={settings.rl.reward!r} and pmap=False every process "
+        "would train the same policy alone. Use --config.pmap=True, or run "
         "one process.")
 
 

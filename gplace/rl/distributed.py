@@ -17,17 +17,20 @@ import jax
 from gplace.errors import DistributedError
 # The generic process helpers, public here too (gplace.rl.distributed.X).
 from gplace.processes import (COORDINATOR_ENV, NUM_PROCESSES_ENV,
-                              PROCESS_ID_ENV, SLURM_ENV, ProcessLayout, agree,
-                              allgather, broadcast, initialize, is_distributed,
-                              is_primary, process_count, process_index,
-                              resolve_layout)
+                              PEER_LOST_STATUS, PROCESS_ID_ENV, SLURM_ENV,
+                              ProcessLayout, agree, allgather, broadcast,
+                              exit_when_a_peer_is_lost, initialize,
+                              is_distributed, is_primary, process_count,
+                              process_index, resolve_layout)
 
 T = TypeVar("T")
 
 __all__ = [
-    "COORDINATOR_ENV", "NUM_PROCESSES_ENV", "PROCESS_ID_ENV", "SLURM_ENV",
-    "ProcessLayout", "agree", "allgather", "broadcast", "check_single_process",
-    "entered_on_primary", "first_on_primary", "initialize", "is_distributed",
+    "COORDINATOR_ENV", "NUM_PROCESSES_ENV", "PEER_LOST_STATUS",
+    "PROCESS_ID_ENV", "SLURM_ENV", "ProcessLayout", "agree", "allgather",
+    "broadcast", "check_single_process", "entered_on_primary",
+    "exit_when_a_peer_is_lost", "first_on_primary", "initialize",
+    "is_distributed",
     "is_primary", "local_share", "parallel_devices", "process_count",
     "process_index", "resolve_layout", "silent",
 ]

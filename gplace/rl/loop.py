@@ -22,7 +22,7 @@ from gplace.rl import run_outputs
 from gplace.rl.checkpoint import Checkpointer
 from gplace.rl.grouping import expand_on_host
 from gplace.rl.rewards import simulator_reward
-from gplace.rl.scoring import host_scored_rollout
+from gplace.rl.scoring import shared_scored_rollout
 from gplace.rl.settings import TrainSettings
 from gplace.rl.state import fresh_adam_moments
 from gplace.rl.update import (rl_step, sample_rollout, scan_chunk,
@@ -122,11 +122,13 @@ def _device_identity(n: int) -> Callable:
 
 
 def unreplicate(tree, n: int):
-  """The first copy of a replicated tree, as numpy arrays; identity for 1.
-  (Reads this process's first shard: indexing ``x[0]`` dispatches one gather per
-  leaf, seconds for a whole train state.)"""
+  """The first copy of a replicated tree, as numpy arrays; identity for 1
+  (numpy arrays too in a multi-process run: orbax saves no process-local
+  jax.Array there). (Reads this process's first shard: indexing ``x[0]``
+  dispatches one gather per leaf, seconds for a whole train state.)"""
   if n == 1:
-    return tree
+    return (jax.tree.map(np.asarray, tree) if distributed.is_distributed()
+            else tree)
   return jax.tree.map(lambda x: np.asarray(
       x.addressable_data(0) if isinstance(x, jax.Array) else x)[0], tree)
 
@@ -204,9 +206,11 @@ def run_chunk(fns: StepFns, state, batch, target, length: int, *,
   if host_rewards is None:
     return fns.rl_chunk(state, batch, length)
   all_metrics = []
-  for _ in range(length):  # single device: measure between sample and update
+  # One device per process: measure between sample and update. Across
+  # processes every one samples and updates alike and scores its share.
+  for _ in range(length):
     state, rollout = fns.sample(state, batch)
-    scored = host_scored_rollout(rollout._replace(
+    scored = shared_scored_rollout(rollout._replace(
         placements=expand_on_host(rollout.placements, batch.group_of)),
                                  *host_rewards)
     rollout = rollout._replace(runtime_s=scored.runtime_s,

@@ -1,7 +1,8 @@
 """Host-side scoring for training, and the problems in-step rewards read.
 
 :class:`Scorer` is a :data:`~gplace.rl.types.RewardFn` (simulated or
-measured); :func:`host_reward_fns`, :func:`host_scored_rollout`;
+measured); :func:`host_reward_fns`, :func:`host_scored_rollout` (and
+:func:`shared_scored_rollout` across processes);
 :func:`stacked_problems` and :func:`stacked_dispatch_problems` for
 :mod:`gplace.rl.rewards`.
 """
@@ -15,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gplace import processes
 from gplace.errors import BudgetError, PlacementError, RewardError
 from gplace.execution import executor
 from gplace.execution import timing
@@ -180,6 +182,48 @@ def host_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
           "per placement, inf or NaN for a failed one.")
     runtimes.append(runtime)
   runtime = np.stack(runtimes).astype(np.float32)
+  return rollout._replace(runtime_s=jnp.asarray(runtime),
+                          failed=jnp.asarray(~np.isfinite(runtime)))
+
+
+def sample_shares(num_samples: int, num_processes: int) -> list[slice]:
+  """Which of ``num_samples`` samples per graph each process scores:
+  consecutive runs, the first ``num_samples % num_processes`` processes one
+  more (``np.array_split``'s split)."""
+  sizes = [len(a) for a in np.array_split(np.arange(num_samples),
+                                          num_processes)]
+  starts = np.cumsum([0] + sizes)
+  return [slice(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def shared_scored_rollout(rollout: Rollout, reward_fns: Sequence[RewardFn],
+                          num_nodes: Sequence[int]) -> Rollout:
+  """:func:`host_scored_rollout`, the scoring split over the processes of a
+  multi-process run: each process scores its share of the ``K`` samples
+  (:func:`sample_shares`) on its own host, and the runtimes are gathered in
+  sample order, so every process holds the ``[B, K]`` runtimes one process
+  would have scored alone (a sample's score does not depend on the others).
+  For one process, :func:`host_scored_rollout`.
+
+  Every process must call it with the same rollout (the same state and
+  batch: sampling is replicated, only the scoring splits).
+  """
+  if not processes.is_distributed():
+    return host_scored_rollout(rollout, reward_fns, num_nodes)
+  num_samples = np.shape(rollout.placements)[1]
+  shares = sample_shares(num_samples, processes.process_count())
+  mine = shares[processes.process_index()]
+  cut = lambda x: None if x is None else np.asarray(x)[:, mine]
+  scored = host_scored_rollout(
+      rollout._replace(placements=cut(rollout.placements),
+                       priority=cut(rollout.priority),
+                       fusion=cut(rollout.fusion)), reward_fns, num_nodes)
+  width = max(s.stop - s.start for s in shares)
+  runtime = np.full((len(reward_fns), width), np.nan, np.float32)
+  runtime[:, :mine.stop - mine.start] = np.asarray(scored.runtime_s)
+  gathered = processes.allgather(runtime)  # [P, B, width]
+  runtime = np.concatenate([gathered[p, :, :s.stop - s.start]
+                            for p, s in enumerate(shares)], axis=1)
   return rollout._replace(runtime_s=jnp.asarray(runtime),
                           failed=jnp.asarray(~np.isfinite(runtime)))
 

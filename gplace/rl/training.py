@@ -25,7 +25,7 @@ from gplace.rl import policy_file
 from gplace.rl import scoring
 from gplace.rl import run_outputs
 from gplace.rl import workdir as workdir_lib
-from gplace.rl.checkpoint import Checkpointer
+from gplace.rl.checkpoint import Checkpointer, saved_steps
 from gplace.rl.checks import (check_arguments, check_run,
                               num_parallel_devices)
 from gplace.rl.evaluation import evaluate_policy
@@ -147,10 +147,14 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
   """Trains ``policy`` to place ``graphs`` on ``topology``.
 
   In a multi-process run (:func:`gplace.rl.distributed.initialize` first)
-  every process calls it with the same arguments: the samples are split
-  over all devices of all processes, gradients averaged over them; process
-  0 alone writes ``workdir`` (and holds its lock), logs and draws the
-  progress bar; every process returns the same result.
+  every process calls it with the same arguments: the samples of in-step
+  rewards are split over all devices of all processes, gradients averaged
+  over them; host-simulated rewards are scored each process its share
+  (:func:`gplace.rl.scoring.shared_scored_rollout`); process 0 alone writes
+  ``workdir`` (and holds its lock), logs and draws the progress bar; every
+  process returns the same result. If another process dies, this one
+  prints a ``ProcessLostError`` line and exits with status 75
+  (:func:`gplace.processes.exit_when_a_peer_is_lost`).
 
   Args:
     graphs: ``B`` graphs (``gplace.Graph``, or
@@ -191,15 +195,36 @@ def train(graphs: Sequence[Union[Graph, Workload]], topology: Topology,
                   stop_after_step=stop_after_step)
   if workdir is not None:
     workdir = os.path.abspath(workdir)
+  run_workdir = workdir
   if not distributed.is_primary():
     # Process 0 alone writes, checkpoints, logs and draws the bar; the
     # others train their share of the samples and return the same result.
     workdir, log = None, distributed.silent
     settings = settings.replace(progress_bar=False)
-  with distributed.entered_on_primary(workdir_lib.locked(workdir, log)):
-    return _train(graphs, topology, policy, settings, workdir=workdir,
-                  progress=progress, stop_after_step=stop_after_step,
-                  log=log)
+  # If another process dies, this one stops with a line saying so (after
+  # the workdir's lock is released and pending checkpoints are written).
+  with distributed.exit_when_a_peer_is_lost(
+      functools.partial(checkpoints_left, run_workdir)):
+    with distributed.entered_on_primary(workdir_lib.locked(workdir, log)):
+      return _train(graphs, topology, policy, settings, workdir=workdir,
+                    progress=progress, stop_after_step=stop_after_step,
+                    log=log)
+
+
+def checkpoints_left(workdir: Optional[str]) -> str:
+  """What a restart resumes from, for the line of a process whose peer
+  died: process 0 reads its checkpoints (every save finished), the others
+  name process 0's workdir."""
+  if workdir is None:
+    return "this run keeps no checkpoints (no workdir); a restart starts over"
+  if not distributed.is_primary():
+    return (f"process 0 keeps the checkpoints in {workdir} (a restart "
+            "resumes from its newest intact one)")
+  steps = saved_steps(os.path.join(workdir, "checkpoints"))
+  if not steps:
+    return f"no checkpoint was saved in {workdir} yet; a restart starts over"
+  return (f"the last checkpoint, step {steps[-1]} in {workdir}, is intact "
+          "(a restart resumes from it)")
 
 
 

@@ -9,7 +9,6 @@ runs them, a few minutes on two cores.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,10 +20,13 @@ import pytest
 
 from experiments import run as run_script
 from experiments.configs import quickstart
+from gplace import processes
+from gplace._testing import finish_processes, start_processes
 from gplace.errors import ConfigError, DistributedError, GplaceError
 from gplace.rl import checkpoint
 from gplace.rl import checks
 from gplace.rl import distributed
+from gplace.rl import scoring
 from gplace.rl import settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -61,42 +63,21 @@ def small_config(**changes):
   return config
 
 
-def free_port() -> int:
-  with socket.socket() as sock:
-    sock.bind(("127.0.0.1", 0))
-    return sock.getsockname()[1]
-
-
-def launch(workdir, num_processes=2, devices=2, heartbeat_s=5, **changes):
+def launch(workdir, num_processes=2, devices=2, heartbeat_s=5,
+           overrides=OVERRIDES, **changes):
   """``num_processes`` ``run.py`` processes of ``devices`` forced CPU
-  devices each, training into ``workdir``: their Popen objects."""
-  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} "
-             "--xla_backend_optimization_level=0")
-  args = [sys.executable, os.path.join(ROOT, "experiments", "run.py"),
+  devices each, training into ``workdir`` (the quickstart config with
+  ``overrides`` and ``changes``): their Popen objects."""
+  args = [os.path.join(ROOT, "experiments", "run.py"),
           "--config", os.path.join(ROOT, "experiments/configs/quickstart.py"),
           f"--workdir={workdir}", f"--heartbeat_timeout_s={heartbeat_s}"]
-  args += [f"--config.{k}={v}" for k, v in dict(OVERRIDES, **changes).items()]
-  port = free_port()
-  return [subprocess.Popen(
-      args + [f"--coordinator_address=127.0.0.1:{port}",
-              f"--num_processes={num_processes}", f"--process_id={i}"],
-      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-          for i in range(num_processes)]
+  args += [f"--config.{k}={v}" for k, v in dict(overrides, **changes).items()]
+  return start_processes(args, num_processes, devices=devices, root=ROOT)
 
 
 def finish(processes, timeout_s=300):
   """``[(returncode, stdout, stderr)]``, killing all after ``timeout_s``."""
-  out = []
-  for process in processes:
-    try:
-      stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      for p in processes:
-        p.kill()
-      raise
-    out.append((process.returncode, stdout, stderr))
-  return out
+  return finish_processes(processes, timeout_s)
 
 
 def saved_state(workdir, step):
@@ -186,12 +167,46 @@ def test_one_process_shares_without_collectives():
   assert distributed.local_share(2) == 2
 
 
-def test_host_rewards_are_refused_across_processes(monkeypatch):
+def test_what_cannot_split_over_processes_is_refused(monkeypatch):
   monkeypatch.setattr(distributed, "is_distributed", lambda: True)
-  with pytest.raises(ConfigError, match="simulator_dynamic"):
-    checks.check_processes(settings.TrainSettings())
+  with pytest.raises(ConfigError, match="--config.pmap=True"):
+    checks.check_processes(settings.TrainSettings().replace(
+        rl=dict(reward="simulator_dynamic"), pmap=False))
+  with pytest.raises(ConfigError, match="simulator_host"):
+    checks.check_processes(settings.TrainSettings().replace(
+        rl=dict(reward="executor")))
+  # Host-simulated rewards (the default) split their scoring.
+  checks.check_processes(settings.TrainSettings())
+  checks.check_processes(settings.TrainSettings().replace(pmap=False))
   checks.check_processes(settings.TrainSettings().replace(
       rl=dict(reward="simulator_dynamic")))
+
+
+def test_each_process_scores_a_run_of_the_samples():
+  assert scoring.sample_shares(8, 2) == [slice(0, 4), slice(4, 8)]
+  assert scoring.sample_shares(7, 3) == [slice(0, 3), slice(3, 5),
+                                         slice(5, 7)]
+  assert scoring.sample_shares(1, 2) == [slice(0, 1), slice(1, 1)]
+
+
+def test_a_lost_peer_is_told_from_other_errors(monkeypatch):
+  gloo = ValueError("UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/"
+                    "transport/tcp/pair.cc:547] Connection closed by peer "
+                    "[127.0.0.1]:44693")
+  assert not processes.is_peer_loss(gloo)  # one process: nothing to lose
+  monkeypatch.setattr(processes, "is_distributed", lambda: True)
+  monkeypatch.setattr(processes, "process_count", lambda: 2)
+  monkeypatch.setattr(processes, "process_index", lambda: 1)
+  assert processes.is_peer_loss(gloo)
+  assert not processes.is_peer_loss(ValueError("shapes do not match"))
+  assert processes.lost_peer_message(gloo, "nothing saved") == (
+      "gplace: process 0 of 2 (the coordinator) stopped responding (killed "
+      "or crashed); nothing saved; restart all 2 processes with the same "
+      "command to resume.")
+  # Other errors pass through unchanged.
+  with pytest.raises(ValueError, match="shapes"):
+    with processes.exit_when_a_peer_is_lost(lambda: "unused"):
+      raise ValueError("shapes do not match")
 
 
 def test_run_py_reports_a_bad_process_id_in_one_line(tmp_path):
@@ -255,32 +270,89 @@ def test_two_processes_train_as_one_process_of_as_many_devices(
 
 
 @slow
-def test_a_killed_process_stops_the_other_and_the_run_resumes(
-    two_processes, tmp_path):
-  workdir = str(tmp_path / "killed")
+def test_the_quickstart_trains_across_processes_as_in_one(tmp_path):
+  # The quickstart config as it is (host-simulated rewards, each process
+  # scoring its half of every step's samples), 20 RL steps. The reference
+  # is one process of as many devices per process: XLA:CPU sizes its
+  # thread pool by the forced devices where they outnumber the cores, and
+  # the dots of the update split by it (a jitted gradient differs in its
+  # last bits between 2 and 4 forced devices on this 2-core machine), so
+  # one process of 4 devices here would drift by rounding, not by layout.
+  changes = {"train.num_steps": 20}
+  two, one = str(tmp_path / "two"), str(tmp_path / "one")
+  results = finish(launch(two, overrides={}, heartbeat_s=100, **changes))
+  results += finish(launch(one, num_processes=1, overrides={}, **changes))
+  for code, _, err in results:
+    assert code == 0, err[-3000:]
+  assert [s for s, _ in losses(two)] == list(range(1, 21))
+  np.testing.assert_allclose([l for _, l in losses(two)],
+                             [l for _, l in losses(one)], atol=1e-5)
+  assert_states_close(saved_state(two, 20), saved_state(one, 20))
+
+
+def kill_at_first_checkpoint(workdir, victim):
+  """Starts a long run into ``workdir``, SIGKILLs process ``victim`` once
+  the checkpoint at step 10 is written, and returns how the other process
+  ended ``(returncode, stderr, seconds after the kill)``."""
   processes = launch(workdir, **{"train.num_steps": 1000})
   first = os.path.join(workdir, "checkpoints", "10")
   deadline = time.time() + 240
   while not os.path.isdir(first):
-    assert time.time() < deadline and processes[0].poll() is None, (
-        processes[0].communicate()[1][-3000:])
+    if time.time() > deadline or any(p.poll() is not None
+                                     for p in processes):
+      finish(processes, timeout_s=1)
+      raise AssertionError("the run did not reach its first checkpoint: " +
+                           processes[0].stderr.read()[-3000:])
     time.sleep(0.2)
-  processes[1].send_signal(signal.SIGKILL)
+  processes[victim].send_signal(signal.SIGKILL)
   start = time.time()
-  returncode, _, stderr = finish(processes[:1], timeout_s=90)[0]
-  processes[1].wait()
-  # JAX ends the survivor (heartbeat 5 s) rather than leaving it waiting
-  # in a collective.
-  assert returncode != 0 and time.time() - start < 60
-  assert "another task died" in stderr, stderr[-3000:]
+  survivor = processes[1 - victim]
+  returncode, _, stderr = finish([survivor], timeout_s=90)[0]
+  processes[victim].wait()
+  return returncode, stderr, time.time() - start
+
+
+def assert_resumes_as_uninterrupted(workdir, uninterrupted):
+  """The intact checkpoint at step 10 resumes, for 20 steps in all, into
+  the uninterrupted run's state and losses."""
   assert checkpoint.saved_steps(os.path.join(workdir, "checkpoints")) == [10]
-  at_10 = saved_state(workdir, 10)
-  assert int(at_10["step"]) == 10
-  # Resumed (for 20 steps in all): the uninterrupted run, step for step.
+  assert int(saved_state(workdir, 10)["step"]) == 10
   results = finish(launch(workdir))
   for code, _, err in results:
     assert code == 0, err[-3000:]
   assert "resumed from step 10" in results[0][1]
   assert_states_close(saved_state(workdir, TOTAL_STEPS),
-                      saved_state(two_processes[0], TOTAL_STEPS), atol=0)
-  assert losses(workdir)[-10:] == losses(two_processes[0])[-10:]
+                      saved_state(uninterrupted, TOTAL_STEPS), atol=0)
+  assert losses(workdir)[-10:] == losses(uninterrupted)[-10:]
+
+
+@slow
+def test_a_killed_process_stops_the_other_with_one_line_and_the_run_resumes(
+    two_processes, tmp_path):
+  workdir = str(tmp_path / "killed_1")
+  returncode, stderr, seconds = kill_at_first_checkpoint(workdir, victim=1)
+  # Process 0's next collective fails: it says so in one line and exits
+  # with its own status, before JAX's heartbeat (5 s) would abort it.
+  assert returncode == distributed.PEER_LOST_STATUS, stderr[-3000:]
+  assert seconds < 60
+  assert (f"ProcessLostError: gplace: process 1 of 2 stopped responding "
+          f"(killed or crashed); the last checkpoint, step 10 in {workdir}, "
+          "is intact (a restart resumes from it); restart all 2 processes "
+          "with the same command to resume.") in stderr, stderr[-3000:]
+  assert "Traceback" not in stderr
+  assert_resumes_as_uninterrupted(workdir, two_processes[0])
+
+
+@slow
+def test_a_killed_coordinator_stops_the_other_with_one_line_and_resumes(
+    two_processes, tmp_path):
+  workdir = str(tmp_path / "killed_0")
+  returncode, stderr, seconds = kill_at_first_checkpoint(workdir, victim=0)
+  assert returncode == distributed.PEER_LOST_STATUS, stderr[-3000:]
+  assert seconds < 60
+  assert ("ProcessLostError: gplace: process 0 of 2 (the coordinator) "
+          "stopped responding (killed or crashed); process 0 keeps the "
+          f"checkpoints in {workdir} (a restart resumes from its newest "
+          "intact one); restart all 2 processes with the same command to "
+          "resume.") in stderr, stderr[-3000:]
+  assert_resumes_as_uninterrupted(workdir, two_processes[0])

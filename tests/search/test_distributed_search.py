@@ -7,15 +7,13 @@ real processes (one forced CPU device each, gloo over a free loopback port).
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 from gplace import processes
+from gplace._testing import finish_processes, start_processes
 from gplace.errors import GplaceError, SearchError
 from gplace.search import rounds
 from gplace.search.annealing import annealing
@@ -197,31 +195,13 @@ def test_the_shared_best_is_the_best_of_the_processes_own():
 # -- two real processes -----------------------------------------------------------
 
 
-def free_port() -> int:
-  with socket.socket() as sock:
-    sock.bind(("127.0.0.1", 0))
-    return sock.getsockname()[1]
-
-
 def two_processes(seed=SEED, budget=BUDGET, timeout_s=120):
   """The two processes' results (JSON), process 0 first."""
-  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=1 "
-             "--xla_backend_optimization_level=0")
-  address = f"127.0.0.1:{free_port()}"
-  started = [subprocess.Popen(
-      [sys.executable, "-c", WORKER, address, str(p), str(seed), str(budget)],
-      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for p in range(2)]
+  started = start_processes(["-c", WORKER, "{address}", "{process_id}",
+                             str(seed), str(budget)], 2, root=ROOT)
   out = []
-  for process in started:
-    try:
-      stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      for p in started:
-        p.kill()
-      raise
-    assert process.returncode == 0, stderr[-3000:]
+  for returncode, stdout, stderr in finish_processes(started, timeout_s):
+    assert returncode == 0, stderr[-3000:]
     out.append(json.loads([line for line in stdout.splitlines()
                            if line.startswith("{")][-1]))
   return out
