@@ -7,9 +7,10 @@ The ablation: ``gplace.optimize(method="auto")`` on graphs the shipped
 policy never saw (``experiments/configs/pretrain.py``'s ``HELD_OUT``
 families, tiny train steps, ``1cpu+4gpu``, the topology gplace ships a
 policy for), at each of ``--budgets`` seconds, once with the policy
-(``policy=None``: the shipped one, zero-shot; its placements start the
-search, :func:`gplace.autoplace.candidates.search_starts`) and once without (``policy=False``: the same baselines, searches,
-solver and LNS, which get the policy's time). The two runs of a cell follow
+(``policy=`` the shipped one, zero-shot; its placements start the search,
+:func:`gplace.autoplace.candidates.search_starts`) and once without
+(``policy=False``, ``"auto"``'s default since this study: the same
+baselines, searches, solver and LNS, which get the policy's time). The two runs of a cell follow
 each other, in alternating order, so the machine's load falls on both.
 
 Per cell it reports, in simulated ms and against the best classical plan in
@@ -39,9 +40,11 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 from experiments.configs import pretrain as pretrain_config
 import gplace
 from gplace import baselines, report, workloads
+from gplace.rl import policy_file
 from gplace.sim.presets import preset
 
 TOPOLOGY = "1cpu+4gpu"
+SHIPPED = policy_file.shipped_policy_path(TOPOLOGY)
 #: optimize's answer counts as a tie within this relative difference.
 TIE = 1e-6
 
@@ -60,7 +63,7 @@ def cell(graph, budget_s: float, *, seed: int, policy_first: bool) -> dict:
   for with_policy in ((True, False) if policy_first else (False, True)):
     result = gplace.optimize(graph, topology=TOPOLOGY, budget_s=budget_s,
                              seed=seed, progress=False,
-                             policy=None if with_policy else False)
+                             policy=SHIPPED if with_policy else False)
     runs[with_policy] = result
   with_, without = runs[True], runs[False]
   c = with_.candidates

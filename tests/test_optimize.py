@@ -365,6 +365,11 @@ def test_pretrained_runs_the_policy_zero_shot_next_to_the_baselines(
                             budget_s=5.0, progress=False, max_evaluations=64)
   assert not any("pretrained" in label for label in without.candidates)
   assert set(without.candidates) < set(auto.candidates)
+  # Without policy=, "auto" applies none (not even a shipped one).
+  default = gplace.optimize(random_dag(30, seed=5), budget_s=5.0,
+                            progress=False, max_evaluations=64)
+  assert default.topology.name == "1cpu+4gpu"
+  assert not any("pretrained" in label for label in default.candidates)
 
 
 def test_a_policy_for_other_devices_is_refused(small_policy):

@@ -74,9 +74,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   says which times are simulated and which measured.
 
   * ``"auto"`` (default): every baseline in its best schedule (the
-    simulator's default, or a list scheduler's own planned op order); the
-    pretrained policy zero-shot when one fits the topology (``policy=``, or
-    the one gplace ships for it); simulated annealing over placements from
+    simulator's default, or a list scheduler's own planned op order); a
+    pretrained policy zero-shot when ``policy=`` names one (not the shipped
+    one by default: with it ``optimize`` was no better on held-out graphs,
+    within the runs' spread at 10-60 s and 1.6-4.5% worse at 300 s,
+    ``experiments/learning_in_optimize.py``); simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
     baseline too, each for half), then over placement and schedule together
     (:mod:`gplace.search.joint`) from the best in its own order, for part
@@ -173,10 +175,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       time does not cut short is reproducible for a seed.
     policy: a policy file (``.npz`` written by ``experiments/run.py
       --config experiments/configs/pretrain.py``) for the pretrained
-      methods; default: the one gplace ships for the topology
-      (``gplace.rl.policy_file.shipped_topologies()``), if any; ``False``:
-      none (``"auto"`` without learned candidates, the ablation of
-      ``experiments/learning_in_optimize.py``).
+      methods; default: for ``"pretrained"`` and ``"finetune"`` the one
+      gplace ships for the topology
+      (``gplace.rl.policy_file.shipped_topologies()``), if any, for
+      ``"auto"`` none; ``False``: none.
     fusion: after the placement (and order) are chosen, search fusion
       decisions for it (``gplace.search.fusion_annealing``, from the best
       of no fusion and XLA's default) in
@@ -252,7 +254,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         "max_groups=...), then place the groups), or use method='search' or "
         "'auto'.")
   loaded = None
-  if chosen.kind in ("auto", "pretrained", "finetune"):
+  # "auto" applies a policy only when given one: the shipped policy did not
+  # make it better (experiments/learning_in_optimize.py, docs/results.md).
+  if chosen.kind in ("pretrained", "finetune") or (
+      chosen.kind == "auto" and policy is not None):
     loaded = learned.resolve_policy_file(policy, problem.topology)
     if loaded is None and policy is False and chosen.kind != "auto":
       raise SearchError(
