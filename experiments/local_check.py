@@ -52,6 +52,9 @@ def parse_args(argv=None):
   parser.add_argument("--check-placements", type=int, default=3,
                       help="with --profile-repeats: block placements "
                       "predicted by every profile (besides one device)")
+  parser.add_argument("--no-prior", action="store_true",
+                      help="fit without the calibration prior on few runs "
+                      "(calibration.PRIOR_PER_OCTAVE = 0), for comparison")
   parser.add_argument("--out", default="", help="a study folder")
   return parser.parse_args(argv)
 
@@ -276,6 +279,8 @@ def prediction_rows(name: str, fn, args: tuple, profiles: list) -> list:
 
 
 def profile_main() -> None:
+  if ARGS.no_prior:
+    calibration.PRIOR_PER_OCTAVE = 0.0
   checks = [profile_check(name, ARGS.budget_s, ARGS.profile_repeats)
             for name in ARGS.programs.split(",")]
   rows = [row for profile_rows, _ in checks for row in profile_rows]
