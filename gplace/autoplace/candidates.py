@@ -16,6 +16,7 @@ import numpy as np
 from gplace import baselines, processes, search, solvers
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
+from gplace.search import rounds
 from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
@@ -296,7 +297,8 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     per_batch_s = max(time.perf_counter() - began, 1e-4)
     budget = max(BATCH, int(0.9 * time_s / per_batch_s) * BATCH)
     # Across processes, process 0's count is split over all of them.
-    budget = int(processes.broadcast(np.asarray(budget, np.int32)))
+    with processes.exit_when_a_peer_is_lost(rounds.nothing_on_disk):
+      budget = int(processes.broadcast(np.asarray(budget, np.int32)))
   else:
     budget = max_evaluations
   origin = start.label.split(" (")[0]

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from gplace import processes
+from gplace.search import rounds
 from gplace.errors import PlacementError, SearchError, TopologyError
 from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
@@ -418,8 +419,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           time_s=max(began + budget_s - time.perf_counter(),
                      budget.MIN_MEASURE_S))
   if processes.is_distributed():  # every process returns process 0's
-    tried, measurements, bound_s, notes = processes.broadcast_object(
-        (tried, measurements, bound_s, notes))
+    with processes.exit_when_a_peer_is_lost(rounds.nothing_on_disk):
+      tried, measurements, bound_s, notes = processes.broadcast_object(
+          (tried, measurements, bound_s, notes))
   tie = (measured_lib.PRESET_TIE if not problem.local else
          measured_lib.CALIBRATED_TIE if problem.calibrated else
          measured_lib.UNCALIBRATED_TIE)

@@ -40,8 +40,17 @@ class Exchange:
     return processes.process_index()
 
   def allgather(self, tree: Any) -> Any:
-    """Every process's ``tree`` stacked on a leading ``[P]`` axis."""
-    return processes.allgather(tree)
+    """Every process's ``tree`` stacked on a leading ``[P]`` axis. A peer
+    that died ends this process with one line
+    (:func:`gplace.processes.exit_when_a_peer_is_lost`)."""
+    with processes.exit_when_a_peer_is_lost(nothing_on_disk):
+      return processes.allgather(tree)
+
+
+def nothing_on_disk() -> str:
+  """What survives a lost peer during a search or ``optimize``: nothing was
+  written, so nothing is lost."""
+  return "a search keeps nothing on disk, so nothing was lost"
 
 
 def default_exchange() -> Optional[Exchange]:

@@ -220,3 +220,34 @@ def test_two_processes_find_the_same_best_and_rerun_the_same():
   assert again[0]["placement"] == first[0]["placement"]
   assert again[0]["runtime_s"] == first[0]["runtime_s"]
   assert again[1]["optimized"] == first[1]["optimized"]
+
+
+# Process 1 dies after the processes have met once; process 0 searches on.
+KILLED = """
+import os, signal, sys
+from gplace import processes
+processes.initialize(sys.argv[1], 2, int(sys.argv[2]), heartbeat_timeout_s=5)
+import numpy as np
+processes.allgather(np.zeros(1))
+if processes.process_index() == 1:
+  os.kill(os.getpid(), signal.SIGKILL)
+from gplace.graphs.graph import random_dag
+from gplace.search.annealing import annealing
+from gplace.sim.presets import preset
+annealing(random_dag(12, seed=3), preset("1cpu+2gpu"), seed=1,
+          budget=100_000, batch_size=8, round_evaluations=16)
+print("finished")
+"""
+
+
+def test_a_search_whose_peer_dies_stops_with_one_line():
+  started = start_processes(["-c", KILLED, "{address}", "{process_id}"], 2,
+                            root=ROOT)
+  survivor, killed = finish_processes(started, timeout_s=120)
+  assert killed.returncode == -9
+  assert survivor.returncode == processes.PEER_LOST_STATUS, \
+      survivor.stderr[-3000:]
+  assert "finished" not in survivor.stdout
+  assert ("ProcessLostError: gplace: process 1 of 2 stopped responding"
+          in survivor.stderr)
+  assert "a search keeps nothing on disk" in survivor.stderr
