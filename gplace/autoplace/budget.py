@@ -59,6 +59,16 @@ MIN_STALL_S = 2.0
 # method="auto" gives this share of its search to placement and schedule
 # together (gplace.search.joint), after a search over placements.
 JOINT_SHARE = 0.5
+# On graphs of at least AUTO_POLICY_MIN_NODES ops, with at least
+# AUTO_POLICY_MIN_S seconds of budget, method="auto" trains GO on the graph
+# (the group-level policy, from scratch) for AUTO_POLICY_SHARE of what the
+# baselines leave, then searches from the best so far. There a search over
+# ops barely moves (gnmt4, 30k ops: -1.0% in 60 s, -2.4% for all of
+# optimize in 300 s), while GO trained for the same 300 s reached -14.6%
+# (experiments/results/optimality, docs/results.md "Gap to optimal").
+AUTO_POLICY_MIN_NODES = 10_000
+AUTO_POLICY_MIN_S = 120.0
+AUTO_POLICY_SHARE = 0.7
 # On this machine's devices (topology="local" with a function), this share
 # of the budget (at least MIN_MEASURE_S seconds) measures the top
 # candidates with the executor.

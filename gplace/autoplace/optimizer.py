@@ -79,7 +79,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     pretrained policy zero-shot when ``policy=`` names one (not the shipped
     one by default: with it ``optimize`` was no better on held-out graphs,
     within the runs' spread at 10-60 s and 1.6-4.5% worse at 300 s,
-    ``experiments/learning_in_optimize.py``); simulated annealing over placements from
+    ``experiments/learning_in_optimize.py``); on graphs of at least
+    :data:`AUTO_POLICY_MIN_NODES` ops with at least
+    :data:`AUTO_POLICY_MIN_S` seconds, GO trained on the graph for
+    :data:`AUTO_POLICY_SHARE` of the time the baselines leave (there a
+    search over ops barely moves in minutes, a group-level policy does);
+    simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
     baseline too, each for half), then over placement and schedule together
     (:mod:`gplace.search.joint`) from the best in its own order, for part
@@ -322,6 +327,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     # Evidence for re-allocating "auto"'s budget: a phase that stalls.
     stall_s = (max(budget.STALL_SHARE * budget_s, budget.MIN_STALL_S)
                if chosen.kind == "auto" else None)
+    if (chosen.kind == "auto" and n >= budget.AUTO_POLICY_MIN_NODES
+        and budget_s >= budget.AUTO_POLICY_MIN_S):
+      bar.stage("GO on this graph")
+      tried.extend(learned.policy_candidates(
+          problem, seed=seed, notes=notes,
+          time_s=budget.AUTO_POLICY_SHARE * (deadline - time.perf_counter())))
+      _show_best(bar, tried)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
