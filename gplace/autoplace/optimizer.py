@@ -281,10 +281,6 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     raise SearchError(
         f"gplace.optimize: policy= is used by methods 'auto', 'pretrained' "
         f"and 'finetune', not {method!r}; drop it or change the method.")
-  # "auto" does not fine-tune: in the ablation (experiments/
-  # learning_in_optimize.py) fine-tuning inside a 300 s budget never won and
-  # took the searches' time; its zero-shot placements start a search.
-  finetune_next = chosen.kind == "finetune"
 
   # Measuring on this machine gets its share of the budget at the end.
   measure_s = budget.measure_reserve_s(budget_s) if measuring else 0
@@ -368,8 +364,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
               max_evaluations, budget.JOINT_SHARE)
           if chosen.kind == "auto" else max_evaluations, stall_s=stall_s))
       _show_best(bar, tried)
-    left = deadline - time.perf_counter()
-    solver_s = left
+    solver_s = deadline - time.perf_counter()
     best = best_of(tried)
     if (chosen.kind == "auto" and not solver_next
         and n <= budget.SOLVER_MAX_NODES
@@ -389,8 +384,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       bound_s = max(bound_s, outcome.bound_s)
       proven = outcome.status == "OPTIMAL"
       _show_best(bar, tried)
-    left = deadline - time.perf_counter()
-    lns_s = left
+    lns_s = deadline - time.perf_counter()
     incumbent = best_of(tried)
     at_bound = incumbent is not None and (
         incumbent.runtime_s <= bound_s * (1 + budget.AT_BOUND))
@@ -401,12 +395,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       start = incumbent or runs.default[0]
       tried.append(candidates_lib.lns_candidate(
           problem, start, time_s=max(lns_s, 1.0), seed=seed,
-          bound_s=bound_s, stall_s=None,
+          bound_s=bound_s,
           max_iterations=None if max_evaluations is None else max(
               1, max_evaluations // candidates_lib.BATCH)))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
-    if finetune_next:
+    if chosen.kind == "finetune":
       bar.stage("fine-tuning")
       tried.extend(learned.finetune_candidates(
           problem, loaded, time_s=max(left, 0.0), seed=seed, notes=notes))
