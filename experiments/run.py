@@ -295,6 +295,14 @@ def main(argv: list[str]) -> None:
     # One clear line and a nonzero status: absl's UsageError would print
     # the whole usage text first and bury it.
     sys.stderr.write(error_line(err) + "\n")
+    if distributed.is_distributed():
+      # Every process is failing: JAX's shutdown barrier at exit can only
+      # wait for a process that has gone (seen hanging for minutes), so
+      # leave without it, as a lost peer does (processes.
+      # exit_when_a_peer_is_lost); outputs were written as the error passed.
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os._exit(1)  # pylint: disable=protected-access
     sys.exit(1)
 
 
