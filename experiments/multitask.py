@@ -85,18 +85,6 @@ def run_tables(problems, args, log=print) -> tuple[list[str], list[str]]:
   return lines, said
 
 
-def method_lines(args) -> list[str]:
-  searches = [f"- {name}: {how}" for name, how in mixes.SEARCHES.items()]
-  return ["Rows per mix: the policy's own greedy decision, the best "
-          "decision it sampled in training, and the equal-budget search "
-          "from the best classical plan (its start counted as one "
-          "evaluation, kept if nothing beat it: '= the start'). S, F and "
-          "S+F hold the placement at the best classical one (policy: "
-          "allowed_devices one-hot on it). GO: priority_levels="
-          f"{mixes.PRIORITY_LEVELS} for S, fusion_head=True for F; "
-          f"{args.num_samples} samples per step. Searches:", ""] + searches
-
-
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--workloads", default="wavenet2,rnnlm2",
@@ -146,7 +134,7 @@ def main(argv=None) -> int:
   start = time.time()
   table, said = run_tables(problems, args, log=print)
   print("\n".join(said), flush=True)
-  lines = (title + method_lines(args) + [""] + table
+  lines = (title + mixes.method_lines(args.num_samples) + [""] + table
            + ["", "One seed, one run per row: differences of a few percent "
               "are noise.", ""] + said
            + ["", f"Wall {time.time() - start:.0f} s; load average at the "

@@ -100,6 +100,19 @@ class Row(NamedTuple):
   wall_s: Optional[float]
 
 
+def method_lines(num_samples: int) -> list[str]:
+  """What the rows are and how each search runs, for a study's text."""
+  searches = [f"- {name}: {how}" for name, how in SEARCHES.items()]
+  return ["Rows per mix: the policy's own greedy decision, the best "
+          "decision it sampled in training, and the equal-budget search "
+          "from the best classical plan (its start counted as one "
+          "evaluation, kept if nothing beat it: '= the start'). S, F and "
+          "S+F hold the placement at the best classical one (policy: "
+          "allowed_devices one-hot on it). GO: priority_levels="
+          f"{PRIORITY_LEVELS} for S, fusion_head=True for F; {num_samples} "
+          "samples per step. Searches:", ""] + searches
+
+
 def simulate_plan(problem: Problem, placement, *, order=None, priority=None,
                   fusion=None) -> Plan:
   """``placement`` in ``order`` (or the default schedule steered by
