@@ -187,7 +187,10 @@ def measured_verdicts(name: str, out: list[Measured]) -> list[str]:
   for mix, what in (("S", "scheduling"), ("F", "fusion"),
                     ("S+F", "scheduling + fusion")):
     changes = [m.measured_s / classical - 1 for m in out if m.mix == mix]
-    if not changes:
+    if not changes:     # every plan of the mix was an earlier one
+      lines.append(f"- {name}: {what} alone: neither the policy nor the "
+                   "search changed the plan from one measured above, so it "
+                   "cannot move the measured runtime here.")
       continue
     moved = [c for c in changes if abs(c) > noise]
     text = ", ".join(f"{c * 100:+.1f}%" for c in changes)
