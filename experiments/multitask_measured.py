@@ -92,13 +92,12 @@ def chosen_plans(rows: list) -> list[tuple[str, str, mixes.Plan]]:
   chosen = [(f"default: {r.who}", "default", r.plan) for r in rows
             if r.mix == "default" and "default_fusion" not in r.who]
   for mix in dict.fromkeys(r.mix for r in rows if r.mix != "default"):
-    policy = min((r for r in rows if r.mix == mix and
-                  r.who.startswith("policy")),
-                 key=lambda r: r.plan.runtime_s)
-    search = next(r for r in rows if r.mix == mix and
-                  r.who.startswith("search"))
-    chosen += [(f"{mix}: {policy.who}", mix, policy.plan),
-               (f"{mix}: {search.who}", mix, search.plan)]
+    policy = [r for r in rows if r.mix == mix and r.who.startswith("policy")]
+    if policy:                 # the faster of greedy and best sampled
+      policy = min(policy, key=lambda r: r.plan.runtime_s)
+      chosen.append((f"{mix}: {policy.who}", mix, policy.plan))
+    chosen += [(f"{mix}: {r.who}", mix, r.plan) for r in rows
+               if r.mix == mix and r.who.startswith("search")]
   kept, seen = [], {}
   for label, mix, plan in chosen:
     key = _key(plan)
