@@ -54,13 +54,12 @@ class _TinyLM(nn.Module):
     return nn.Dense(self.vocab, name="head")(nn.LayerNorm(name="ln")(x))
 
 
-def lm():
-  """A Transformer LM train step (4 blocks, width 128, adamw)."""
-  model = _TinyLM()
-  tokens = jnp.asarray(np.random.default_rng(0).integers(0, 512, (8, 64)))
+def lm_step(model: nn.Module, tokens, learning_rate: float = 1e-3):
+  """``(step, (params, opt_state, tokens))``: a next-token train step of
+  ``model`` (int ``tokens [B, T]`` in, logits ``[B, T, V]`` out) with
+  adamw; ``step`` returns the new params, optimizer state and the loss."""
   params = model.init(jax.random.PRNGKey(0), tokens)
-  optimizer = optax.adamw(1e-3)
-  opt_state = optimizer.init(params)
+  optimizer = optax.adamw(learning_rate)
 
   def step(params, opt_state, tokens):
     def loss_fn(params):
@@ -70,7 +69,13 @@ def lm():
     loss, grads = jax.value_and_grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
-  return step, (params, opt_state, tokens)
+  return step, (params, optimizer.init(params), tokens)
+
+
+def lm():
+  """A Transformer LM train step (4 blocks, width 128, adamw)."""
+  tokens = jnp.asarray(np.random.default_rng(0).integers(0, 512, (8, 64)))
+  return lm_step(_TinyLM(), tokens)
 
 
 class _ConvNet(nn.Module):

@@ -8,9 +8,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 import gplace
+from experiments import programs
 
 LEARNING_RATE = 1e-3
 
@@ -26,20 +26,8 @@ class _TinyLM(nn.Module):
 
 
 def _adamw_step():
-  model = _TinyLM()
   tokens = jnp.asarray(np.random.default_rng(0).integers(0, 64, (4, 16)))
-  params = model.init(jax.random.PRNGKey(0), tokens)
-  optimizer = optax.adamw(LEARNING_RATE)
-
-  def step(params, opt_state, tokens):
-    def loss_fn(params):
-      logits = model.apply(params, tokens[:, :-1])
-      return optax.softmax_cross_entropy_with_integer_labels(
-          logits, tokens[:, 1:]).mean()
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
-  return step, (params, optimizer.init(params), tokens)
+  return programs.lm_step(_TinyLM(), tokens, LEARNING_RATE)
 
 
 def test_an_adamw_step_placed_on_four_devices_matches_jit_within_its_bound():
