@@ -83,7 +83,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`AUTO_POLICY_MIN_NODES` ops with at least
     :data:`AUTO_POLICY_MIN_S` seconds, GO trained on the graph for
     :data:`AUTO_POLICY_SHARE` of the time the baselines leave (there a
-    search over ops barely moves in minutes, a group-level policy does);
+    search over ops barely moves in minutes, a group-level policy does),
+    stopped early when after :data:`AUTO_POLICY_PROBE_SHARE` of that time
+    its best sample is not faster than the best baseline;
     simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
     baseline too, each for half), then over placement and schedule together
@@ -326,9 +328,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     if (chosen.kind == "auto" and n >= budget.AUTO_POLICY_MIN_NODES
         and budget_s >= budget.AUTO_POLICY_MIN_S):
       bar.stage("GO on this graph")
+      policy_s = budget.AUTO_POLICY_SHARE * (deadline - time.perf_counter())
       tried.extend(learned.policy_candidates(
-          problem, seed=seed, notes=notes,
-          time_s=budget.AUTO_POLICY_SHARE * (deadline - time.perf_counter())))
+          problem, seed=seed, notes=notes, time_s=policy_s,
+          give_up=learned.GiveUp(budget.AUTO_POLICY_PROBE_SHARE * policy_s,
+                                 best_of(tried).runtime_s)))
       _show_best(bar, tried)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()

@@ -10,7 +10,7 @@ import functools
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -172,21 +172,47 @@ def finetune_candidates(problem: Problem,
 
 
 def policy_candidates(problem: Problem, *, time_s: float, seed: int,
-                      notes: Optional[list] = None) -> list[Candidate]:
+                      notes: Optional[list] = None,
+                      give_up: Optional[GiveUp] = None) -> list[Candidate]:
   """GO trained by RL on ``problem.graph`` from scratch (the default
   settings, :data:`DEFAULT_POLICY`) for about ``time_s`` seconds (chunks of
   :data:`CHUNK_STEPS`; none if the first would not fit): its greedy
-  placement at the end and the best placement it sampled. ``notes``: see
-  :func:`train_candidates`."""
+  placement at the end and the best placement it sampled. ``notes``,
+  ``give_up``: see :func:`train_candidates`."""
   return train_candidates(problem, DEFAULT_POLICY, TrainSettings(),
                           time_s=time_s, seed=seed, max_steps=MAX_STEPS,
-                          label="GO trained on this graph", notes=notes)
+                          label="GO trained on this graph", notes=notes,
+                          give_up=give_up)
+
+
+class GiveUp(NamedTuple):
+  """Evidence that stops a training run early: after ``after_s`` seconds
+  (setting up and compiling included) its best sampled placement is not
+  faster than ``unless_below_s`` (e.g. the best baseline's runtime)."""
+  after_s: float
+  unless_below_s: float
+
+
+def stop_reason(now: float, began: float, deadline: float, last_chunk_s: float,
+                best_s: float, give_up: Optional[GiveUp]) -> Optional[str]:
+  """Why a training run stops after a chunk, or None to go on: ``"spent"``
+  when the next chunk (timed as the last, ``last_chunk_s``) would end past
+  ``deadline``; ``"behind"`` when ``give_up`` says so for the best sampled
+  runtime ``best_s`` so far (NaN or inf: nothing sampled fitted). Times in
+  seconds of one clock."""
+  if now + last_chunk_s > deadline:
+    return "spent"
+  if (give_up is not None and now - began >= give_up.after_s
+      and not best_s < give_up.unless_below_s):
+    return "behind"
+  return None
 
 
 def train_candidates(problem: Problem, policy: PolicySettings,
                      settings: TrainSettings, *, time_s: float, seed: int,
                      max_steps: int, label: str,
-                     notes: Optional[list] = None) -> list[Candidate]:
+                     notes: Optional[list] = None,
+                     give_up: Optional[GiveUp] = None) -> list[Candidate]:
   """Trains ``policy`` with ``settings`` on ``problem`` (its graph,
   topology and costs) until ``max_steps`` RL steps or ``time_s`` seconds,
   whichever ends first, then scores, in the default schedule, the policy's
@@ -198,8 +224,10 @@ def train_candidates(problem: Problem, policy: PolicySettings,
   less is left than its first chunk takes (:data:`FIRST_CHUNK_S`, or what
   this process measured for the same problem), and stops between chunks
   once the time is spent or the next chunk (timed as the last) would
-  overrun it. The policy's final evaluation comes after that. Each of these
-  cases appends a line to ``notes`` (if given) and returns what there is.
+  overrun it, or, with ``give_up``, once its evidence says the run is
+  behind (:func:`stop_reason`). The policy's final evaluation comes after
+  that. Each of these cases appends a line to ``notes`` (if given) and
+  returns what there is.
   """
   began = time.perf_counter()
   deadline = began + time_s
@@ -212,16 +240,19 @@ def train_candidates(problem: Problem, policy: PolicySettings,
           f"its first {CHUNK_STEPS} steps (compiling included) take about "
           f"{expected_s:.0f} s here; raise budget_s to train.")
     return []
-  steps, chunk_s, last = [0], [], [began]
+  steps, chunk_s, last, reason = [0], [], [began], [None]
 
   def stop_when_spent(step: int, metrics: dict) -> bool:
-    del metrics
     now = time.perf_counter()
     if not chunk_s:
       _first_chunk_s[key] = now - began
     chunk_s.append(now - last[0])
     steps[0], last[0] = step, now
-    return now + chunk_s[-1] > deadline
+    best = metrics.get("best_runtime_s", [None])[0]
+    reason[0] = stop_reason(now, began, deadline, chunk_s[-1],
+                            float("nan") if best is None else float(best),
+                            give_up)
+    return reason[0] is not None
 
   rl = settings.rl
   if checks.ignores_host_costs(rl.reward, problem.topology):
@@ -238,7 +269,15 @@ def train_candidates(problem: Problem, policy: PolicySettings,
   result = training.train([workload], problem.topology, policy, settings,
                            progress=stop_when_spent, log=lambda line: None)
   done = f"{steps[0]} steps"
-  if steps[0] < max_steps and max_steps < MAX_STEPS:  # the time ran out
+  if reason[0] == "behind":
+    done = f"{steps[0]} steps, stopped behind"
+    if notes is not None:
+      notes.append(
+          f"{label}: stopped after {steps[0]} steps "
+          f"({time.perf_counter() - began:.0f} s): its best sample was not "
+          f"faster than {give_up.unless_below_s * 1e3:.4g} ms (the best so "
+          "far); the rest of its time went to the search.")
+  elif steps[0] < max_steps and max_steps < MAX_STEPS:  # the time ran out
     done = f"{steps[0]} of {max_steps} steps, budget spent"
     if notes is not None:
       notes.append(

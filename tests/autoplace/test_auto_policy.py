@@ -8,6 +8,7 @@ import gplace
 from gplace.autoplace import budget
 from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate
+from gplace.autoplace.inputs import Problem
 from gplace.graphs.graph import random_dag
 
 
@@ -17,9 +18,9 @@ def fake_training(monkeypatch):
   given."""
   calls = []
 
-  def fake(problem, *, time_s, seed, notes=None):
+  def fake(problem, *, time_s, seed, notes=None, give_up=None):
     del seed, notes
-    calls.append(time_s)
+    calls.append((time_s, give_up))
     placement = np.ones(problem.graph.n_nodes, np.int32)
     runtime = float(gplace.simulate(problem.graph, placement,
                                     problem.topology).runtime_s)
@@ -36,7 +37,16 @@ def test_a_large_graph_gets_go_trained_on_it(fake_training, monkeypatch):
   result = gplace.optimize(random_dag(40, seed=1), topology="1cpu+2gpu",
                            budget_s=3.0, progress=False, max_evaluations=64)
   assert len(fake_training) == 1
-  assert 0 < fake_training[0] <= budget.AUTO_POLICY_SHARE * 3.0
+  time_s, give_up = fake_training[0]
+  assert 0 < time_s <= budget.AUTO_POLICY_SHARE * 3.0
+  # GO gives its time back when, after a share of it, it is behind the best
+  # baseline (a baseline's runtime: the fastest of the default schedule's).
+  assert give_up.after_s == pytest.approx(
+      budget.AUTO_POLICY_PROBE_SHARE * time_s)
+  baselines = [v for k, v in result.candidates.items()
+               if not k.startswith(("GO", "annealing", "joint", "lns",
+                                    "local", "CP-SAT", "solver"))]
+  assert give_up.unless_below_s == pytest.approx(min(baselines))
   assert "GO trained on this graph (10 steps): greedy" in result.candidates
   assert result.runtime_s <= min(result.candidates.values()) + 1e-12
 
@@ -52,3 +62,30 @@ def test_a_small_graph_or_budget_does_not(fake_training, monkeypatch):
                   method="annealing", budget_s=3.0, progress=False,
                   max_evaluations=64)
   assert not fake_training
+
+
+def test_training_stops_when_spent_or_behind():
+  give_up = learned.GiveUp(after_s=10.0, unless_below_s=1.0)
+  # began 0, deadline 30: a next chunk of 5 s fits until 25.
+  assert learned.stop_reason(5.0, 0.0, 30.0, 5.0, 2.0, give_up) is None
+  assert learned.stop_reason(26.0, 0.0, 30.0, 5.0, 0.5, give_up) == "spent"
+  # After 10 s, behind (or nothing sampled fitted) stops; ahead goes on.
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 2.0, give_up) == "behind"
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 1.0, give_up) == "behind"
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, float("inf"),
+                             give_up) == "behind"
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, float("nan"),
+                             give_up) == "behind"
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 0.9, give_up) is None
+  assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 2.0, None) is None
+
+
+def test_go_behind_the_best_so_far_stops_after_its_first_chunk():
+  graph = random_dag(40, seed=1)
+  problem = Problem(graph, gplace.topology.preset("1cpu+2gpu"))
+  notes = []
+  found = learned.policy_candidates(
+      problem, time_s=120.0, seed=0, notes=notes,
+      give_up=learned.GiveUp(after_s=0.0, unless_below_s=0.0))
+  assert found and all(", stopped behind)" in c.label for c in found)
+  assert any("was not faster than" in line for line in notes)
