@@ -3,7 +3,8 @@ fusion (F) learnt by GO, against the defaults and an equal-budget search
 over the same decisions (simulated).
 
     python experiments/multitask.py --workloads rnnlm2,wavenet2 \
-        --size paper --samples 192 --out experiments/results/multitask/paper_mixes
+        --size paper --samples 192 \
+        --out experiments/results/multitask/paper_mixes
     python experiments/multitask.py --programs mlp,convnet \
         --out experiments/results/multitask/programs
 
