@@ -193,12 +193,16 @@ class Study:
     command: the command line that ran the study (:func:`command_line`).
     started: when the study started (UTC).
     start_load: the load average when it started.
+    start_code: the code's git commit when it started (what ran; a commit
+      made while a long study runs does not change it).
   """
 
   out_dir: str
   command: str
   started: str = dataclasses.field(default_factory=_now)
   start_load: str = dataclasses.field(default_factory=_load_average)
+  start_code: str = dataclasses.field(
+      default_factory=lambda: _code_version())  # pylint: disable=unnecessary-lambda
 
   @classmethod
   def create(cls, out_dir: Optional[str], script: str,
@@ -230,7 +234,9 @@ class Study:
              "written",
              f"- software: Python {info['python']}, numpy {info['numpy']}, "
              f"jax {info['jax']}; devices: {info['devices']}",
-             f"- code: {info['code']}"]
+             f"- code: {self.start_code}" + (
+                 "" if info["code"] == self.start_code else
+                 f" at the start ({info['code']} when written)")]
     others = sorted(name for name in os.listdir(self.out_dir)
                     if name != README) if os.path.isdir(self.out_dir) else []
     if others:

@@ -110,3 +110,16 @@ def test_the_module_is_a_leaf():
     elif isinstance(node, ast.ImportFrom) and node.level == 0:
       modules.add(node.module.split(".")[0])
   assert modules - {"__future__", "numpy"} <= set(sys.stdlib_module_names)
+
+
+def test_a_study_names_the_code_it_started_with(tmp_path, monkeypatch):
+  monkeypatch.setattr(report, "_code_version", lambda: "git aaaaaaa")
+  study = report.Study.create(str(tmp_path / "s"), "experiments/s.py", [])
+  study.write([])
+  assert "- code: git aaaaaaa" in (tmp_path / "s" / "README.md").read_text()
+  # A commit made while the study ran: the README names the one that ran.
+  monkeypatch.setattr(report, "_code_version", lambda: "git bbbbbbb")
+  study.write([])
+  text = (tmp_path / "s" / "README.md").read_text()
+  assert ("- code: git aaaaaaa at the start (git bbbbbbb when written)"
+          in text)
