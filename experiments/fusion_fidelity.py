@@ -60,6 +60,7 @@ import gplace  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-po
 from gplace import baselines, report, workloads  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.execution import executor  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace.execution.timing import fastest_in_rounds  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.graphs.fusion import default_fusion, fuse  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.search.fusion import fusion_annealing  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace.search.fusion_moves import canonical, merge  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
@@ -165,13 +166,9 @@ def evaluate(name, args_ns, devices):
                           return_schedule=True)
   placed.append(executor.place(fn, graph, placement, devices,
                                schedule=np.asarray(plain.order)))
-  fastest = np.full(len(placed), np.inf)
-  for _ in range(args_ns.rounds):
-    for i in rng.permutation(len(placed)):
-      timing = gplace.measure(placed[i], *fn_args, repeats=args_ns.repeats,
-                              warmup=args_ns.warmup)
-      if not timing.failed:
-        fastest[i] = min(fastest[i], timing.min_s)
+  fastest = fastest_in_rounds(placed, *fn_args, rounds=args_ns.rounds,
+                              repeats=args_ns.repeats, warmup=args_ns.warmup,
+                              rng=rng)
   xla_ms, fastest = fastest[-1] * 1e3, fastest[:-1]
   predicted = {model: np.asarray(v) for model, v in predicted.items()}
   ok = np.isfinite(fastest) & np.isfinite(predicted["profile"])

@@ -51,6 +51,7 @@ from scipy import stats  # noqa: E402  pylint: disable=wrong-import-position
 import gplace  # noqa: E402  pylint: disable=wrong-import-position
 from gplace import report  # noqa: E402  pylint: disable=wrong-import-position
 from gplace.execution import cache as executor_cache  # noqa: E402  pylint: disable=wrong-import-position
+from gplace.execution.timing import fastest_in_rounds  # noqa: E402  pylint: disable=wrong-import-position
 from gplace.graphs.fusion import fuse  # noqa: E402  pylint: disable=wrong-import-position
 from experiments import multitask_mixes as mixes  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -126,15 +127,8 @@ def measure_plans(fn, args: tuple, graph, plans, devices, *, rounds: int,
   placed = [gplace.place(fn, graph, plan.placement, devices,
                          schedule=plan.order, fusion=plan.fusion)
             for plan in plans]
-  fastest = np.full(len(placed), np.inf)
-  rng = np.random.default_rng(seed)
-  for _ in range(rounds):
-    for i in rng.permutation(len(placed)):
-      timing = gplace.measure(placed[i], *args, repeats=repeats,
-                              warmup=warmup)
-      if not timing.failed:
-        fastest[i] = min(fastest[i], timing.min_s)
-  return fastest
+  return fastest_in_rounds(placed, *args, rounds=rounds, repeats=repeats,
+                           warmup=warmup, rng=np.random.default_rng(seed))
 
 
 def measured_rows(problem: mixes.Problem, fn, args: tuple, devices, rows,

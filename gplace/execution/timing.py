@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -209,3 +209,20 @@ def measure_placements(fn: Callable, graph: Graph, placements, args: tuple,
     result = measure(placed, *args, repeats=repeats, warmup=warmup, **kwargs)
     runtime_s[k] = penalty_s if result.failed else result.runtime_s
   return runtime_s
+
+
+def fastest_in_rounds(placed: Sequence[Callable], *args, rounds: int,
+                      repeats: int, warmup: int,
+                      rng: np.random.Generator) -> np.ndarray:
+  """``float64 [len(placed)]``: each function's fastest call over
+  ``rounds`` interleaved rounds of :func:`measure` (``repeats`` calls after
+  ``warmup``, the functions in a fresh random order each round, so a burst
+  of load on a shared machine hits them alike); inf where every round
+  failed."""
+  fastest = np.full(len(placed), np.inf)
+  for _ in range(rounds):
+    for i in rng.permutation(len(placed)):
+      timing = measure(placed[i], *args, repeats=repeats, warmup=warmup)
+      if not timing.failed:
+        fastest[i] = min(fastest[i], timing.min_s)
+  return fastest

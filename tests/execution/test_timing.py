@@ -79,3 +79,25 @@ def test_measure_placements_scores_each_placement(control_flow):
   with pytest.raises(ScheduleError, match="one order per placement"):
     timing.measure_placements(fn, graph, placements, args, devices=devices,
                               schedules=ids[:1])
+
+
+def test_fastest_in_rounds_keeps_each_functions_fastest_call_and_inf_for_failures(
+    monkeypatch):
+  # Scripted timings per function, one per round: "b" fails every round.
+  script = {"a": [3.0, 1.0, 2.0], "b": [None, None, None]}
+  seen = []
+
+  def fake_measure(fn, *args, repeats, warmup):
+    assert args == (7,) and (repeats, warmup) == (2, 1)
+    seen.append(fn)
+    value = script[fn].pop(0)
+    return timing.Measurement(
+        runtime_s=np.inf if value is None else value,
+        min_s=np.inf if value is None else value,
+        failed=value is None)
+
+  monkeypatch.setattr(timing, "measure", fake_measure)
+  got = timing.fastest_in_rounds(["a", "b"], 7, rounds=3, repeats=2,
+                                 warmup=1, rng=np.random.default_rng(0))
+  np.testing.assert_array_equal(got, [1.0, np.inf])
+  assert sorted(seen) == ["a"] * 3 + ["b"] * 3
