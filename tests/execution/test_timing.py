@@ -81,7 +81,7 @@ def test_measure_placements_scores_each_placement(control_flow):
                               schedules=ids[:1])
 
 
-def test_fastest_in_rounds_keeps_each_functions_fastest_call_and_inf_for_failures(
+def test_fastest_in_rounds_keeps_the_fastest_call_and_inf_for_failures(
     monkeypatch):
   # Scripted timings per function, one per round: "b" fails every round.
   script = {"a": [3.0, 1.0, 2.0], "b": [None, None, None]}
