@@ -67,10 +67,6 @@ from gplace.search.fusion_moves import canonical, merge  # noqa: E402  pylint: d
 from experiments.fidelity import CACHE, load_profile, two_devices  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 
-def load_text() -> str:
-  return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def best_baseline(graph, prof, seed):
   """``(name, [N] placement)``: the fastest baseline on the profile."""
   placed = baselines.run_all(graph, prof.topology, costs=prof.costs,
@@ -233,7 +229,8 @@ def main():
   args_ns = parser.parse_args()
   study = report.Study.create(args_ns.out, __file__)
   devices = two_devices()
-  print(f"devices: {devices}; load average {load_text()}", flush=True)
+  print(f"devices: {devices}; load average {report.load_average(', ')}",
+        flush=True)
   lines = ["| workload | variant | fused groups | fused nodes | "
            "predicted ms (profile) | predicted ms (per-op model) | "
            "measured ms (fastest) |", "|" + "---|" * 7]
@@ -253,7 +250,7 @@ def main():
           f"{summary['default_ms']:.3f} ms vs none {summary['none_ms']:.3f} "
           f"ms (search faster: {summary['search_faster']}; predicted gain "
           f"over default {100 * summary['predicted_gain']:.1f}%); load "
-          f"average {load_text()}", flush=True)
+          f"average {report.load_average(', ')}", flush=True)
   summary_lines = [
       "| workload | nodes | placement | variants | Spearman (profile) | "
       "median abs err % (profile) | Spearman (per-op model) | median abs "
@@ -271,7 +268,7 @@ def main():
         f"{100 * s['predicted_gain']:.1f} | {s['evaluations']}, "
         f"{s['search_s']:.0f} |")
   print("\n".join(summary_lines))
-  print(f"load average at the end: {load_text()}")
+  print(f"load average at the end: {report.load_average(', ')}")
   if study:
     study.write([
         f"{len(devices)} forced CPU devices; one placement per workload (the "

@@ -45,10 +45,6 @@ from gplace import report, workloads  # noqa: E402  pylint: disable=wrong-import
 from experiments import multitask_mixes as mixes  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def load_text() -> str:
-  return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def zoo_problem(name: str, size: str, topology) -> mixes.Problem:
   """A zoo inference graph on ``topology``, roofline costs."""
   return mixes.Problem(name, workloads.load(name, size, "infer").graph,
@@ -119,7 +115,7 @@ def main(argv=None) -> int:
   study = report.Study.create(args.out, __file__, argv)
   topology = (gplace.topology.local() if args.topology == "local"
               else gplace.topology.preset(args.topology))
-  print(f"load average at the start: {load_text()}", flush=True)
+  print(f"load average at the start: {report.load_average(', ')}", flush=True)
   if args.programs:
     problems = [program_problem(p.strip(), topology)
                 for p in args.programs.split(",") if p.strip()]
@@ -139,7 +135,7 @@ def main(argv=None) -> int:
            + ["", "One seed, one run per row: differences of a few percent "
               "are noise.", ""] + said
            + ["", f"Wall {time.time() - start:.0f} s; load average at the "
-              f"end: {load_text()}. Every runtime is simulated "
+              f"end: {report.load_average(', ')}. Every runtime is simulated "
               "(gplace.simulate, roofline costs)."])
   print(lines[-1], flush=True)
   if study is not None:

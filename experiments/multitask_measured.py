@@ -72,10 +72,6 @@ class Measured(NamedTuple):
   measured_s: float
 
 
-def load_text() -> str:
-  return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def calibrated_problem(name: str, fn, args: tuple, devices, cache,
                        time_s: Optional[float] = None) -> mixes.Problem:
   """The program's graph on ``devices``' calibrated topology, with the
@@ -215,7 +211,7 @@ def run_program(name: str, ns, devices) -> tuple[list[str], list[str],
   problem = calibrated_problem(name, fn, args, devices, ns.cache,
                                ns.profile_s or None)
   print(f"{name}: calibrated in {time.time() - began:.0f} s; load "
-        f"{load_text()}", flush=True)
+        f"{report.load_average(', ')}", flush=True)
   _, rows = mixes.table(problem, samples=ns.samples,
                         num_samples=ns.num_samples, seed=ns.seed,
                         log=lambda line: print(line, flush=True))
@@ -226,7 +222,7 @@ def run_program(name: str, ns, devices) -> tuple[list[str], list[str],
   measured = format_measured(problem, out)
   print("\n".join(measured), flush=True)
   said = mixes.verdicts(name, rows) + measured_verdicts(name, out)
-  print("\n".join(said) + f"\n(load {load_text()})", flush=True)
+  print("\n".join(said) + f"\n(load {report.load_average(', ')})", flush=True)
   return simulated, measured, said
 
 
@@ -256,14 +252,15 @@ def main(argv=None) -> int:
   ns = parser.parse_args(argv)
   devices = list(jax.devices("cpu")[:2])
   study = report.Study.create(ns.out, __file__, argv)
-  print(f"devices: {devices}; load average {load_text()}", flush=True)
+  print(f"devices: {devices}; load average {report.load_average(', ')}",
+        flush=True)
   simulated, measured, said = list(mixes.HEADER), list(MEASURED_HEADER), []
   for name in [p.strip() for p in ns.programs.split(",") if p.strip()]:
     sim_rows, meas_rows, lines = run_program(name, ns, devices)
     simulated += sim_rows
     measured += meas_rows
     said += lines
-  end = f"load average at the end: {load_text()}"
+  end = f"load average at the end: {report.load_average(', ')}"
   print(end)
   if study:
     study.write([

@@ -15,7 +15,9 @@ only when ``--classes`` names it) and each seed it writes one row:
 * ``gplace.optimize`` (``--method``, default ``"auto"``; ``"lns"``:
   large-neighbourhood search from the best baseline) at each of
   ``--budgets`` seconds: its runtime, the
-  winning candidate, its gap to its own lower bound, its wall seconds;
+  winning candidate, its gap to its own lower bound, its wall seconds, and
+  the learned policy's own greedy and sampled placements when it ran (GO
+  trained on the graph inside ``optimize``; before any search from them);
 * a reference run of ``--reference_s`` seconds, once per graph: CP-SAT
   (``gplace.solvers.solve``) hinted with the best placement found so far on
   graphs of at most ``--solver_max_nodes`` ops, else ``gplace.optimize``
@@ -74,6 +76,9 @@ class Run(NamedTuple):
     bound_s: the lower bound the run proved (or ``gplace.lower_bound``).
     wall_s: wall seconds the run took.
     placement: ``[N]`` int32, or None.
+    policy: the learned policy's own placements among the candidates
+      (:func:`policy_own`): ``{"greedy" | "sampled": runtime_s}``, empty
+      when no policy ran.
   """
 
   runtime_s: float
@@ -81,6 +86,26 @@ class Run(NamedTuple):
   bound_s: float
   wall_s: float
   placement: Optional[np.ndarray] = None
+  policy: dict = {}
+
+
+#: Labels of the learned policies' own candidates in ``optimize``'s result
+#: (GO trained on the graph; the pretrained policy zero-shot or fine-tuned).
+POLICY_PREFIXES = ("GO trained", "pretrained")
+
+
+def policy_own(candidates: dict) -> dict:
+  """The fastest greedy and the fastest sampled placement of the learned
+  policies among ``optimize``'s ``{label: runtime_s}`` candidates, apart
+  from anything a search started from them found: ``{"greedy":
+  runtime_s, "sampled": runtime_s}`` (a key only when there is one)."""
+  own = {}
+  for label, runtime in candidates.items():
+    if not label.startswith(POLICY_PREFIXES):
+      continue
+    kind = "greedy" if label.endswith(": greedy") else "sampled"
+    own[kind] = min(own.get(kind, math.inf), float(runtime))
+  return own
 
 
 def optimize_run(instance: benchmark.Instance, budget_s: float,
@@ -90,7 +115,7 @@ def optimize_run(instance: benchmark.Instance, budget_s: float,
                            costs=instance.costs, budget_s=budget_s,
                            seed=seed, progress=False, method=method)
   return Run(result.runtime_s, result.method, result.lower_bound_s,
-             result.wall_s, result.placement)
+             result.wall_s, result.placement, policy_own(result.candidates))
 
 
 def reference_run(instance: benchmark.Instance, hint: Optional[np.ndarray],
@@ -145,7 +170,8 @@ def budget_label(budget_s: float) -> str:
 def columns(budgets: Sequence[float]) -> list[str]:
   """The results table's columns (markdown header and CSV keys alike)."""
   per_budget = [f"{name} {budget_label(b)}" for b in budgets
-                for name in ("optimize ms", "winner", "own gap", "wall s")]
+                for name in ("optimize ms", "winner", "own gap", "wall s",
+                             "policy greedy", "policy sampled")]
   gaps = [f"{name} {budget_label(b)}" for b in budgets
           for name in ("vs best", "vs bound")]
   return (["class", "graph", "ops", "devices", "seed", "baseline default ms",
@@ -182,6 +208,12 @@ def result_row(instance: benchmark.Instance, seed: int,
     row[f"winner {b}"] = run.method
     row[f"own gap {b}"] = _gap(run.runtime_s, run.bound_s)
     row[f"wall s {b}"] = f"{run.wall_s:.1f}"
+    for kind in ("greedy", "sampled"):
+      own = run.policy.get(kind)
+      row[f"policy {kind} {b}"] = "–" if own is None else (
+          f"{_ms(own)} ({_gap(own, best.any.runtime_s)})")
+      if own is not None:
+        raw[f"policy_{kind}_s {b}"] = own
     row[f"vs best {b}"] = _gap(run.runtime_s, best_s)
     row[f"vs bound {b}"] = _gap(run.runtime_s, bound_s)
     raw.update({f"optimize_s {b}": run.runtime_s,
@@ -312,7 +344,8 @@ def main(argv=None) -> int:
                       "first (0: all; for smoke runs)")
   parser.add_argument("--graphs", default="",
                       help="only graphs whose name contains one of these "
-                      "comma-separated strings")
+                      "comma-separated strings ('|'-separated when given "
+                      "one: names hold commas)")
   parser.add_argument("--solver_max_nodes", type=int,
                       default=solvers.MAX_EXACT_NODES,
                       help="the reference is CP-SAT on graphs of at most "
@@ -330,7 +363,8 @@ def main(argv=None) -> int:
                      "and --max_graphs at least 0.")
   classes = [c for c in args.classes.split(",") if c]
   seeds = list(range(args.seeds))
-  wanted = [w for w in args.graphs.split(",") if w]
+  separator = "|" if "|" in args.graphs else ","
+  wanted = [w for w in args.graphs.split(separator) if w]
   try:
     all_specs = benchmark.specs(classes, cache_dir=args.graph_cache)
   except GplaceError as err:
@@ -357,8 +391,11 @@ def main(argv=None) -> int:
       f"{', '.join(map(str, seeds))}. Simulated ms per step. own gap: "
       "optimize's runtime over its own lower bound; vs best: over the best "
       "known (the reference and every optimize run); vs bound: over the "
-      "largest proven bound. never slower: optimize was no slower than the "
-      "best baseline in any schedule at every budget.", ""]
+      "largest proven bound. policy greedy / sampled: the learned policy's "
+      "own placements inside optimize (before any search from them), "
+      "against the best baseline in any schedule; –: no policy ran. never "
+      "slower: optimize was no slower than the best baseline in any "
+      "schedule at every budget.", ""]
   instances = ["#### Graphs", "", "| class | graph | ops | devices |",
                "|---|---|---:|---|"]
   results = ["#### Results", ""] + header(keys)

@@ -123,9 +123,11 @@ def _now() -> str:
       "%Y-%m-%d %H:%M UTC")
 
 
-def _load_average() -> str:
+def load_average(separator: str = " ") -> str:
+  """The 1, 5 and 15 minute load averages, ``"0.52 1.10 1.31"`` (``"unknown"``
+  where the platform has none)."""
   try:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return separator.join(f"{x:.2f}" for x in os.getloadavg())
   except OSError:
     return "unknown"
 
@@ -174,7 +176,7 @@ def machine() -> dict[str, str]:
   return {"os": platform.platform(),
           "cores": f"{os.cpu_count()} cores ({usable} usable by this "
                    "process)",
-          "load average": _load_average(),
+          "load average": load_average(),
           "python": platform.python_version(),
           "numpy": np.__version__,
           "jax": _version("jax"),
@@ -200,7 +202,7 @@ class Study:
   out_dir: str
   command: str
   started: str = dataclasses.field(default_factory=_now)
-  start_load: str = dataclasses.field(default_factory=_load_average)
+  start_load: str = dataclasses.field(default_factory=load_average)
   start_code: str = dataclasses.field(
       default_factory=lambda: _code_version())  # pylint: disable=unnecessary-lambda
 

@@ -53,3 +53,41 @@ def test_bad_budgets_are_refused_in_one_line():
     optimality.main(["--budgets", "0,ten"])
   with pytest.raises(SystemExit, match="Unknown benchmark class"):
     optimality.main(["--classes", "nope"])
+
+
+def test_the_policys_own_placements_are_kept_apart_from_searches_from_them():
+  candidates = {
+      "heft (default)": 3.0,
+      "GO trained on this graph (40 steps): greedy": 2.5,
+      "GO trained on this graph (40 steps): best sampled": 2.4,
+      "pretrained GO zero-shot: greedy": 2.6,
+      "pretrained GO zero-shot: best of 16 samples": 2.2,
+      "annealing from GO trained on this graph (40 steps): best sampled": 2.0,
+      "lns (CP-SAT windows) from joint annealing": 1.9,
+  }
+  assert optimality.policy_own(candidates) == {"greedy": 2.5, "sampled": 2.2}
+  assert optimality.policy_own({"heft (default)": 3.0}) == {}
+
+
+def test_graph_names_holding_commas_are_chosen_with_a_bar(monkeypatch):
+  names = ["transformer layer train step, 4xH100",
+           "transformer layer train step, 8xH100",
+           "bert tiny, 1 CPU + 4 acc., memory caps",
+           "bert tiny, 1 CPU + 2 acc., memory caps"]
+  built = []
+
+  def spec(name):
+    def build():
+      built.append(name)
+      raise optimality.GplaceError("not built in this test")
+    return optimality.benchmark.InstanceSpec("memory", name, build)
+
+  monkeypatch.setattr(optimality.benchmark, "specs",
+                      lambda classes, cache_dir=None: [spec(n) for n in names])
+  assert optimality.main([
+      "--budgets", "1",
+      "--graphs", "layer train step, 4xH100|bert tiny, 1 CPU + 4"]) == 0
+  assert built == [names[0], names[2]]
+  built.clear()
+  assert optimality.main(["--budgets", "1", "--graphs", "8xH100,2 acc"]) == 0
+  assert built == [names[1], names[3]]

@@ -123,3 +123,14 @@ def test_a_study_names_the_code_it_started_with(tmp_path, monkeypatch):
   text = (tmp_path / "s" / "README.md").read_text()
   assert ("- code: git aaaaaaa at the start (git bbbbbbb when written)"
           in text)
+
+
+def test_the_load_average_is_three_numbers_or_unknown(monkeypatch):
+  loads = [float(x) for x in report.load_average(", ").split(", ")]
+  assert len(loads) == 3 and min(loads) >= 0
+
+  def missing():
+    raise OSError("no load average here")
+
+  monkeypatch.setattr(report.os, "getloadavg", missing)
+  assert report.load_average() == "unknown"
