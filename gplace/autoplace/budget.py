@@ -59,6 +59,18 @@ MIN_STALL_S = 2.0
 # method="auto" gives this share of its search to placement and schedule
 # together (gplace.search.joint), after a search over placements.
 JOINT_SHARE = 0.5
+# On graphs of at least CHAIN_SEARCH_MIN_NODES ops whose op chains (an op
+# with one consumer joins it: gplace.coarsen's "colocation" rule) number at
+# most CHAIN_SEARCH_MAX_SHARE of the ops, "auto"'s placement search first
+# moves whole chains for CHAIN_SEARCH_SHARE of its time, then single ops
+# from there. A single op moved away from its only consumer always pays a
+# transfer, so on big graphs most single moves are lost (resnet50's paper
+# train step, 5,431 ops in 1,645 chains, annealing from METIS for 20,000
+# evaluations: -2.3% over ops, -6.2% over chains then ops;
+# experiments/chain_search.py).
+CHAIN_SEARCH_MIN_NODES = 2_000
+CHAIN_SEARCH_MAX_SHARE = 0.7
+CHAIN_SEARCH_SHARE = 0.5
 # On graphs of at least AUTO_POLICY_MIN_NODES ops, with at least
 # AUTO_POLICY_MIN_S seconds of budget, method="auto" trains GO on the graph
 # (the group-level policy, from scratch) for AUTO_POLICY_SHARE of what the

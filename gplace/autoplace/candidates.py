@@ -16,6 +16,7 @@ import numpy as np
 from gplace import baselines, processes, search, solvers
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
+from gplace.graphs.coarsening import coarsen
 from gplace.search import rounds
 from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
@@ -27,6 +28,8 @@ BATCH = 64
 # The joint placement + schedule search, and its rows' label.
 JOINT = "joint_annealing"
 JOINT_LABEL = "joint annealing (placement + schedule)"
+# A search whose moves keep op chains together says so in its label.
+OVER_CHAINS = "over op chains"
 # Searches that stop early when they stall (``stall_s``).
 STALLING = ("annealing", JOINT)
 # Labels of a baseline's schedule.
@@ -275,11 +278,14 @@ def baseline_rows(graph, topology, seed: int = 0,
 def search_candidate(problem: Problem, name: str, start: Candidate, *,
                      time_s: float, seed: int,
                      max_evaluations: Optional[int] = None,
-                     stall_s: Optional[float] = None) -> Candidate:
+                     stall_s: Optional[float] = None,
+                     groups: Optional[np.ndarray] = None) -> Candidate:
   """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
   ``"genetic"``) from ``start``'s placement, in the default schedule; or
   ``"joint_annealing"`` (:mod:`gplace.search.joint`): placement and
-  schedule together, from ``start``'s placement in its order.
+  schedule together, from ``start``'s placement in its order. With
+  ``groups`` (``[N]`` int labels, e.g. :func:`chain_groups`), a move
+  redraws whole groups, and the label says ``"over op chains"``.
 
   The evaluation budget is what the simulator scores in ``time_s`` at the
   rate of one timed batch (so annealing cools over the time it has), or
@@ -302,20 +308,39 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
   else:
     budget = max_evaluations
   origin = start.label.split(" (")[0]
+  over = "" if groups is None else f" {OVER_CHAINS}"
   if name == JOINT:  # the placement and its schedule, from start's order
     joint = joint_annealing(
         problem.graph, problem.topology, costs=problem.costs, seed=seed,
         budget=budget, init=start.placement, init_order=start.order,
-        batch_size=BATCH, time_limit_s=max(time_s, 1e-3), stall_s=stall_s)
-    return Candidate(f"{JOINT_LABEL} from {start.label}", joint.placement,
-                     joint.order, float(joint.runtime_s))
+        batch_size=BATCH, time_limit_s=max(time_s, 1e-3), stall_s=stall_s,
+        groups=groups)
+    return Candidate(f"{JOINT_LABEL}{over} from {start.label}",
+                     joint.placement, joint.order, float(joint.runtime_s))
   stall = {"stall_s": stall_s} if name in STALLING else {}
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,
-      time_limit_s=max(time_s, 1e-3), **stall)
-  return Candidate(f"{name} from {origin}", result.placement, None,
+      time_limit_s=max(time_s, 1e-3), groups=groups, **stall)
+  return Candidate(f"{name}{over} from {origin}", result.placement, None,
                    float(result.runtime_s))
+
+
+def chain_groups(problem: Problem, min_nodes: int,
+                 max_share: float) -> Optional[np.ndarray]:
+  """``[N]`` int32 op chains (``gplace.coarsen(graph, "colocation")``:
+  an op with a single consumer joins it, ColocRL's rule) for a search whose
+  moves keep each chain on one device, or None where that does not pay:
+  a graph under ``min_nodes`` ops, or one whose chains are more than
+  ``max_share`` of its ops (a move of a chain is then mostly a move of an
+  op)."""
+  graph = problem.graph
+  if graph.n_nodes < min_nodes:
+    return None
+  labels = coarsen(graph, "colocation").group_of
+  if int(labels.max(initial=-1)) + 1 > max_share * graph.n_nodes:
+    return None
+  return labels
 
 
 # -- the exact solver ------------------------------------------------------------

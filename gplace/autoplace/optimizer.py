@@ -346,12 +346,27 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         placement_s = search_s * (1 - budget.JOINT_SHARE)
         bar.stage(name)
         starts = candidates_lib.search_starts(runs.default, tried)
+        chains = candidates_lib.chain_groups(
+            problem, budget.CHAIN_SEARCH_MIN_NODES,
+            budget.CHAIN_SEARCH_MAX_SHARE)
         began_search = time.perf_counter()
         for start in starts:
+          each_s = placement_s / len(starts)
+          each = (1 - budget.JOINT_SHARE) / len(starts)
+          if chains is not None:  # whole op chains first, then single ops
+            began_chains = time.perf_counter()
+            start = candidates_lib.search_candidate(
+                problem, name, start,
+                time_s=each_s * budget.CHAIN_SEARCH_SHARE, seed=seed,
+                max_evaluations=budget.evaluation_share(
+                    max_evaluations, each * budget.CHAIN_SEARCH_SHARE),
+                stall_s=stall_s, groups=chains)
+            tried.append(start)
+            each_s -= time.perf_counter() - began_chains
+            each *= 1 - budget.CHAIN_SEARCH_SHARE
           tried.append(candidates_lib.search_candidate(
-              problem, name, start, time_s=placement_s / len(starts),
-              seed=seed, max_evaluations=budget.evaluation_share(
-                  max_evaluations, (1 - budget.JOINT_SHARE) / len(starts)),
+              problem, name, start, time_s=each_s, seed=seed,
+              max_evaluations=budget.evaluation_share(max_evaluations, each),
               stall_s=stall_s))
         # What a stalled placement search gives back goes to the joint one.
         placement_s = min(placement_s, time.perf_counter() - began_search)
