@@ -51,6 +51,7 @@ import numpy as np
 
 import gplace
 from gplace import baselines, report, solvers
+from gplace.autoplace import budget as budget_lib
 from gplace.errors import GplaceError, first_line
 from gplace.workloads import benchmark
 
@@ -322,6 +323,34 @@ def _floats(text: str, flag: str) -> list[float]:
   return values
 
 
+def apply_overrides(settings: Sequence[str]) -> str:
+  """Sets ``NAME=VALUE`` constants of :mod:`gplace.autoplace.budget` (for
+  this process) and says which, e.g. ``"AUTO_POLICY_MIN_NODES=1e9"``.
+
+  Raises:
+    SystemExit: not ``NAME=VALUE``, an unknown name, or a value that is not
+      a number.
+  """
+  said = []
+  for setting in settings:
+    name, _, text = setting.partition("=")
+    old = getattr(budget_lib, name, None) if name.isupper() else None
+    if not text or not isinstance(old, (int, float)) or isinstance(old,
+                                                                    bool):
+      known = sorted(k for k, v in vars(budget_lib).items()
+                     if k.isupper() and isinstance(v, (int, float)))
+      raise SystemExit(f"--set takes NAME=VALUE with a number constant of "
+                       f"gplace.autoplace.budget, got {setting!r}; the "
+                       f"names: {', '.join(known)}.")
+    try:
+      value = type(old)(float(text)) if isinstance(old, int) else float(text)
+    except (ValueError, OverflowError):
+      raise SystemExit(f"--set {name}: {text!r} is not a number.") from None
+    setattr(budget_lib, name, value)
+    said.append(f"{name}={text}")
+  return ", ".join(said)
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--classes", default=",".join(benchmark.DEFAULT_CLASSES),
@@ -352,12 +381,19 @@ def main(argv=None) -> int:
                       "this many ops, else a long gplace.optimize")
   parser.add_argument("--num_workers", type=int, default=2,
                       help="CP-SAT search threads of the reference run")
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="NAME=VALUE",
+                      help="override a constant of gplace.autoplace.budget "
+                      "for an ablation (repeatable), e.g. "
+                      "AUTO_POLICY_MIN_NODES=1000000000: optimize without "
+                      "the GO phase")
   parser.add_argument("--method", default="auto",
                       help="gplace.optimize's method at each budget, e.g. "
                       "'lns' (large-neighbourhood search with CP-SAT "
                       "windows from the best baseline)")
   args = parser.parse_args(argv)
   budgets = _floats(args.budgets, "--budgets")
+  overrides = apply_overrides(args.set)
   if not args.reference_s > 0 or args.seeds < 1 or args.max_graphs < 0:
     raise SystemExit("--reference_s must be positive, --seeds at least 1 "
                      "and --max_graphs at least 0.")
@@ -395,7 +431,9 @@ def main(argv=None) -> int:
       "own placements inside optimize (before any search from them), "
       "against the best baseline in any schedule; –: no policy ran. never "
       "slower: optimize was no slower than the best baseline in any "
-      "schedule at every budget.", ""]
+      "schedule at every budget."
+      + (f" Ablation: gplace.autoplace.budget's {overrides}." if overrides
+         else ""), ""]
   instances = ["#### Graphs", "", "| class | graph | ops | devices |",
                "|---|---|---:|---|"]
   results = ["#### Results", ""] + header(keys)

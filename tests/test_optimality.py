@@ -91,3 +91,21 @@ def test_graph_names_holding_commas_are_chosen_with_a_bar(monkeypatch):
   built.clear()
   assert optimality.main(["--budgets", "1", "--graphs", "8xH100,2 acc"]) == 0
   assert built == [names[1], names[3]]
+
+
+def test_set_overrides_a_budget_constant_for_an_ablation(monkeypatch):
+  from gplace.autoplace import budget
+  monkeypatch.setattr(budget, "AUTO_POLICY_MIN_NODES",
+                      budget.AUTO_POLICY_MIN_NODES)
+  monkeypatch.setattr(budget, "LNS_SHARE", budget.LNS_SHARE)
+  said = optimality.apply_overrides(["AUTO_POLICY_MIN_NODES=1e9",
+                                     "LNS_SHARE=0.5"])
+  assert budget.AUTO_POLICY_MIN_NODES == 10**9
+  assert isinstance(budget.AUTO_POLICY_MIN_NODES, int)
+  assert budget.LNS_SHARE == 0.5
+  assert said == "AUTO_POLICY_MIN_NODES=1e9, LNS_SHARE=0.5"
+  for bad, match in (("NOPE=1", "the names: "), ("LNS_SHARE", "NAME=VALUE"),
+                     ("LNS_SHARE=x", "is not a number"),
+                     ("measure_reserve_s=1", "the names: ")):
+    with pytest.raises(SystemExit, match=match):
+      optimality.apply_overrides([bad])
