@@ -88,7 +88,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     its best sample is not faster than the best baseline;
     simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
-    baseline too, each for half), then over placement and schedule together
+    baseline too, each for half; on graphs of at least
+    :data:`CHAIN_SEARCH_MIN_NODES` ops moving whole op chains for
+    :data:`CHAIN_SEARCH_SHARE` of it, then single ops), then over placement
+    and schedule together
     (:mod:`gplace.search.joint`) from the best in its own order, for part
     of the budget; on graphs of at most
     :data:`AUTO_SOLVER_MAX_NODES` nodes (and up to :data:`SOLVER_MAX_NODES`
