@@ -43,13 +43,12 @@ HEADER = [
     "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
 
 
-def chains_then_ops(graph, topology, start: np.ndarray, evaluations: int,
-                    share: float, seed: int):
-  """``(after chains, after ops, wall_s)``: annealing over op chains for
-  ``share`` of ``evaluations`` from ``start``, then over ops from its
-  best."""
+def chains_then_ops(graph, topology, labels: np.ndarray, start: np.ndarray,
+                    evaluations: int, share: float, seed: int):
+  """``(after chains, after ops, wall_s)``: annealing over the op chains
+  ``labels`` (``[N]``) for ``share`` of ``evaluations`` from ``start``, then
+  over ops from its best."""
   began = time.perf_counter()
-  labels = coarsen(graph, "colocation").group_of
   first = max(1, int(evaluations * share))
   chains = search.annealing(graph, topology, seed=seed, budget=first,
                             init=start, groups=labels)
@@ -65,14 +64,15 @@ def rows_for(workload: str, args, topology) -> list[str]:
   best = baselines.best(graph, topology)
   base_s = best.default.runtime_s
   start = np.asarray(best.default.placement, np.int32)
-  n_chains = int(coarsen(graph, "colocation").group_of.max()) + 1
+  labels = coarsen(graph, "colocation").group_of
+  n_chains = int(labels.max()) + 1
   rows, ops_gain, chain_gain = [], [], []
   for seed in range(args.seeds):
     began = time.perf_counter()
     ops = search.annealing(graph, topology, seed=seed,
                            budget=args.evaluations, init=start)
     ops_s = time.perf_counter() - began
-    chains, then, chain_s = chains_then_ops(graph, topology, start,
+    chains, then, chain_s = chains_then_ops(graph, topology, labels, start,
                                             args.evaluations,
                                             args.chain_share, seed)
     ops_gain.append(ops.runtime_s / base_s - 1)

@@ -8,7 +8,6 @@ import gplace
 from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.inputs import Problem
-from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
 from gplace.workloads import load
 
@@ -76,8 +75,11 @@ def test_auto_searches_chains_then_ops_on_a_big_graph(problem, monkeypatch):
 
 
 def test_auto_keeps_single_ops_below_the_size(problem, monkeypatch):
+  # Chains would pay by their share; only the size keeps them out.
   monkeypatch.setattr(budget, "CHAIN_SEARCH_MIN_NODES",
                       problem.graph.n_nodes + 1)
-  result = gplace.optimize(random_dag(40, seed=1), topology="1cpu+2gpu",
-                           budget_s=3.0, progress=False, max_evaluations=64)
+  monkeypatch.setattr(budget, "CHAIN_SEARCH_MAX_SHARE", 1.0)
+  result = gplace.optimize(problem.graph, topology=problem.topology,
+                           budget_s=30.0, progress=False, max_evaluations=64)
   assert not any("over op chains" in k for k in result.candidates)
+  assert any(k.startswith("annealing from ") for k in result.candidates)
