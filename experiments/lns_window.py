@@ -1,0 +1,128 @@
+"""Large-neighbourhood search at several CP-SAT limits per window.
+
+    python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
+        --graph_cache experiments/cache \
+        --out experiments/results/lns_window/<run>
+
+For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
+like ``experiments/optimality.py --graphs``) and each per-window limit of
+``--solve_s``, ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds
+from its default start (the best of ``gplace.solvers.HINT_BASELINES`` in
+the default schedule), once per seed. A row gives the windows solved, the
+candidates that improved, and the change against the start (simulated, in
+each answer's own order); the last row per limit is the mean over seeds.
+Every limit runs the same seeds from the same start, so the rows differ by
+the limit alone; wall seconds follow this machine's load (printed).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+if __package__ in (None, ""):    # run as a script: the repository on the path
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from gplace import report, solvers
+from gplace.errors import GplaceError, first_line
+from gplace.workloads import benchmark
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+DEFAULT_GRAPHS = "gnmt2 small infer, 1cpu+4acc"
+DEFAULT_LIMITS = "1,0.5,0.25,0.125,0.0625"
+HEADER = [
+    "| graph | ops | solve s per window | seed | windows | improved | "
+    "start ms | lns ms | vs start |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+
+def rows_for(instance: benchmark.Instance, limits: list[float],
+             seeds: int, time_s: float) -> list[str]:
+  """The table's rows for one graph: one per limit and seed, then the mean
+  over seeds per limit."""
+  graph, rows = instance.graph, []
+  for limit in limits:
+    gains = []
+    for seed in range(seeds):
+      result = solvers.lns(graph, instance.topology, costs=instance.costs,
+                           time_limit_s=time_s, solve_time_s=limit,
+                           seed=seed)
+      gains.append(result.runtime_s / result.start_runtime_s - 1)
+      rows.append(
+          f"| {instance.name} | {graph.n_nodes} | {limit:g} | {seed} | "
+          f"{result.iterations} | {result.improved} | "
+          f"{1e3 * result.start_runtime_s:.4g} | "
+          f"{1e3 * result.runtime_s:.4g} | "
+          f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
+          " |")
+    if seeds > 1:
+      rows.append(f"| {instance.name} | | {limit:g} | mean | | | | | "
+                  f"{100 * np.mean(gains):+.1f}% |")
+  return rows
+
+
+def _limits(text: str) -> list[float]:
+  try:
+    limits = [float(x) for x in text.split(",") if x]
+  except ValueError:
+    limits = []
+  if not limits or not all(np.isfinite(x) and x > 0 for x in limits):
+    raise SystemExit(f"--solve_s must be comma-separated positive seconds, "
+                     f"got {text!r}; pass e.g. --solve_s {DEFAULT_LIMITS}.")
+  return limits
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--graphs", default=DEFAULT_GRAPHS,
+                      help="benchmark graphs whose name contains one of "
+                      "these '|'-separated strings")
+  parser.add_argument("--classes", default="memory",
+                      help="comma-separated benchmark classes to choose from")
+  parser.add_argument("--solve_s", default=DEFAULT_LIMITS,
+                      help="comma-separated CP-SAT wall seconds per window")
+  parser.add_argument("--time_s", type=float, default=30.0,
+                      help="wall seconds of each LNS run")
+  parser.add_argument("--seeds", type=int, default=3,
+                      help="runs per graph and limit, seeds 0..seeds-1")
+  parser.add_argument("--graph_cache", default=None,
+                      help="folder of captured zoo graphs (.npz)")
+  parser.add_argument("--out", default=None, help=report.OUT_HELP)
+  args = parser.parse_args(argv)
+  limits = _limits(args.solve_s)
+  if not args.time_s > 0 or args.seeds < 1:
+    raise SystemExit("--time_s must be positive and --seeds at least 1.")
+  wanted = [w for w in args.graphs.split("|") if w]
+  try:
+    specs = [s for s in benchmark.specs(
+        [c for c in args.classes.split(",") if c],
+        cache_dir=args.graph_cache) if any(w in s.name for w in wanted)]
+  except GplaceError as err:
+    raise SystemExit(f"{type(err).__name__}: {first_line(err)}") from err
+  if not specs:
+    raise SystemExit(f"--graphs {args.graphs!r} names no graph of classes "
+                     f"{args.classes!r}; see gplace.workloads.benchmark.")
+  study = report.Study.create(args.out, __file__, argv)
+  lines = [f"### LNS at several CP-SAT limits per window: {args.time_s:g} s "
+           f"per run, seeds 0-{args.seeds - 1}", "",
+           "Simulated ms per step, each in its own order, from the best of "
+           "gplace.solvers.HINT_BASELINES. Load average at the start: "
+           f"{report.load_average()}.", ""] + HEADER
+  print("\n".join(lines), flush=True)
+  for spec in specs:
+    rows = rows_for(spec.build(), limits, args.seeds, args.time_s)
+    print("\n".join(rows), flush=True)
+    lines += rows
+    if study is not None:
+      study.write(lines)
+  end = f"Load average at the end: {report.load_average()}."
+  print(end)
+  if study is not None:
+    study.write(lines + ["", end])
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
