@@ -364,7 +364,11 @@ def test_pretrained_runs_the_policy_zero_shot_next_to_the_baselines(
   without = gplace.optimize(graph, topology="1cpu+2gpu", policy=False,
                             budget_s=5.0, progress=False, max_evaluations=64)
   assert not any("pretrained" in label for label in without.candidates)
-  assert set(without.candidates) < set(auto.candidates)
+  # The solver and LNS run only with enough seconds left (a 5 s budget on
+  # a loaded machine may leave them out of either call).
+  timed = ("solver", "lns")
+  assert ({k for k in without.candidates if not k.startswith(timed)}
+          < {k for k in auto.candidates if not k.startswith(timed)})
   # Without policy=, "auto" applies none (not even a shipped one).
   default = gplace.optimize(random_dag(30, seed=5), budget_s=5.0,
                             progress=False, max_evaluations=64)

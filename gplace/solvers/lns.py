@@ -40,8 +40,8 @@ CONTEXT_FACTOR = 3
 #: on two loaded CPU cores). Short: a window's gain comes early, and one
 #: that runs out of time costs its whole limit, so many short windows beat
 #: fewer long ones (1,103-op gnmt2 on 1 CPU + 4 acc., 30 s from HEFT, mean
-#: of seeds 0-2: -4.8% at 1 s per window, -6.4% at 0.5, -6.3% at 0.25,
-#: -9.5% at 0.125, -7.8% at 0.0625; experiments/results/lns_window).
+#: of seeds 0-2: -4.8% at 1 s per window, -6.4% at 0.5, -6.2% at 0.25,
+#: -9.2% at 0.125, -7.6% at 0.0625; experiments/results/lns_window).
 DEFAULT_SOLVE_S = 0.125
 DETERMINISTIC_PER_S = 0.1
 #: A window proven optimal within this share of its limit grows by GROW;
