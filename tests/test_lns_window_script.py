@@ -17,7 +17,7 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
           for line in text.splitlines() if line.startswith("| bert tiny")]
   assert [r[2] for r in rows] == ["0.5", "0.125"]
   for row in rows:
-    assert int(row[4]) >= 1                          # windows solved
+    assert int(row[4]) >= 0     # windows solved (none if the start took 1 s)
     assert float(row[7]) <= float(row[6])            # never above the start
     assert row[8] == "+0.0%" or row[8].startswith("-"), row
 
