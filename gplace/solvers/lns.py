@@ -10,7 +10,9 @@ Reports ``gplace.lower_bound`` (or a tighter bound passed in) and the gap.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import os
 import time
 from typing import Callable, NamedTuple, Optional
 
@@ -24,35 +26,26 @@ from gplace.sim.bounds import lower_bound
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.cpsat import check_arguments
-from gplace.solvers.lns_model import (Context, Static, make_static,
-                                      solve_window)
+from gplace.solvers.lns_model import make_static
+from gplace.solvers.lns_windows import (MIN_WINDOW, Incumbent, Scored,
+                                        Search, score)
 from gplace.solvers.placer import HINT_BASELINES
 
 #: Ops freed per window at the start, and the range it adapts in.
 DEFAULT_WINDOW = 24
-MIN_WINDOW = 2
 MAX_WINDOW = 256
-#: A window's span of the order holds at most this many times its freed ops.
-CONTEXT_FACTOR = 3
-#: CP-SAT's limit per window in wall seconds, and DETERMINISTIC_PER_S
-#: deterministic seconds per second of it (what binds with max_iterations,
-#: so that a run is reproducible; one worker did about 0.1 per wall second
-#: on two loaded CPU cores). Short: a window's gain comes early, and one
+#: CP-SAT's limit per window in wall seconds (and
+#: lns_windows.DETERMINISTIC_PER_S deterministic seconds per second of it).
+#: Short: a window's gain comes early, and one
 #: that runs out of time costs its whole limit, so many short windows beat
 #: fewer long ones (1,103-op gnmt2 on 1 CPU + 4 acc., 30 s from HEFT, mean
 #: of seeds 0-2: -4.8% at 1 s per window, -6.4% at 0.5, -6.2% at 0.25,
 #: -9.2% at 0.125, -7.6% at 0.0625; experiments/results/lns_window).
 DEFAULT_SOLVE_S = 0.125
-DETERMINISTIC_PER_S = 0.1
-#: A window proven optimal within this share of its limit grows by GROW;
-#: one that runs out of time shrinks by SHRINK.
-FAST_SHARE = 0.5
-GROW = 1.25
-SHRINK = 0.7
-#: The neighbourhoods, in turn.
-NEIGHBOURHOODS = ("region", "device_pair", "time_window")
-#: Share of windows centred on an op of the incumbent's critical path.
-CRITICAL_SHARE = 0.5
+#: Windows solved at once by default: at most this many, and no more than
+#: the cores this process may use. CP-SAT releases the GIL, so on two
+#: cores one window's model is built (Python) while another's is solved.
+MAX_DEFAULT_WORKERS = 2
 #: Default seconds of :func:`lns_placer`.
 PLACER_TIME_S = 30.0
 
@@ -95,39 +88,23 @@ class LNSResult(NamedTuple):
   wall_s: float
 
 
-class _Scored(NamedTuple):
-  """A placement and order scored by the simulator."""
-  placement: np.ndarray
-  order: np.ndarray
-  runtime_s: float
-  oom: bool
-  excess_bytes: float
-  finish_s: np.ndarray
-  start_s: np.ndarray
-
-  @property
-  def key(self):
-    return (self.oom, self.excess_bytes if self.oom else 0.0, self.runtime_s)
-
-
-def _score(graph, topology, costs, placement, order) -> _Scored:
-  result = simulate(graph, placement, topology, costs, order=order,
-                    return_schedule=True)
-  excess = float(np.max(np.asarray(result.peak_bytes, np.float64)
-                        - np.asarray(topology.memory_bytes, np.float64)))
-  return _Scored(np.asarray(placement, np.int32), np.asarray(order, np.int32),
-                 float(result.runtime_s), bool(result.oom), max(excess, 0.0),
-                 np.asarray(result.finish_s, np.float64),
-                 np.asarray(result.start_s, np.float64))
-
-
 def _positive_seconds(value) -> bool:
   return (not isinstance(value, bool) and isinstance(value, (int, float))
           and math.isfinite(value) and value > 0)
 
 
+def default_workers() -> int:
+  """Windows :func:`lns` solves at once by default: the cores this process
+  may use, at most :data:`MAX_DEFAULT_WORKERS`."""
+  try:
+    cores = len(os.sched_getaffinity(0))
+  except AttributeError:         # not on Linux
+    cores = os.cpu_count() or 1
+  return max(1, min(MAX_DEFAULT_WORKERS, cores))
+
+
 def _check_settings(window_size, max_window_size, solve_time_s,
-                    max_iterations, bound_s, stall_s) -> None:
+                    max_iterations, bound_s, stall_s, workers) -> None:
   if not is_int(window_size) or window_size < MIN_WINDOW:
     raise SearchError(
         f"window_size must be an integer >= {MIN_WINDOW} (ops freed per "
@@ -157,10 +134,14 @@ def _check_settings(window_size, max_window_size, solve_time_s,
         f"stall_s must be None or a positive number of seconds (stop once "
         f"the best has not improved for that long), got {stall_s!r}; pass "
         "e.g. stall_s=5.0.")
+  if workers is not None and (not is_int(workers) or workers < 1):
+    raise SearchError(
+        f"workers must be None or an integer >= 1 (windows solved at once), "
+        f"got {workers!r}; pass e.g. workers=2.")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
-           seed) -> _Scored:
+           seed) -> Scored:
   """The start placement in its order (see :func:`lns`)."""
   if start is None:
     candidates = [np.asarray(baselines.get(name)(graph, topology, costs=costs,
@@ -188,128 +169,7 @@ def _start(graph, topology, costs, start, start_order, start_priority,
   else:
     order = simulate(graph, placement, topology, costs,
                      priority=start_priority, return_schedule=True).order
-  return _score(graph, topology, costs, placement, np.asarray(order, np.int32))
-
-
-class _Incumbent:
-  """The current solution and what windows need of it (host-side).
-
-  ``tail`` is valid for positions ``>= tail_from``; the rest is recomputed
-  on demand, so an accepted window costs a pass over what follows it only
-  once a later window needs it.
-  """
-
-  def __init__(self, static: Static, scored: _Scored):
-    self.static = static
-    self.set(scored, 0)
-
-  def set(self, scored: _Scored, changed_upto: int) -> None:
-    """Takes ``scored``, whose op order differs from the last one's only
-    up to position ``changed_upto`` (the tails after it still hold)."""
-    static = self.static
-    n = scored.placement.size
-    fresh = not hasattr(self, "scored")
-    self.scored = scored
-    self.position = np.empty(n, np.int64)
-    self.position[scored.order] = np.arange(n)
-    self.finish = np.floor(scored.finish_s / static.tick_s).astype(np.int64)
-    self.finish[~static.executed] = 0
-    ops = scored.order[static.executed[scored.order]]
-    group = static.device_group[scored.placement[ops]]
-    self.next_same = np.full(n, -1, np.int64)
-    self.prev_same = np.full(n, -1, np.int64)
-    for g in np.unique(group):
-      members = ops[group == g]
-      self.next_same[members[:-1]] = members[1:]
-      self.prev_same[members[1:]] = members[:-1]
-    if fresh:
-      self.tail = np.zeros(n, np.int64)
-      self.tail_from = n
-    else:
-      self.tail_from = max(self.tail_from, changed_upto + 1)
-    self._critical = None
-
-  def tails_after(self, hi: int) -> np.ndarray:
-    """``tail`` valid for every position ``> hi``."""
-    static, scored = self.static, self.scored
-    for p in range(self.tail_from - 1, hi, -1):
-      v = int(scored.order[p])
-      here = int(scored.placement[v])
-      best = int(self.tail[self.next_same[v]]) if self.next_same[v] >= 0 \
-          else 0
-      for w in static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]:
-        if static.executed[w]:
-          best = max(best, int(static.transfer[v, here, scored.placement[w]])
-                     + int(self.tail[w]))
-      self.tail[v] = int(static.duration[v, here]) + best
-    self.tail_from = min(self.tail_from, hi + 1)
-    return self.tail
-
-  def critical(self) -> np.ndarray:
-    """Node ids on a critical path of the simulated schedule: back from
-    the last finish, each time to the producer or device predecessor that
-    finished last."""
-    if self._critical is None:
-      static, scored = self.static, self.scored
-      v = int(np.argmax(scored.finish_s))
-      path = [v]
-      while scored.start_s[v] > 0:
-        options = static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]]
-        if self.prev_same[v] >= 0:
-          options = np.append(options, self.prev_same[v])
-        if not options.size:
-          break
-        v = int(options[np.argmax(scored.finish_s[options])])
-        path.append(v)
-      self._critical = np.asarray(path, np.int64)
-    return self._critical
-
-
-def _pivot(rng, incumbent: _Incumbent, n: int) -> int:
-  """A node: on the critical path (:data:`CRITICAL_SHARE`), else any."""
-  if rng.random() < CRITICAL_SHARE:
-    path = incumbent.critical()
-    return int(path[rng.integers(path.size)])
-  return int(rng.integers(n))
-
-
-def _neighbourhood(kind, rng, incumbent: _Incumbent, window: int,
-                   n_devices: int):
-  """``(lo, hi, free)``: a span of positions and the nodes freed in it."""
-  static, order = incumbent.static, incumbent.scored.order
-  position, placement = incumbent.position, incumbent.scored.placement
-  n = order.size
-  reach = max(window, CONTEXT_FACTOR * window) // 2
-  seed_node = _pivot(rng, incumbent, n)
-  p0 = int(position[seed_node])
-  if kind == "region":
-    chosen, queue, seen = [], [seed_node], {seed_node}
-    while queue and len(chosen) < window:
-      v = queue.pop(0)
-      chosen.append(v)
-      near = np.concatenate([
-          static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]],
-          static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]])
-      for w in rng.permutation(near).tolist():
-        if w not in seen and abs(int(position[w]) - p0) <= reach:
-          seen.add(w)
-          queue.append(w)
-    free = np.asarray(chosen, np.int64)
-  elif kind == "device_pair" and n_devices > 1:
-    first = int(placement[seed_node])
-    second = int((first + 1 + rng.integers(n_devices - 1)) % n_devices)
-    lo, hi = max(0, p0 - reach), min(n - 1, p0 + reach)
-    nodes = order[lo:hi + 1]
-    mine = nodes[np.isin(placement[nodes], (first, second))]
-    distance = np.abs(position[mine] - p0)
-    free = mine[np.argsort(distance, kind="stable")[:window]]
-  else:
-    lo = int(np.clip(p0 - window // 2, 0, max(n - window, 0)))
-    free = np.asarray(order[lo:lo + window], np.int64)
-  if free.size < 2:                  # too few: the span around the pivot
-    lo = int(np.clip(p0 - window // 2, 0, max(n - window, 0)))
-    free = np.asarray(order[lo:lo + window], np.int64)
-  return int(position[free].min()), int(position[free].max()), free
+  return score(graph, topology, costs, placement, np.asarray(order, np.int32))
 
 
 def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
@@ -320,13 +180,15 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         max_iterations: Optional[int] = None,
         bound_s: Optional[float] = None,
         stall_s: Optional[float] = None,
+        workers: Optional[int] = None,
         progress_fn: Optional[Callable[[int, float], None]] = None
         ) -> LNSResult:
   """Large-neighbourhood search over placement and order with CP-SAT.
 
   Each iteration frees a window of at most ``window_size`` ops, taking
-  :data:`NEIGHBOURHOODS` in turn around a pivot op (on the incumbent's
-  critical path half the time): a connected region (breadth first over
+  the neighbourhoods (``gplace.solvers.lns_windows.NEIGHBOURHOODS``) in
+  turn around a pivot op (on the incumbent's critical path half the
+  time): a connected region (breadth first over
   the graph's edges), the ops of two devices (the pivot's and another), or
   a span of the incumbent's order. Every other op keeps its device; the
   ops before and after the span keep their order and those inside may be
@@ -350,13 +212,19 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
     window_size: ops freed per window at first (``>= 2``).
     max_window_size: the most it grows to.
     solve_time_s: CP-SAT's wall seconds per window (one worker), and
-      :data:`DETERMINISTIC_PER_S` deterministic seconds per second of it.
+      ``lns_windows.DETERMINISTIC_PER_S`` deterministic seconds per second
+      of it.
     max_iterations: stop after this many windows. Windows, CP-SAT (one
       worker, deterministic time) and the simulator are reproducible, so
-      a run the wall clock does not cut short is the same for a seed.
+      with ``workers=1`` a run the wall clock does not cut short is the
+      same for a seed.
     bound_s: a proven lower bound to report when above
       ``gplace.lower_bound`` (e.g. ``gplace.solvers.solve``'s).
     stall_s: stop when the best has not improved for this many seconds.
+    workers: windows solved at once, each by one CP-SAT worker in a
+      thread; default :func:`default_workers`, or 1 with
+      ``max_iterations``. A window that finishes after another improved
+      the incumbent is merged into it.
     progress_fn: called as ``progress_fn(iteration, best runtime_s)``.
 
   Returns:
@@ -364,7 +232,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
 
   Raises:
     SearchError: a bad time limit, seed, window size, ``solve_time_s``,
-      ``max_iterations``, ``bound_s`` or ``stall_s``.
+      ``max_iterations``, ``bound_s``, ``stall_s`` or ``workers``.
     PlacementError: an empty graph or a bad ``start``.
     ScheduleError: a bad ``start_order`` or ``start_priority``, or both.
     TopologyError: a bad topology or cost table.
@@ -372,7 +240,9 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   began = time.perf_counter()
   limit = check_arguments(graph, topology, time_limit_s, 1, seed=seed)
   _check_settings(window_size, max_window_size, solve_time_s,
-                  max_iterations, bound_s, stall_s)
+                  max_iterations, bound_s, stall_s, workers)
+  if workers is None:
+    workers = 1 if max_iterations is not None else default_workers()
   if graph.n_nodes == 0:
     raise PlacementError(f"graph {graph.name!r} has no nodes; there is "
                          "nothing to place.")
@@ -382,72 +252,49 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   bound = max(lower_bound(graph, topology, table), float(bound_s or 0.0))
   reference = max(best.runtime_s if math.isfinite(best.runtime_s) else 0.0,
                   bound)
-  static = make_static(graph, topology, table, reference)
-  incumbent = _Incumbent(static, best)
-  rng = np.random.default_rng(seed)
-  n, window = graph.n_nodes, min(window_size, max(graph.n_nodes, 2))
   start_runtime = best.runtime_s
+  static = make_static(graph, topology, table, reference)
+  search = Search(static, Incumbent(static, best), seed, window_size,
+                   solve_time_s)
+  rng = np.random.default_rng(seed)
+  n = graph.n_nodes
   history = [(time.perf_counter() - began, best.runtime_s)]
-  iterations = accepted = improved = 0
   last_gain = time.perf_counter()
-  while n >= 2:
-    now = time.perf_counter()
-    if max_iterations is not None and iterations >= max_iterations:
-      break
-    if now - began >= limit or (stall_s is not None
-                                and now - last_gain >= stall_s):
-      break
-    kind = NEIGHBOURHOODS[iterations % len(NEIGHBOURHOODS)]
-    lo, hi, free = _neighbourhood(kind, rng, incumbent, window,
-                                  topology.n_devices)
-    ctx = Context(best.placement, best.order, incumbent.position,
-                  incumbent.finish, incumbent.tails_after(hi), lo, hi, free)
-    wall = solve_time_s if max_iterations is None else limit
-    solution = solve_window(
-        static, ctx, limit_s=min(wall, max(limit - (now - began), 1e-3)),
-        deterministic_s=solve_time_s * DETERMINISTIC_PER_S, seed=(seed + iterations) % 2**31,
-        memory=not best.oom)
-    iterations += 1
-    if solution.status == "OPTIMAL" and (
-        solution.deterministic_s
-        <= FAST_SHARE * DETERMINISTIC_PER_S * solve_time_s):
-      window = min(max_window_size, n, max(window + 1, int(window * GROW)))
-    elif solution.status != "OPTIMAL":
-      window = max(MIN_WINDOW, int(window * SHRINK))
-    for placement, order in _candidates(solution, best):
-      candidate = _score(graph, topology, table, placement, order)
-      if candidate.key <= best.key:
-        accepted += 1
-        if candidate.key < best.key:
-          improved += 1
+  stopped = n < 2
+  with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    while search.pending or not stopped:
+      now = time.perf_counter()
+      stopped = stopped or (
+          (max_iterations is not None
+           and search.submitted >= max_iterations)
+          or now - began >= limit
+          or (stall_s is not None and now - last_gain >= stall_s))
+      while not stopped and len(search.pending) < workers and (
+          max_iterations is None or search.submitted < max_iterations):
+        wall = solve_time_s if max_iterations is None else limit
+        search.submit(pool, rng, topology.n_devices,
+                      min(wall, max(limit - (now - began), 1e-3)))
+      if not search.pending:
+        continue
+      done, _ = concurrent.futures.wait(
+          search.pending, return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in done:
+        if search.take(future, graph, topology, table, max_window_size):
           last_gain = time.perf_counter()
-        best = candidate
-        incumbent.set(best, hi)
-        break
-    history.append((time.perf_counter() - began, best.runtime_s))
-    if progress_fn is not None:
-      progress_fn(iterations, best.runtime_s)
+        history.append((time.perf_counter() - began,
+                        search.incumbent.scored.runtime_s))
+        if progress_fn is not None:
+          progress_fn(search.iterations, search.incumbent.scored.runtime_s)
+  best = search.incumbent.scored
+  iterations, accepted, improved = (search.iterations, search.accepted,
+                                    search.improved)
+  window = search.window
   gap = (best.runtime_s / bound - 1.0 if bound > 0 else
          (0.0 if best.runtime_s <= 0 else math.inf))
   return LNSResult(best.placement, best.order, best.runtime_s, start_runtime,
                    bound, gap, best.oom, iterations, accepted, improved,
                    window, np.asarray(history, np.float64),
                    time.perf_counter() - began)
-
-
-def _candidates(solution, best: _Scored) -> list:
-  """``(placement, order)`` to score from a window's solution: its devices
-  in its order, then in the incumbent's order (the model's links serve
-  transfers in any order, the simulator's in the order's, so the model's
-  reordering can lose what its devices gain); none that equal the
-  incumbent."""
-  if solution.placement is None:
-    return []
-  out = [(solution.placement, solution.order)]
-  if not np.array_equal(solution.order, best.order):
-    out.append((solution.placement, best.order))
-  return [(p, o) for p, o in out if not (np.array_equal(p, best.placement)
-                                         and np.array_equal(o, best.order))]
 
 
 def lns_placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,

@@ -15,7 +15,10 @@ from gplace.autoplace import budget
 from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
-from gplace.sim.topology import Device, Topology, uniform_links
+from gplace.solvers import lns_windows
+from gplace.solvers.lns_model import WindowSolution, make_static
+from gplace.sim.topology import (Device, Topology, cost_table,
+                                 uniform_links)
 
 FAST = dict(time_limit_s=120.0, solve_time_s=0.5)
 LABEL = "lns (CP-SAT windows) from "
@@ -128,6 +131,63 @@ def test_reproducible_for_a_seed_in_iterations():
   assert runs[0].accepted == runs[1].accepted
 
 
+def test_windows_in_parallel_keep_the_start_as_the_floor():
+  graph, topology = random_dag(80, seed=7), preset("1cpu+4gpu")
+  start = np.zeros(graph.n_nodes, np.int32)          # all on the CPU
+  result = solvers.lns(graph, topology, start=start, max_iterations=12,
+                       workers=2, seed=1, **FAST)
+  assert result.iterations == 12 and result.improved >= 1
+  assert result.runtime_s < result.start_runtime_s
+  simulated = gplace.simulate(graph, result.placement, topology,
+                              order=result.order)
+  assert float(simulated.runtime_s) == pytest.approx(result.runtime_s,
+                                                     rel=1e-6)
+  assert np.all(np.diff(result.history[:, 1]) <= 0)
+
+
+def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
+  graph, topology = random_dag(30, seed=3), preset("1cpu+2gpu")
+  table = cost_table(graph, topology)
+  placement = np.asarray(gplace.baselines.get("heft")(graph, topology),
+                         np.int32)
+  order = np.asarray(gplace.simulate(graph, placement, topology,
+                                     return_schedule=True).order, np.int32)
+  scored = lns_windows.score(graph, topology, table, placement, order)
+  static = make_static(graph, topology, table, scored.runtime_s)
+  search = lns_windows.Search(static, lns_windows.Incumbent(static, scored),
+                              seed=0, window=8, solve_time_s=0.1)
+  # The incumbent moved on (version 1) after the window left (version 0):
+  # it moved op order[2] to another device.
+  best = scored._replace(placement=placement.copy())
+  best.placement[order[2]] = 1 - min(best.placement[order[2]], 1)
+  search.version = 1
+  lo, hi = 10, 14
+  free = order[lo:hi + 1][:2]
+  moved = placement.copy()
+  moved[free] = (placement[free] + 1) % topology.n_devices
+  window_order = order.copy()
+  window_order[lo:hi + 1] = order[lo:hi + 1][::-1]   # any permutation
+  solution = WindowSolution("OPTIMAL", moved, window_order, 0.0, 0.0, 0.0)
+  window = lns_windows.Window(lo, hi, free, version=0)
+  candidates = search._candidates(solution, window, best)
+  expected = best.placement.copy()
+  expected[free] = moved[free]
+  merged_order = best.order.copy()
+  merged_order[lo:hi + 1] = window_order[lo:hi + 1]
+  assert len(candidates) == 2
+  np.testing.assert_array_equal(candidates[0][0], expected)
+  np.testing.assert_array_equal(candidates[0][1], merged_order)
+  np.testing.assert_array_equal(candidates[1][0], expected)
+  np.testing.assert_array_equal(candidates[1][1], best.order)
+  # A span that no longer holds the same ops keeps the incumbent's order.
+  shifted = window_order.copy()
+  shifted[[lo, hi + 1]] = shifted[[hi + 1, lo]]
+  candidates = search._candidates(solution._replace(order=shifted), window,
+                                  best)
+  assert len(candidates) == 1
+  np.testing.assert_array_equal(candidates[0][1], best.order)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(time_limit_s=-1.0), SearchError, "time_limit_s"),
     (dict(time_limit_s="60"), SearchError, "time_limit_s"),
@@ -140,6 +200,8 @@ def test_reproducible_for_a_seed_in_iterations():
     (dict(bound_s=-1.0), SearchError, "bound_s"),
     (dict(stall_s=0.0), SearchError, "stall_s must be None or a positive"),
     (dict(seed=-1), SearchError, "seed"),
+    (dict(workers=0), SearchError, "workers must be None or an integer >= 1"),
+    (dict(workers=2.0), SearchError, "workers"),
     (dict(start=np.zeros(3, np.int32)), PlacementError, None),
     (dict(start=np.full(12, 9, np.int32)), PlacementError, None),
     (dict(start=np.zeros(12, np.int32), start_order=np.arange(5)),

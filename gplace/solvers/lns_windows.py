@@ -1,0 +1,282 @@
+"""The windows of :func:`gplace.solvers.lns`: which ops a window frees, the
+incumbent they are cut from, and the windows in flight.
+
+:class:`Search` hands windows to worker threads (CP-SAT releases the GIL)
+and takes their solutions back, scored with ``gplace.simulate`` in their
+own order; :func:`neighbourhood` frees a connected region, the ops of a
+device pair or a span of the order around a pivot op.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from gplace.sim.simulator import simulate
+from gplace.solvers.lns_model import Context, Static, solve_window
+
+MIN_WINDOW = 2
+#: A window's span of the order holds at most this many times its freed ops.
+CONTEXT_FACTOR = 3
+#: Deterministic seconds of CP-SAT per wall second of a window's limit
+#: (what binds with max_iterations, so that a run is reproducible; one
+#: worker did about 0.1 per wall second on two loaded CPU cores).
+DETERMINISTIC_PER_S = 0.1
+#: A window proven optimal within this share of its limit grows by GROW;
+#: one that runs out of time shrinks by SHRINK.
+FAST_SHARE = 0.5
+GROW = 1.25
+SHRINK = 0.7
+#: The neighbourhoods, in turn.
+NEIGHBOURHOODS = ("region", "device_pair", "time_window")
+#: Share of windows centred on an op of the incumbent's critical path.
+CRITICAL_SHARE = 0.5
+#: Pivots tried for a window whose span is apart from those in flight.
+OVERLAP_TRIES = 4
+
+
+class Scored(NamedTuple):
+  """A placement and order scored by the simulator."""
+  placement: np.ndarray
+  order: np.ndarray
+  runtime_s: float
+  oom: bool
+  excess_bytes: float
+  finish_s: np.ndarray
+  start_s: np.ndarray
+
+  @property
+  def key(self):
+    return (self.oom, self.excess_bytes if self.oom else 0.0, self.runtime_s)
+
+
+def score(graph, topology, costs, placement, order) -> Scored:
+  result = simulate(graph, placement, topology, costs, order=order,
+                    return_schedule=True)
+  excess = float(np.max(np.asarray(result.peak_bytes, np.float64)
+                        - np.asarray(topology.memory_bytes, np.float64)))
+  return Scored(np.asarray(placement, np.int32), np.asarray(order, np.int32),
+                 float(result.runtime_s), bool(result.oom), max(excess, 0.0),
+                 np.asarray(result.finish_s, np.float64),
+                 np.asarray(result.start_s, np.float64))
+
+
+class Incumbent:
+  """The current solution and what windows need of it (host-side).
+
+  ``tail`` is valid for positions ``>= tail_from``; the rest is recomputed
+  on demand, so an accepted window costs a pass over what follows it only
+  once a later window needs it.
+  """
+
+  def __init__(self, static: Static, scored: Scored):
+    self.static = static
+    self.set(scored, 0)
+
+  def set(self, scored: Scored, changed_upto: int) -> None:
+    """Takes ``scored``, whose op order differs from the last one's only
+    up to position ``changed_upto`` (the tails after it still hold)."""
+    static = self.static
+    n = scored.placement.size
+    fresh = not hasattr(self, "scored")
+    self.scored = scored
+    self.position = np.empty(n, np.int64)
+    self.position[scored.order] = np.arange(n)
+    self.finish = np.floor(scored.finish_s / static.tick_s).astype(np.int64)
+    self.finish[~static.executed] = 0
+    ops = scored.order[static.executed[scored.order]]
+    group = static.device_group[scored.placement[ops]]
+    self.next_same = np.full(n, -1, np.int64)
+    self.prev_same = np.full(n, -1, np.int64)
+    for g in np.unique(group):
+      members = ops[group == g]
+      self.next_same[members[:-1]] = members[1:]
+      self.prev_same[members[1:]] = members[:-1]
+    if fresh:
+      self.tail = np.zeros(n, np.int64)
+      self.tail_from = n
+    else:
+      self.tail_from = max(self.tail_from, changed_upto + 1)
+    self._critical = None
+
+  def tails_after(self, hi: int) -> np.ndarray:
+    """``tail`` valid for every position ``> hi``."""
+    static, scored = self.static, self.scored
+    for p in range(self.tail_from - 1, hi, -1):
+      v = int(scored.order[p])
+      here = int(scored.placement[v])
+      best = int(self.tail[self.next_same[v]]) if self.next_same[v] >= 0 \
+          else 0
+      for w in static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]:
+        if static.executed[w]:
+          best = max(best, int(static.transfer[v, here, scored.placement[w]])
+                     + int(self.tail[w]))
+      self.tail[v] = int(static.duration[v, here]) + best
+    self.tail_from = min(self.tail_from, hi + 1)
+    return self.tail
+
+  def critical(self) -> np.ndarray:
+    """Node ids on a critical path of the simulated schedule: back from
+    the last finish, each time to the producer or device predecessor that
+    finished last."""
+    if self._critical is None:
+      static, scored = self.static, self.scored
+      v = int(np.argmax(scored.finish_s))
+      path = [v]
+      while scored.start_s[v] > 0:
+        options = static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]]
+        if self.prev_same[v] >= 0:
+          options = np.append(options, self.prev_same[v])
+        if not options.size:
+          break
+        v = int(options[np.argmax(scored.finish_s[options])])
+        path.append(v)
+      self._critical = np.asarray(path, np.int64)
+    return self._critical
+
+
+def pivot(rng, incumbent: Incumbent, n: int) -> int:
+  """A node: on the critical path (:data:`CRITICAL_SHARE`), else any."""
+  if rng.random() < CRITICAL_SHARE:
+    path = incumbent.critical()
+    return int(path[rng.integers(path.size)])
+  return int(rng.integers(n))
+
+
+def neighbourhood(kind, rng, incumbent: Incumbent, window: int,
+                   n_devices: int):
+  """``(lo, hi, free)``: a span of positions and the nodes freed in it."""
+  static, order = incumbent.static, incumbent.scored.order
+  position, placement = incumbent.position, incumbent.scored.placement
+  n = order.size
+  reach = max(window, CONTEXT_FACTOR * window) // 2
+  seed_node = pivot(rng, incumbent, n)
+  p0 = int(position[seed_node])
+  if kind == "region":
+    chosen, queue, seen = [], [seed_node], {seed_node}
+    while queue and len(chosen) < window:
+      v = queue.pop(0)
+      chosen.append(v)
+      near = np.concatenate([
+          static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]],
+          static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]])
+      for w in rng.permutation(near).tolist():
+        if w not in seen and abs(int(position[w]) - p0) <= reach:
+          seen.add(w)
+          queue.append(w)
+    free = np.asarray(chosen, np.int64)
+  elif kind == "device_pair" and n_devices > 1:
+    first = int(placement[seed_node])
+    second = int((first + 1 + rng.integers(n_devices - 1)) % n_devices)
+    lo, hi = max(0, p0 - reach), min(n - 1, p0 + reach)
+    nodes = order[lo:hi + 1]
+    mine = nodes[np.isin(placement[nodes], (first, second))]
+    distance = np.abs(position[mine] - p0)
+    free = mine[np.argsort(distance, kind="stable")[:window]]
+  else:
+    lo = int(np.clip(p0 - window // 2, 0, max(n - window, 0)))
+    free = np.asarray(order[lo:lo + window], np.int64)
+  if free.size < 2:                  # too few: the span around the pivot
+    lo = int(np.clip(p0 - window // 2, 0, max(n - window, 0)))
+    free = np.asarray(order[lo:lo + window], np.int64)
+  return int(position[free].min()), int(position[free].max()), free
+
+
+class Window(NamedTuple):
+  """A window in flight: its neighbourhood and the incumbent it left."""
+  lo: int
+  hi: int
+  free: np.ndarray
+  version: int
+
+
+class Search:
+  """The windows in flight and the incumbent they improve (host-side).
+
+  :meth:`submit` frees a window of the incumbent and hands it to a worker
+  thread (CP-SAT releases the GIL, so one window's model is built while
+  another's is solved); :meth:`take` scores a finished one. A window that
+  finishes after the incumbent moved on is merged into it: its ops'
+  devices, and its span's order when the span still holds the same ops.
+  """
+
+  def __init__(self, static: Static, incumbent: Incumbent, seed: int,
+               window: int, solve_time_s: float):
+    self.static, self.incumbent, self.seed = static, incumbent, seed
+    self.solve_time_s = solve_time_s
+    self.window = min(window, max(incumbent.scored.placement.size, 2))
+    self.pending: dict = {}
+    self.version = self.submitted = 0
+    self.iterations = self.accepted = self.improved = 0
+
+  def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
+    """Frees the next window (a span apart from those in flight, when
+    one of :data:`OVERLAP_TRIES` pivots gives one) and starts solving it."""
+    incumbent, best = self.incumbent, self.incumbent.scored
+    kind = NEIGHBOURHOODS[self.submitted % len(NEIGHBOURHOODS)]
+    for _ in range(OVERLAP_TRIES):
+      lo, hi, free = neighbourhood(kind, rng, incumbent, self.window,
+                                    n_devices)
+      if not any(lo <= w.hi and w.lo <= hi for w in self.pending.values()):
+        break
+    ctx = Context(best.placement, best.order, incumbent.position,
+                  incumbent.finish, incumbent.tails_after(hi).copy(), lo, hi,
+                  free)
+    future = pool.submit(
+        solve_window, self.static, ctx, limit_s=limit_s,
+        deterministic_s=self.solve_time_s * DETERMINISTIC_PER_S,
+        seed=(self.seed + self.submitted) % 2**31, memory=not best.oom)
+    self.pending[future] = Window(lo, hi, free, self.version)
+    self.submitted += 1
+
+  def take(self, future, graph, topology, table, max_window: int) -> bool:
+    """Scores a finished window's candidates and keeps the first not worse
+    than the incumbent; adapts the window size. True when it improved."""
+    window, solution = self.pending.pop(future), future.result()
+    self.iterations += 1
+    n = self.incumbent.scored.placement.size
+    if solution.status == "OPTIMAL" and (
+        solution.deterministic_s
+        <= FAST_SHARE * DETERMINISTIC_PER_S * self.solve_time_s):
+      self.window = min(max_window, n, max(self.window + 1,
+                                           int(self.window * GROW)))
+    elif solution.status != "OPTIMAL":
+      self.window = max(MIN_WINDOW, int(self.window * SHRINK))
+    best = self.incumbent.scored
+    for placement, order in self._candidates(solution, window, best):
+      candidate = score(graph, topology, table, placement, order)
+      if candidate.key <= best.key:
+        self.accepted += 1
+        self.version += 1
+        self.incumbent.set(candidate, window.hi)
+        if candidate.key < best.key:
+          self.improved += 1
+          return True
+        return False
+    return False
+
+  def _candidates(self, solution, window: Window, best: Scored) -> list:
+    """``(placement, order)`` to score: the window's devices in its order,
+    then in the incumbent's (the model's links serve transfers in any
+    order, the simulator's in the order's, so the model's reordering can
+    lose what its devices gain); none that equal the incumbent. When the
+    incumbent moved on since the window left, its devices and span order
+    are put into the incumbent."""
+    if solution.placement is None:
+      return []
+    placement, order = solution.placement, solution.order
+    if window.version != self.version:
+      placement = best.placement.copy()
+      placement[window.free] = solution.placement[window.free]
+      span = slice(window.lo, window.hi + 1)
+      order = None
+      if np.array_equal(np.sort(best.order[span]),
+                        np.sort(solution.order[span])):
+        order = best.order.copy()
+        order[span] = solution.order[span]
+    out = [(placement, order)] if order is not None else []
+    if order is None or not np.array_equal(order, best.order):
+      out.append((placement, best.order))
+    return [(p, o) for p, o in out if not (np.array_equal(p, best.placement)
+                                           and np.array_equal(o, best.order))]
