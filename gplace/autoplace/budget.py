@@ -43,9 +43,19 @@ MIN_SEARCH_S = 0.5
 MIN_LNS_S = 3.0
 SOLVER_SHARE = 0.5
 # Without the solver, LNS gets this share of the time after the baselines
-# (the searches the rest): annealing cools over the time it is given and
-# gains more from it than LNS does after it (1,103-op gnmt2, 60 s).
+# (the searches the rest), and LNS_SHARE_LARGE of it on graphs of at least
+# LNS_LARGE_MIN_NODES ops. An annealing move costs a simulation of the whole
+# graph, an LNS window a model of its span, so the larger the graph, the
+# more a second of LNS is worth against one of annealing. Measured at 60 s
+# with two LNS threads (experiments/results/optimality/lns_share_2026-12-02): on
+# 1,103-op gnmt2, 1 CPU + 2 / 4 acc., a share of 0.25 left 4.0% / 5.7% to
+# the best 30-minute runs, 0.5 3.3% / 3.5%, 0.75 3.3% / 3.0%; on the
+# 259-300-op bert and resnet50 tiny graphs 0.75 was 0-1.1% slower than
+# 0.25; on the paper-size wavenet2 and resnet50 at 300 s, 0.75 was as fast
+# or 0.9% faster than 0.25 had been with one thread.
 LNS_SHARE = 0.25
+LNS_SHARE_LARGE = 0.75
+LNS_LARGE_MIN_NODES = 1_000
 # ... nor when the best is within this relative margin of the proven bound
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5
@@ -128,6 +138,13 @@ def memory_pressure(baselines: list) -> bool:
     return False
   infeasible = sum(not math.isfinite(c.runtime_s) for c in baselines)
   return infeasible >= MEMORY_PRESSURE * len(baselines)
+
+
+def lns_share(n_nodes: int) -> float:
+  """Share of the time after the baselines that ``"auto"`` gives LNS (the
+  searches before it the rest) on a graph of ``n_nodes`` ops, without the
+  solver."""
+  return LNS_SHARE_LARGE if n_nodes >= LNS_LARGE_MIN_NODES else LNS_SHARE
 
 
 def evaluation_share(evaluations: Optional[int],

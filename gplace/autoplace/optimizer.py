@@ -105,7 +105,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     fine-tuning never won and took the searches' time
     (``experiments/learning_in_optimize.py``). The searches get :data:`SEARCH_SHARE`
     of the time after the baselines when the solver follows, else all but
-    :data:`LNS_SHARE`, and each phase before the last stops
+    LNS's (:func:`~gplace.autoplace.budget.lns_share`: more on larger
+    graphs), and each phase before the last stops
     once it has not improved for :data:`STALL_SHARE` of the budget (the
     rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
@@ -340,7 +341,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
-               budget.SEARCH_SHARE if solver_next else 1.0 - budget.LNS_SHARE)
+               budget.SEARCH_SHARE if solver_next else
+               1.0 - budget.lns_share(n))
       search_s = max(left * share,
                      budget.SEARCH_FLOOR * budget_s, budget.MIN_SEARCH_S)
       name = chosen.name or "annealing"

@@ -254,3 +254,19 @@ def test_auto_skips_lns_when_the_solver_proves_its_answer(monkeypatch):
   labels = list(result.candidates)
   assert "solver (CP-SAT, optimal)" in labels
   assert not any(label.startswith(LABEL) for label in labels)
+
+
+def test_larger_graphs_give_lns_the_larger_share(monkeypatch):
+  assert budget.lns_share(budget.LNS_LARGE_MIN_NODES - 1) == budget.LNS_SHARE
+  assert budget.lns_share(budget.LNS_LARGE_MIN_NODES) == \
+      budget.LNS_SHARE_LARGE
+  assert 0 < budget.LNS_SHARE < budget.LNS_SHARE_LARGE < 1
+  asked = []
+  share = budget.lns_share
+  monkeypatch.setattr(budget, "lns_share",
+                      lambda n: asked.append(n) or share(n))
+  monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
+  gplace.optimize(random_dag(30, seed=4), topology=gpus(2),
+                  budget_s=4.0, progress=False)
+  assert asked == [30]
