@@ -47,8 +47,8 @@ SOLVER_SHARE = 0.5
 # LNS_LARGE_MIN_NODES ops. An annealing move costs a simulation of the whole
 # graph, an LNS window a model of its span, so the larger the graph, the
 # more a second of LNS is worth against one of annealing. Measured at 60 s
-# with two LNS threads (experiments/results/optimality/lns_share_2026-12-02): on
-# 1,103-op gnmt2, 1 CPU + 2 / 4 acc., a share of 0.25 left 4.0% / 5.7% to
+# with two LNS threads (experiments/results/optimality/
+# lns_share_2026-12-02): on 1,103-op gnmt2, 1 CPU + 2 / 4 acc., a share of 0.25 left 4.0% / 5.7% to
 # the best 30-minute runs, 0.5 3.3% / 3.5%, 0.75 3.3% / 3.0%; on the
 # 259-300-op bert and resnet50 tiny graphs 0.75 was 0-1.1% slower than
 # 0.25; on the paper-size wavenet2 and resnet50 at 300 s, 0.75 was as fast
