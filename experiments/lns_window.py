@@ -1,23 +1,26 @@
 """Large-neighbourhood search at several CP-SAT limits per window.
 
     python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
-        --graph_cache experiments/cache \
+        --graph_cache experiments/cache [--workers 1,2] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
 like ``experiments/optimality.py --graphs``) and each per-window limit of
-``--solve_s``, ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds
-from its default start (the best of ``gplace.solvers.HINT_BASELINES`` in
+``--solve_s`` (and each number of worker threads of ``--workers``),
+``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
+start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), once per seed. A row gives the windows solved, the
 candidates that improved, and the change against the start (simulated, in
-each answer's own order); the last row per limit is the mean over seeds.
-Every limit runs the same seeds from the same start, so the rows differ by
-the limit alone; wall seconds follow this machine's load (printed).
+each answer's own order); the last row per setting is the mean over
+seeds. Every setting runs the same seeds from the same start, so the rows
+differ by the setting alone; wall seconds follow this machine's load (printed).
 """
 
 import argparse
+import itertools
 import os
 import sys
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -33,34 +36,52 @@ from gplace.workloads import benchmark
 DEFAULT_GRAPHS = "gnmt2 small infer, 1cpu+4acc"
 DEFAULT_LIMITS = "1,0.5,0.25,0.125,0.0625"
 HEADER = [
-    "| graph | ops | solve s per window | seed | windows | improved | "
-    "start ms | lns ms | vs start |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    "| graph | ops | solve s per window | workers | seed | windows | "
+    "improved | start ms | lns ms | vs start |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
 
 def rows_for(instance: benchmark.Instance, limits: list[float],
-             seeds: int, time_s: float) -> list[str]:
-  """The table's rows for one graph: one per limit and seed, then the mean
-  over seeds per limit."""
+             seeds: int, time_s: float,
+             workers: Sequence[Optional[int]] = (None,)) -> list[str]:
+  """The table's rows for one graph: one per limit, number of worker
+  threads (None: LNS's default) and seed, then the mean over seeds per
+  limit and workers."""
   graph, rows = instance.graph, []
-  for limit in limits:
+  for limit, threads in itertools.product(limits, workers):
     gains = []
+    threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
       result = solvers.lns(graph, instance.topology, costs=instance.costs,
                            time_limit_s=time_s, solve_time_s=limit,
-                           seed=seed)
+                           seed=seed, workers=threads)
       gains.append(result.runtime_s / result.start_runtime_s - 1)
       rows.append(
-          f"| {instance.name} | {graph.n_nodes} | {limit:g} | {seed} | "
+          f"| {instance.name} | {graph.n_nodes} | {limit:g} | {threads} | "
+          f"{seed} | "
           f"{result.iterations} | {result.improved} | "
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
           " |")
     if seeds > 1:
-      rows.append(f"| {instance.name} | | {limit:g} | mean | | | | | "
+      rows.append(f"| {instance.name} | | {limit:g} | {threads} | mean | | "
+                  "| | | "
                   f"{100 * np.mean(gains):+.1f}% |")
   return rows
+
+
+def _workers(text: str) -> list[Optional[int]]:
+  try:
+    workers = [int(x) for x in text.split(",") if x]
+  except ValueError:
+    workers = [0]
+  if not text:
+    return [None]
+  if not workers or min(workers) < 1:
+    raise SystemExit(f"--workers must be comma-separated integers >= 1, got "
+                     f"{text!r}; pass e.g. --workers 1,2.")
+  return workers
 
 
 def _limits(text: str) -> list[float]:
@@ -83,6 +104,9 @@ def main(argv=None) -> int:
                       help="comma-separated benchmark classes to choose from")
   parser.add_argument("--solve_s", default=DEFAULT_LIMITS,
                       help="comma-separated CP-SAT wall seconds per window")
+  parser.add_argument("--workers", default="",
+                      help="comma-separated LNS worker threads (default: "
+                      "gplace.solvers.lns's)")
   parser.add_argument("--time_s", type=float, default=30.0,
                       help="wall seconds of each LNS run")
   parser.add_argument("--seeds", type=int, default=3,
@@ -91,7 +115,7 @@ def main(argv=None) -> int:
                       help="folder of captured zoo graphs (.npz)")
   parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
-  limits = _limits(args.solve_s)
+  limits, workers = _limits(args.solve_s), _workers(args.workers)
   if not args.time_s > 0 or args.seeds < 1:
     raise SystemExit("--time_s must be positive and --seeds at least 1.")
   wanted = [w for w in args.graphs.split("|") if w]
@@ -112,7 +136,7 @@ def main(argv=None) -> int:
            f"{report.load_average()}.", ""] + HEADER
   print("\n".join(lines), flush=True)
   for spec in specs:
-    rows = rows_for(spec.build(), limits, args.seeds, args.time_s)
+    rows = rows_for(spec.build(), limits, args.seeds, args.time_s, workers)
     print("\n".join(rows), flush=True)
     lines += rows
     if study is not None:
