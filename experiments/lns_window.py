@@ -72,12 +72,12 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
 
 
 def _workers(text: str) -> list[Optional[int]]:
+  if not text:
+    return [None]                      # gplace.solvers.lns's default
   try:
     workers = [int(x) for x in text.split(",") if x]
   except ValueError:
-    workers = [0]
-  if not text:
-    return [None]
+    workers = []
   if not workers or min(workers) < 1:
     raise SystemExit(f"--workers must be comma-separated integers >= 1, got "
                      f"{text!r}; pass e.g. --workers 1,2.")

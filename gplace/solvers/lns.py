@@ -11,6 +11,7 @@ Reports ``gplace.lower_bound`` (or a tighter bound passed in) and the gap.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import math
 import os
 import time
@@ -254,8 +255,11 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
                   bound)
   start_runtime = best.runtime_s
   static = make_static(graph, topology, table, reference)
-  search = Search(static, Incumbent(static, best), seed, window_size,
-                   solve_time_s)
+  search = Search(
+      static, Incumbent(static, best),
+      functools.partial(score, graph, topology, table), seed=seed,
+      window=window_size, max_window=max_window_size,
+      solve_time_s=solve_time_s)
   rng = np.random.default_rng(seed)
   n = graph.n_nodes
   history = [(time.perf_counter() - began, best.runtime_s)]
@@ -279,7 +283,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       done, _ = concurrent.futures.wait(
           search.pending, return_when=concurrent.futures.FIRST_COMPLETED)
       for future in done:
-        if search.take(future, graph, topology, table, max_window_size):
+        if search.take(future):
           last_gain = time.perf_counter()
         history.append((time.perf_counter() - began,
                         search.incumbent.scored.runtime_s))

@@ -184,11 +184,12 @@ def neighbourhood(kind, rng, incumbent: Incumbent, window: int,
 
 
 class Window(NamedTuple):
-  """A window in flight: its neighbourhood and the incumbent it left."""
+  """A window in flight: its neighbourhood, and the incumbent it left (as
+  the number of candidates accepted by then)."""
   lo: int
   hi: int
   free: np.ndarray
-  version: int
+  accepted: int
 
 
 class Search:
@@ -201,14 +202,16 @@ class Search:
   devices, and its span's order when the span still holds the same ops.
   """
 
-  def __init__(self, static: Static, incumbent: Incumbent, seed: int,
-               window: int, solve_time_s: float):
-    self.static, self.incumbent, self.seed = static, incumbent, seed
-    self.solve_time_s = solve_time_s
+  def __init__(self, static: Static, incumbent: Incumbent, score_fn, *,
+               seed: int, window: int, max_window: int, solve_time_s: float):
+    """``score_fn(placement, order) -> Scored``; ``window``: ops freed at
+    first, adapted up to ``max_window``."""
+    self.static, self.incumbent, self.score_fn = static, incumbent, score_fn
+    self.seed, self.solve_time_s = seed, solve_time_s
+    self.max_window = min(max_window, incumbent.scored.placement.size)
     self.window = min(window, max(incumbent.scored.placement.size, 2))
     self.pending: dict = {}
-    self.version = self.submitted = 0
-    self.iterations = self.accepted = self.improved = 0
+    self.submitted = self.iterations = self.accepted = self.improved = 0
 
   def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
     """Frees the next window (a span apart from those in flight, when
@@ -227,28 +230,26 @@ class Search:
         solve_window, self.static, ctx, limit_s=limit_s,
         deterministic_s=self.solve_time_s * DETERMINISTIC_PER_S,
         seed=(self.seed + self.submitted) % 2**31, memory=not best.oom)
-    self.pending[future] = Window(lo, hi, free, self.version)
+    self.pending[future] = Window(lo, hi, free, self.accepted)
     self.submitted += 1
 
-  def take(self, future, graph, topology, table, max_window: int) -> bool:
+  def take(self, future) -> bool:
     """Scores a finished window's candidates and keeps the first not worse
     than the incumbent; adapts the window size. True when it improved."""
     window, solution = self.pending.pop(future), future.result()
     self.iterations += 1
-    n = self.incumbent.scored.placement.size
     if solution.status == "OPTIMAL" and (
         solution.deterministic_s
         <= FAST_SHARE * DETERMINISTIC_PER_S * self.solve_time_s):
-      self.window = min(max_window, n, max(self.window + 1,
-                                           int(self.window * GROW)))
+      self.window = min(self.max_window, max(self.window + 1,
+                                             int(self.window * GROW)))
     elif solution.status != "OPTIMAL":
       self.window = max(MIN_WINDOW, int(self.window * SHRINK))
     best = self.incumbent.scored
     for placement, order in self._candidates(solution, window, best):
-      candidate = score(graph, topology, table, placement, order)
+      candidate = self.score_fn(placement, order)
       if candidate.key <= best.key:
         self.accepted += 1
-        self.version += 1
         self.incumbent.set(candidate, window.hi)
         if candidate.key < best.key:
           self.improved += 1
@@ -266,7 +267,7 @@ class Search:
     if solution.placement is None:
       return []
     placement, order = solution.placement, solution.order
-    if window.version != self.version:
+    if window.accepted != self.accepted:
       placement = best.placement.copy()
       placement[window.free] = solution.placement[window.free]
       span = slice(window.lo, window.hi + 1)

@@ -154,13 +154,15 @@ def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
                                      return_schedule=True).order, np.int32)
   scored = lns_windows.score(graph, topology, table, placement, order)
   static = make_static(graph, topology, table, scored.runtime_s)
-  search = lns_windows.Search(static, lns_windows.Incumbent(static, scored),
-                              seed=0, window=8, solve_time_s=0.1)
-  # The incumbent moved on (version 1) after the window left (version 0):
-  # it moved op order[2] to another device.
+  search = lns_windows.Search(
+      static, lns_windows.Incumbent(static, scored),
+      lambda p, o: lns_windows.score(graph, topology, table, p, o), seed=0,
+      window=8, max_window=64, solve_time_s=0.1)
+  # The incumbent moved on (one candidate accepted) after the window left
+  # (none by then): it moved op order[2] to another device.
   best = scored._replace(placement=placement.copy())
   best.placement[order[2]] = 1 - min(best.placement[order[2]], 1)
-  search.version = 1
+  search.accepted = 1
   lo, hi = 10, 14
   free = order[lo:hi + 1][:2]
   moved = placement.copy()
@@ -168,7 +170,7 @@ def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
   window_order = order.copy()
   window_order[lo:hi + 1] = order[lo:hi + 1][::-1]   # any permutation
   solution = WindowSolution("OPTIMAL", moved, window_order, 0.0, 0.0, 0.0)
-  window = lns_windows.Window(lo, hi, free, version=0)
+  window = lns_windows.Window(lo, hi, free, accepted=0)
   candidates = search._candidates(solution, window, best)
   expected = best.placement.copy()
   expected[free] = moved[free]
