@@ -216,17 +216,17 @@ def _add_hint(model, var, graph, topology, scaled, placement, orders, links):
   start, end, sent = best[1]
   for v in range(graph.n_nodes):
     for dev in range(topology.n_devices):
-      model.AddHint(var.on[v][dev], int(placement[v] == dev))
+      model.add_hint(var.on[v][dev], int(placement[v] == dev))
       if var.send_start[v][dev] is not None:
-        model.AddHint(var.send_start[v][dev], sent.get((v, dev), int(end[v])))
+        model.add_hint(var.send_start[v][dev], sent.get((v, dev), int(end[v])))
     if scaled.executed[v]:
-      model.AddHint(var.start[v], int(start[v]))
-      model.AddHint(var.end[v], int(end[v]))
+      model.add_hint(var.start[v], int(start[v]))
+      model.add_hint(var.end[v], int(end[v]))
   for (u, s, dev), literal in var.send_on.items():
-    model.AddHint(literal, int(placement[u] == s and (u, dev) in sent))
+    model.add_hint(literal, int(placement[u] == s and (u, dev) in sent))
   for literal, i, dev in var.prefix_used:
-    model.AddHint(literal, int(np.any(placement[:i + 1] == dev)))
-  model.AddHint(var.makespan, int(end[scaled.sink].max(initial=0)))
+    model.add_hint(literal, int(np.any(placement[:i + 1] == dev)))
+  model.add_hint(var.makespan, int(end[scaled.sink].max(initial=0)))
 
 
 def _simulated(graph, topology, costs, placement, order=None):
@@ -302,14 +302,14 @@ def _run_model(graph, topology, costs, *, limit_s, num_workers, seed,
   solver.parameters.num_workers = int(num_workers)
   solver.parameters.random_seed = int(seed)
   solver.parameters.log_search_progress = bool(log)
-  code = solver.Solve(model)
-  status = solver.StatusName(code)
+  code = solver.solve(model)
+  status = solver.status_name(code)
   if status == "MODEL_INVALID":
     raise SearchError(
         "gplace built a CP-SAT model that OR-tools rejects ("
-        f"{model.Validate()}); please report this with the graph.")
+        f"{model.validate()}); please report this with the graph.")
   if status not in ("OPTIMAL", "FEASIBLE"):
-    bound = (solver.BestObjectiveBound() * scaled.tick_s
+    bound = (solver.best_objective_bound * scaled.tick_s
              if status == "UNKNOWN" else 0.0)
     return status, None, None, None, math.nan, max(bound, 0.0)
   n = graph.n_nodes
@@ -318,13 +318,13 @@ def _run_model(graph, topology, costs, *, limit_s, num_workers, seed,
   end = np.zeros(n, np.int64)
   for v in range(n):
     placement[v] = next(dev for dev in range(topology.n_devices)
-                        if solver.BooleanValue(var.on[v][dev]))
+                        if solver.boolean_value(var.on[v][dev]))
     if scaled.executed[v]:
-      start[v] = solver.Value(var.start[v])
-      end[v] = solver.Value(var.end[v])
-  makespan_s = solver.ObjectiveValue() * scaled.tick_s
-  bound_s = (solver.ObjectiveValue() if status == "OPTIMAL"
-             else solver.BestObjectiveBound()) * scaled.tick_s
+      start[v] = solver.value(var.start[v])
+      end[v] = solver.value(var.end[v])
+  makespan_s = solver.objective_value * scaled.tick_s
+  bound_s = (solver.objective_value if status == "OPTIMAL"
+             else solver.best_objective_bound) * scaled.tick_s
   return status, placement, start, end, makespan_s, bound_s
 
 

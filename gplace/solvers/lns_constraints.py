@@ -41,7 +41,7 @@ def tie_colocated(model, static, span, on) -> None:
       first[label] = v
       continue
     for d, literal in on[v].items():
-      model.Add(literal == on[first[label]][d])
+      model.add(literal == on[first[label]][d])
 
 
 def add_edges(model, static, ctx, v, on, devices, start, end, choose,
@@ -55,7 +55,7 @@ def add_edges(model, static, ctx, v, on, devices, start, end, choose,
     base = (end[u] if inside and u in end else
             int(ctx.finish[u]) if static.executed[u] else 0)
     if inside and static.executed[u]:
-      model.Add(start[v] >= base)
+      model.add(start[v] >= base)
     if u in on and v in on:          # both free: one link per device pair
       for d in on[v]:
         others = [s for s in on[u] if s != d]
@@ -63,25 +63,25 @@ def add_edges(model, static, ctx, v, on, devices, start, end, choose,
           continue
         least = min(int(static.transfer[u, s, d]) for s in others)
         if least > 0:
-          model.Add(start[v] >= base + least).OnlyEnforceIf(
-              [on[v][d], on[u][d].Not()] if d in on[u] else [on[v][d]])
+          model.add(start[v] >= base + least).only_enforce_if(
+              [on[v][d], on[u][d].negated()] if d in on[u] else [on[v][d]])
         for s in others:
           if static.transfer[u, s, d] > least:
-            model.Add(start[v] >= base + int(static.transfer[u, s, d])
-                      ).OnlyEnforceIf([on[u][s], on[v][d]])
+            model.add(start[v] >= base + int(static.transfer[u, s, d])
+                      ).only_enforce_if([on[u][s], on[v][d]])
     elif u in on:                    # u free, v fixed
-      model.Add(start[v] >= base + choose(
+      model.add(start[v] >= base + choose(
           u, static.transfer[u, :, devices[v][0]]))
     else:                            # u fixed
       src = devices[u][0] if u in devices else int(ctx.placement[u])
-      model.Add(start[v] >= base + choose(v, static.transfer[u, src]))
+      model.add(start[v] >= base + choose(v, static.transfer[u, src]))
   succ = static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]
   succ = succ[(ctx.position[succ] > hi) & static.executed[succ]]
   if succ.size:                      # per source device, the worst consumer
     reach = (static.transfer[v][:, ctx.placement[succ]]
              + ctx.tail[succ][None, :]).max(1)
     base = end[v] if v in end else 0
-    model.Add(objective >= base + choose(v, reach))
+    model.add(objective >= base + choose(v, reach))
 
 
 def add_memory(model, static, ctx, span, freed, on, devices) -> None:
@@ -104,7 +104,7 @@ def add_memory(model, static, ctx, span, freed, on, devices) -> None:
     cap = int(static.capacity_kib[d])
     most = int(live[d]) + sum(int(static.out_kib[v]) for v in free_live)
     if most > cap:
-      model.Add(int(live[d]) + sum(int(static.out_kib[v]) * on[v][d]
+      model.add(int(live[d]) + sum(int(static.out_kib[v]) * on[v][d]
                                    for v in free_live if d in on[v]) <= cap)
   for v in span[static.executed[span]].tolist():
     preds = static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]]
@@ -127,10 +127,10 @@ def add_memory(model, static, ctx, span, freed, on, devices) -> None:
           remote.append(int(static.send_kib[u]) * (1 - on[u][d]))
         elif (u in on) or ctx.placement[u] != d:
           remote.append(int(static.send_kib[u]))
-      condition = model.Add(int(resident[d]) + sum(terms) + fixed
+      condition = model.add(int(resident[d]) + sum(terms) + fixed
                             + sum(remote) <= cap)
       if v in on:
-        condition.OnlyEnforceIf(on[v][d])
+        condition.only_enforce_if(on[v][d])
 
 
 def add_links(model, static, ctx, span, on, devices, start, end, objective,
@@ -162,8 +162,8 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
           always = True
       if not needs and not always:
         continue
-      begin = model.NewIntVar(0, horizon, "")
-      model.Add(begin >= base)
+      begin = model.new_int_var(0, horizon, "")
+      model.add(begin >= base)
       used = {}
       for s in sources:
         if s == d:
@@ -171,19 +171,19 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
         if always:
           literal = on[u][s] if u in on else True
         else:
-          literal = model.NewBoolVar("")
+          literal = model.new_bool_var("")
           if u in on:
-            model.AddImplication(literal, on[u][s])
-          model.AddBoolOr([literal.Not()] + needs)
+            model.add_implication(literal, on[u][s])
+          model.add_bool_or([literal.negated()] + needs)
           for need in needs:
-            model.AddBoolOr([need.Not(), literal] + (
-                [on[u][s].Not()] if u in on else []))
+            model.add_bool_or([need.negated(), literal] + (
+                [on[u][s].negated()] if u in on else []))
         used[s] = literal
         size = int(static.transfer[u, s, d])
         links.setdefault((s, d), []).append(
-            model.NewFixedSizeIntervalVar(begin, size, "")
+            model.new_fixed_size_interval_var(begin, size, "")
             if literal is True else
-            model.NewOptionalFixedSizeIntervalVar(begin, size, literal, ""))
+            model.new_optional_fixed_size_interval_var(begin, size, literal, ""))
         for w in succ:
           guard = [] if u not in on else [on[u][s]]
           if w in on:
@@ -194,9 +194,9 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
             continue
           target = (start[w] if ctx.position[w] <= ctx.hi
                     else objective - int(ctx.tail[w]))
-          model.Add(target >= begin + size).OnlyEnforceIf(guard)
+          model.add(target >= begin + size).only_enforce_if(guard)
       sends[(u, d)] = (begin, used)
   for intervals in links.values():
     if len(intervals) > 1:
-      model.AddNoOverlap(intervals)
+      model.add_no_overlap(intervals)
   return sends

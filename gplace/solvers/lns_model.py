@@ -208,8 +208,8 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   for v in span.tolist():
     devices[v] = window_devices(static, ctx, freed, v)
     if freed[v] and len(devices[v]) > 1:
-      on[v] = {d: model.NewBoolVar("") for d in devices[v]}
-      model.AddExactlyOne(on[v].values())
+      on[v] = {d: model.new_bool_var("") for d in devices[v]}
+      model.add_exactly_one(on[v].values())
   tie_colocated(model, static, span, on)
 
   def choose(v, values):
@@ -228,53 +228,53 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
                                  outside)
   start, end, intervals = {}, {}, {}
   for v in span[static.executed[span]].tolist():
-    start[v] = model.NewIntVar(0, horizon, "")
-    end[v] = model.NewIntVar(0, horizon, "")
-    model.Add(end[v] == start[v] + choose(v, static.duration[v]))
-    model.Add(start[v] >= choose(v, free_at))
+    start[v] = model.new_int_var(0, horizon, "")
+    end[v] = model.new_int_var(0, horizon, "")
+    model.add(end[v] == start[v] + choose(v, static.duration[v]))
+    model.add(start[v] >= choose(v, free_at))
     for d in devices[v]:
       g = int(static.device_group[d])
       size = int(static.duration[v, d])
       intervals.setdefault(g, []).append(
-          model.NewOptionalFixedSizeIntervalVar(start[v], size, on[v][d], "")
-          if v in on else model.NewFixedSizeIntervalVar(start[v], size, ""))
+          model.new_optional_fixed_size_interval_var(start[v], size, on[v][d], "")
+          if v in on else model.new_fixed_size_interval_var(start[v], size, ""))
   for group in intervals.values():
     if len(group) > 1:
-      model.AddNoOverlap(group)
+      model.add_no_overlap(group)
   last_fixed = {}                        # group -> last fixed op so far
   for v in span.tolist():
     if v in start and v not in on:
       g = int(static.device_group[devices[v][0]])
       if g in last_fixed:
-        model.Add(start[v] >= end[last_fixed[g]])
+        model.add(start[v] >= end[last_fixed[g]])
       last_fixed[g] = v
-  objective = model.NewIntVar(outside, max(hint_ticks, 2 * horizon) + 1,
+  objective = model.new_int_var(outside, max(hint_ticks, 2 * horizon) + 1,
                               "makespan")
   for v in span.tolist():
     add_edges(model, static, ctx, v, on, devices, start, end, choose,
                objective)
     if v in end:
-      model.Add(objective >= end[v] + choose(v, tail_after))
+      model.add(objective >= end[v] + choose(v, tail_after))
   if memory:
     add_memory(model, static, ctx, span, freed, on, devices)
   for v, literals in on.items():
     for d, literal in literals.items():
-      model.AddHint(literal, int(ctx.placement[v] == d))
+      model.add_hint(literal, int(ctx.placement[v] == d))
   for v in start:
-    model.AddHint(start[v], int(hint[v]))
-    model.AddHint(end[v], int(hint[v] + static.duration[v,
+    model.add_hint(start[v], int(hint[v]))
+    model.add_hint(end[v], int(hint[v] + static.duration[v,
                                                         ctx.placement[v]]))
   sends = add_links(model, static, ctx, span, on, devices, start, end,
                      objective, horizon)
   for (u, d), (begin, used) in sends.items():
-    model.AddHint(begin, sent.get((u, d), int(hint.get(u, 0) + (
+    model.add_hint(begin, sent.get((u, d), int(hint.get(u, 0) + (
         static.duration[u, ctx.placement[u]] if u in hint else 0))))
     for s, literal in used.items():
       if literal is not True and not (u in on and literal is on[u][s]):
-        model.AddHint(literal, int(ctx.placement[u] == s
+        model.add_hint(literal, int(ctx.placement[u] == s
                                    and (u, d) in sent))
-  model.AddHint(objective, hint_ticks)
-  model.Minimize(objective)
+  model.add_hint(objective, hint_ticks)
+  model.minimize(objective)
   solver = cp_model.CpSolver()
   solver.parameters.max_time_in_seconds = max(float(limit_s), 1e-3)
   solver.parameters.max_deterministic_time = max(float(deterministic_s), 1e-3)
@@ -285,23 +285,23 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   # with both off, 77 and -1.2% with both on).
   solver.parameters.cp_model_presolve = False
   solver.parameters.linearization_level = 0
-  status = solver.StatusName(solver.Solve(model))
+  status = solver.status_name(solver.solve(model))
   if status == "MODEL_INVALID":
     raise SearchError(
         "gplace built an LNS window model that OR-tools rejects ("
-        f"{model.Validate()}); please report this with the graph.")
+        f"{model.validate()}); please report this with the graph.")
   if status not in ("OPTIMAL", "FEASIBLE"):
     return WindowSolution(status, None, None, math.nan, float(hint_ticks),
                           solver.deterministic_time)
   placement = np.array(ctx.placement, np.int32)
   for v, literals in on.items():
     placement[v] = next(d for d, lit in literals.items()
-                        if solver.BooleanValue(lit))
-  keys = {v: ((solver.Value(start[v]), solver.Value(end[v])) if v in start
+                        if solver.boolean_value(lit))
+  keys = {v: ((solver.value(start[v]), solver.value(end[v])) if v in start
               else (-1, -1)) for v in span.tolist()}
   order = np.array(ctx.order, np.int32)
   order[ctx.lo:ctx.hi + 1] = _topological(static, ctx, span, keys)
-  return WindowSolution(status, placement, order, solver.ObjectiveValue(),
+  return WindowSolution(status, placement, order, solver.objective_value,
                         float(hint_ticks), solver.deterministic_time)
 
 

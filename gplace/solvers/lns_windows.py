@@ -122,15 +122,25 @@ class Incumbent:
     finished last."""
     if self._critical is None:
       static, scored = self.static, self.scored
+      # Each node's option that finished last (its producers in CSR order,
+      # then its device predecessor; the first of equals), for all at once.
+      n = scored.placement.size
+      pred_of = np.repeat(np.arange(n), np.diff(static.pred_ptr))
+      after = np.flatnonzero(self.prev_same >= 0)
+      node = np.concatenate([pred_of, after])
+      option = np.concatenate([static.pred, self.prev_same[after]])
+      rank = np.concatenate([np.arange(pred_of.size)
+                             - static.pred_ptr[pred_of],
+                             np.full(after.size, n)])
+      by = np.lexsort((-rank, scored.finish_s[option], node))
+      node, option = node[by], option[by]
+      last = np.append(node[1:] != node[:-1], node.size > 0)[:node.size]
+      latest = np.full(n, -1, np.int64)
+      latest[node[last]] = option[last]
       v = int(np.argmax(scored.finish_s))
       path = [v]
-      while scored.start_s[v] > 0:
-        options = static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]]
-        if self.prev_same[v] >= 0:
-          options = np.append(options, self.prev_same[v])
-        if not options.size:
-          break
-        v = int(options[np.argmax(scored.finish_s[options])])
+      while scored.start_s[v] > 0 and latest[v] >= 0:
+        v = int(latest[v])
         path.append(v)
       self._critical = np.asarray(path, np.int64)
     return self._critical

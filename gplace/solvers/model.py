@@ -185,19 +185,19 @@ def _add_symmetry_breaking(model, on, classes, n):
       for k, dev in enumerate(members):
         if k > 0:
           if used_before[k - 1] is None:
-            model.Add(on[i][dev] == 0)
+            model.add(on[i][dev] == 0)
           else:
-            model.AddImplication(on[i][dev], used_before[k - 1])
+            model.add_implication(on[i][dev], used_before[k - 1])
       if i + 1 < n:
         for k, dev in enumerate(members[:-1]):
           prev = used_before[k]
-          now = model.NewBoolVar("")
+          now = model.new_bool_var("")
           if prev is None:
-            model.Add(now == on[i][dev])
+            model.add(now == on[i][dev])
           else:
-            model.AddBoolOr([prev, on[i][dev]]).OnlyEnforceIf(now)
-            model.AddImplication(prev, now)
-            model.AddImplication(on[i][dev], now)
+            model.add_bool_or([prev, on[i][dev]]).only_enforce_if(now)
+            model.add_implication(prev, now)
+            model.add_implication(on[i][dev], now)
           used_before[k] = now
           prefix_used.append((now, i, dev))
   return prefix_used
@@ -209,14 +209,14 @@ def _add_device_constraints(model, graph, on) -> None:
   class on one device (``Graph.colocation``)."""
   if graph.allowed_devices is not None:
     for v, dev in zip(*np.nonzero(~np.asarray(graph.allowed_devices))):
-      model.Add(on[int(v)][int(dev)] == 0)
+      model.add(on[int(v)][int(dev)] == 0)
   if graph.colocation is not None:
     colocation = np.asarray(graph.colocation)
     for label in np.unique(colocation[colocation >= 0]):
       first, *rest = np.flatnonzero(colocation == label).tolist()
       for v in rest:
         for dev in range(len(on[v])):
-          model.Add(on[v][dev] == on[first][dev])
+          model.add(on[v][dev] == on[first][dev])
 
 
 def _add_memory(model, graph, topology, on, scaled):
@@ -232,8 +232,8 @@ def _add_memory(model, graph, topology, on, scaled):
 
   def resident_on(dev):
     if dev not in resident:
-      resident[dev] = model.NewIntVar(0, total_resident, f"resident{dev}")
-      model.Add(resident[dev] == sum(
+      resident[dev] = model.new_int_var(0, total_resident, f"resident{dev}")
+      model.add(resident[dev] == sum(
           int(out_kib[u]) * on[u][dev] for u in np.flatnonzero(is_input)
           if out_kib[u]))
     return resident[dev]
@@ -243,7 +243,7 @@ def _add_memory(model, graph, topology, on, scaled):
     terms = [int(out_kib[u]) * on[u][dev]
              for u in np.flatnonzero(ends_live) if out_kib[u]]
     if int(out_kib[ends_live].sum()) > capacity[dev]:
-      model.Add(sum(terms) <= capacity[dev])
+      model.add(sum(terms) <= capacity[dev])
   src, dst = graph.edge_src, graph.edge_dst
   for v in np.flatnonzero(scaled.executed):
     preds = src[dst == v]
@@ -257,8 +257,8 @@ def _add_memory(model, graph, topology, on, scaled):
         continue
       remote = [int(send_kib[u]) * (1 - on[u][dev]) for u in param_preds
                 if send_kib[u]]
-      model.Add(resident_on(dev) + fixed + sum(remote) <= capacity[dev]
-                ).OnlyEnforceIf(on[v][dev])
+      model.add(resident_on(dev) + fixed + sum(remote) <= capacity[dev]
+                ).only_enforce_if(on[v][dev])
 
 
 def _add_transfers(model, graph, topology, scaled, on, end, links):
@@ -283,25 +283,25 @@ def _add_transfers(model, graph, topology, scaled, on, end, links):
     if not consumers[u]:
       continue
     for dst_dev in range(d):
-      begin = model.NewIntVar(0, scaled.horizon, f"t{u}_{dst_dev}")
-      model.Add(begin >= end[u])
+      begin = model.new_int_var(0, scaled.horizon, f"t{u}_{dst_dev}")
+      model.add(begin >= end[u])
       send_start[u][dst_dev] = begin
       for s in range(d):
         if s == dst_dev:
           continue
-        used = model.NewBoolVar(f"y{u}_{s}_{dst_dev}")
-        model.AddImplication(used, on[u][s])
-        model.AddBoolOr([used.Not()] + [on[w][dst_dev] for w in consumers[u]])
+        used = model.new_bool_var(f"y{u}_{s}_{dst_dev}")
+        model.add_implication(used, on[u][s])
+        model.add_bool_or([used.negated()] + [on[w][dst_dev] for w in consumers[u]])
         for w in consumers[u]:
-          model.AddBoolOr([on[u][s].Not(), on[w][dst_dev].Not(), used])
+          model.add_bool_or([on[u][s].negated(), on[w][dst_dev].negated(), used])
         send_on[(u, s, dst_dev)] = used
         link_intervals.setdefault((s, dst_dev), []).append(
-            model.NewOptionalFixedSizeIntervalVar(
+            model.new_optional_fixed_size_interval_var(
                 begin, int(scaled.transfer[u, s, dst_dev]), used,
                 f"l{u}_{s}_{dst_dev}"))
   for intervals in link_intervals.values():
     if len(intervals) > 1:
-      model.AddNoOverlap(intervals)
+      model.add_no_overlap(intervals)
   return send_start, send_on
 
 
@@ -331,27 +331,27 @@ def build_model(graph: Graph, topology: Topology, scaled: ScaledProblem,
   model = cp_model.CpModel()
   n, d = graph.n_nodes, topology.n_devices
   horizon = scaled.horizon
-  on = [[model.NewBoolVar(f"x{v}_{dev}") for dev in range(d)]
+  on = [[model.new_bool_var(f"x{v}_{dev}") for dev in range(d)]
         for v in range(n)]
   for v in range(n):
-    model.AddExactlyOne(on[v])
+    model.add_exactly_one(on[v])
   _add_device_constraints(model, graph, on)
   start, end = [0] * n, [0] * n
   groups = np.asarray(topology.compute_group)
   group_intervals = {int(g): [] for g in np.unique(groups)}
   for v in np.flatnonzero(scaled.executed):
     lengths = scaled.duration[v]
-    start[v] = model.NewIntVar(0, horizon, f"s{v}")
-    end[v] = model.NewIntVar(0, horizon, f"e{v}")
-    model.Add(end[v] == start[v] + sum(
+    start[v] = model.new_int_var(0, horizon, f"s{v}")
+    end[v] = model.new_int_var(0, horizon, f"e{v}")
+    model.add(end[v] == start[v] + sum(
         int(lengths[dev]) * on[v][dev] for dev in range(d) if lengths[dev]))
     for dev in range(d):
       group_intervals[int(groups[dev])].append(
-          model.NewOptionalFixedSizeIntervalVar(
+          model.new_optional_fixed_size_interval_var(
               start[v], int(lengths[dev]), on[v][dev], f"i{v}_{dev}"))
   for intervals in group_intervals.values():
     if len(intervals) > 1:
-      model.AddNoOverlap(intervals)
+      model.add_no_overlap(intervals)
 
   send_start, send_on = _add_transfers(model, graph, topology, scaled, on,
                                        end, links)
@@ -359,7 +359,7 @@ def build_model(graph: Graph, topology: Topology, scaled: ScaledProblem,
     if not scaled.executed[v]:          # inputs are resident whatever feeds them
       continue
     if scaled.executed[u]:
-      model.Add(start[v] >= end[u])
+      model.add(start[v] >= end[u])
     delay = scaled.transfer[u]                      # [D(src), D(dst)]
     for dst_dev in range(d):
       others = [s for s in range(d) if s != dst_dev]
@@ -368,17 +368,17 @@ def build_model(graph: Graph, topology: Topology, scaled: ScaledProblem,
       sent = send_start[u][dst_dev] if links else end[u]
       least = int(min(delay[s, dst_dev] for s in others))
       if least > 0 or links:
-        model.Add(start[v] >= sent + least).OnlyEnforceIf(
-            [on[v][dst_dev], on[u][dst_dev].Not()])
+        model.add(start[v] >= sent + least).only_enforce_if(
+            [on[v][dst_dev], on[u][dst_dev].negated()])
       for s in others:
         if delay[s, dst_dev] > least:
-          model.Add(start[v] >= sent + int(delay[s, dst_dev])
-                    ).OnlyEnforceIf([on[u][s], on[v][dst_dev]])
+          model.add(start[v] >= sent + int(delay[s, dst_dev])
+                    ).only_enforce_if([on[u][s], on[v][dst_dev]])
 
-  makespan = model.NewIntVar(min(int(floor_ticks), horizon), horizon,
+  makespan = model.new_int_var(min(int(floor_ticks), horizon), horizon,
                              "makespan")
   for v in np.flatnonzero(scaled.sink):
-    model.Add(makespan >= end[v])
+    model.add(makespan >= end[v])
   # Redundant: a group is busy for the sum of its nodes' durations.
   for g in np.unique(groups):
     members = np.flatnonzero(groups == g)
@@ -386,10 +386,10 @@ def build_model(graph: Graph, topology: Topology, scaled: ScaledProblem,
             for v in np.flatnonzero(scaled.executed) for dev in members
             if scaled.duration[v, dev]]
     if load:
-      model.Add(makespan >= sum(load))
+      model.add(makespan >= sum(load))
   prefix_used = _add_symmetry_breaking(model, on, classes, n)
   if memory:
     _add_memory(model, graph, topology, on, scaled)
-  model.Minimize(makespan)
+  model.minimize(makespan)
   return model, ModelVariables(on, start, end, makespan, send_start, send_on,
                                prefix_used)

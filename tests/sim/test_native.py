@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gplace.graphs.graph import random_dag
 from gplace.sim import native
 from gplace.sim.dispatch import make_dispatch_problem, simulate_dispatch
-from gplace.sim.priority import bottom_level
+from gplace.sim.priority import bottom_level, priority_order
 from gplace.sim.reference import simulate_reference
 from gplace.sim.simulator import simulate
 from gplace.sim.presets import preset
@@ -120,6 +120,31 @@ def test_simulate_gives_the_same_results_with_and_without_native(
                                   np.asarray(getattr(slow, field)))
   np.testing.assert_allclose(np.asarray(fast.peak_bytes),
                              np.asarray(slow.peak_bytes), rtol=1e-6)
+
+
+@settings(SETTINGS, max_examples=10)
+@given(n_nodes=st.integers(2, 60), n_devices=st.integers(1, 5),
+       seed=st.integers(0, 10_000))
+def test_one_placement_in_its_order_runs_as_the_scan_runs_it(
+    n_nodes, n_devices, seed):
+  # One placement in a given order goes to the host scheduler, a batch
+  # to the scan over a problem built for the order: the same schedule.
+  rng = np.random.default_rng(seed)
+  graph = random_dag(n_nodes, seed=seed, n_inputs=int(rng.integers(1, 4)))
+  topology = random_topology(rng, n_devices)
+  placement = rng.integers(0, n_devices, n_nodes)
+  order = priority_order(rng.normal(size=n_nodes).astype(np.float32),
+                         graph)
+  one = simulate(graph, placement, topology, order=order,
+                 return_schedule=True)
+  scan = simulate(graph, np.stack([placement, placement]), topology,
+                  order=order, return_schedule=True)
+  np.testing.assert_array_equal(one.order, order)
+  for field in ("runtime_s", "start_s", "finish_s", "oom"):
+    np.testing.assert_array_equal(np.asarray(getattr(one, field)),
+                                  np.asarray(getattr(scan, field))[0])
+  np.testing.assert_allclose(np.asarray(one.peak_bytes),
+                             np.asarray(scan.peak_bytes)[0], rtol=1e-6)
 
 
 def test_many_placements_split_over_threads_equal_one_by_one():

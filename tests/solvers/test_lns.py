@@ -190,6 +190,33 @@ def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
   np.testing.assert_array_equal(candidates[0][1], best.order)
 
 
+@pytest.mark.parametrize("seed", [0, 5])
+def test_the_critical_path_steps_back_to_what_finished_last(seed):
+  graph, topology = random_dag(80, seed=seed), preset("1cpu+4gpu")
+  table = cost_table(graph, topology)
+  placement = np.random.default_rng(seed).integers(
+      0, topology.n_devices, graph.n_nodes).astype(np.int32)
+  order = np.asarray(gplace.simulate(graph, placement, topology,
+                                     return_schedule=True).order, np.int32)
+  scored = lns_windows.score(graph, topology, table, placement, order)
+  static = make_static(graph, topology, table, scored.runtime_s)
+  incumbent = lns_windows.Incumbent(static, scored)
+  path = incumbent.critical()
+  finish, start = scored.finish_s, scored.start_s
+  assert finish[path[0]] == finish.max()
+  for v, before in zip(path[:-1], path[1:]):
+    # The producers and the device predecessor of v; the one that
+    # finished last (the first of equals) is the next step.
+    options = list(static.pred[static.pred_ptr[v]:static.pred_ptr[v + 1]])
+    if incumbent.prev_same[v] >= 0:
+      options.append(incumbent.prev_same[v])
+    assert before == options[int(np.argmax(finish[options]))]
+  end = path[-1]
+  assert start[end] == 0 or (
+      static.pred_ptr[end] == static.pred_ptr[end + 1]
+      and incumbent.prev_same[end] < 0)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(time_limit_s=-1.0), SearchError, "time_limit_s"),
     (dict(time_limit_s="60"), SearchError, "time_limit_s"),
