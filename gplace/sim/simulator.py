@@ -130,7 +130,9 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     ``[K, N]``, larger first); else node-id order (the fastest to simulate,
     and what a runtime that dispatches in program order does).
 
-  A shared order runs the fast scan of :mod:`gplace.sim.scan`; per-placement
+  A shared order runs the fast scan of :mod:`gplace.sim.scan` (one placement
+  in an order runs on the host scheduler below instead, the same schedule
+  without building a scan problem for the order); per-placement
   schedules run the list scheduler of :mod:`gplace.sim.dispatch`, here as
   compiled host code (:mod:`gplace.sim.native`, bit-identical schedules,
   parts of the batch on all cores; ``GPLACE_NATIVE=0`` runs the jitted
