@@ -183,7 +183,8 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
         links.setdefault((s, d), []).append(
             model.new_fixed_size_interval_var(begin, size, "")
             if literal is True else
-            model.new_optional_fixed_size_interval_var(begin, size, literal, ""))
+            model.new_optional_fixed_size_interval_var(begin, size, literal,
+                                                       ""))
         for w in succ:
           guard = [] if u not in on else [on[u][s]]
           if w in on:

@@ -236,8 +236,10 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
       g = int(static.device_group[d])
       size = int(static.duration[v, d])
       intervals.setdefault(g, []).append(
-          model.new_optional_fixed_size_interval_var(start[v], size, on[v][d], "")
-          if v in on else model.new_fixed_size_interval_var(start[v], size, ""))
+          model.new_optional_fixed_size_interval_var(start[v], size,
+                                                     on[v][d], "")
+          if v in on else
+          model.new_fixed_size_interval_var(start[v], size, ""))
   for group in intervals.values():
     if len(group) > 1:
       model.add_no_overlap(group)

@@ -291,9 +291,11 @@ def _add_transfers(model, graph, topology, scaled, on, end, links):
           continue
         used = model.new_bool_var(f"y{u}_{s}_{dst_dev}")
         model.add_implication(used, on[u][s])
-        model.add_bool_or([used.negated()] + [on[w][dst_dev] for w in consumers[u]])
+        model.add_bool_or([used.negated()]
+                          + [on[w][dst_dev] for w in consumers[u]])
         for w in consumers[u]:
-          model.add_bool_or([on[u][s].negated(), on[w][dst_dev].negated(), used])
+          model.add_bool_or([on[u][s].negated(), on[w][dst_dev].negated(),
+                             used])
         send_on[(u, s, dst_dev)] = used
         link_intervals.setdefault((s, dst_dev), []).append(
             model.new_optional_fixed_size_interval_var(
