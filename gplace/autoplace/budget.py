@@ -56,6 +56,14 @@ SOLVER_SHARE = 0.5
 LNS_SHARE = 0.25
 LNS_SHARE_LARGE = 0.75
 LNS_LARGE_MIN_NODES = 1_000
+# On those graphs, when GO did not run, the searches' best (single-op moves)
+# can be a worse start for LNS than the best classical plan it came from
+# (1,103-op gnmt2, 1 CPU + 2 acc.: LNS from HEFT alone for 31 s, two threads,
+# 7.24 / 7.23 ms for seeds 0 / 1; optimize at 60 s, LNS from the searches'
+# 8.23 ms for 44 s, 7.30), and LNS runs of one seed spread by several
+# points: LNS then runs two chains at once, one thread each, from both.
+LNS_FROM_PLAN_TOO = True
+LNS_RACE_SHARE = 1 / 3
 # ... nor when the best is within this relative margin of the proven bound
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5

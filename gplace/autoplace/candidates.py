@@ -7,6 +7,7 @@ at a time through one compiled simulator.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import time
 from typing import NamedTuple, Optional, Sequence
@@ -372,24 +373,69 @@ def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
 
 
 LNS_LABEL = "lns (CP-SAT windows)"
+#: Appended to the label of an LNS chain that raced another (its start's
+#: continuation carries the plain label).
+RACING = ", racing"
 
 
 def lns_candidate(problem: Problem, start: Candidate, *, time_s: float,
                   seed: int, bound_s: Optional[float] = None,
                   max_iterations: Optional[int] = None,
-                  stall_s: Optional[float] = None) -> Candidate:
+                  stall_s: Optional[float] = None,
+                  workers: Optional[int] = None) -> Candidate:
   """Large-neighbourhood search (``gplace.solvers.lns``) from ``start``'s
   placement in its order for ``time_s`` seconds (or ``max_iterations``
-  windows; ``stall_s``: stop once it has not improved for that long);
-  never slower than the start in its order. Labelled ``"lns (CP-SAT
-  windows) from <start>"``."""
+  windows; ``stall_s``: stop once it has not improved for that long;
+  ``workers``: windows solved at once, LNS's default when None); never
+  slower than the start in its order. Labelled ``"lns (CP-SAT windows)
+  from <start>"``."""
   result = solvers.lns(
       problem.graph, problem.topology, costs=problem.costs,
       start=start.placement, start_order=start.order,
       time_limit_s=max(time_s, 0.5), seed=seed, bound_s=bound_s,
-      max_iterations=max_iterations, stall_s=stall_s)
+      max_iterations=max_iterations, stall_s=stall_s, workers=workers)
   order = np.asarray(result.order, np.int32)
   runtime = float(score(problem, result.placement[None], order).runtime_s[0])
   origin = start.label.split(" (")[0]
   return Candidate(f"{LNS_LABEL} from {origin}",
                    np.asarray(result.placement, np.int32), order, runtime)
+
+
+def lns_candidates(problem: Problem, starts: Sequence[Candidate], *,
+                   time_s: float, seed: int, bound_s: Optional[float] = None,
+                   max_iterations: Optional[int] = None,
+                   race_share: float = 1.0) -> list[Candidate]:
+  """:func:`lns_candidate` from each of ``starts`` at once for
+  ``race_share`` of ``time_s`` (and of ``max_iterations``): one chain per
+  start in its own thread, solving one window at a time (seeds ``seed``,
+  ``seed + 1``, ...); then one chain with LNS's default threads from the
+  fastest for the rest. From one start, one chain throughout.
+
+  Returns:
+    The racing chains' candidates (labels ending in :data:`RACING`), then
+    the winner's continuation (``"lns (CP-SAT windows) from <start>"``).
+  """
+  if len(starts) == 1:
+    return [lns_candidate(problem, starts[0], time_s=time_s, seed=seed,
+                          bound_s=bound_s, max_iterations=max_iterations)]
+  began = time.perf_counter()
+  race = None if max_iterations is None else max(
+      1, int(race_share * max_iterations))
+
+  def chain(i: int) -> Candidate:
+    return lns_candidate(problem, starts[i], time_s=race_share * time_s,
+                         seed=seed + i, bound_s=bound_s,
+                         max_iterations=race, workers=1)
+
+  with concurrent.futures.ThreadPoolExecutor(len(starts)) as pool:
+    raced = list(pool.map(chain, range(len(starts))))
+  winner = best_of(raced) or raced[0]
+  left = time_s - (time.perf_counter() - began)
+  if left < 1.0 or race_share >= 1.0:
+    return raced
+  rest = lns_candidate(
+      problem, winner, time_s=left, seed=seed, bound_s=bound_s,
+      max_iterations=None if max_iterations is None else max(
+          1, max_iterations - race))
+  return ([c._replace(label=c.label + RACING) for c in raced]
+          + [rest._replace(label=winner.label)])

@@ -329,8 +329,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     # Evidence for re-allocating "auto"'s budget: a phase that stalls.
     stall_s = (max(budget.STALL_SHARE * budget_s, budget.MIN_STALL_S)
                if chosen.kind == "auto" else None)
-    if (chosen.kind == "auto" and n >= budget.AUTO_POLICY_MIN_NODES
-        and budget_s >= budget.AUTO_POLICY_MIN_S):
+    trained = (chosen.kind == "auto" and n >= budget.AUTO_POLICY_MIN_NODES
+               and budget_s >= budget.AUTO_POLICY_MIN_S)
+    if trained:
       bar.stage("GO on this graph")
       policy_s = budget.AUTO_POLICY_SHARE * (deadline - time.perf_counter())
       tried.extend(learned.policy_candidates(
@@ -416,12 +417,18 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         chosen.kind == "auto" and not proven and not at_bound
         and lns_s >= budget.MIN_LNS_S)):
       bar.stage("lns")
-      start = incumbent or runs.default[0]
-      tried.append(candidates_lib.lns_candidate(
-          problem, start, time_s=max(lns_s, 1.0), seed=seed,
+      starts = [incumbent or runs.default[0]]
+      plan = best_of(runs.best)   # hedge a single-op search's start
+      if (chosen.kind == "auto" and budget.LNS_FROM_PLAN_TOO and not trained
+          and n >= budget.LNS_LARGE_MIN_NODES and plan is not None
+          and plan.runtime_s > starts[0].runtime_s):
+        starts.append(plan)
+      tried.extend(candidates_lib.lns_candidates(
+          problem, starts, time_s=max(lns_s, 1.0), seed=seed,
           bound_s=bound_s,
           max_iterations=None if max_evaluations is None else max(
-              1, max_evaluations // candidates_lib.BATCH)))
+              1, max_evaluations // candidates_lib.BATCH),
+          race_share=budget.LNS_RACE_SHARE))
       _show_best(bar, tried)
     left = deadline - time.perf_counter()
     if chosen.kind == "finetune":

@@ -12,6 +12,7 @@ import pytest
 import gplace
 from gplace import placers, solvers
 from gplace.autoplace import budget
+from gplace.autoplace import candidates as candidates_lib
 from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
@@ -299,3 +300,54 @@ def test_larger_graphs_give_lns_the_larger_share(monkeypatch):
   gplace.optimize(random_dag(30, seed=4), topology=gpus(2),
                   budget_s=4.0, progress=False)
   assert asked == [30]
+
+
+def test_two_starts_race_then_the_fastest_goes_on():
+  graph, topology = random_dag(40, seed=6), preset("1cpu+4gpu")
+  problem = candidates_lib.Problem(graph, topology)
+  starts = [candidates_lib.Candidate(
+      f"{name} (default)", np.asarray(placers.get(name)(graph, topology),
+                                      np.int32), None, math.inf)
+            for name in ("heft", "m_topo")]
+  found = candidates_lib.lns_candidates(
+      problem, starts, time_s=60.0, seed=0, max_iterations=8,
+      race_share=0.5)
+  racing = candidates_lib.RACING
+  assert [c.label for c in found[:2]] == [LABEL + "heft" + racing,
+                                          LABEL + "m_topo" + racing]
+  winner = min(found[:2], key=lambda c: c.runtime_s)
+  assert len(found) == 3 and found[2].label + racing == winner.label
+  assert found[2].runtime_s <= winner.runtime_s
+  for c in found:           # each in its own order, as the simulator runs it
+    assert c.runtime_s == pytest.approx(float(gplace.simulate(
+        graph, c.placement, topology, order=c.order).runtime_s), rel=1e-6)
+  alone = candidates_lib.lns_candidates(problem, starts[:1], time_s=60.0,
+                                        seed=0, max_iterations=8)
+  assert [c.label for c in alone] == [LABEL + "heft"]
+
+
+@pytest.mark.parametrize("hedge", [True, False])
+def test_auto_races_lns_from_the_classical_plan_too(monkeypatch, hedge):
+  monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
+  monkeypatch.setattr(budget, "LNS_LARGE_MIN_NODES", 10)
+  monkeypatch.setattr(budget, "LNS_FROM_PLAN_TOO", hedge)
+  called = []
+  race = candidates_lib.lns_candidates
+  monkeypatch.setattr(candidates_lib, "lns_candidates",
+                      lambda problem, starts, **kw: called.append(
+                          (starts, kw)) or race(problem, starts, **kw))
+  result = gplace.optimize(random_dag(40, seed=6), topology="1cpu+4gpu",
+                           budget_s=8.0, max_evaluations=2048,
+                           progress=False)
+  (starts, kw), = called
+  assert kw["race_share"] == budget.LNS_RACE_SHARE
+  assert starts[0].runtime_s < starts[-1].runtime_s or len(starts) == 1
+  if hedge:   # the searches' best, then the fastest classical plan
+    assert len(starts) == 2 and " from " not in starts[1].label
+    assert starts[1].runtime_s == min(
+        v for k, v in result.candidates.items() if " from " not in k)
+  else:
+    assert len(starts) == 1
+  assert result.runtime_s == min(result.candidates.values())
