@@ -414,6 +414,12 @@ def main(argv=None) -> int:
       continue
     taken[spec.benchmark_class] = taken.get(spec.benchmark_class, 0) + 1
     chosen.append(spec)
+  if not chosen:
+    raise SystemExit(
+        f"--graphs {args.graphs!r} names no graph of the classes "
+        f"{', '.join(classes)}; the names: "
+        f"{'; '.join(spec.name for spec in all_specs)}. End a name that "
+        "holds a comma with '|'.")
   study = report.Study.create(args.out, __file__, argv)
 
   keys = columns(budgets)

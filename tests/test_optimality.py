@@ -91,6 +91,8 @@ def test_graph_names_holding_commas_are_chosen_with_a_bar(monkeypatch):
   built.clear()
   assert optimality.main(["--budgets", "1", "--graphs", "8xH100,2 acc"]) == 0
   assert built == [names[1], names[3]]
+  with pytest.raises(SystemExit, match="names no graph.*bert tiny, 1 CPU"):
+    optimality.main(["--budgets", "1", "--graphs", "bert fwd, 4xH100|"])
 
 
 def test_set_overrides_a_budget_constant_for_an_ablation(monkeypatch):
