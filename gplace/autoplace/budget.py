@@ -110,6 +110,14 @@ AUTO_POLICY_SHARE = 0.7
 # sample is not faster than the best baseline, training stops and the
 # search gets the rest.
 AUTO_POLICY_PROBE_SHARE = 0.4
+# ... and when its best sample stalls: not AUTO_POLICY_MIN_GAIN (relative)
+# faster than it was AUTO_POLICY_STALL_SHARE of its time before. GO's
+# curve flattens long before its time is spent: trained for 215 s
+# (experiments/results/optimality/go_curve_2026-12-03), gnmt4's best sample
+# was -14.2% against HEFT at 50 s and -15.0% at 175 s; rnnlm2's 301.5 ms
+# at 106 s and 300.6 at 210 s, where LNS, given those 100 s, gains 1-2%.
+AUTO_POLICY_STALL_SHARE = 0.1
+AUTO_POLICY_MIN_GAIN = 0.005
 # On this machine's devices (topology="local" with a function), this share
 # of the budget (at least MIN_MEASURE_S seconds) measures the top
 # candidates with the executor.

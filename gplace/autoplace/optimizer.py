@@ -339,7 +339,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       tried.extend(learned.policy_candidates(
           problem, seed=seed, notes=notes, time_s=policy_s,
           give_up=learned.GiveUp(budget.AUTO_POLICY_PROBE_SHARE * policy_s,
-                                 best_of(tried).runtime_s)))
+                                 best_of(tried).runtime_s,
+                                 budget.AUTO_POLICY_STALL_SHARE * policy_s,
+                                 budget.AUTO_POLICY_MIN_GAIN)))
       _show_best(bar, tried)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import time
 from typing import Any, NamedTuple, Optional
@@ -188,24 +189,46 @@ def policy_candidates(problem: Problem, *, time_s: float, seed: int,
 class GiveUp(NamedTuple):
   """Evidence that stops a training run early: after ``after_s`` seconds
   (setting up and compiling included) its best sampled placement is not
-  faster than ``unless_below_s`` (e.g. the best baseline's runtime)."""
+  faster than ``unless_below_s`` (e.g. the best baseline's runtime); or it
+  stalls: its best sample is not ``min_gain`` (relative) faster than it
+  was ``stall_s`` seconds before (never, by default)."""
   after_s: float
   unless_below_s: float
+  stall_s: float = math.inf
+  min_gain: float = 0.0
 
 
 def stop_reason(now: float, began: float, deadline: float, last_chunk_s: float,
-                best_s: float, give_up: Optional[GiveUp]) -> Optional[str]:
+                best_s: float, give_up: Optional[GiveUp],
+                best_before_s: float = math.nan) -> Optional[str]:
   """Why a training run stops after a chunk, or None to go on: ``"spent"``
   when the next chunk (timed as the last, ``last_chunk_s``) would end past
   ``deadline``; ``"behind"`` when ``give_up`` says so for the best sampled
-  runtime ``best_s`` so far (NaN or inf: nothing sampled fitted). Times in
-  seconds of one clock."""
+  runtime ``best_s`` so far (NaN or inf: nothing sampled fitted);
+  ``"stalled"`` when ``best_s`` is not ``give_up.min_gain`` faster than
+  ``best_before_s``, the best ``give_up.stall_s`` seconds before (NaN: no
+  chunk had ended then). Times in seconds of one clock."""
   if now + last_chunk_s > deadline:
     return "spent"
-  if (give_up is not None and now - began >= give_up.after_s
-      and not best_s < give_up.unless_below_s):
+  if give_up is None:
+    return None
+  if now - began >= give_up.after_s and not best_s < give_up.unless_below_s:
     return "behind"
+  if (math.isfinite(give_up.stall_s) and math.isfinite(best_before_s)
+      and not best_s < (1.0 - give_up.min_gain) * best_before_s):
+    return "stalled"
   return None
+
+
+def best_before(history: list, now: float, stall_s: float) -> float:
+  """The best runtime of the last ``(time, best)`` entry of ``history`` (in
+  time order) at or before ``now - stall_s``; NaN when there is none."""
+  found = math.nan
+  for at, best in history:
+    if at > now - stall_s:
+      break
+    found = best
+  return found
 
 
 def train_candidates(problem: Problem, policy: PolicySettings,
@@ -241,6 +264,7 @@ def train_candidates(problem: Problem, policy: PolicySettings,
           f"{expected_s:.0f} s here; raise budget_s to train.")
     return []
   steps, chunk_s, last, reason = [0], [], [began], [None]
+  history = []   # (time, best sampled runtime) after each chunk
 
   def stop_when_spent(step: int, metrics: dict) -> bool:
     now = time.perf_counter()
@@ -249,9 +273,12 @@ def train_candidates(problem: Problem, policy: PolicySettings,
     chunk_s.append(now - last[0])
     steps[0], last[0] = step, now
     best = metrics.get("best_runtime_s", [None])[0]
-    reason[0] = stop_reason(now, began, deadline, chunk_s[-1],
-                            float("nan") if best is None else float(best),
-                            give_up)
+    best = math.nan if best is None else float(best)
+    before = (best_before(history, now, give_up.stall_s)
+              if give_up is not None else math.nan)
+    history.append((now, best))
+    reason[0] = stop_reason(now, began, deadline, chunk_s[-1], best,
+                            give_up, before)
     return reason[0] is not None
 
   rl = settings.rl
@@ -277,6 +304,15 @@ def train_candidates(problem: Problem, policy: PolicySettings,
           f"({time.perf_counter() - began:.0f} s): its best sample was not "
           f"faster than {give_up.unless_below_s * 1e3:.4g} ms (the best so "
           "far); the rest of its time went to the search.")
+  elif reason[0] == "stalled":
+    done = f"{steps[0]} steps, stalled"
+    if notes is not None:
+      notes.append(
+          f"{label}: stopped after {steps[0]} steps "
+          f"({time.perf_counter() - began:.0f} s): its best sample gained "
+          f"less than {give_up.min_gain:.1%} in its last "
+          f"{give_up.stall_s:.0f} s; the rest of its time went to the "
+          "search.")
   elif steps[0] < max_steps and max_steps < MAX_STEPS:  # the time ran out
     done = f"{steps[0]} of {max_steps} steps, budget spent"
     if notes is not None:

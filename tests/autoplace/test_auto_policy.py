@@ -47,6 +47,10 @@ def test_a_large_graph_gets_go_trained_on_it(fake_training, monkeypatch):
                if not k.startswith(("GO", "annealing", "joint", "lns",
                                     "local", "CP-SAT", "solver"))]
   assert give_up.unless_below_s == pytest.approx(min(baselines))
+  # ... and when its best sample stalls.
+  assert give_up.stall_s == pytest.approx(
+      budget.AUTO_POLICY_STALL_SHARE * time_s)
+  assert give_up.min_gain == budget.AUTO_POLICY_MIN_GAIN
   assert "GO trained on this graph (10 steps): greedy" in result.candidates
   assert result.runtime_s <= min(result.candidates.values()) + 1e-12
 
@@ -78,6 +82,44 @@ def test_training_stops_when_spent_or_behind():
                              give_up) == "behind"
   assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 0.9, give_up) is None
   assert learned.stop_reason(11.0, 0.0, 30.0, 5.0, 2.0, None) is None
+
+
+def test_training_stops_when_its_best_sample_stalls():
+  give_up = learned.GiveUp(after_s=10.0, unless_below_s=1.0, stall_s=20.0,
+                           min_gain=0.01)
+  # 1% faster than 20 s ago goes on, less stops; no best then goes on.
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5, give_up,
+                             0.506) is None
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5, give_up,
+                             0.504) == "stalled"
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5, give_up,
+                             float("nan")) is None
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5, give_up,
+                             float("inf")) is None
+  # Behind the baseline is said first; a run without give_up never stalls.
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 2.0, give_up,
+                             2.0) == "behind"
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5, None, 0.5) is None
+  # The default GiveUp never stalls.
+  assert learned.stop_reason(40.0, 0.0, 100.0, 5.0, 0.5,
+                             learned.GiveUp(10.0, 1.0), 0.5) is None
+  history = [(5.0, 0.9), (12.0, 0.7), (25.0, 0.6)]
+  assert learned.best_before(history, 30.0, 20.0) == 0.9
+  assert learned.best_before(history, 33.0, 20.0) == 0.7
+  assert np.isnan(learned.best_before(history, 20.0, 20.0))
+
+
+def test_go_that_stalls_gives_its_time_back():
+  graph = random_dag(40, seed=1)
+  problem = Problem(graph, gplace.topology.preset("1cpu+2gpu"))
+  notes = []
+  # No chunk can gain 100%: the run stops after its second chunk.
+  found = learned.policy_candidates(
+      problem, time_s=3600.0, seed=0, notes=notes,
+      give_up=learned.GiveUp(after_s=3600.0, unless_below_s=0.0,
+                             stall_s=0.0, min_gain=1.0))
+  assert found and all(", stalled)" in c.label for c in found)
+  assert any("gained less than 100.0%" in line for line in notes)
 
 
 def test_go_behind_the_best_so_far_stops_after_its_first_chunk():
