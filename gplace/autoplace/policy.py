@@ -296,23 +296,18 @@ def train_candidates(problem: Problem, policy: PolicySettings,
   result = training.train([workload], problem.topology, policy, settings,
                            progress=stop_when_spent, log=lambda line: None)
   done = f"{steps[0]} steps"
-  if reason[0] == "behind":
-    done = f"{steps[0]} steps, stopped behind"
+  if reason[0] in ("behind", "stalled"):
+    done = f"{steps[0]} steps, " + (
+        "stopped behind" if reason[0] == "behind" else "stalled")
+    why = (f"its best sample was not faster than "
+           f"{give_up.unless_below_s * 1e3:.4g} ms (the best so far)"
+           if reason[0] == "behind" else
+           f"its best sample gained less than {give_up.min_gain:.1%} in "
+           f"its last {give_up.stall_s:.0f} s")
     if notes is not None:
-      notes.append(
-          f"{label}: stopped after {steps[0]} steps "
-          f"({time.perf_counter() - began:.0f} s): its best sample was not "
-          f"faster than {give_up.unless_below_s * 1e3:.4g} ms (the best so "
-          "far); the rest of its time went to the search.")
-  elif reason[0] == "stalled":
-    done = f"{steps[0]} steps, stalled"
-    if notes is not None:
-      notes.append(
-          f"{label}: stopped after {steps[0]} steps "
-          f"({time.perf_counter() - began:.0f} s): its best sample gained "
-          f"less than {give_up.min_gain:.1%} in its last "
-          f"{give_up.stall_s:.0f} s; the rest of its time went to the "
-          "search.")
+      notes.append(f"{label}: stopped after {steps[0]} steps "
+                   f"({time.perf_counter() - began:.0f} s): {why}; the rest "
+                   "of its time went to the search.")
   elif steps[0] < max_steps and max_steps < MAX_STEPS:  # the time ran out
     done = f"{steps[0]} of {max_steps} steps, budget spent"
     if notes is not None:
