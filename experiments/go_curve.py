@@ -94,7 +94,8 @@ def main(argv=None) -> int:
                       help="comma-separated paper-size zoo workloads")
   parser.add_argument("--seconds", type=float, default=215.0,
                       help="seconds of training per graph")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seed of the baselines and of GO's training")
   parser.add_argument("--graph_cache", default=None,
                       help="directory of captured graphs (.npz)")
   parser.add_argument("--out", default=None, help=report.OUT_HELP)

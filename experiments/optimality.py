@@ -78,8 +78,8 @@ class Run(NamedTuple):
     wall_s: wall seconds the run took.
     placement: ``[N]`` int32, or None.
     policy: the learned policy's own placements among the candidates
-      (:func:`policy_own`): ``{"greedy" | "sampled": runtime_s}``, empty
-      when no policy ran.
+      (:func:`policy_own`): ``{"greedy" | "sampled": runtime_s}`` and how
+      GO's training ended (``"trained"``), empty when no policy ran.
   """
 
   runtime_s: float
@@ -93,19 +93,24 @@ class Run(NamedTuple):
 #: Labels of the learned policies' own candidates in ``optimize``'s result
 #: (GO trained on the graph; the pretrained policy zero-shot or fine-tuned).
 POLICY_PREFIXES = ("GO trained", "pretrained")
+TRAINED_PREFIX = POLICY_PREFIXES[0]
 
 
 def policy_own(candidates: dict) -> dict:
   """The fastest greedy and the fastest sampled placement of the learned
   policies among ``optimize``'s ``{label: runtime_s}`` candidates, apart
   from anything a search started from them found: ``{"greedy":
-  runtime_s, "sampled": runtime_s}`` (a key only when there is one)."""
+  runtime_s, "sampled": runtime_s}`` (a key only when there is one), and
+  ``"trained"``: how GO's training on the graph ended, read off its label
+  (e.g. ``"120 steps, stalled"``), when it trained."""
   own = {}
   for label, runtime in candidates.items():
     if not label.startswith(POLICY_PREFIXES):
       continue
     kind = "greedy" if label.endswith(": greedy") else "sampled"
     own[kind] = min(own.get(kind, math.inf), float(runtime))
+    if label.startswith(TRAINED_PREFIX) and "(" in label:
+      own["trained"] = label[label.index("(") + 1:label.rindex(")")]
   return own
 
 
@@ -172,7 +177,8 @@ def columns(budgets: Sequence[float]) -> list[str]:
   """The results table's columns (markdown header and CSV keys alike)."""
   per_budget = [f"{name} {budget_label(b)}" for b in budgets
                 for name in ("optimize ms", "winner", "own gap", "wall s",
-                             "policy greedy", "policy sampled")]
+                             "policy greedy", "policy sampled",
+                             "policy trained")]
   gaps = [f"{name} {budget_label(b)}" for b in budgets
           for name in ("vs best", "vs bound")]
   return (["class", "graph", "ops", "devices", "seed", "baseline default ms",
@@ -215,6 +221,7 @@ def result_row(instance: benchmark.Instance, seed: int,
           f"{_ms(own)} ({_gap(own, best.any.runtime_s)})")
       if own is not None:
         raw[f"policy_{kind}_s {b}"] = own
+    row[f"policy trained {b}"] = run.policy.get("trained", "–")
     row[f"vs best {b}"] = _gap(run.runtime_s, best_s)
     row[f"vs bound {b}"] = _gap(run.runtime_s, bound_s)
     raw.update({f"optimize_s {b}": run.runtime_s,
@@ -435,7 +442,10 @@ def main(argv=None) -> int:
       "known (the reference and every optimize run); vs bound: over the "
       "largest proven bound. policy greedy / sampled: the learned policy's "
       "own placements inside optimize (before any search from them), "
-      "against the best baseline in any schedule; –: no policy ran. never "
+      "against the best baseline in any schedule; –: no policy ran. policy "
+      "trained: GO's steps on the graph, and why it stopped early "
+      "(stopped behind: not faster than the best baseline; stalled: it "
+      "stopped gaining). never "
       "slower: optimize was no slower than the best baseline in any "
       "schedule at every budget."
       + (f" Ablation: gplace.autoplace.budget's {overrides}." if overrides

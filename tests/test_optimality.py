@@ -65,7 +65,10 @@ def test_the_policys_own_placements_are_kept_apart_from_searches_from_them():
       "annealing from GO trained on this graph (40 steps): best sampled": 2.0,
       "lns (CP-SAT windows) from joint annealing": 1.9,
   }
-  assert optimality.policy_own(candidates) == {"greedy": 2.5, "sampled": 2.2}
+  assert optimality.policy_own(candidates) == {
+      "greedy": 2.5, "sampled": 2.2, "trained": "40 steps"}
+  stalled = {"GO trained on this graph (120 steps, stalled): greedy": 2.5}
+  assert optimality.policy_own(stalled)["trained"] == "120 steps, stalled"
   assert optimality.policy_own({"heft (default)": 3.0}) == {}
 
 
