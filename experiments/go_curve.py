@@ -61,13 +61,15 @@ def curve(instance: benchmark.Instance, seconds: float, seed: int
 
 
 def stall_stop(points, stall_s: float, min_gain: float):
-  """``(seconds, best)`` where the stall rule stops, or None."""
+  """``(seconds, best)`` where ``learned.stop_reason``'s stall rule stops,
+  or None."""
+  rule = learned.GiveUp(math.inf, math.inf, stall_s, min_gain)
   seen = []
   for at, best in points:
     before = learned.best_before(seen, at, stall_s)
     seen.append((at, best))
-    if (math.isfinite(before)
-        and not best < (1.0 - min_gain) * before):
+    if learned.stop_reason(at, 0.0, math.inf, 0.0, best, rule,
+                           before) == "stalled":
       return at, best
   return None
 

@@ -115,7 +115,9 @@ AUTO_POLICY_PROBE_SHARE = 0.4
 # curve flattens long before its time is spent: trained for 215 s
 # (experiments/results/optimality/go_curve_2026-12-03), gnmt4's best sample
 # was -14.2% against HEFT at 50 s and -15.0% at 175 s; rnnlm2's 301.5 ms
-# at 106 s and 300.6 at 210 s, where LNS, given those 100 s, gains 1-2%.
+# at 106 s and 300.6 at 210 s, and optimize(budget_s=300) there ended at
+# 284.1 ms with GO stopped at 106 s against 286.2 with all 210 s (one run
+# each). The suite at 300 s: 13.1% against 12.8% (paper_gostall_2026-12-03).
 AUTO_POLICY_STALL_SHARE = 0.1
 AUTO_POLICY_MIN_GAIN = 0.005
 # On this machine's devices (topology="local" with a function), this share
