@@ -28,8 +28,8 @@ from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.cpsat import check_arguments
 from gplace.solvers.lns_model import make_static
-from gplace.solvers.lns_windows import (MIN_WINDOW, Incumbent, Scored,
-                                        Search, score)
+from gplace.solvers.lns_windows import (MIN_WINDOW, NEIGHBOURHOODS,
+                                        Incumbent, Scored, Search, score)
 from gplace.solvers.placer import HINT_BASELINES
 
 #: Ops freed per window at the start, and the range it adapts in.
@@ -72,6 +72,8 @@ class LNSResult(NamedTuple):
     history: ``[H, 2]`` float64 ``(wall_s, best runtime_s)`` at the start
       and after each iteration.
     wall_s: seconds spent.
+    neighbourhoods: ``{name: (windows solved, windows that improved)}``
+      per neighbourhood (``lns_windows.NEIGHBOURHOODS``).
   """
 
   placement: np.ndarray
@@ -87,6 +89,7 @@ class LNSResult(NamedTuple):
   window_size: int
   history: np.ndarray
   wall_s: float
+  neighbourhoods: Optional[dict] = None
 
 
 def _positive_seconds(value) -> bool:
@@ -186,12 +189,13 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         ) -> LNSResult:
   """Large-neighbourhood search over placement and order with CP-SAT.
 
-  Each iteration frees a window of at most ``window_size`` ops, taking
-  the neighbourhoods (``gplace.solvers.lns_windows.NEIGHBOURHOODS``) in
-  turn around a pivot op (on the incumbent's critical path half the
-  time): a connected region (breadth first over
-  the graph's edges), the ops of two devices (the pivot's and another), or
-  a span of the incumbent's order. Every other op keeps its device; the
+  Each iteration frees a window of at most ``window_size`` ops around a
+  pivot op (on the incumbent's critical path half the time), in one of
+  the neighbourhoods (``gplace.solvers.lns_windows.NEIGHBOURHOODS``): a
+  connected region (breadth first over the graph's edges), the ops of two
+  devices (the pivot's and another), or a span of the incumbent's order.
+  Which one is drawn for each window, a share evenly and the rest by what
+  each has gained lately (adaptive LNS; which pays depends on the graph). Every other op keeps its device; the
   ops before and after the span keep their order and those inside may be
   reordered. CP-SAT re-solves the window (``solve_time_s`` per window,
   the incumbent as hint; the model's size grows with the span and its
@@ -295,10 +299,12 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   window = search.window
   gap = (best.runtime_s / bound - 1.0 if bound > 0 else
          (0.0 if best.runtime_s <= 0 else math.inf))
+  by_kind = {name: (int(search.windows[k]), int(search.improved_by[k]))
+             for k, name in enumerate(NEIGHBOURHOODS)}
   return LNSResult(best.placement, best.order, best.runtime_s, start_runtime,
                    bound, gap, best.oom, iterations, accepted, improved,
                    window, np.asarray(history, np.float64),
-                   time.perf_counter() - began)
+                   time.perf_counter() - began, by_kind)
 
 
 def lns_placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,

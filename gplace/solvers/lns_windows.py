@@ -4,7 +4,8 @@ incumbent they are cut from, and the windows in flight.
 :class:`Search` hands windows to worker threads (CP-SAT releases the GIL)
 and takes their solutions back, scored with ``gplace.simulate`` in their
 own order; :func:`neighbourhood` frees a connected region, the ops of a
-device pair or a span of the order around a pivot op.
+device pair or a span of the order around a pivot op, and
+:func:`choose_neighbourhood` draws which, by what each has gained lately.
 """
 
 from __future__ import annotations
@@ -28,8 +29,19 @@ DETERMINISTIC_PER_S = 0.1
 FAST_SHARE = 0.5
 GROW = 1.25
 SHRINK = 0.7
-#: The neighbourhoods, in turn.
+#: The neighbourhoods. Each window's is drawn by what it has gained lately
+#: (adaptive LNS, as in Ropke & Pisinger 2006): which one pays depends on
+#: the graph. 80 s from HEFT (1 CPU + 4 GPUs, seed 0, gain per window, in
+#: turn): rnnlm2 paper region 0.001 ms, device pair 0.006, time window
+#: 0.014; bert paper 0.024 / 0.033 / 0.024; wavenet2 paper 0.002 / 0.002 /
+#: 0.004.
 NEIGHBOURHOODS = ("region", "device_pair", "time_window")
+#: Share of the draws spread evenly (each neighbourhood keeps at least
+#: EXPLORE / 3 of the windows); the rest follow the gains.
+EXPLORE = 0.3
+#: Weight of one window's relative gain in its neighbourhood's moving
+#: average (a window that did not improve counts as no gain).
+GAIN_RATE = 0.05
 #: Share of windows centred on an op of the incumbent's critical path.
 CRITICAL_SHARE = 0.5
 #: Pivots tried for a window whose span is apart from those in flight.
@@ -146,6 +158,36 @@ class Incumbent:
     return self._critical
 
 
+def choose_neighbourhood(rng, gains: np.ndarray) -> int:
+  """Index into :data:`NEIGHBOURHOODS` of the next window's: with
+  probability ``EXPLORE / K + (1 - EXPLORE) * gains[k] / sum(gains)``
+  (even while every gain is zero).
+
+  Args:
+    rng: a ``np.random.Generator``.
+    gains: ``[K]`` each neighbourhood's moving average of its windows'
+      relative gains (``>= 0``).
+  """
+  k = gains.size
+  total = float(gains.sum())
+  share = gains / total if total > 0 else np.full(k, 1.0 / k)
+  return int(rng.choice(k, p=EXPLORE / k + (1.0 - EXPLORE) * share))
+
+
+def relative_gain(old: Scored, new: Scored) -> float:
+  """What ``new`` gained over ``old`` (``>= 0`` when it is not worse): the
+  share of the runtime saved, or while ``old`` runs out of memory, the
+  share of the excess bytes removed (1 when ``new`` fits)."""
+  if old.oom:
+    if not new.oom:
+      return 1.0
+    return max(old.excess_bytes - new.excess_bytes, 0.0) / max(
+        old.excess_bytes, 1.0)
+  if not old.runtime_s > 0:
+    return 0.0
+  return max(old.runtime_s - new.runtime_s, 0.0) / old.runtime_s
+
+
 def pivot(rng, incumbent: Incumbent, n: int) -> int:
   """A node: on the critical path (:data:`CRITICAL_SHARE`), else any."""
   if rng.random() < CRITICAL_SHARE:
@@ -194,12 +236,14 @@ def neighbourhood(kind, rng, incumbent: Incumbent, window: int,
 
 
 class Window(NamedTuple):
-  """A window in flight: its neighbourhood, and the incumbent it left (as
-  the number of candidates accepted by then)."""
+  """A window in flight: its span and freed ops, the incumbent it left (as
+  the number of candidates accepted by then), and its neighbourhood (an
+  index into :data:`NEIGHBOURHOODS`)."""
   lo: int
   hi: int
   free: np.ndarray
   accepted: int
+  kind: int
 
 
 class Search:
@@ -222,15 +266,20 @@ class Search:
     self.window = min(window, max(incumbent.scored.placement.size, 2))
     self.pending: dict = {}
     self.submitted = self.iterations = self.accepted = self.improved = 0
+    k = len(NEIGHBOURHOODS)
+    self.gains = np.zeros(k)            # moving average, per neighbourhood
+    self.windows = np.zeros(k, np.int64)
+    self.improved_by = np.zeros(k, np.int64)
 
   def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
-    """Frees the next window (a span apart from those in flight, when
+    """Frees the next window (its neighbourhood drawn by
+    :func:`choose_neighbourhood`; a span apart from those in flight, when
     one of :data:`OVERLAP_TRIES` pivots gives one) and starts solving it."""
     incumbent, best = self.incumbent, self.incumbent.scored
-    kind = NEIGHBOURHOODS[self.submitted % len(NEIGHBOURHOODS)]
+    kind = choose_neighbourhood(rng, self.gains)
     for _ in range(OVERLAP_TRIES):
-      lo, hi, free = neighbourhood(kind, rng, incumbent, self.window,
-                                    n_devices)
+      lo, hi, free = neighbourhood(NEIGHBOURHOODS[kind], rng, incumbent,
+                                    self.window, n_devices)
       if not any(lo <= w.hi and w.lo <= hi for w in self.pending.values()):
         break
     ctx = Context(best.placement, best.order, incumbent.position,
@@ -240,14 +289,25 @@ class Search:
         solve_window, self.static, ctx, limit_s=limit_s,
         deterministic_s=self.solve_time_s * DETERMINISTIC_PER_S,
         seed=(self.seed + self.submitted) % 2**31, memory=not best.oom)
-    self.pending[future] = Window(lo, hi, free, self.accepted)
+    self.pending[future] = Window(lo, hi, free, self.accepted, kind)
     self.submitted += 1
 
   def take(self, future) -> bool:
     """Scores a finished window's candidates and keeps the first not worse
-    than the incumbent; adapts the window size. True when it improved."""
+    than the incumbent; adapts the window size and the gain of the window's
+    neighbourhood. True when it improved."""
     window, solution = self.pending.pop(future), future.result()
     self.iterations += 1
+    self.windows[window.kind] += 1
+    improved, gain = self._keep(solution, window)
+    self.improved_by[window.kind] += improved
+    self.gains[window.kind] = ((1.0 - GAIN_RATE) * self.gains[window.kind]
+                               + GAIN_RATE * gain)
+    return improved
+
+  def _keep(self, solution, window: Window) -> tuple[bool, float]:
+    """Adapts the window size and keeps the first candidate not worse than
+    the incumbent. ``(better, its relative_gain)``."""
     if solution.status == "OPTIMAL" and (
         solution.deterministic_s
         <= FAST_SHARE * DETERMINISTIC_PER_S * self.solve_time_s):
@@ -263,9 +323,9 @@ class Search:
         self.incumbent.set(candidate, window.hi)
         if candidate.key < best.key:
           self.improved += 1
-          return True
-        return False
-    return False
+          return True, relative_gain(best, candidate)
+        return False, 0.0
+    return False, 0.0
 
   def _candidates(self, solution, window: Window, best: Scored) -> list:
     """``(placement, order)`` to score: the window's devices in its order,

@@ -35,15 +35,16 @@ def test_an_adamw_step_placed_on_four_devices_matches_jit_within_its_bound():
   step, args = _adamw_step()
   graph = gplace.capture(step, *args)
   want = jax.jit(step)(*args)
-  rng = np.random.default_rng(1)
-  for _ in range(2):
-    placement = rng.integers(0, 4, graph.n_nodes).astype(np.int32)
-    placed = gplace.place(step, graph, placement)
-    got = placed(*args)
-    np.testing.assert_allclose(float(got[2]), float(want[2]), rtol=1e-6)
-    for a, b in zip(jax.tree.leaves(got[0]), jax.tree.leaves(want[0])):
-      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0,
-                                 atol=2 * LEARNING_RATE + 1e-6)
-    again = placed(*args)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(again)):
-      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  # One random device per op: the most clusters and transfers there are
+  # (every cluster compiles, so one placement is what the suite affords).
+  placement = np.random.default_rng(1).integers(
+      0, 4, graph.n_nodes).astype(np.int32)
+  placed = gplace.place(step, graph, placement)
+  got = placed(*args)
+  np.testing.assert_allclose(float(got[2]), float(want[2]), rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(got[0]), jax.tree.leaves(want[0])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0,
+                               atol=2 * LEARNING_RATE + 1e-6)
+  again = placed(*args)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(again)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -130,6 +130,7 @@ def test_reproducible_for_a_seed_in_iterations():
   np.testing.assert_array_equal(runs[0].history[:, 1], runs[1].history[:, 1])
   assert runs[0].window_size == runs[1].window_size
   assert runs[0].accepted == runs[1].accepted
+  assert runs[0].neighbourhoods == runs[1].neighbourhoods
 
 
 def test_windows_in_parallel_keep_the_start_as_the_floor():
@@ -138,12 +139,44 @@ def test_windows_in_parallel_keep_the_start_as_the_floor():
   result = solvers.lns(graph, topology, start=start, max_iterations=12,
                        workers=2, seed=1, **FAST)
   assert result.iterations == 12 and result.improved >= 1
+  by_kind = result.neighbourhoods
+  assert set(by_kind) == set(lns_windows.NEIGHBOURHOODS)
+  assert sum(w for w, _ in by_kind.values()) == result.iterations
+  assert sum(i for _, i in by_kind.values()) == result.improved
   assert result.runtime_s < result.start_runtime_s
   simulated = gplace.simulate(graph, result.placement, topology,
                               order=result.order)
   assert float(simulated.runtime_s) == pytest.approx(result.runtime_s,
                                                      rel=1e-6)
   assert np.all(np.diff(result.history[:, 1]) <= 0)
+
+
+def test_neighbourhoods_are_drawn_by_their_recent_gains():
+  rng = np.random.default_rng(0)
+  k, draws = len(lns_windows.NEIGHBOURHOODS), 20_000
+  explore = lns_windows.EXPLORE
+  even = np.bincount([lns_windows.choose_neighbourhood(rng, np.zeros(k))
+                      for _ in range(draws)], minlength=k) / draws
+  np.testing.assert_allclose(even, 1.0 / k, atol=0.015)
+  gains = np.zeros(k)
+  gains[-1] = 0.004
+  skewed = np.bincount([lns_windows.choose_neighbourhood(rng, gains)
+                        for _ in range(draws)], minlength=k) / draws
+  want = np.full(k, explore / k)
+  want[-1] += 1.0 - explore
+  np.testing.assert_allclose(skewed, want, atol=0.015)
+
+
+def test_a_windows_gain_is_its_share_of_runtime_or_excess_memory():
+  def scored(runtime_s, excess_bytes=0.0):
+    empty = np.zeros(0)
+    return lns_windows.Scored(empty, empty, runtime_s, excess_bytes > 0,
+                              excess_bytes, empty, empty)
+  gain = lns_windows.relative_gain
+  assert gain(scored(2.0), scored(1.5)) == pytest.approx(0.25)
+  assert gain(scored(2.0), scored(2.5)) == 0.0
+  assert gain(scored(2.0, 100.0), scored(3.0)) == 1.0     # fits now
+  assert gain(scored(2.0, 100.0), scored(1.0, 40.0)) == pytest.approx(0.6)
 
 
 def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
@@ -171,7 +204,7 @@ def test_a_window_that_finishes_late_is_merged_into_the_incumbent():
   window_order = order.copy()
   window_order[lo:hi + 1] = order[lo:hi + 1][::-1]   # any permutation
   solution = WindowSolution("OPTIMAL", moved, window_order, 0.0, 0.0, 0.0)
-  window = lns_windows.Window(lo, hi, free, accepted=0)
+  window = lns_windows.Window(lo, hi, free, accepted=0, kind=0)
   candidates = search._candidates(solution, window, best)
   expected = best.placement.copy()
   expected[free] = moved[free]
