@@ -1,17 +1,21 @@
 """Large-neighbourhood search at several CP-SAT limits per window.
 
     python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
-        --graph_cache experiments/cache [--workers 1,2] \
+        --graph_cache experiments/cache [--workers 1,2] [--explore 1,0.3] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
 like ``experiments/optimality.py --graphs``) and each per-window limit of
-``--solve_s`` (and each number of worker threads of ``--workers``),
+``--solve_s`` (and each number of worker threads of ``--workers``, and each
+share of windows whose neighbourhood is drawn evenly of ``--explore``: 1
+ignores what each neighbourhood gained),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), once per seed. A row gives the windows solved, the
-candidates that improved, and the change against the start (simulated, in
-each answer's own order); the last row per setting is the mean over
+candidates that improved, the change against the start (simulated, in
+each answer's own order) and per neighbourhood the windows, those that
+improved and what they saved; the
+last row per setting is the mean over
 seeds. Every setting runs the same seeds from the same start, so the rows
 differ by the setting alone; wall seconds follow this machine's load (printed).
 """
@@ -30,44 +34,51 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import report, solvers
 from gplace.errors import GplaceError, first_line
+from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 DEFAULT_GRAPHS = "gnmt2 small infer, 1cpu+4acc"
 DEFAULT_LIMITS = "1,0.5,0.25,0.125,0.0625"
 HEADER = [
-    "| graph | ops | solve s per window | workers | seed | windows | "
-    "improved | start ms | lns ms | vs start |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    "| graph | ops | solve s per window | workers | explore | seed | "
+    "windows | improved | start ms | lns ms | vs start | "
+    "windows (improved, ms saved) by neighbourhood |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 
 
 def rows_for(instance: benchmark.Instance, limits: list[float],
              seeds: int, time_s: float,
-             workers: Sequence[Optional[int]] = (None,)) -> list[str]:
+             workers: Sequence[Optional[int]] = (None,),
+             explore: Sequence[float] = (EXPLORE,)) -> list[str]:
   """The table's rows for one graph: one per limit, number of worker
-  threads (None: LNS's default) and seed, then the mean over seeds per
-  limit and workers."""
+  threads (None: LNS's default), ``explore`` and seed, then the mean over
+  seeds per setting."""
   graph, rows = instance.graph, []
-  for limit, threads in itertools.product(limits, workers):
+  for limit, threads, share in itertools.product(limits, workers, explore):
     gains = []
     threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
       result = solvers.lns(graph, instance.topology, costs=instance.costs,
                            time_limit_s=time_s, solve_time_s=limit,
-                           seed=seed, workers=threads)
+                           seed=seed, workers=threads, explore=share)
       gains.append(result.runtime_s / result.start_runtime_s - 1)
+      by_kind = ", ".join(
+          f"{name} {windows} ({improved}, {-1e3 * saved:+.4g} ms)"
+          for name, (windows, improved, saved)
+          in result.neighbourhoods.items())
       rows.append(
           f"| {instance.name} | {graph.n_nodes} | {limit:g} | {threads} | "
-          f"{seed} | "
+          f"{share:g} | {seed} | "
           f"{result.iterations} | {result.improved} | "
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
-          " |")
+          f" | {by_kind} |")
     if seeds > 1:
-      rows.append(f"| {instance.name} | | {limit:g} | {threads} | mean | | "
-                  "| | | "
-                  f"{100 * np.mean(gains):+.1f}% |")
+      rows.append(f"| {instance.name} | | {limit:g} | {threads} | "
+                  f"{share:g} | mean | | | | | "
+                  f"{100 * np.mean(gains):+.1f}% | |")
   return rows
 
 
@@ -82,6 +93,19 @@ def _workers(text: str) -> list[Optional[int]]:
     raise SystemExit(f"--workers must be comma-separated integers >= 1, got "
                      f"{text!r}; pass e.g. --workers 1,2.")
   return workers
+
+
+def _explore(text: str) -> list[float]:
+  if not text:
+    return [EXPLORE]                   # gplace.solvers.lns's default
+  try:
+    shares = [float(x) for x in text.split(",") if x]
+  except ValueError:
+    shares = []
+  if not shares or not all(0 <= x <= 1 for x in shares):
+    raise SystemExit(f"--explore must be comma-separated shares in [0, 1], "
+                     f"got {text!r}; pass e.g. --explore 1,{EXPLORE}.")
+  return shares
 
 
 def _limits(text: str) -> list[float]:
@@ -107,6 +131,10 @@ def main(argv=None) -> int:
   parser.add_argument("--workers", default="",
                       help="comma-separated LNS worker threads (default: "
                       "gplace.solvers.lns's)")
+  parser.add_argument("--explore", default="",
+                      help="comma-separated shares of windows whose "
+                      "neighbourhood is drawn evenly (default: "
+                      "gplace.solvers.lns's; 1: ignore their gains)")
   parser.add_argument("--time_s", type=float, default=30.0,
                       help="wall seconds of each LNS run")
   parser.add_argument("--seeds", type=int, default=3,
@@ -116,6 +144,7 @@ def main(argv=None) -> int:
   parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
   limits, workers = _limits(args.solve_s), _workers(args.workers)
+  explore = _explore(args.explore)
   if not args.time_s > 0 or args.seeds < 1:
     raise SystemExit("--time_s must be positive and --seeds at least 1.")
   wanted = [w for w in args.graphs.split("|") if w]
@@ -136,7 +165,8 @@ def main(argv=None) -> int:
            f"{report.load_average()}.", ""] + HEADER
   print("\n".join(lines), flush=True)
   for spec in specs:
-    rows = rows_for(spec.build(), limits, args.seeds, args.time_s, workers)
+    rows = rows_for(spec.build(), limits, args.seeds, args.time_s, workers,
+                    explore)
     print("\n".join(rows), flush=True)
     lines += rows
     if study is not None:

@@ -1,10 +1,14 @@
 """experiments/lns_window.py on a small memory-capped graph: one row per
-per-window limit and number of threads, LNS never above its start, bad
+per-window limit, number of threads and share of neighbourhoods drawn
+evenly, LNS never above its start, windows counted per neighbourhood, bad
 flags in one line."""
+
+import re
 
 import pytest
 
 from experiments import lns_window
+from gplace.solvers.lns_windows import NEIGHBOURHOODS
 
 
 def test_one_row_per_limit_never_above_the_start(tmp_path):
@@ -12,17 +16,22 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
   assert lns_window.main(["--graphs", "bert tiny infer, 1cpu+2acc",
                           "--solve_s", "0.5,0.125", "--time_s", "1",
                           "--seeds", "1", "--workers", "1,2",
-                          "--out", str(out)]) == 0
+                          "--explore", "1,0.3", "--out", str(out)]) == 0
   text = (out / "README.md").read_text()
   assert lns_window.HEADER[0] in text
   rows = [[c.strip() for c in line.strip("|").split("|")]
           for line in text.splitlines() if line.startswith("| bert tiny")]
-  assert [(r[2], r[3]) for r in rows] == [
-      ("0.5", "1"), ("0.5", "2"), ("0.125", "1"), ("0.125", "2")]
+  assert [(r[2], r[3], r[4]) for r in rows] == [
+      (limit, workers, share) for limit in ("0.5", "0.125")
+      for workers in ("1", "2") for share in ("1", "0.3")]
   for row in rows:
-    assert int(row[5]) >= 0     # windows solved (none if the start took 1 s)
-    assert float(row[8]) <= float(row[7])            # never above the start
-    assert row[9] == "+0.0%" or row[9].startswith("-"), row
+    assert int(row[6]) >= 0     # windows solved (none if the start took 1 s)
+    assert float(row[9]) <= float(row[8])            # never above the start
+    assert row[10] == "+0.0%" or row[10].startswith("-"), row
+    counts = re.findall(r"(\w+) (\d+) \((\d+), ([-+.\de]+) ms\)", row[11])
+    assert [c[0] for c in counts] == list(NEIGHBOURHOODS)
+    assert sum(int(c[1]) for c in counts) == int(row[6])
+    assert sum(int(c[2]) for c in counts) == int(row[7])
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -31,6 +40,8 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
     (["--time_s", "0"], "--time_s must be"),
     (["--workers", "0"], "--workers must be"),
     (["--workers", "two"], "--workers must be"),
+    (["--explore", "2"], "--explore must be"),
+    (["--explore", "even"], "--explore must be"),
     (["--graphs", "no such graph"], "names no graph"),
 ])
 def test_bad_flags_are_one_line(flags, message):

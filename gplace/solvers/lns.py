@@ -28,7 +28,7 @@ from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.cpsat import check_arguments
 from gplace.solvers.lns_model import make_static
-from gplace.solvers.lns_windows import (MIN_WINDOW, NEIGHBOURHOODS,
+from gplace.solvers.lns_windows import (EXPLORE, MIN_WINDOW, NEIGHBOURHOODS,
                                         Incumbent, Scored, Search, score)
 from gplace.solvers.placer import HINT_BASELINES
 
@@ -72,8 +72,9 @@ class LNSResult(NamedTuple):
     history: ``[H, 2]`` float64 ``(wall_s, best runtime_s)`` at the start
       and after each iteration.
     wall_s: seconds spent.
-    neighbourhoods: ``{name: (windows solved, windows that improved)}``
-      per neighbourhood (``lns_windows.NEIGHBOURHOODS``).
+    neighbourhoods: ``{name: (windows solved, windows that improved,
+      runtime_s they saved)}`` per neighbourhood
+      (``lns_windows.NEIGHBOURHOODS``; saved while the placement fits).
   """
 
   placement: np.ndarray
@@ -108,7 +109,8 @@ def default_workers() -> int:
 
 
 def _check_settings(window_size, max_window_size, solve_time_s,
-                    max_iterations, bound_s, stall_s, workers) -> None:
+                    max_iterations, bound_s, stall_s, workers,
+                    explore) -> None:
   if not is_int(window_size) or window_size < MIN_WINDOW:
     raise SearchError(
         f"window_size must be an integer >= {MIN_WINDOW} (ops freed per "
@@ -142,6 +144,12 @@ def _check_settings(window_size, max_window_size, solve_time_s,
     raise SearchError(
         f"workers must be None or an integer >= 1 (windows solved at once), "
         f"got {workers!r}; pass e.g. workers=2.")
+  if isinstance(explore, bool) or not isinstance(
+      explore, (int, float)) or not 0 <= explore <= 1:
+    raise SearchError(
+        f"explore must be a share in [0, 1] (of windows whose neighbourhood "
+        f"is drawn evenly), got {explore!r}; pass e.g. explore={EXPLORE} "
+        "(1: evenly, 0: by recent gains alone).")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
@@ -185,6 +193,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         bound_s: Optional[float] = None,
         stall_s: Optional[float] = None,
         workers: Optional[int] = None,
+        explore: float = EXPLORE,
         progress_fn: Optional[Callable[[int, float], None]] = None
         ) -> LNSResult:
   """Large-neighbourhood search over placement and order with CP-SAT.
@@ -194,7 +203,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   the neighbourhoods (``gplace.solvers.lns_windows.NEIGHBOURHOODS``): a
   connected region (breadth first over the graph's edges), the ops of two
   devices (the pivot's and another), or a span of the incumbent's order.
-  Which one is drawn for each window, a share evenly and the rest by what
+  Each window's is drawn, ``explore`` of the time evenly and else by what
   each has gained lately (adaptive LNS; which pays depends on the graph). Every other op keeps its device; the
   ops before and after the span keep their order and those inside may be
   reordered. CP-SAT re-solves the window (``solve_time_s`` per window,
@@ -230,6 +239,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       thread; default :func:`default_workers`, or 1 with
       ``max_iterations``. A window that finishes after another improved
       the incumbent is merged into it.
+    explore: share of windows whose neighbourhood is drawn evenly
+      (``lns_windows.choose_neighbourhood``); 1 ignores their gains.
     progress_fn: called as ``progress_fn(iteration, best runtime_s)``.
 
   Returns:
@@ -237,7 +248,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
 
   Raises:
     SearchError: a bad time limit, seed, window size, ``solve_time_s``,
-      ``max_iterations``, ``bound_s``, ``stall_s`` or ``workers``.
+      ``max_iterations``, ``bound_s``, ``stall_s``, ``workers`` or
+      ``explore``.
     PlacementError: an empty graph or a bad ``start``.
     ScheduleError: a bad ``start_order`` or ``start_priority``, or both.
     TopologyError: a bad topology or cost table.
@@ -245,7 +257,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   began = time.perf_counter()
   limit = check_arguments(graph, topology, time_limit_s, 1, seed=seed)
   _check_settings(window_size, max_window_size, solve_time_s,
-                  max_iterations, bound_s, stall_s, workers)
+                  max_iterations, bound_s, stall_s, workers, explore)
   if workers is None:
     workers = 1 if max_iterations is not None else default_workers()
   if graph.n_nodes == 0:
@@ -263,7 +275,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       static, Incumbent(static, best),
       functools.partial(score, graph, topology, table), seed=seed,
       window=window_size, max_window=max_window_size,
-      solve_time_s=solve_time_s)
+      solve_time_s=solve_time_s, explore=explore)
   rng = np.random.default_rng(seed)
   n = graph.n_nodes
   history = [(time.perf_counter() - began, best.runtime_s)]
@@ -299,7 +311,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   window = search.window
   gap = (best.runtime_s / bound - 1.0 if bound > 0 else
          (0.0 if best.runtime_s <= 0 else math.inf))
-  by_kind = {name: (int(search.windows[k]), int(search.improved_by[k]))
+  by_kind = {name: (int(search.windows[k]), int(search.improved_by[k]),
+                    float(search.saved_s[k]))
              for k, name in enumerate(NEIGHBOURHOODS)}
   return LNSResult(best.placement, best.order, best.runtime_s, start_runtime,
                    bound, gap, best.oom, iterations, accepted, improved,

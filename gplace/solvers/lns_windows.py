@@ -31,10 +31,10 @@ GROW = 1.25
 SHRINK = 0.7
 #: The neighbourhoods. Each window's is drawn by what it has gained lately
 #: (adaptive LNS, as in Ropke & Pisinger 2006): which one pays depends on
-#: the graph. 80 s from HEFT (1 CPU + 4 GPUs, seed 0, gain per window, in
-#: turn): rnnlm2 paper region 0.001 ms, device pair 0.006, time window
-#: 0.014; bert paper 0.024 / 0.033 / 0.024; wavenet2 paper 0.002 / 0.002 /
-#: 0.004.
+#: the graph. 80 s from the best hint baseline (paper train steps on 1 CPU
+#: + 4 GPUs, seed 0, taken in turn), ms gained per window: rnnlm2 region
+#: 0.001, device pair 0.006, time window 0.014; bert 0.024 / 0.033 /
+#: 0.024; wavenet2 0.002 / 0.002 / 0.004.
 NEIGHBOURHOODS = ("region", "device_pair", "time_window")
 #: Share of the draws spread evenly (each neighbourhood keeps at least
 #: EXPLORE / 3 of the windows); the rest follow the gains.
@@ -158,20 +158,22 @@ class Incumbent:
     return self._critical
 
 
-def choose_neighbourhood(rng, gains: np.ndarray) -> int:
+def choose_neighbourhood(rng, gains: np.ndarray,
+                         explore: float = EXPLORE) -> int:
   """Index into :data:`NEIGHBOURHOODS` of the next window's: with
-  probability ``EXPLORE / K + (1 - EXPLORE) * gains[k] / sum(gains)``
+  probability ``explore / K + (1 - explore) * gains[k] / sum(gains)``
   (even while every gain is zero).
 
   Args:
     rng: a ``np.random.Generator``.
     gains: ``[K]`` each neighbourhood's moving average of its windows'
       relative gains (``>= 0``).
+    explore: the share of draws spread evenly, in ``[0, 1]``.
   """
   k = gains.size
   total = float(gains.sum())
   share = gains / total if total > 0 else np.full(k, 1.0 / k)
-  return int(rng.choice(k, p=EXPLORE / k + (1.0 - EXPLORE) * share))
+  return int(rng.choice(k, p=explore / k + (1.0 - explore) * share))
 
 
 def relative_gain(old: Scored, new: Scored) -> float:
@@ -257,11 +259,13 @@ class Search:
   """
 
   def __init__(self, static: Static, incumbent: Incumbent, score_fn, *,
-               seed: int, window: int, max_window: int, solve_time_s: float):
+               seed: int, window: int, max_window: int, solve_time_s: float,
+               explore: float = EXPLORE):
     """``score_fn(placement, order) -> Scored``; ``window``: ops freed at
-    first, adapted up to ``max_window``."""
+    first, adapted up to ``max_window``; ``explore``: see
+    :func:`choose_neighbourhood`."""
     self.static, self.incumbent, self.score_fn = static, incumbent, score_fn
-    self.seed, self.solve_time_s = seed, solve_time_s
+    self.seed, self.solve_time_s, self.explore = seed, solve_time_s, explore
     self.max_window = min(max_window, incumbent.scored.placement.size)
     self.window = min(window, max(incumbent.scored.placement.size, 2))
     self.pending: dict = {}
@@ -270,13 +274,14 @@ class Search:
     self.gains = np.zeros(k)            # moving average, per neighbourhood
     self.windows = np.zeros(k, np.int64)
     self.improved_by = np.zeros(k, np.int64)
+    self.saved_s = np.zeros(k)          # runtime saved (while it fits)
 
   def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
     """Frees the next window (its neighbourhood drawn by
     :func:`choose_neighbourhood`; a span apart from those in flight, when
     one of :data:`OVERLAP_TRIES` pivots gives one) and starts solving it."""
     incumbent, best = self.incumbent, self.incumbent.scored
-    kind = choose_neighbourhood(rng, self.gains)
+    kind = choose_neighbourhood(rng, self.gains, self.explore)
     for _ in range(OVERLAP_TRIES):
       lo, hi, free = neighbourhood(NEIGHBOURHOODS[kind], rng, incumbent,
                                     self.window, n_devices)
@@ -299,8 +304,12 @@ class Search:
     window, solution = self.pending.pop(future), future.result()
     self.iterations += 1
     self.windows[window.kind] += 1
+    before = self.incumbent.scored
     improved, gain = self._keep(solution, window)
     self.improved_by[window.kind] += improved
+    if improved and not before.oom:
+      self.saved_s[window.kind] += (before.runtime_s
+                                    - self.incumbent.scored.runtime_s)
     self.gains[window.kind] = ((1.0 - GAIN_RATE) * self.gains[window.kind]
                                + GAIN_RATE * gain)
     return improved

@@ -141,8 +141,10 @@ def test_windows_in_parallel_keep_the_start_as_the_floor():
   assert result.iterations == 12 and result.improved >= 1
   by_kind = result.neighbourhoods
   assert set(by_kind) == set(lns_windows.NEIGHBOURHOODS)
-  assert sum(w for w, _ in by_kind.values()) == result.iterations
-  assert sum(i for _, i in by_kind.values()) == result.improved
+  assert sum(w for w, _, _ in by_kind.values()) == result.iterations
+  assert sum(i for _, i, _ in by_kind.values()) == result.improved
+  assert sum(s for _, _, s in by_kind.values()) == pytest.approx(
+      result.start_runtime_s - result.runtime_s, rel=1e-9)
   assert result.runtime_s < result.start_runtime_s
   simulated = gplace.simulate(graph, result.placement, topology,
                               order=result.order)
@@ -158,8 +160,10 @@ def test_neighbourhoods_are_drawn_by_their_recent_gains():
   even = np.bincount([lns_windows.choose_neighbourhood(rng, np.zeros(k))
                       for _ in range(draws)], minlength=k) / draws
   np.testing.assert_allclose(even, 1.0 / k, atol=0.015)
-  gains = np.zeros(k)
-  gains[-1] = 0.004
+  gains = np.array([0.0, 0.0, 0.004])
+  uniform = np.bincount([lns_windows.choose_neighbourhood(rng, gains, 1.0)
+                         for _ in range(draws)], minlength=k) / draws
+  np.testing.assert_allclose(uniform, 1.0 / k, atol=0.015)
   skewed = np.bincount([lns_windows.choose_neighbourhood(rng, gains)
                         for _ in range(draws)], minlength=k) / draws
   want = np.full(k, explore / k)
@@ -265,6 +269,8 @@ def test_the_critical_path_steps_back_to_what_finished_last(seed):
     (dict(seed=-1), SearchError, "seed"),
     (dict(workers=0), SearchError, "workers must be None or an integer >= 1"),
     (dict(workers=2.0), SearchError, "workers"),
+    (dict(explore=1.5), SearchError, r"explore must be a share in \[0, 1\]"),
+    (dict(explore=True), SearchError, "explore"),
     (dict(start=np.zeros(3, np.int32)), PlacementError, None),
     (dict(start=np.full(12, 9, np.int32)), PlacementError, None),
     (dict(start=np.zeros(12, np.int32), start_order=np.arange(5)),
