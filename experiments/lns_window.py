@@ -104,7 +104,7 @@ def _explore(text: str) -> list[float]:
     shares = []
   if not shares or not all(0 <= x <= 1 for x in shares):
     raise SystemExit(f"--explore must be comma-separated shares in [0, 1], "
-                     f"got {text!r}; pass e.g. --explore 1,{EXPLORE}.")
+                     f"got {text!r}; pass e.g. --explore 1,0.3.")
   return shares
 
 

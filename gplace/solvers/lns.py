@@ -148,8 +148,8 @@ def _check_settings(window_size, max_window_size, solve_time_s,
       explore, (int, float)) or not 0 <= explore <= 1:
     raise SearchError(
         f"explore must be a share in [0, 1] (of windows whose neighbourhood "
-        f"is drawn evenly), got {explore!r}; pass e.g. explore={EXPLORE} "
-        "(1: evenly, 0: by recent gains alone).")
+        f"is drawn evenly), got {explore!r}; pass e.g. explore=0.3 "
+        "(1: evenly, the default; 0: by recent gains alone).")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
@@ -203,10 +203,10 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   the neighbourhoods (``gplace.solvers.lns_windows.NEIGHBOURHOODS``): a
   connected region (breadth first over the graph's edges), the ops of two
   devices (the pivot's and another), or a span of the incumbent's order.
-  Each window's is drawn, ``explore`` of the time evenly and else by what
-  each has gained lately (adaptive LNS; which pays depends on the graph). Every other op keeps its device; the
-  ops before and after the span keep their order and those inside may be
-  reordered. CP-SAT re-solves the window (``solve_time_s`` per window,
+  Each window's is drawn, ``explore`` of the time evenly (by default
+  always) and else by what each has gained lately (adaptive LNS). Every
+  other op keeps its device; the ops before and after the span keep their
+  order and those inside may be reordered. CP-SAT re-solves the window (``solve_time_s`` per window,
   the incumbent as hint; the model's size grows with the span and its
   boundary, not with the graph); the candidate is scored with
   ``gplace.simulate`` in its own order and kept when it is not worse (one

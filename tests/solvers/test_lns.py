@@ -156,7 +156,7 @@ def test_windows_in_parallel_keep_the_start_as_the_floor():
 def test_neighbourhoods_are_drawn_by_their_recent_gains():
   rng = np.random.default_rng(0)
   k, draws = len(lns_windows.NEIGHBOURHOODS), 20_000
-  explore = lns_windows.EXPLORE
+  explore = 0.3
   even = np.bincount([lns_windows.choose_neighbourhood(rng, np.zeros(k))
                       for _ in range(draws)], minlength=k) / draws
   np.testing.assert_allclose(even, 1.0 / k, atol=0.015)
@@ -164,7 +164,7 @@ def test_neighbourhoods_are_drawn_by_their_recent_gains():
   uniform = np.bincount([lns_windows.choose_neighbourhood(rng, gains, 1.0)
                          for _ in range(draws)], minlength=k) / draws
   np.testing.assert_allclose(uniform, 1.0 / k, atol=0.015)
-  skewed = np.bincount([lns_windows.choose_neighbourhood(rng, gains)
+  skewed = np.bincount([lns_windows.choose_neighbourhood(rng, gains, explore)
                         for _ in range(draws)], minlength=k) / draws
   want = np.full(k, explore / k)
   want[-1] += 1.0 - explore
