@@ -5,7 +5,8 @@ incumbent they are cut from, and the windows in flight.
 and takes their solutions back, scored with ``gplace.simulate`` in their
 own order; :func:`neighbourhood` frees a connected region, the ops of a
 device pair or a span of the order around a pivot op, and
-:func:`choose_neighbourhood` draws which, by what each has gained lately.
+:func:`choose_neighbourhood` draws which (evenly by default, or by what each
+has gained lately).
 """
 
 from __future__ import annotations
