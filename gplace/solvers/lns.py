@@ -206,12 +206,13 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   Each window's is drawn, ``explore`` of the time evenly (by default
   always) and else by what each has gained lately (adaptive LNS). Every
   other op keeps its device; the ops before and after the span keep their
-  order and those inside may be reordered. CP-SAT re-solves the window (``solve_time_s`` per window,
-  the incumbent as hint; the model's size grows with the span and its
-  boundary, not with the graph); the candidate is scored with
-  ``gplace.simulate`` in its own order and kept when it is not worse (one
-  that fits in memory beats one that does not). The window grows when
-  CP-SAT proves it optimal fast and shrinks when it runs out of time.
+  order and those inside may be reordered. CP-SAT re-solves the window
+  (``solve_time_s`` per window, the incumbent as hint; the model's size
+  grows with the span and its boundary, not with the graph); the candidate
+  is scored with ``gplace.simulate`` in its own order and kept when it is
+  not worse (one that fits in memory beats one that does not). The window
+  grows when CP-SAT proves it optimal fast and shrinks when it runs out of
+  time.
 
   Args:
     graph: the op graph (``N`` nodes).

@@ -273,12 +273,22 @@ class Search:
     self.max_window = min(max_window, incumbent.scored.placement.size)
     self.window = min(window, max(incumbent.scored.placement.size, 2))
     self.pending: dict = {}
-    self.submitted = self.iterations = self.accepted = self.improved = 0
+    self.submitted = self.accepted = 0
     k = len(NEIGHBOURHOODS)
     self.gains = np.zeros(k)            # moving average, per neighbourhood
     self.windows = np.zeros(k, np.int64)
     self.improved_by = np.zeros(k, np.int64)
     self.saved_s = np.zeros(k)          # runtime saved (while it fits)
+
+  @property
+  def iterations(self) -> int:
+    """Windows solved."""
+    return int(self.windows.sum())
+
+  @property
+  def improved(self) -> int:
+    """Windows whose candidate was strictly better."""
+    return int(self.improved_by.sum())
 
   def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
     """Frees the next window (its neighbourhood drawn by
@@ -306,7 +316,6 @@ class Search:
     than the incumbent; adapts the window size and the gain of the window's
     neighbourhood. True when it improved."""
     window, solution = self.pending.pop(future), future.result()
-    self.iterations += 1
     self.windows[window.kind] += 1
     before = self.incumbent.scored
     improved, gain = self._keep(solution, window)
@@ -335,7 +344,6 @@ class Search:
         self.accepted += 1
         self.incumbent.set(candidate, window.hi)
         if candidate.key < best.key:
-          self.improved += 1
           return True, relative_gain(best, candidate)
         return False, 0.0
     return False, 0.0
