@@ -17,11 +17,12 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  SearchResult, initial_placements,
+                                  SearchResult, check_fraction, initial_placements,
                                   placer_from_search, stack_best, start)
-from gplace.search.moves import neighbours
+from gplace.search.moves import BLOCK_SHARE, neighbours, unit_order
 from gplace.search.rounds import (Exchange, check_round_evaluations,
                                   resolve_exchange, run_rounds, share)
+from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
 DEFAULT_T0 = 0.001
@@ -103,7 +104,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
               time_limit_s: float | None = None,
               stall_s: float | None = None,
               exchange: Exchange | None | bool = None,
-              round_evaluations: int | None = None) -> SearchResult:
+              round_evaluations: int | None = None,
+              block_share: float = BLOCK_SHARE) -> SearchResult:
   """Simulated annealing over placements, scored by the simulator.
 
   See the module docstring for the acceptance rule. Runtimes are simulated
@@ -137,6 +139,9 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       result, with ``evaluations`` summed over processes.
     round_evaluations: evaluations each process spends between two
       exchanges of the best (default 4 batches); with one process unused.
+    block_share: share of the moves that move a block of the start's
+      schedule between two devices (:func:`gplace.search.moves.block`),
+      in ``[0, 1]``.
 
   Returns:
     :class:`~gplace.search.common.SearchResult`; the best placement seen,
@@ -146,10 +151,12 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
   Raises:
     SearchError: a schedule that is not positive (``t0 <= 0``, ``decay``
       outside ``(0, 1]``), ``budget``/``batch_size`` not positive,
-      ``move_size`` outside ``1..G``, bad ``groups`` or ``init``.
+      ``move_size`` outside ``1..G``, bad ``groups``, ``init`` or
+      ``block_share``.
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
+  block_share = check_fraction(block_share, "block_share")
   exchange, round_evaluations, setup, evaluator, rng = shared_start(
       graph, topology, costs, exchange=exchange,
       round_evaluations=round_evaluations, seed=seed, budget=budget,
@@ -157,6 +164,10 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       time_limit_s=time_limit_s, stall_s=stall_s)
   current, current_s = stack_best(setup.placements, setup.runtime_s)
   init_s = current_s
+  ranked = None
+  if block_share > 0 and setup.n_devices > 1:  # blocks of the start's order
+    ranked = unit_order(simulate(graph, current, topology, evaluator.costs,
+                                 return_schedule=True).order, setup.units)
   if decay is None:
     batches = max(1, math.ceil(evaluator.remaining / batch_size))
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
@@ -167,7 +178,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
 
   def step() -> None:
     nonlocal current, current_s, temperature
-    candidates, runtime_s = neighbours(setup, current, batch_size)
+    candidates, runtime_s = neighbours(setup, current, batch_size,
+                                       ranked=ranked, block_share=block_share)
     passed = metropolis(rng, runtime_s, current_s, temperature)
     if passed.any():
       chosen = int(np.argmin(np.where(passed, runtime_s, np.inf)))

@@ -24,7 +24,8 @@ from gplace.search.annealing import (DEFAULT_T0, FINAL_TEMPERATURE_RATIO,
                                      shared_start)
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
                                   History, check_fraction)
-from gplace.search.moves import choose_distinct, redraw
+from gplace.search import moves
+from gplace.search.moves import block, choose_distinct, redraw, unit_order
 from gplace.search.rounds import Exchange, run_rounds
 from gplace.sim.priority import bottom_level
 from gplace.sim.simulator import simulate
@@ -32,6 +33,12 @@ from gplace.sim.topology import Topology
 
 #: Share of moves that change the schedule (the rest move devices).
 DEFAULT_SCHEDULE_SHARE = 0.5
+#: Share of the device moves that move a block of the schedule
+#: (:func:`gplace.search.moves.block`); the rest redraw a few units. 60 s
+#: from the best hint baseline, paper train steps on 1 CPU + 4 GPUs: bert
+#: -5.5% with blocks alone against -4.3% without, resnet50 -9.7 / -5.4%,
+#: inception_v3 -10.2 / -6.7%, gnmt4 -1.6 / -1.5%.
+DEFAULT_BLOCK_SHARE = moves.BLOCK_SHARE
 #: A schedule move multiplies a few ops' priorities by ``exp(sigma z)``.
 DEFAULT_PRIORITY_SIGMA = 1.0
 #: Ops whose priorities one schedule move rescales, at most.
@@ -95,6 +102,7 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
                     init_order: Optional[np.ndarray] = None,
                     groups=None, move_size: int | None = None,
                     schedule_share: float = DEFAULT_SCHEDULE_SHARE,
+                    block_share: float = DEFAULT_BLOCK_SHARE,
                     sigma: float = DEFAULT_PRIORITY_SIGMA,
                     t0: float = DEFAULT_T0, decay: float | None = None,
                     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -114,17 +122,21 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     schedule_share: share of moves that rescale priorities, in ``[0, 1]``
       (1: the placement stays; 0: a placement search in the start's
       schedule).
+    block_share: share of the other moves that move a block of the
+      schedule between two devices (:func:`gplace.search.moves.block`),
+      in ``[0, 1]``; the rest redraw a few units' devices.
     sigma: spread of a priority rescale (``> 0``).
 
   Returns:
     A :class:`JointResult`, never slower than the start in its schedule.
 
   Raises:
-    SearchError: a bad ``schedule_share``, ``sigma`` or ``init_order``, and
+    SearchError: a bad ``schedule_share``, ``block_share``, ``sigma`` or ``init_order``, and
       what :func:`gplace.search.annealing.annealing` raises.
   """
   t0, decay = check_schedule(t0, decay)
   schedule_share = check_fraction(schedule_share, "schedule_share")
+  block_share = check_fraction(block_share, "block_share")
   if (not isinstance(sigma, (int, float)) or isinstance(sigma, bool)
       or not math.isfinite(sigma) or sigma <= 0):
     raise SearchError(f"sigma must be a positive number (the spread of a "
@@ -156,9 +168,14 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     k = min(batch_size, evaluator.remaining)
     schedule_rows = rng.random(k) < (schedule_share if setup.n_devices > 1
                                      else 1.0)
-    placements = redraw(rng, np.broadcast_to(placement, (k, placement.size)),
-                        setup.units, setup.n_devices, setup.move_size,
-                        rows=~schedule_rows)
+    base = np.broadcast_to(placement, (k, placement.size))
+    block_rows = ~schedule_rows & (rng.random(k) < block_share)
+    placements = redraw(rng, base, setup.units, setup.n_devices,
+                        setup.move_size, rows=~schedule_rows & ~block_rows)
+    if block_rows.any():
+      ranked = unit_order(np.argsort(-priority, kind="stable"), setup.units)
+      placements[block_rows] = block(rng, base[block_rows], ranked,
+                                     setup.units, setup.n_devices)
     priorities = np.broadcast_to(priority, (k, priority.size)).copy()
     priorities[schedule_rows] = rescale(rng, priorities[schedule_rows],
                                         movable, sigma, PRIORITY_MOVE_SIZE)

@@ -1,6 +1,7 @@
 """Tests of gplace.search.moves: redraws move 1..move_size units (whole
-groups) to other devices; swaps exchange two units' devices; crossovers
-inherit units from the parents."""
+groups) to other devices; swaps exchange two units' devices; blocks move a
+span of the order between two devices; crossovers inherit units from the
+parents."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,8 @@ import gplace
 from gplace import search
 from gplace.graphs.graph import random_dag
 from gplace.search.common import Units, make_units
-from gplace.search.moves import choose_distinct, crossover, redraw, swap
+from gplace.search.moves import (BLOCK_KINDS, MIN_BLOCK, block, choose_distinct,
+                                 crossover, redraw, swap, unit_order)
 from gplace.sim import graph_files
 from search_cases import chains_graph
 
@@ -64,6 +66,70 @@ def test_redraw_moves_groups_whole():
     assert moved.size == 1
     assert np.all(row[units.group_of == moved[0]] == row[
         units.representative[moved[0]]])
+
+
+def test_unit_order_ranks_units_by_their_first_node_in_the_order():
+  units = Units(np.array([0, 1, 0, 2, 1], np.int32), 3,
+                np.array([0, 1, 3], np.int32))
+  np.testing.assert_array_equal(unit_order(np.array([3, 4, 2, 0, 1]), units),
+                                [2, 1, 0])
+  nodes = make_units(random_dag(12, seed=0))
+  order = np.random.default_rng(0).permutation(12)
+  np.testing.assert_array_equal(unit_order(order, nodes), order)
+
+
+def test_block_moves_a_span_of_the_order_between_two_devices():
+  rng = np.random.default_rng(0)
+  n, d, k = 64, 4, 600
+  units = make_units(random_dag(n, seed=1))
+  ranked = rng.permutation(n)               # the order the units run in
+  rank = np.argsort(ranked)
+  base = rng.integers(0, d, (k, n)).astype(np.int32)
+  out = block(rng, base, ranked, units, d)
+  assert out.min() >= 0 and out.max() < d
+  spans, swaps = [], 0
+  for before, after in zip(base, out):
+    changed = np.flatnonzero(before != after)
+    if changed.size == 0:
+      continue
+    pairs = set(zip(before[changed].tolist(), after[changed].tolist()))
+    a, c = min(pairs)
+    assert pairs in ({(a, c)}, {(a, c), (c, a)})     # a move or a swap
+    swaps += len(pairs) == 2
+    # A contiguous run: every unit between the first and the last moved
+    # one that was on a device of the pair moved.
+    lo, hi = rank[changed].min(), rank[changed].max()
+    inside = ranked[lo:hi + 1]
+    paired = inside[np.isin(before[inside], [a, c] if len(pairs) == 2
+                            else [a])]
+    assert np.all(after[paired] != before[paired])
+    spans.append(hi - lo + 1)
+  assert len(spans) > 0.8 * k                  # most draws move something
+  assert max(spans) > n // 2 and min(spans) <= MIN_BLOCK
+  assert 0 < swaps < len(spans)
+  rows = np.zeros(k, bool)
+  rows[::3] = True
+  out = block(rng, base, ranked, units, d, rows=rows)
+  np.testing.assert_array_equal(out[~rows], base[~rows])
+  assert len(BLOCK_KINDS) == 3
+
+
+def test_block_moves_groups_whole_and_keeps_device_constraints():
+  graph = random_dag(40, seed=7)
+  allowed = np.ones((40, 3), bool)
+  allowed[::2, 2] = False          # even nodes never on device 2
+  colocation = np.full(40, -1, np.int32)
+  colocation[[10, 11, 21]] = 0     # one class, moved as one unit
+  graph = graph.replace(allowed_devices=allowed, colocation=colocation)
+  units = make_units(graph)
+  rng = np.random.default_rng(3)
+  base = np.tile(np.arange(40) % 2, (400, 1)).astype(np.int32)
+  base[:, [10, 11, 21]] = 1
+  out = block(rng, base, unit_order(np.arange(40), units), units, 3)
+  assert (out != base).any(axis=1).mean() > 0.5
+  assert allowed[np.arange(40), out].all()
+  assert (out[:, [10, 11]] == out[:, [21, 21]]).all()
+  assert (out == 2).any()
 
 
 def test_crossover_inherits_units_from_parents():
