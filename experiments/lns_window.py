@@ -98,14 +98,7 @@ def _workers(text: str) -> list[Optional[int]]:
 def _explore(text: str) -> list[float]:
   if not text:
     return [EXPLORE]                   # gplace.solvers.lns's default
-  try:
-    shares = [float(x) for x in text.split(",") if x]
-  except ValueError:
-    shares = []
-  if not shares or not all(0 <= x <= 1 for x in shares):
-    raise SystemExit(f"--explore must be comma-separated shares in [0, 1], "
-                     f"got {text!r}; pass e.g. --explore 1,0.3.")
-  return shares
+  return report.parse_shares(text, "--explore", "1,0.3")
 
 
 def _limits(text: str) -> list[float]:

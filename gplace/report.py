@@ -47,6 +47,23 @@ def write_markdown(path: str, lines: Sequence[str]) -> None:
     f.write("\n".join(lines) + "\n")
 
 
+def parse_shares(text: str, flag: str, example: str) -> list[float]:
+  """A flag's comma-separated shares in ``[0, 1]``, e.g. ``"1,0.3"``.
+
+  Raises:
+    SystemExit: none, one that is not a number, or one outside ``[0, 1]``
+      (the message names ``flag`` and shows ``example``).
+  """
+  try:
+    shares = [float(x) for x in text.split(",") if x]
+  except ValueError:
+    shares = []
+  if not shares or not all(0 <= x <= 1 for x in shares):
+    raise SystemExit(f"{flag} must be comma-separated shares in [0, 1], "
+                     f"got {text!r}; pass e.g. {flag} {example}.")
+  return shares
+
+
 # -- cells ---------------------------------------------------------------------
 
 

@@ -68,6 +68,24 @@ def two_gpus(memory=(1e9, 1e9)):
                   name="2gpu")
 
 
+def swap_chains_case():
+  """Two chains of 6 ops, each three times faster on the other's device
+  (1 ms against 3 ms), a transfer 50 ms: ``(graph, topology, costs,
+  start)``, the start each chain on its slow device (18 ms). Moving part
+  of a chain is always slower than the start; only exchanging both chains
+  whole reaches the optimum, 6 ms (a block move over the whole order)."""
+  graph = chains_graph([6, 6])
+  chain = np.array([int(name.startswith("chain1")) for name in graph.names])
+  fast = 1 - chain
+  costs = np.where((graph.kind == NODE_OP)[:, None], np.where(
+      np.arange(2)[None, :] == fast[:, None], 1 * MS, 3 * MS), 0.0)
+  bandwidth, latency = uniform_links(2, 12e9, 50 * MS)
+  topology = Topology(devices=two_gpus().devices, link_bandwidth=bandwidth,
+                      link_latency=latency, compute_group=np.arange(2),
+                      name="2gpu")
+  return graph, topology, costs, chain.astype(np.int32)
+
+
 # -- known optima: each search's module runs these on its own search ----------
 
 

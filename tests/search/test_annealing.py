@@ -11,6 +11,7 @@ from gplace.errors import SearchError
 from gplace.search.annealing import (annealing, annealing_placer,
                                      check_schedule, metropolis)
 import search_cases
+from search_cases import MS, swap_chains_case
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +65,22 @@ def test_annealing_rejects_a_schedule_that_is_not_positive(kwargs, match,
   graph, topology = small
   with pytest.raises(SearchError, match=match):
     search.annealing(graph, topology, **kwargs)
+
+
+def test_a_block_move_swaps_what_no_single_move_can():
+  graph, topology, costs, start = swap_chains_case()
+  kwargs = dict(costs=costs, budget=512, init=start, seed=0)
+  found = search.annealing(graph, topology, block_share=1.0, **kwargs)
+  assert found.runtime_s == pytest.approx(6 * MS, rel=1e-5)
+  single = search.annealing(graph, topology, block_share=0.0, **kwargs)
+  assert single.runtime_s == pytest.approx(18 * MS, rel=1e-5)
+
+
+@pytest.mark.parametrize("share", [-0.5, 1.5, float("nan"), True])
+def test_block_share_must_be_a_share(share, small):
+  graph, topology = small
+  with pytest.raises(SearchError, match="block_share must be a number in"):
+    search.annealing(graph, topology, block_share=share)
 
 
 def test_exports():

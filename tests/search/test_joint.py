@@ -11,8 +11,7 @@ from gplace.graphs.graph import random_dag
 from gplace.search import annealing
 from gplace.search.joint import joint_annealing, order_priority, rescale
 from gplace.sim import graph_files
-from gplace.sim.topology import Topology, uniform_links
-from search_cases import chains_graph, two_gpus
+from search_cases import swap_chains_case
 
 MS = 1e-3
 
@@ -102,22 +101,7 @@ def test_joint_search_is_never_slower_than_its_start_and_reproducible():
 
 
 def test_a_block_move_swaps_what_no_single_move_can():
-  # Two chains of 6 ops, each three times faster on the other's device
-  # (1 ms against 3 ms); a transfer takes 50 ms, so moving part of a chain
-  # is always slower than the start (18 ms). Only exchanging both chains
-  # whole reaches the optimum, 6 ms: a block move (a swap over the whole
-  # order) does; single moves do not.
-  graph = chains_graph([6, 6])
-  chain = np.array([int(name.startswith("chain1")) for name in graph.names])
-  fast = np.where(chain == 0, 1, 0)                  # device 1 for chain 0
-  is_op = graph.kind == 1
-  costs = np.where(is_op[:, None], np.where(
-      np.arange(2)[None, :] == fast[:, None], 1 * MS, 3 * MS), 0.0)
-  bandwidth, latency = uniform_links(2, 12e9, 50 * MS)
-  topology = Topology(devices=two_gpus().devices, link_bandwidth=bandwidth,
-                      link_latency=latency, compute_group=np.arange(2),
-                      name="2gpu")
-  start = chain.astype(np.int32)                     # each on its slow one
+  graph, topology, costs, start = swap_chains_case()
   kwargs = dict(costs=costs, budget=512, init=start, schedule_share=0.0,
                 seed=0)
   found = joint_annealing(graph, topology, block_share=1.0, **kwargs)
