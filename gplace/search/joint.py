@@ -34,10 +34,10 @@ from gplace.sim.topology import Topology
 #: Share of moves that change the schedule (the rest move devices).
 DEFAULT_SCHEDULE_SHARE = 0.5
 #: Share of the device moves that move a block of the schedule
-#: (:func:`gplace.search.moves.block`); the rest redraw a few units. 60 s
-#: from the best hint baseline, paper train steps on 1 CPU + 4 GPUs: bert
-#: -5.5% with blocks alone against -4.3% without, resnet50 -9.7 / -5.4%,
-#: inception_v3 -10.2 / -6.7%, gnmt4 -1.6 / -1.5%.
+#: (:func:`gplace.search.moves.block`); the rest redraw a few units. 30 s
+#: from the best baseline, paper train steps on 1 CPU + 4 GPUs: bert -4.7%
+#: against -3.5% without, resnet50 -4.7 / -3.0%, inception_v3 -9.1 / -3.8%
+#: (experiments/results/block_moves/paper_2026-12-03).
 DEFAULT_BLOCK_SHARE = moves.BLOCK_SHARE
 #: A schedule move multiplies a few ops' priorities by ``exp(sigma z)``.
 DEFAULT_PRIORITY_SIGMA = 1.0

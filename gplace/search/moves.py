@@ -215,8 +215,10 @@ def block(rng: np.random.Generator, base: np.ndarray, ranked: np.ndarray,
 SWAP_SHARE = 0.25
 #: Share of a batch of neighbours that move a block of the schedule
 #: (:func:`block`), when the search knows the order its units run in.
-#: Resnet50's paper train step on 1 CPU + 4 GPUs, 30 s of annealing over
-#: ops from METIS: -7.7% with blocks at this share, -2.6% without.
+#: Paper train steps on 1 CPU + 4 GPUs, 30 s of annealing over ops from the
+#: best baseline: bert -6.8% at this share against -4.2% without, resnet50
+#: -7.2 / -2.6%, inception_v3 -10.4 / -4.0%
+#: (experiments/results/block_moves/paper_2026-12-03).
 BLOCK_SHARE = 0.5
 
 
