@@ -114,16 +114,10 @@ def main(argv=None) -> int:
                      f"{SEARCHES}, got {args.searches!r}.")
   if not args.time_s > 0 or args.seeds < 1:
     raise SystemExit("--time_s must be positive and --seeds at least 1.")
-  wanted = [w for w in args.graphs.split("|") if w]
   try:
-    specs = [s for s in benchmark.specs(
-        [c for c in args.classes.split(",") if c],
-        cache_dir=args.graph_cache) if any(w in s.name for w in wanted)]
+    specs = benchmark.select(args.graphs, args.classes, args.graph_cache)
   except GplaceError as err:
     raise SystemExit(f"{type(err).__name__}: {first_line(err)}") from err
-  if not specs:
-    raise SystemExit(f"--graphs {args.graphs!r} names no graph of classes "
-                     f"{args.classes!r}; see gplace.workloads.benchmark.")
   study = report.Study.create(args.out, __file__, argv)
   lines = [f"### Block moves: {args.time_s:g} s per search, seeds "
            f"0-{args.seeds - 1}", "",
@@ -138,10 +132,7 @@ def main(argv=None) -> int:
     lines += rows
     if study is not None:
       study.write(lines)
-  end = f"Load average at the end: {report.load_average()}."
-  print(end)
-  if study is not None:
-    study.write(lines + ["", end])
+  report.finish(lines, study)
   return 0
 
 

@@ -269,6 +269,15 @@ class Study:
     return self.readme
 
 
+def finish(lines: Sequence[str], study: Optional[Study] = None) -> None:
+  """Prints the load average at the end of a study and, with ``study``,
+  writes its README: ``lines``, then that line."""
+  end = f"Load average at the end: {load_average()}."
+  print(end)
+  if study is not None:
+    study.write(list(lines) + ["", end])
+
+
 def table_per_workload(workloads: str, rows_fn: Callable[[str], list[str]],
                        lines: list[str], study: Optional[Study] = None, *,
                        skip: tuple[type[BaseException], ...] = ()

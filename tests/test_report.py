@@ -100,6 +100,17 @@ def test_table_per_workload_skips_only_what_it_is_told(tmp_path, capsys):
     report.table_per_workload("bad", rows, [])
 
 
+def test_finish_prints_the_end_and_writes_the_readme(tmp_path, capsys):
+  study = report.Study(str(tmp_path / "s"), "python s.py")
+  report.finish(["| a | 1 |"], study)
+  end = capsys.readouterr().out.strip()
+  assert end.startswith("Load average at the end: ")
+  assert (tmp_path / "s" / "README.md").read_text().splitlines()[-3:] == [
+      "| a | 1 |", "", end]
+  report.finish(["x"])                        # no study: prints only
+  assert capsys.readouterr().out.startswith("Load average at the end")
+
+
 def test_the_module_is_a_leaf():
   # numpy and the standard library only: no upper layer of gplace.
   source = pathlib.Path(report.__file__).read_text()

@@ -328,3 +328,22 @@ def specs(classes: Sequence[str] = DEFAULT_CLASSES,
             "homogeneous": homogeneous_specs,
             "paper": lambda: paper_specs(cache_dir)}
   return [spec for c in classes for spec in makers[c]()]
+
+
+def select(graphs: str, classes: str,
+           cache_dir: Optional[str] = None) -> list[InstanceSpec]:
+  """The instances of ``classes`` (comma-separated names of
+  :data:`CLASSES`) whose name contains one of ``graphs``' ``|``-separated
+  strings, e.g. ``select("bert|resnet50", "paper")``.
+
+  Raises:
+    WorkloadError: an unknown class, or no instance matches.
+  """
+  wanted = [w for w in graphs.split("|") if w]
+  chosen = [spec for spec in specs([c for c in classes.split(",") if c],
+                                   cache_dir=cache_dir)
+            if any(w in spec.name for w in wanted)]
+  if not chosen:
+    raise WorkloadError(f"graphs {graphs!r} names no graph of classes "
+                        f"{classes!r}; see gplace.workloads.benchmark.")
+  return chosen

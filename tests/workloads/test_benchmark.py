@@ -20,6 +20,19 @@ def test_specs_list_each_class_in_order_with_unique_names():
     benchmark.specs(["memory", "huge"])
 
 
+def test_select_takes_instances_by_name_and_says_when_none_matches():
+  chosen = benchmark.select("bert tiny|blocks forward, 4x", "memory,homogeneous")
+  names = [s.name for s in chosen]
+  assert names and all("bert tiny" in n or "blocks forward, 4x" in n for n in names)
+  assert {s.benchmark_class for s in chosen} == {"memory", "homogeneous"}
+  assert names == [s.name for s in benchmark.specs(["memory", "homogeneous"])
+                   if s.name in names]                # in the classes' order
+  with pytest.raises(WorkloadError, match="names no graph"):
+    benchmark.select("no such graph", "memory")
+  with pytest.raises(WorkloadError, match="Unknown benchmark class"):
+    benchmark.select("bert", "huge")
+
+
 def test_memory_caps_hold_a_share_of_the_weights_and_repeat_by_seed():
   graph = random_dag(60, seed=2)
   weights = benchmark.weight_bytes(graph)
