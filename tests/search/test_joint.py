@@ -11,7 +11,7 @@ from gplace.graphs.graph import random_dag
 from gplace.search import annealing
 from gplace.search.joint import joint_annealing, order_priority, rescale
 from gplace.sim import graph_files
-from search_cases import swap_chains_case
+from tests.search.search_cases import swap_chains_case
 
 MS = 1e-3
 
