@@ -280,7 +280,8 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
                      time_s: float, seed: int,
                      max_evaluations: Optional[int] = None,
                      stall_s: Optional[float] = None,
-                     groups: Optional[np.ndarray] = None) -> Candidate:
+                     groups: Optional[np.ndarray] = None,
+                     block_share: Optional[float] = None) -> Candidate:
   """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
   ``"genetic"``) from ``start``'s placement, in the default schedule; or
   ``"joint_annealing"`` (:mod:`gplace.search.joint`): placement and
@@ -293,7 +294,8 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
   ``max_evaluations`` when given (then the run is reproducible for a seed
   unless ``time_s``, kept as a wall-clock limit, cuts it short). With
   ``stall_s``, annealing and the joint search stop once their best has not
-  improved for that many seconds.
+  improved for that many seconds. ``block_share``: the share of block moves
+  of annealing and the joint search (None: their default).
 
   Returns:
     The best placement seen, labelled ``"<name> from <start>"``.
@@ -308,6 +310,7 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
       budget = int(processes.broadcast(np.asarray(budget, np.int32)))
   else:
     budget = max_evaluations
+  blocks = {} if block_share is None else {"block_share": block_share}
   origin = start.label.split(" (")[0]
   over = "" if groups is None else f" {OVER_CHAINS}"
   if name == JOINT:  # the placement and its schedule, from start's order
@@ -315,14 +318,16 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
         problem.graph, problem.topology, costs=problem.costs, seed=seed,
         budget=budget, init=start.placement, init_order=start.order,
         batch_size=BATCH, time_limit_s=max(time_s, 1e-3), stall_s=stall_s,
-        groups=groups)
+        groups=groups, **blocks)
     return Candidate(f"{JOINT_LABEL}{over} from {start.label}",
                      joint.placement, joint.order, float(joint.runtime_s))
   stall = {"stall_s": stall_s} if name in STALLING else {}
+  if name != "annealing":
+    blocks = {}
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,
-      time_limit_s=max(time_s, 1e-3), groups=groups, **stall)
+      time_limit_s=max(time_s, 1e-3), groups=groups, **stall, **blocks)
   return Candidate(f"{name}{over} from {origin}", result.placement, None,
                    float(result.runtime_s))
 

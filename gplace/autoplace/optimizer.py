@@ -325,6 +325,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     # limit under memory pressure (where single moves stall), or (below)
     # far from the bound after the search.
     pressure = budget.memory_pressure(runs.best)
+    blocks = (budget.BLOCK_SHARE_UNDER_PRESSURE if pressure
+              else budget.BLOCK_SHARE)
     solver_next = chosen.kind == "solver" or (
         chosen.kind == "auto" and (n <= budget.AUTO_SOLVER_MAX_NODES or (
             n <= budget.SOLVER_MAX_NODES and pressure)))
@@ -370,14 +372,14 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
                 time_s=each_s * budget.CHAIN_SEARCH_SHARE, seed=seed,
                 max_evaluations=budget.evaluation_share(
                     max_evaluations, each * budget.CHAIN_SEARCH_SHARE),
-                stall_s=stall_s, groups=chains)
+                stall_s=stall_s, groups=chains, block_share=blocks)
             tried.append(start)
             each_s -= time.perf_counter() - began_chains
             each *= 1 - budget.CHAIN_SEARCH_SHARE
           tried.append(candidates_lib.search_candidate(
               problem, name, start, time_s=each_s, seed=seed,
               max_evaluations=budget.evaluation_share(max_evaluations, each),
-              stall_s=stall_s))
+              stall_s=stall_s, block_share=blocks))
         # What a stalled placement search gives back goes to the joint one.
         placement_s = min(placement_s, time.perf_counter() - began_search)
         _show_best(bar, tried)
@@ -391,7 +393,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           problem, name, start, time_s=search_s, seed=seed,
           max_evaluations=budget.evaluation_share(
               max_evaluations, budget.JOINT_SHARE)
-          if chosen.kind == "auto" else max_evaluations, stall_s=stall_s))
+          if chosen.kind == "auto" else max_evaluations, stall_s=stall_s,
+          block_share=blocks))
       _show_best(bar, tried)
     solver_s = deadline - time.perf_counter()
     best = best_of(tried)
