@@ -17,8 +17,9 @@ import numpy as np
 from gplace.errors import SearchError
 from gplace.graphs.graph import Graph
 from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
-                                  SearchResult, check_fraction, initial_placements,
-                                  placer_from_search, stack_best, start)
+                                  SearchResult, check_fraction,
+                                  initial_placements, placer_from_search,
+                                  stack_best, start)
 from gplace.search.moves import BLOCK_SHARE, neighbours, unit_order
 from gplace.search.rounds import (Exchange, check_round_evaluations,
                                   resolve_exchange, run_rounds, share)

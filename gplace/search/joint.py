@@ -131,8 +131,9 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     A :class:`JointResult`, never slower than the start in its schedule.
 
   Raises:
-    SearchError: a bad ``schedule_share``, ``block_share``, ``sigma`` or ``init_order``, and
-      what :func:`gplace.search.annealing.annealing` raises.
+    SearchError: a bad ``schedule_share``, ``block_share``, ``sigma`` or
+      ``init_order``, and what :func:`gplace.search.annealing.annealing`
+      raises.
   """
   t0, decay = check_schedule(t0, decay)
   schedule_share = check_fraction(schedule_share, "schedule_share")
