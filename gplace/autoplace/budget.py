@@ -13,6 +13,7 @@ import math
 from typing import Optional
 
 from gplace.autoplace import candidates as candidates_lib
+from gplace.search import moves
 
 # method="solver" refuses larger graphs (CP-SAT's model grows with N^2
 # ordering decisions per device; above this it rarely proves anything in a
@@ -77,7 +78,7 @@ AT_BOUND = 1e-5
 # pressure), optimize at 60 s, seed 0: 6.66 ms with blocks against 6.10
 # without; the paper-size suite (no pressure) at 300 s: 13.9% faster than
 # the best classical plan with them, 12.9% before.
-BLOCK_SHARE = 0.5
+BLOCK_SHARE = moves.BLOCK_SHARE
 BLOCK_SHARE_UNDER_PRESSURE = 0.0
 # The evidence rule that re-allocates "auto"'s budget: a phase (annealing,
 # the joint search; LNS when fine-tuning follows it) stops once its best

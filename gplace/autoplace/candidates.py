@@ -310,9 +310,11 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
       budget = int(processes.broadcast(np.asarray(budget, np.int32)))
   else:
     budget = max_evaluations
-  blocks = {} if block_share is None else {"block_share": block_share}
   origin = start.label.split(" (")[0]
   over = "" if groups is None else f" {OVER_CHAINS}"
+  # Block moves: annealing and the joint search only.
+  blocks = ({} if block_share is None or name not in ("annealing", JOINT)
+            else {"block_share": block_share})
   if name == JOINT:  # the placement and its schedule, from start's order
     joint = joint_annealing(
         problem.graph, problem.topology, costs=problem.costs, seed=seed,
@@ -322,8 +324,6 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     return Candidate(f"{JOINT_LABEL}{over} from {start.label}",
                      joint.placement, joint.order, float(joint.runtime_s))
   stall = {"stall_s": stall_s} if name in STALLING else {}
-  if name != "annealing":
-    blocks = {}
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,

@@ -160,12 +160,13 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     batches = max(1, math.ceil(evaluator.remaining / batch_size))
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))
   temperature = t0
+  ranked = None            # units in the order of ``priority``, once needed
 
   def active() -> bool:
     return evaluator.remaining > 0
 
   def step() -> None:
-    nonlocal placement, priority, current_s, temperature
+    nonlocal placement, priority, current_s, temperature, ranked
     k = min(batch_size, evaluator.remaining)
     schedule_rows = rng.random(k) < (schedule_share if setup.n_devices > 1
                                      else 1.0)
@@ -174,7 +175,9 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
     placements = redraw(rng, base, setup.units, setup.n_devices,
                         setup.move_size, rows=~schedule_rows & ~block_rows)
     if block_rows.any():
-      ranked = unit_order(np.argsort(-priority, kind="stable"), setup.units)
+      if ranked is None:
+        ranked = unit_order(np.argsort(-priority, kind="stable"),
+                            setup.units)
       placements[block_rows] = block(rng, base[block_rows], ranked,
                                      setup.units, setup.n_devices)
     priorities = np.broadcast_to(priority, (k, priority.size)).copy()
@@ -187,15 +190,18 @@ def joint_annealing(graph: Graph, topology: Topology, *, costs=None,
       placement, priority = (placements[chosen].copy(),
                              priorities[chosen].copy())
       current_s = float(runtime_s[chosen])
+      if schedule_rows[chosen]:
+        ranked = None
     temperature *= decay
 
   def restart(best_placement, best_priority, runtime_s: float) -> None:
-    nonlocal placement, priority, current_s
+    nonlocal placement, priority, current_s, ranked
     placement = np.array(best_placement, np.int32)
     priority = np.array(
         best_priority if best_priority is not None else _start_priority(
             graph, topology, evaluator.costs, None), np.float32)
     current_s = runtime_s
+    ranked = None
 
   if exchange is None:
     while active():
