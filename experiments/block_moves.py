@@ -126,12 +126,10 @@ def main(argv=None) -> int:
            f"order). Load average at the start: {report.load_average()}.",
            ""] + HEADER
   print("\n".join(lines), flush=True)
-  for spec in specs:
-    rows = rows_for(spec.build(), searches, shares, args.seeds, args.time_s)
-    print("\n".join(rows), flush=True)
-    lines += rows
-    if study is not None:
-      study.write(lines)
+  report.table_per_workload(
+      specs, lambda spec: rows_for(spec.build(), searches, shares,
+                                   args.seeds, args.time_s),
+      lines, study)
   report.finish(lines, study)
   return 0
 

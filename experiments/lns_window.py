@@ -151,13 +151,10 @@ def main(argv=None) -> int:
            "gplace.solvers.HINT_BASELINES. Load average at the start: "
            f"{report.load_average()}.", ""] + HEADER
   print("\n".join(lines), flush=True)
-  for spec in specs:
-    rows = rows_for(spec.build(), limits, args.seeds, args.time_s, workers,
-                    explore)
-    print("\n".join(rows), flush=True)
-    lines += rows
-    if study is not None:
-      study.write(lines)
+  report.table_per_workload(
+      specs, lambda spec: rows_for(spec.build(), limits, args.seeds,
+                                   args.time_s, workers, explore),
+      lines, study)
   report.finish(lines, study)
   return 0
 

@@ -15,7 +15,7 @@ import platform
 import shlex
 import subprocess
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -278,24 +278,28 @@ def finish(lines: Sequence[str], study: Optional[Study] = None) -> None:
     study.write(list(lines) + ["", end])
 
 
-def table_per_workload(workloads: str, rows_fn: Callable[[str], list[str]],
+def table_per_workload(workloads, rows_fn: Callable[[Any], list[str]],
                        lines: list[str], study: Optional[Study] = None, *,
                        skip: tuple[type[BaseException], ...] = ()
                        ) -> list[str]:
-  """Appends ``rows_fn(workload)`` for each of the comma-separated
-  ``workloads`` to ``lines``, printing each workload's rows as they come and
-  rewriting ``study``'s README after each (a long run keeps what it has); a
-  workload that raises one of ``skip`` gets one "skipped" row saying why.
+  """Appends ``rows_fn(workload)`` for each of ``workloads`` (comma-separated
+  names, or a sequence, e.g. of ``gplace.workloads.benchmark`` specs) to
+  ``lines``, printing each workload's rows as they come and rewriting
+  ``study``'s README after each (a long run keeps what it has); a workload
+  that raises one of ``skip`` gets one "skipped" row saying why.
 
   Returns:
     ``lines``.
   """
-  for workload in [w for w in workloads.split(",") if w]:
+  if isinstance(workloads, str):
+    workloads = [w for w in workloads.split(",") if w]
+  for workload in workloads:
     try:
       rows = rows_fn(workload)
     except skip as err:
       cause = (str(err).strip().splitlines() or [""])[0]
-      rows = [f"| {workload} | – | skipped: {type(err).__name__}: {cause} |"]
+      name = getattr(workload, "name", workload)
+      rows = [f"| {name} | – | skipped: {type(err).__name__}: {cause} |"]
     print("\n".join(rows), flush=True)
     lines += rows
     if study is not None:

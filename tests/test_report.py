@@ -3,6 +3,7 @@
 import ast
 import pathlib
 import sys
+import typing
 
 import numpy as np
 import pytest
@@ -98,6 +99,22 @@ def test_table_per_workload_skips_only_what_it_is_told(tmp_path, capsys):
   assert (tmp_path / "s" / "README.md").read_text().splitlines()[-4:] == lines
   with pytest.raises(WorkloadError):
     report.table_per_workload("bad", rows, [])
+
+
+def test_table_per_workload_takes_named_items(capsys):
+  class Spec(typing.NamedTuple):
+    name: str
+
+  def rows(spec):
+    if spec.name == "bad":
+      raise WorkloadError("no such graph")
+    return [f"| {spec.name} | 2 |"]
+
+  lines = report.table_per_workload([Spec("a"), Spec("bad")], rows, [],
+                                    skip=(GplaceError,))
+  assert lines == ["| a | 2 |",
+                   "| bad | – | skipped: WorkloadError: no such graph |"]
+  assert capsys.readouterr().out.splitlines() == lines
 
 
 def test_finish_prints_the_end_and_writes_the_readme(tmp_path, capsys):
