@@ -278,7 +278,8 @@ def finish(lines: Sequence[str], study: Optional[Study] = None) -> None:
     study.write(list(lines) + ["", end])
 
 
-def table_per_workload(workloads, rows_fn: Callable[[Any], list[str]],
+def table_per_workload(workloads: str | Sequence[Any],
+                       rows_fn: Callable[[Any], list[str]],
                        lines: list[str], study: Optional[Study] = None, *,
                        skip: tuple[type[BaseException], ...] = ()
                        ) -> list[str]:
