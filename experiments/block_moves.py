@@ -32,7 +32,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import baselines, report, search
-from gplace.errors import GplaceError, first_line
+from gplace.errors import or_exit
 from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
 from gplace.workloads import benchmark
@@ -114,10 +114,8 @@ def main(argv=None) -> int:
                      f"{SEARCHES}, got {args.searches!r}.")
   if not args.time_s > 0 or args.seeds < 1:
     raise SystemExit("--time_s must be positive and --seeds at least 1.")
-  try:
-    specs = benchmark.select(args.graphs, args.classes, args.graph_cache)
-  except GplaceError as err:
-    raise SystemExit(f"{type(err).__name__}: {first_line(err)}") from err
+  specs = or_exit(benchmark.select, args.graphs, args.classes,
+                  args.graph_cache)
   study = report.Study.create(args.out, __file__, argv)
   lines = [f"### Block moves: {args.time_s:g} s per search, seeds "
            f"0-{args.seeds - 1}", "",

@@ -33,7 +33,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import report, solvers
-from gplace.errors import GplaceError, first_line
+from gplace.errors import or_exit
 from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -140,10 +140,8 @@ def main(argv=None) -> int:
   explore = _explore(args.explore)
   if not args.time_s > 0 or args.seeds < 1:
     raise SystemExit("--time_s must be positive and --seeds at least 1.")
-  try:
-    specs = benchmark.select(args.graphs, args.classes, args.graph_cache)
-  except GplaceError as err:
-    raise SystemExit(f"{type(err).__name__}: {first_line(err)}") from err
+  specs = or_exit(benchmark.select, args.graphs, args.classes,
+                  args.graph_cache)
   study = report.Study.create(args.out, __file__, argv)
   lines = [f"### LNS at several CP-SAT limits per window: {args.time_s:g} s "
            f"per run, seeds 0-{args.seeds - 1}", "",

@@ -52,7 +52,7 @@ import numpy as np
 import gplace
 from gplace import baselines, report, solvers
 from gplace.autoplace import budget as budget_lib
-from gplace.errors import GplaceError, first_line
+from gplace.errors import GplaceError, first_line, or_exit
 from gplace.workloads import benchmark
 
 #: optimize may return a simpler plan within this relative tie of the
@@ -408,10 +408,8 @@ def main(argv=None) -> int:
   seeds = list(range(args.seeds))
   separator = "|" if "|" in args.graphs else ","
   wanted = [w for w in args.graphs.split(separator) if w]
-  try:
-    all_specs = benchmark.specs(classes, cache_dir=args.graph_cache)
-  except GplaceError as err:
-    raise SystemExit(f"{type(err).__name__}: {first_line(err)}") from err
+  all_specs = or_exit(benchmark.specs, classes,
+                      cache_dir=args.graph_cache)
   chosen, taken = [], {}
   for spec in all_specs:
     if wanted and not any(w in spec.name for w in wanted):
@@ -482,7 +480,7 @@ def main(argv=None) -> int:
                    f"{own_rate:.4g} | {own_rate / default_rate:.3g} |")
     except GplaceError as err:
       lines = [f"| {spec.benchmark_class} | {spec.name} | failed: "
-               f"{type(err).__name__}: {first_line(err)} |"]
+               f"{first_line(err)} |"]
     results += lines
     print("\n".join(lines), flush=True)
     print(f"<!-- {spec.name}: {time.perf_counter() - began:.1f} s -->",

@@ -5,6 +5,7 @@ message says what was wrong and how to fix it.
 """
 
 import numbers
+from typing import Any, Callable
 
 
 class GplaceError(Exception):
@@ -117,6 +118,16 @@ def first_line(err: BaseException) -> str:
   """``"TypeName: first line of the message"``: a one-line cause to quote."""
   text = str(err).strip().splitlines()
   return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
+def or_exit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+  """``fn(*args, **kwargs)``, with a :class:`GplaceError` turned into a
+  ``SystemExit`` that quotes its :func:`first_line` (for scripts: a bad
+  flag ends the run with one line, not a traceback)."""
+  try:
+    return fn(*args, **kwargs)
+  except GplaceError as err:
+    raise SystemExit(first_line(err)) from err
 
 
 def check_type(value, expected: type, argument: str, caller: str,
