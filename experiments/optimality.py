@@ -80,6 +80,7 @@ class Run(NamedTuple):
     policy: the learned policy's own placements among the candidates
       (:func:`policy_own`): ``{"greedy" | "sampled": runtime_s}`` and how
       GO's training ended (``"trained"``), empty when no policy ran.
+    explanation: ``gplace.explain`` of an optimize answer, or None.
   """
 
   runtime_s: float
@@ -88,6 +89,7 @@ class Run(NamedTuple):
   wall_s: float
   placement: Optional[np.ndarray] = None
   policy: dict = {}
+  explanation: Optional[gplace.Explanation] = None
 
 
 #: Labels of the learned policies' own candidates in ``optimize``'s result
@@ -121,7 +123,8 @@ def optimize_run(instance: benchmark.Instance, budget_s: float,
                            costs=instance.costs, budget_s=budget_s,
                            seed=seed, progress=False, method=method)
   return Run(result.runtime_s, result.method, result.lower_bound_s,
-             result.wall_s, result.placement, policy_own(result.candidates))
+             result.wall_s, result.placement, policy_own(result.candidates),
+             result.explain())
 
 
 def reference_run(instance: benchmark.Instance, hint: Optional[np.ndarray],
@@ -239,7 +242,25 @@ def result_row(instance: benchmark.Instance, seed: int,
               "reference_wall_s": reference.wall_s, "best_s": best_s,
               "bound_s": bound_s, "never_slower": never_slower})
   row["raw"] = raw
+  row["explanation"] = runs[max(runs)].explanation
   return row
+
+
+#: Where the time of optimize's answer at the largest budget goes.
+EXPLAIN_HEADER = [
+    "| graph | seed | optimize ms | bound ms | path ops | compute ms | "
+    "of it behind others on a device ms | transfers ms | waits ms | path "
+    "at fastest devices ms |", "|---|---:|---:|---:|---:|---:|---:|---:|"
+    "---:|---:|"]
+
+
+def explain_row(row: dict) -> str:
+  """One line of the table under :data:`EXPLAIN_HEADER`."""
+  e = row["explanation"]
+  cells = [row["graph"], row["seed"], _ms(e.runtime_s), _ms(e.bound_s),
+           str(e.path.size), _ms(e.compute_s), _ms(e.behind_s),
+           _ms(e.transfer_s), _ms(e.wait_s + e.start_s), _ms(e.fastest_s)]
+  return "| " + " | ".join(cells) + " |"
 
 
 def markdown_row(row: dict, keys: Sequence[str]) -> str:
@@ -456,11 +477,18 @@ def main(argv=None) -> int:
            f"{SPEED_BATCH} random placements.", "",
            "| class | graph | ops | default schedule /s | own order "
            "(priority=) /s | ratio |", "|---|---|---:|---:|---:|---:|"]
+  explained = [
+      "#### Where the time goes", "",
+      f"gplace.explain of optimize's answer at {budget_label(max(budgets))}"
+      ": its critical path in its schedule, split into the compute of its "
+      "ops (and of that, ops it waited behind on their device), transfers "
+      "between devices and waits (busy links, idle devices); the bound "
+      "sees only a path at the ops' fastest devices.", ""] + EXPLAIN_HEADER
   rows: list[dict] = []
 
   def document() -> list[str]:
-    return (intro + instances + [""] + results + [""] + speed + [""]
-            + ["#### Summary", ""] + summary(rows, budgets))
+    return (intro + instances + [""] + results + [""] + explained + [""]
+            + speed + [""] + ["#### Summary", ""] + summary(rows, budgets))
 
   print("\n".join(intro + results), flush=True)
   for spec in chosen:
@@ -474,6 +502,7 @@ def main(argv=None) -> int:
                     num_workers=args.num_workers, method=args.method)
       rows += new
       lines = [markdown_row(r, keys) for r in new]
+      explained += [explain_row(r) for r in new]
       default_rate, own_rate = inner_loop_speed(instance)
       speed.append(f"| {instance.benchmark_class} | {instance.name} | "
                    f"{instance.graph.n_nodes} | {default_rate:.4g} | "

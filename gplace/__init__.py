@@ -1,12 +1,12 @@
 """gplace: learned device placement for JAX programs.
 
 :func:`capture` a function into a :class:`Graph`, :func:`simulate` its
-placements on a :class:`Topology`, run them with :func:`place`, and find good
-ones with ``gplace.rl``, ``baselines``, ``search``, ``solvers`` or
-:func:`optimize`. Subpackages load on first use. Layers, lowest first, each
-importing only those below (tests/test_layering.py): errors; graphs; sim;
-workloads; execution; plotting; baselines, search, solvers, placers;
-policies; rl; autoplace.
+placements on a :class:`Topology` (:func:`explain`: where one's time goes),
+run them with :func:`place`, and find good ones with ``gplace.rl``,
+``baselines``, ``search``, ``solvers`` or :func:`optimize`. Subpackages
+load on first use. Layers, lowest first, each importing only those below
+(tests/test_layering.py): errors; graphs; sim; workloads; execution;
+plotting; baselines, search, solvers, placers; policies; rl; autoplace.
 """
 
 import importlib as _importlib
@@ -24,6 +24,7 @@ from gplace.execution.profile_file import Profile
 from gplace.execution.profiler import profile
 from gplace.sim.simulator import simulate, SimResult
 from gplace.sim.bounds import lower_bound
+from gplace.sim.explain import explain, Explanation
 from gplace.sim import presets as topology
 from gplace import graphs, sim, execution
 from gplace.graphs import graph as _graph

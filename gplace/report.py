@@ -1,6 +1,7 @@
 """Markdown tables, curve read-outs and study folders for ``experiments/``.
 
-Rows (:func:`table_per_workload`, :func:`percent_change`), best-so-far curves
+Rows (:func:`table_per_workload`, :func:`percent_change`,
+:func:`format_seconds`), best-so-far curves
 read at a budget (:func:`best_by`, :func:`value_at`), and :class:`Study`, a
 folder whose ``README.md`` says what was run, when and where. Numpy only.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
+import math
 import os
 import platform
 import shlex
@@ -65,6 +67,17 @@ def parse_shares(text: str, flag: str, example: str) -> list[float]:
 
 
 # -- cells ---------------------------------------------------------------------
+
+
+def format_seconds(seconds: float) -> str:
+  """``seconds`` in s, ms or µs with four significant digits
+  (``"infeasible"`` when not finite)."""
+  if not math.isfinite(seconds):
+    return "infeasible"
+  for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+    if abs(seconds) >= scale or unit == "µs":
+      return f"{seconds / scale:.4g} {unit}"
+  return f"{seconds:.4g} s"
 
 
 def percent_change(value: float, reference: float, digits: int = 1) -> str:

@@ -48,6 +48,27 @@ def test_the_csv_holds_the_numbers_and_they_agree(study):
     assert row["never_slower"] == "True"
 
 
+def test_where_the_time_goes_adds_up_for_each_answer(study):
+  lines = (study / "README.md").read_text().splitlines()
+  header = optimality.EXPLAIN_HEADER[0]
+  assert header in lines
+  keys = [cell.strip() for cell in header.strip("|").split("|")]
+  start = lines.index(header) + 2
+  rows = []
+  for line in lines[start:]:
+    if not line.startswith("|"):
+      break
+    rows.append(dict(zip(keys, (c.strip()
+                                for c in line.strip("|").split("|")))))
+  assert len(rows) == 2
+  for row in rows:
+    parts = sum(float(row[k]) for k in ("compute ms", "transfers ms",
+                                         "waits ms"))
+    # Each printed with four significant digits.
+    assert parts == pytest.approx(float(row["optimize ms"]), rel=2e-3)
+    assert float(row["bound ms"]) <= float(row["optimize ms"])
+
+
 def test_bad_budgets_are_refused_in_one_line():
   with pytest.raises(SystemExit, match="--budgets must be"):
     optimality.main(["--budgets", "0,ten"])

@@ -162,3 +162,11 @@ def test_the_load_average_is_three_numbers_or_unknown(monkeypatch):
 
   monkeypatch.setattr(report.os, "getloadavg", missing)
   assert report.load_average() == "unknown"
+
+
+def test_format_seconds_picks_the_unit_and_names_infeasible():
+  assert report.format_seconds(2.5) == "2.5 s"
+  assert report.format_seconds(0.0012345) == "1.234 ms"
+  assert report.format_seconds(3e-6) == "3 µs"
+  assert report.format_seconds(0.0) == "0 µs"
+  assert report.format_seconds(float("inf")) == "infeasible"

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from gplace.autoplace.result import format_seconds
+from gplace.report import format_seconds
 
 DELAY_S = 2.0
 REFRESH_S = 0.5

@@ -13,18 +13,10 @@ import numpy as np
 from gplace.errors import PlacementError
 from gplace.execution.executor import place
 from gplace.graphs.graph import Graph
+from gplace.report import format_seconds
+from gplace.sim.explain import Explanation, explain
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
-
-
-def format_seconds(seconds: float) -> str:
-  """``seconds`` in s, ms or µs with four significant digits."""
-  if not math.isfinite(seconds):
-    return "infeasible"
-  for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-    if abs(seconds) >= scale or unit == "µs":
-      return f"{seconds / scale:.4g} {unit}"
-  return f"{seconds:.4g} s"
 
 
 def measured_text(measurement: Any) -> str:
@@ -116,6 +108,15 @@ class PlacementResult(NamedTuple):
     result = simulate(self.graph, self.placement, self.topology, self.costs,
                       return_schedule=True, fusion=self.fusion)
     return np.asarray(result.order, np.int32)
+
+  def explain(self) -> Explanation:
+    """Where the winner's simulated time goes (``gplace.explain``): its
+    critical path in the schedule it was scored in, split into compute,
+    transfers and waits, and each device's busy time. Unfused: with
+    ``fusion`` searched, the placement's time without the decision.
+    ``print(result.explain())`` shows it as a table."""
+    return explain(self.graph, self.placement, self.topology, self.costs,
+                   self.order, bound_s=self.lower_bound_s)
 
   def place(self, fn: Callable, devices=None, **kwargs: Any):
     """``gplace.place(fn, graph, placement, devices, schedule=...,

@@ -4,7 +4,8 @@
 topologies), ``simulator`` (:func:`simulate`) over ``scan`` (a shared
 order), ``dispatch`` / ``native`` (an order per placement) and ``planned``
 (HEFT's plan); ``reference`` is the plain-Python specification, ``bounds``
-the lower bound. The model:
+the lower bound, ``explain`` a placement's critical path taken apart
+(:func:`explain`). The model:
 ``docs/design.md#the-simulators-model``.
 """
 
@@ -17,3 +18,4 @@ from gplace.sim.dispatch import (DispatchProblem, make_dispatch_problem,
 from gplace.sim.priority import bottom_level, priority_order
 from gplace.sim.simulator import simulate
 from gplace.sim.bounds import lower_bound
+from gplace.sim.explain import Explanation, explain
