@@ -30,7 +30,7 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from gplace import baselines, report, search, workloads
 from gplace.autoplace import budget as budget_lib
-from gplace.errors import GplaceError
+from gplace.errors import GplaceError, or_exit
 from gplace.graphs.coarsening import coarsen
 from gplace.sim.presets import preset
 from experiments.configs.suite import SUITE
@@ -113,10 +113,7 @@ def main(argv=None) -> int:
       or not 0 < args.chain_share < 1):
     raise SystemExit("--evaluations must be at least 2, --seeds at least 1 "
                      "and --chain_share in (0, 1).")
-  try:
-    topology = preset(args.topology)
-  except GplaceError as err:
-    raise SystemExit(f"{type(err).__name__}: {err}") from err
+  topology = or_exit(preset, args.topology)
   study = report.Study.create(args.out, __file__, argv)
   lines = [f"### Annealing over op chains, then ops: {args.topology}, "
            f"{args.size} train steps, {args.evaluations} evaluations each, "

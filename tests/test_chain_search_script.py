@@ -23,3 +23,5 @@ def test_the_table_has_both_searches_never_slower_than_the_start(tmp_path):
 def test_bad_flags_are_one_line():
   with pytest.raises(SystemExit, match="--chain_share in"):
     chain_search.main(["--chain_share", "1.5"])
+  with pytest.raises(SystemExit, match="^TopologyError: .*nope"):
+    chain_search.main(["--topology", "nope"])
