@@ -91,14 +91,33 @@ def run_parts(work, k: int, n: int) -> list:
 SPLIT_MIN = 1 << 16
 
 
+#: Most placements one compiled scan takes on CPU: XLA's one-kernel loops
+#: (:mod:`gplace.sim.kernel`) failed to compile from 2,048 rows on
+#: (jax 0.10, graphs of 24 to 30k ops: "UNIMPLEMENTED: Fusion kind not
+#: implemented on CPU"; 2,047 compiled), so a larger batch runs in blocks
+#: of this many.
+MAX_SCAN_ROWS = 1024
+
+
+def _concatenate(parts: list) -> SimResult:
+  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
+
+
 def scan_in_parts(problem: SimProblem, placements: np.ndarray,
                   return_schedule: bool) -> SimResult:
   """:func:`simulate_problem` of ``placements`` (``[K, N]``), on CPU in
   equal parts of the batch, one per core, from threads of their own (XLA
   runs the scan's loops on one core; placements are independent, so the
   results are the same row for row). Batches below :data:`SPLIT_MIN`
-  node-placements, or that do not split evenly, run whole."""
+  node-placements, or that do not split evenly, run whole; on CPU, batches
+  above :data:`MAX_SCAN_ROWS` run in blocks of that many."""
   k, n = placements.shape
+  on_cpu = jax.default_backend() == "cpu"
+  if on_cpu and k > MAX_SCAN_ROWS:
+    return _concatenate([
+        jax.tree_util.tree_map(np.asarray, scan_in_parts(
+            problem, placements[i:i + MAX_SCAN_ROWS], return_schedule))
+        for i in range(0, k, MAX_SCAN_ROWS)])
 
   def run(rows: slice) -> SimResult:
     with one_kernel_loops():         # (a context variable: set per thread)
@@ -106,15 +125,13 @@ def scan_in_parts(problem: SimProblem, placements: np.ndarray,
                           return_schedule=return_schedule)
 
   parts = min(CORES, k)
-  if (jax.default_backend() != "cpu" or parts < 2 or k % parts
-      or k * n < SPLIT_MIN):
+  if not on_cpu or parts < 2 or k % parts or k * n < SPLIT_MIN:
     return run(slice(None))
   # Each thread waits for its own part (np.asarray): with the results
   # awaited by the caller instead, the split lost to one call at 1k and 80k
   # nodes (experiments/results/simulator_speed/README.md).
   in_thread = lambda rows: jax.tree_util.tree_map(np.asarray, run(rows))
-  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
-                                *run_parts(in_thread, k, n))
+  return _concatenate(run_parts(in_thread, k, n))
 
 
 def critical_path_priority(graph: Graph, topology: Topology, costs=None):

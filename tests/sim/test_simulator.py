@@ -167,3 +167,27 @@ def test_the_shared_order_scan_splits_the_batch_without_changing_it(
                 "order"):
     np.testing.assert_array_equal(np.asarray(getattr(split, field)),
                                   np.asarray(getattr(whole, field)))
+
+
+def test_a_batch_above_the_compiled_scans_limit_runs_in_blocks():
+  # XLA:CPU fails to compile the one-kernel scan for more than
+  # runner.MAX_SCAN_ROWS placements; a larger batch in a shared order (odd,
+  # so it does not split across cores) gives each row its own result.
+  graph = random_dag(24, seed=5)
+  topology = preset("1cpu+4gpu")
+  rng = np.random.default_rng(5)
+  k = runner.MAX_SCAN_ROWS + 1
+  placements = rng.integers(0, topology.n_devices, (k, graph.n_nodes))
+  order = np.arange(graph.n_nodes)
+  whole = simulate(graph, placements, topology, order=order,
+                   return_schedule=True)
+  rows = [0, 1, k - 2, k - 1]
+  apart = simulate(graph, placements[rows], topology, order=order,
+                   return_schedule=True)
+  assert np.asarray(whole.runtime_s).shape == (k,)
+  np.testing.assert_array_equal(np.asarray(whole.runtime_s)[rows],
+                                np.asarray(apart.runtime_s))
+  np.testing.assert_array_equal(np.asarray(whole.finish_s)[rows],
+                                np.asarray(apart.finish_s))
+  np.testing.assert_array_equal(np.asarray(whole.oom)[rows],
+                                np.asarray(apart.oom))
