@@ -136,16 +136,16 @@ def _device_predecessor(order: np.ndarray, group: np.ndarray,
 def _edge_transfer_s(graph: Graph, topology: Topology,
                      placement: np.ndarray) -> np.ndarray:
   """``[E]`` seconds of each edge's transfer in ``placement`` (0 when
-  both ends share a device), as ``gplace.sim.problem.transfer_seconds``."""
-  src, dst = graph.edge_src, graph.edge_dst
-  a, b = placement[src], placement[dst]
-  moved = a != b
-  latency = np.asarray(topology.link_latency, np.float64)[a, b]
+  both ends share a device), as ``gplace.sim.problem.transfer_seconds``:
+  ``topology.transfer_time``, without the latency for graph inputs where
+  ``topology.batched_inputs``."""
+  src = graph.edge_src
+  a, b = placement[src], placement[graph.edge_dst]
+  seconds = topology.transfer_time(send_bytes(graph)[src], a, b)
   if topology.batched_inputs:
-    latency = np.where(graph.kind[src] == NODE_INPUT, 0.0, latency)
-  bandwidth = np.asarray(topology.link_bandwidth, np.float64)[a, b]
-  seconds = latency + send_bytes(graph)[src] / np.where(moved, bandwidth, 1.0)
-  return np.where(moved, seconds, 0.0)
+    from_input = (graph.kind[src] == NODE_INPUT) & (a != b)
+    seconds = seconds - np.where(from_input, topology.link_latency[a, b], 0.0)
+  return seconds
 
 
 def explain(graph: Graph, placement, topology: Topology, costs=None,
@@ -204,8 +204,8 @@ def explain(graph: Graph, placement, topology: Topology, costs=None,
       e = int(edges[np.argmax(ready[edges])])
       if ready[e] > 0:
         best, latest, moved = int(graph.edge_src[e]), ready[e], transfer[e]
-        kind = TRANSFER if moved > 0 or placement[best] != placement[v] \
-            else SAME_DEVICE
+        kind = (TRANSFER if placement[best] != placement[v]
+                else SAME_DEVICE)
     w = int(behind[v])
     if w >= 0 and finish[w] > latest:
       best, kind, moved = w, DEVICE_ORDER, 0.0
