@@ -20,7 +20,13 @@
 #   6. experiments/cross_platform.py: jax.jit(fn) on the CPU against on the
 #      GPU, no placement (the yardstick for the matrix's training steps);
 #   7. simulator_gpu: the jitted simulator (both schedules) vmapped over
-#      4096 placements on the GPU.
+#      4096 placements on the GPU;
+#   8. local: experiments/local_check.py on CPU + GPU: gplace.optimize(fn,
+#      topology="local") on one CPU device and the GPU, its answer measured
+#      against everything on the CPU and everything on the GPU;
+#   9. sim_batch: the shared-order scan (gplace.simulate's static schedule)
+#      over 16,384 placements in one batch on the GPU (on CPU such batches
+#      run in blocks of gplace.sim.runner.MAX_SCAN_ROWS).
 #
 #   bash experiments/device_check.sh [STEPS]   # e.g. executor,fidelity
 #
@@ -45,7 +51,7 @@ fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 # f32 matmuls at full precision on the GPU too (no TF32), as on the CPU.
 export JAX_DEFAULT_MATMUL_PRECISION=highest
-STEPS=${1:-executor,transfers,simulator,fidelity,train_step,executor_slow,cross_platform}
+STEPS=${1:-executor,transfers,simulator,fidelity,train_step,executor_slow,cross_platform,local,sim_batch}
 step() {  # step NAME SECONDS COMMAND...: run under a SIGINT time limit
   local name=$1 limit=$2; shift 2
   case ",$STEPS," in *",$name,"*) ;; *) return ;; esac
@@ -86,3 +92,9 @@ step executor_slow ${SLOW_LIMIT:-90} env GPLACE_TEST_ACCELERATOR=1 JAX_PLATFORMS
   GPLACE_SLOW_TESTS=1 python3 -m pytest $MATRIX -n 12
 step cross_platform 90 python3 experiments/cross_platform.py \
   --workloads resnet50,bert,inception_v3
+step local ${LOCAL_LIMIT:-240} env JAX_PLATFORMS=cuda,cpu \
+  python3 experiments/local_check.py --devices 1 \
+  --budget_s ${LOCAL_BUDGET:-20} --repeats 20 --out "$RESULTS/local"
+step sim_batch ${SIMBATCH_LIMIT:-90} python3 experiments/bench_simulator.py \
+  --sizes 1000 10000 --placements 16384 --repeats 3 --schedules static \
+  --reference-placements 1 --out "$RESULTS/sim_batch"

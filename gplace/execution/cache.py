@@ -2,11 +2,15 @@
 
 :func:`get_or_compile` keys a cluster's executable by what it computes
 (:func:`cluster_key`: ops, wiring, device), so no placement compiles a
-cluster twice; :func:`traced_program` keeps recent traces; :func:`clear_cache`.
+cluster twice, and :func:`get_or_compile_many` compiles a plan's new
+clusters side by side; :func:`traced_program` keeps recent traces;
+:func:`clear_cache`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -190,6 +194,64 @@ def get_or_compile(program: Program, signatures: Mapping[int, str],
     _EXECUTABLES.clear()
   _EXECUTABLES[key] = executable
   return Lookup(executable, True, seconds)
+
+
+#: Threads that compile clusters at once (XLA's compiler releases the GIL):
+#: one per core. On an H200's 16-core host, a 2,834-op program split over
+#: CPU + GPU compiled its 136 clusters one at a time in 46 s.
+COMPILE_THREADS = max(1, os.cpu_count() or 1)
+
+
+def get_or_compile_many(program: Program, signatures: Mapping[int, str],
+                        items: Sequence[tuple[Cluster, Any]]
+                        ) -> tuple[list[Lookup], float]:
+  """:func:`get_or_compile` of each ``(cluster, device)`` in ``items``, the
+  new ones compiled in up to :data:`COMPILE_THREADS` threads (each distinct
+  cluster once).
+
+  Returns:
+    ``(lookups, seconds)``: a :class:`Lookup` per item, in order, and the
+    wall-clock seconds spent compiling (0 when every one was cached).
+
+  Raises:
+    BuildError: as :func:`compile_cluster` (the first failing item's).
+  """
+  keys = [cluster_key(program, signatures, cluster, device)
+          for cluster, device in items]
+  cached, new = {}, {}
+  for key, item in zip(keys, items):
+    if key in _EXECUTABLES:
+      cached[key] = _EXECUTABLES[key]
+    elif key not in new:
+      new[key] = item
+  start = time.perf_counter()
+  compiled = {}
+  if len(new) == 1 or COMPILE_THREADS == 1:
+    for key, (cluster, device) in new.items():
+      began = time.perf_counter()
+      compiled[key] = (compile_cluster(program, cluster, device),
+                       time.perf_counter() - began)
+  elif new:
+    def timed(item):
+      began = time.perf_counter()
+      return compile_cluster(program, *item), time.perf_counter() - began
+    with concurrent.futures.ThreadPoolExecutor(
+        min(COMPILE_THREADS, len(new))) as pool:
+      futures = {key: pool.submit(timed, item) for key, item in new.items()}
+      for key, future in futures.items():
+        compiled[key] = future.result()
+  seconds = time.perf_counter() - start if new else 0.0
+  if len(_EXECUTABLES) + len(compiled) > MAX_EXECUTABLES:
+    _EXECUTABLES.clear()
+  lookups = []
+  for key in keys:
+    if key in compiled:
+      executable, compile_s = compiled.pop(key)
+      cached[key] = _EXECUTABLES[key] = executable
+      lookups.append(Lookup(executable, True, compile_s))
+    else:
+      lookups.append(Lookup(cached[key], False, 0.0))
+  return lookups, seconds
 
 
 def traced_program(fn: Callable, args: tuple, kwargs: dict) -> Program:

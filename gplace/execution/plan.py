@@ -153,25 +153,22 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
   flush()
 
   signatures = {}
-  compile_s = 0.0
-  n_compiled = n_cached = 0
-  for cluster, run in zip(clusters, runs):
-    if not run:
-      continue  # nothing it computes is used, and it has no side effects
-    device = devices[cluster.device_index]
+  ran = [cluster for cluster, run in zip(clusters, runs) if run]
+  for cluster in ran:   # (one that runs nothing used, no side effects: off)
     for node in cluster.nodes:
       if node not in signatures:
         signatures[node] = op_signature(nodes[node])
+  lookups, compile_s = cache.get_or_compile_many(
+      program, signatures,
+      [(cluster, devices[cluster.device_index]) for cluster in ran])
+  n_compiled = sum(lookup.compiled for lookup in lookups)
+  n_cached = len(lookups) - n_compiled
+  for cluster, lookup in zip(ran, lookups):
     in_slots = [read(var, cluster.device_index) for var in cluster.in_vars]
-    lookup = cache.get_or_compile(program, signatures, cluster, device)
-    executable = lookup.executable
-    compile_s += lookup.compile_s
-    n_compiled += lookup.compiled
-    n_cached += not lookup.compiled
     out_slots = [new_slot(var, cluster.device_index)
                  for var in cluster.out_vars]
     flush()
-    steps.append(("run", executable, in_slots, out_slots))
+    steps.append(("run", lookup.executable, in_slots, out_slots))
     for var in cluster.out_vars:
       send(var)
     flush()

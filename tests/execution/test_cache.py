@@ -124,3 +124,74 @@ def test_executable_budget_follows_the_memory_map_limit(tmp_path, content,
 def test_executable_budget_without_a_readable_limit(tmp_path):
   assert cache._executable_budget(str(tmp_path / "missing")) == 20000  # pylint: disable=protected-access
   assert 1000 <= cache.MAX_EXECUTABLES <= 20000
+
+
+def _mixed(x):
+  return jnp.sin(x) + jnp.cos(x) * jnp.exp(x)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_get_or_compile_many(monkeypatch, threads):
+  x = jnp.linspace(0.0, 1.0, 5)
+  program = trace_program(_mixed, x)
+  ops = [n for n, r in enumerate(program.nodes) if r.kind == NODE_OP]
+  signatures = {n: partition.op_signature(program.nodes[n]) for n in ops}
+  clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
+                                                   int), mode="op")
+  device = jax.devices()[0]
+  monkeypatch.setattr(cache, "COMPILE_THREADS", threads)
+  cache.clear_cache()
+  items = [(c, device) for c in clusters] + [(clusters[0], device)]
+  lookups, seconds = cache.get_or_compile_many(program, signatures, items)
+  assert seconds > 0 and len(lookups) == len(items)
+  # Each distinct cluster compiled once; the repeat is the same executable.
+  assert [lookup.compiled for lookup in lookups] == [True] * len(
+      clusters) + [False]
+  assert lookups[-1].executable is lookups[0].executable
+  assert cache.cache_size() == len(clusters)
+  # Each executable computes its op (as get_or_compile's would).
+  for cluster, lookup in zip(clusters, lookups):
+    alone = cache.compile_cluster(program, cluster, device)
+    inputs = [jax.device_put(x, device)] * len(cluster.in_vars)
+    np.testing.assert_allclose(lookup.executable(*inputs)[0],
+                               alone(*inputs)[0])
+  again, seconds = cache.get_or_compile_many(program, signatures, items)
+  assert seconds == 0.0 and not any(lookup.compiled for lookup in again)
+  # A cache that overflows starts over, and the cached entries it hands
+  # out in the same call stay valid.
+  monkeypatch.setattr(cache, "MAX_EXECUTABLES", len(clusters) - 1)
+  cache.clear_cache()
+  cache.get_or_compile_many(program, signatures,
+                            [(c, device) for c in clusters[:-1]])
+  assert cache.cache_size() == len(clusters) - 1
+  both, _ = cache.get_or_compile_many(
+      program, signatures, [(clusters[0], device), (clusters[-1], device)])
+  assert [lookup.compiled for lookup in both] == [False, True]
+  assert cache.cache_size() == 1
+  inputs = [jax.device_put(x, device)] * len(clusters[0].in_vars)
+  np.testing.assert_allclose(
+      both[0].executable(*inputs)[0],
+      lookups[0].executable(*inputs)[0])
+  cache.clear_cache()
+
+
+def test_get_or_compile_many_raises_build_errors(monkeypatch):
+  x = jnp.ones(5)
+  program = trace_program(_mixed, x)
+  clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
+                                                   int), mode="op")
+  signatures = {n: partition.op_signature(program.nodes[n])
+                for n, r in enumerate(program.nodes) if r.kind == NODE_OP}
+
+  def broken(*_):
+    def run(*inputs):
+      raise ValueError("no kernel for this op")
+    return run
+
+  monkeypatch.setattr(cache, "cluster_function", broken)
+  monkeypatch.setattr(cache, "COMPILE_THREADS", 2)
+  cache.clear_cache()
+  with pytest.raises(BuildError, match="no kernel for this op"):
+    cache.get_or_compile_many(program, signatures,
+                              [(c, jax.devices()[0]) for c in clusters])
+  assert cache.cache_size() == 0
