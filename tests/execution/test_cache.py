@@ -58,13 +58,20 @@ def test_op_mode_shares_one_executable_between_identical_ops():
   assert cache.cache_size() == 0
 
 
-def test_cluster_key_and_get_or_compile():
-  x = jnp.ones(5)
-  program = trace_program(_chain, x)
-  ops = [n for n, r in enumerate(program.nodes) if r.kind == NODE_OP]
-  signatures = {n: partition.op_signature(program.nodes[n]) for n in ops}
+def _one_op_clusters(fn, x):
+  """``(program, signatures, clusters)``: ``fn(x)`` traced, one cluster per
+  op, all on device 0."""
+  program = trace_program(fn, x)
+  signatures = {n: partition.op_signature(program.nodes[n])
+                for n, r in enumerate(program.nodes) if r.kind == NODE_OP}
   clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
                                                    int), mode="op")
+  return program, signatures, clusters
+
+
+def test_cluster_key_and_get_or_compile():
+  x = jnp.ones(5)
+  program, signatures, clusters = _one_op_clusters(_chain, x)
   device = jax.devices()[0]
   # The same op at two positions of the chain computes the same function.
   keys = {cache.cluster_key(program, signatures, c, device) for c in clusters}
@@ -133,11 +140,7 @@ def _mixed(x):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_get_or_compile_many(monkeypatch, threads):
   x = jnp.linspace(0.0, 1.0, 5)
-  program = trace_program(_mixed, x)
-  ops = [n for n, r in enumerate(program.nodes) if r.kind == NODE_OP]
-  signatures = {n: partition.op_signature(program.nodes[n]) for n in ops}
-  clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
-                                                   int), mode="op")
+  program, signatures, clusters = _one_op_clusters(_mixed, x)
   device = jax.devices()[0]
   monkeypatch.setattr(cache, "COMPILE_THREADS", threads)
   cache.clear_cache()
@@ -176,12 +179,7 @@ def test_get_or_compile_many(monkeypatch, threads):
 
 
 def test_get_or_compile_many_raises_build_errors(monkeypatch):
-  x = jnp.ones(5)
-  program = trace_program(_mixed, x)
-  clusters = partition.partition(program, np.zeros(program.graph.n_nodes,
-                                                   int), mode="op")
-  signatures = {n: partition.op_signature(program.nodes[n])
-                for n, r in enumerate(program.nodes) if r.kind == NODE_OP}
+  program, signatures, clusters = _one_op_clusters(_mixed, jnp.ones(5))
 
   def broken(*_):
     def run(*inputs):
