@@ -10,6 +10,7 @@ clusters side by side; :func:`traced_program` keeps recent traces;
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -140,14 +141,12 @@ def _var_aval(program: Program, owner: Mapping[int, int], var: int):
   return record.eqn.outvars[record.outputs.index(var)].aval
 
 
-def compile_cluster(program: Program, cluster: Cluster, device):
-  """Compiles one cluster ahead of time for ``device`` (no caching).
-
-  Returns:
-    The compiled executable; its results land on ``device``.
+def lower_cluster(program: Program, cluster: Cluster, device):
+  """One cluster traced and lowered for ``device`` (``jax.stages.Lowered``),
+  in the calling thread (so under its JAX configuration contexts).
 
   Raises:
-    BuildError: XLA could not compile it (e.g. the device is out of memory).
+    BuildError: the cluster cannot be traced or lowered.
   """
   sharding = jax.sharding.SingleDeviceSharding(device)
   owner = value_owner(program)
@@ -159,8 +158,34 @@ def compile_cluster(program: Program, cluster: Cluster, device):
                                          weak_type=aval.weak_type))
   run = cluster_function([program.nodes[n] for n in cluster.nodes],
                          cluster.in_vars, cluster.out_vars)
+  with _as_build_error(program, cluster, device):
+    return jax.jit(run, out_shardings=sharding).lower(*in_specs)
+
+
+def compile_cluster(program: Program, cluster: Cluster, device,
+                    lowered: Any = None):
+  """Compiles one cluster ahead of time for ``device`` (no caching).
+
+  Args:
+    program, cluster, device: what to compile, and where.
+    lowered: the cluster's :func:`lower_cluster`, if already lowered.
+
+  Returns:
+    The compiled executable; its results land on ``device``.
+
+  Raises:
+    BuildError: XLA could not compile it (e.g. the device is out of memory).
+  """
+  if lowered is None:
+    lowered = lower_cluster(program, cluster, device)
+  with _as_build_error(program, cluster, device):
+    return lowered.compile()
+
+
+@contextlib.contextmanager
+def _as_build_error(program: Program, cluster: Cluster, device):
   try:
-    return jax.jit(run, out_shardings=sharding).lower(*in_specs).compile()
+    yield
   except GplaceError:
     raise
   except Exception as err:  # pylint: disable=broad-except
@@ -225,21 +250,26 @@ def get_or_compile_many(program: Program, signatures: Mapping[int, str],
     elif key not in new:
       new[key] = item
   start = time.perf_counter()
-  compiled = {}
-  if len(new) == 1 or COMPILE_THREADS == 1:
-    for key, (cluster, device) in new.items():
-      began = time.perf_counter()
-      compiled[key] = (compile_cluster(program, cluster, device),
-                       time.perf_counter() - began)
-  elif new:
-    def timed(item):
-      began = time.perf_counter()
-      return compile_cluster(program, *item), time.perf_counter() - began
-    with concurrent.futures.ThreadPoolExecutor(
-        min(COMPILE_THREADS, len(new))) as pool:
-      futures = {key: pool.submit(timed, item) for key, item in new.items()}
-      for key, future in futures.items():
-        compiled[key] = future.result()
+
+  def timed(key, *lowered):
+    began = time.perf_counter()
+    return (compile_cluster(program, *new[key], *lowered),
+            time.perf_counter() - began)
+
+  if len(new) <= 1 or COMPILE_THREADS == 1:
+    compiled = {key: timed(key) for key in new}
+  else:
+    # Traced and lowered here (under the caller's JAX contexts, e.g.
+    # enable_x64); only XLA's compilation runs in the threads.
+    lowered = {key: lower_cluster(program, *item)
+               for key, item in new.items()}
+    pool = concurrent.futures.ThreadPoolExecutor(
+        min(COMPILE_THREADS, len(new)))
+    try:
+      futures = {key: pool.submit(timed, key, lowered[key]) for key in new}
+      compiled = {key: future.result() for key, future in futures.items()}
+    finally:      # a failure stops what has not started
+      pool.shutdown(cancel_futures=True)
   seconds = time.perf_counter() - start if new else 0.0
   if len(_EXECUTABLES) + len(compiled) > MAX_EXECUTABLES:
     _EXECUTABLES.clear()

@@ -193,3 +193,27 @@ def test_get_or_compile_many_raises_build_errors(monkeypatch):
     cache.get_or_compile_many(program, signatures,
                               [(c, jax.devices()[0]) for c in clusters])
   assert cache.cache_size() == 0
+
+
+def test_get_or_compile_many_compile_failures_in_threads(monkeypatch):
+  program, signatures, clusters = _one_op_clusters(_mixed, jnp.ones(5))
+  lower = cache.lower_cluster
+
+  class OutOfMemory:      # lowers, then fails to compile (in a thread)
+    def __init__(self, lowered):
+      self.lowered = lowered
+
+    def compile(self):
+      raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+
+  def lower_one_bad(program, cluster, device):
+    lowered = lower(program, cluster, device)
+    return OutOfMemory(lowered) if cluster is clusters[-1] else lowered
+
+  monkeypatch.setattr(cache, "lower_cluster", lower_one_bad)
+  monkeypatch.setattr(cache, "COMPILE_THREADS", 2)
+  cache.clear_cache()
+  with pytest.raises(BuildError, match="RESOURCE_EXHAUSTED"):
+    cache.get_or_compile_many(program, signatures,
+                              [(c, jax.devices()[0]) for c in clusters])
+  assert cache.cache_size() == 0
