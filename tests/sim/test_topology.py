@@ -7,7 +7,8 @@ import pytest
 
 import gplace
 from gplace.errors import TopologyError
-from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT
+from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
+                                 random_dag)
 from gplace.sim import presets
 from gplace.sim import topology as topology_lib
 from gplace.sim.presets import local, preset, preset_names
@@ -240,6 +241,41 @@ def test_local_of_a_multi_process_run_prices_links_between_processes(
   assert topology.link_bandwidth[0, 1] == 10e9
   assert topology.link_bandwidth[1, 2] == presets.NETWORK_BANDWIDTH
   assert topology.link_latency[3, 0] == presets.NETWORK_LATENCY_S
+
+
+def test_local_prices_an_accelerator_from_the_gpu_loans(monkeypatch):
+  # What jax.devices() lists on a machine with a GPU beside the CPU.
+  class FakeDevice:
+    process_index = 0
+
+    def __init__(self, platform, id_):
+      self.platform, self.id = platform, id_
+
+    def memory_stats(self):
+      return {"bytes_limit": 80e9}
+
+  fake = [FakeDevice("cpu", 0), FakeDevice("cpu", 1), FakeDevice("gpu", 0)]
+  monkeypatch.setattr(presets.jax, "devices", lambda: fake)
+  topology = local()
+  cpu, gpu = topology.devices[0], topology.devices[2]
+  assert topology.device_names == ["cpu:0", "cpu:1", "gpu:0"]
+  assert gpu.memory_bytes == 80e9 and gpu.kind == "gpu"
+  # An op inside a GPU cluster costs little; a cluster's launch and a copy
+  # through the host cost what the H200 loans measured.
+  assert gpu.launch_overhead_s == presets.ACCELERATOR_OP_S < (
+      cpu.launch_overhead_s)
+  assert gpu.cluster_launch_s == presets.ACCELERATOR_CLUSTER_S > 0
+  assert topology.link_latency[0, 2] == topology.link_latency[2, 1] == (
+      presets.CROSS_PLATFORM_LATENCY_S)
+  assert topology.link_latency[0, 1] < presets.CROSS_PLATFORM_LATENCY_S
+  assert np.all(np.diag(topology.link_latency) == 0)
+  # So a chain split between CPU and GPU is simulated slower than on the
+  # GPU alone, as it ran there.
+  graph = random_dag(200, seed=0)
+  alone = gplace.simulate(graph, np.full(graph.n_nodes, 2), topology)
+  split = gplace.simulate(
+      graph, np.where(np.arange(graph.n_nodes) % 20 < 10, 0, 2), topology)
+  assert float(split.runtime_s) > 3 * float(alone.runtime_s)
 
 
 def test_gplace_topology_has_the_presets_and_what_builds_a_topology():
