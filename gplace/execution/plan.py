@@ -154,7 +154,9 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
 
   signatures = {}
   ran = [cluster for cluster, run in zip(clusters, runs) if run]
-  for cluster in ran:   # (one that runs nothing used, no side effects: off)
+  # A cluster whose results nobody reads, and without side effects, does
+  # not run (as jax.jit drops it).
+  for cluster in ran:
     for node in cluster.nodes:
       if node not in signatures:
         signatures[node] = op_signature(nodes[node])
