@@ -153,9 +153,9 @@ def compile_plan(program: Program, placement: np.ndarray, devices,
   flush()
 
   signatures = {}
-  ran = [cluster for cluster, run in zip(clusters, runs) if run]
   # A cluster whose results nobody reads, and without side effects, does
   # not run (as jax.jit drops it).
+  ran = [cluster for cluster, run in zip(clusters, runs) if run]
   for cluster in ran:
     for node in cluster.nodes:
       if node not in signatures:
