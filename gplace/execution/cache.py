@@ -208,17 +208,8 @@ def get_or_compile(program: Program, signatures: Mapping[int, str],
   Raises:
     BuildError: as :func:`compile_cluster`.
   """
-  key = cluster_key(program, signatures, cluster, device)
-  executable = _EXECUTABLES.get(key)
-  if executable is not None:
-    return Lookup(executable, False, 0.0)
-  start = time.perf_counter()
-  executable = compile_cluster(program, cluster, device)
-  seconds = time.perf_counter() - start
-  if len(_EXECUTABLES) >= MAX_EXECUTABLES:
-    _EXECUTABLES.clear()
-  _EXECUTABLES[key] = executable
-  return Lookup(executable, True, seconds)
+  (lookup,), _ = get_or_compile_many(program, signatures, [(cluster, device)])
+  return lookup
 
 
 #: Threads that compile clusters at once (XLA's compiler releases the GIL):

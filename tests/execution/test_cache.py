@@ -178,6 +178,18 @@ def test_get_or_compile_many(monkeypatch, threads):
   cache.clear_cache()
 
 
+def _fails_in_two_threads(monkeypatch, program, signatures, clusters,
+                          match):
+  """get_or_compile_many of ``clusters`` in 2 threads raises a BuildError
+  matching ``match`` and caches nothing."""
+  monkeypatch.setattr(cache, "COMPILE_THREADS", 2)
+  cache.clear_cache()
+  with pytest.raises(BuildError, match=match):
+    cache.get_or_compile_many(program, signatures,
+                              [(c, jax.devices()[0]) for c in clusters])
+  assert cache.cache_size() == 0
+
+
 def test_get_or_compile_many_raises_build_errors(monkeypatch):
   program, signatures, clusters = _one_op_clusters(_mixed, jnp.ones(5))
 
@@ -187,12 +199,8 @@ def test_get_or_compile_many_raises_build_errors(monkeypatch):
     return run
 
   monkeypatch.setattr(cache, "cluster_function", broken)
-  monkeypatch.setattr(cache, "COMPILE_THREADS", 2)
-  cache.clear_cache()
-  with pytest.raises(BuildError, match="no kernel for this op"):
-    cache.get_or_compile_many(program, signatures,
-                              [(c, jax.devices()[0]) for c in clusters])
-  assert cache.cache_size() == 0
+  _fails_in_two_threads(monkeypatch, program, signatures, clusters,
+                        "no kernel for this op")
 
 
 def test_get_or_compile_many_compile_failures_in_threads(monkeypatch):
@@ -211,9 +219,5 @@ def test_get_or_compile_many_compile_failures_in_threads(monkeypatch):
     return OutOfMemory(lowered) if cluster is clusters[-1] else lowered
 
   monkeypatch.setattr(cache, "lower_cluster", lower_one_bad)
-  monkeypatch.setattr(cache, "COMPILE_THREADS", 2)
-  cache.clear_cache()
-  with pytest.raises(BuildError, match="RESOURCE_EXHAUSTED"):
-    cache.get_or_compile_many(program, signatures,
-                              [(c, jax.devices()[0]) for c in clusters])
-  assert cache.cache_size() == 0
+  _fails_in_two_threads(monkeypatch, program, signatures, clusters,
+                        "RESOURCE_EXHAUSTED")
