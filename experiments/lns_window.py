@@ -2,16 +2,20 @@
 
     python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
         --graph_cache experiments/cache [--workers 1,2] [--explore 1,0.3] \
+        [--kick_after 300,none] [--start_s 60] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
 like ``experiments/optimality.py --graphs``) and each per-window limit of
 ``--solve_s`` (and each number of worker threads of ``--workers``, and each
 share of windows whose neighbourhood is drawn evenly of ``--explore``: 1
-ignores what each neighbourhood gained),
+ignores what each neighbourhood gained; and each ``--kick_after``, windows
+without gain before a memory kick, ``none``: no kicks),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
-the default schedule), once per seed. A row gives the windows solved, the
+the default schedule), or with ``--start_s`` from ``gplace.optimize``'s
+answer in that many seconds (one per seed, shared by every setting), once
+per seed. A row gives the windows solved, the
 candidates that improved, the change against the start (simulated, in
 each answer's own order) and per neighbourhood the windows, those that
 improved and what they saved; the
@@ -32,8 +36,10 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import gplace
 from gplace import report, solvers
 from gplace.errors import or_exit
+from gplace.solvers.lns import KICK_AFTER
 from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -41,27 +47,47 @@ from gplace.workloads import benchmark
 DEFAULT_GRAPHS = "gnmt2 small infer, 1cpu+4acc"
 DEFAULT_LIMITS = "1,0.5,0.25,0.125,0.0625"
 HEADER = [
-    "| graph | ops | solve s per window | workers | explore | seed | "
-    "windows | improved | start ms | lns ms | vs start | "
-    "windows (improved, ms saved) by neighbourhood |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    "| graph | ops | solve s per window | workers | explore | kick after | "
+    "seed | windows | improved | start ms | lns ms | vs start | "
+    "windows (improved, ms saved) by neighbourhood | kicks |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+
+
+def starts_for(instance: benchmark.Instance, seeds: int,
+               start_s: float) -> list[dict]:
+  """Per seed, ``lns``'s start arguments: its default (``start_s`` 0), or
+  ``gplace.optimize``'s answer in ``start_s`` seconds and its order."""
+  if not start_s > 0:
+    return [{} for _ in range(seeds)]
+  starts = []
+  for seed in range(seeds):
+    result = gplace.optimize(instance.graph, topology=instance.topology,
+                             costs=instance.costs, budget_s=start_s,
+                             seed=seed, progress=False)
+    starts.append({"start": result.placement, "start_order": result.order})
+  return starts
 
 
 def rows_for(instance: benchmark.Instance, limits: list[float],
              seeds: int, time_s: float,
              workers: Sequence[Optional[int]] = (None,),
-             explore: Sequence[float] = (EXPLORE,)) -> list[str]:
+             explore: Sequence[float] = (EXPLORE,),
+             kicks: Sequence[Optional[int]] = (KICK_AFTER,),
+             start_s: float = 0.0) -> list[str]:
   """The table's rows for one graph: one per limit, number of worker
-  threads (None: LNS's default), ``explore`` and seed, then the mean over
-  seeds per setting."""
+  threads (None: LNS's default), ``explore``, ``kick_after`` and seed,
+  then the mean over seeds per setting."""
   graph, rows = instance.graph, []
-  for limit, threads, share in itertools.product(limits, workers, explore):
+  starts = starts_for(instance, seeds, start_s)
+  for limit, threads, share, kick in itertools.product(limits, workers,
+                                                       explore, kicks):
     gains = []
     threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
       result = solvers.lns(graph, instance.topology, costs=instance.costs,
                            time_limit_s=time_s, solve_time_s=limit,
-                           seed=seed, workers=threads, explore=share)
+                           seed=seed, workers=threads, explore=share,
+                           kick_after=kick, **starts[seed])
       gains.append(result.runtime_s / result.start_runtime_s - 1)
       by_kind = ", ".join(
           f"{name} {windows} ({improved}, {-1e3 * saved:+.4g} ms)"
@@ -69,16 +95,16 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
           in result.neighbourhoods.items())
       rows.append(
           f"| {instance.name} | {graph.n_nodes} | {limit:g} | {threads} | "
-          f"{share:g} | {seed} | "
+          f"{share:g} | {kick} | {seed} | "
           f"{result.iterations} | {result.improved} | "
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
-          f" | {by_kind} |")
+          f" | {by_kind} | {result.kicks} |")
     if seeds > 1:
       rows.append(f"| {instance.name} | | {limit:g} | {threads} | "
-                  f"{share:g} | mean | | | | | "
-                  f"{100 * np.mean(gains):+.1f}% | |")
+                  f"{share:g} | {kick} | mean | | | | | "
+                  f"{100 * np.mean(gains):+.1f}% | | |")
   return rows
 
 
@@ -93,6 +119,22 @@ def _workers(text: str) -> list[Optional[int]]:
     raise SystemExit(f"--workers must be comma-separated integers >= 1, got "
                      f"{text!r}; pass e.g. --workers 1,2.")
   return workers
+
+
+def _kicks(text: str) -> list[Optional[int]]:
+  if not text:
+    return [KICK_AFTER]                # gplace.solvers.lns's default
+  out = []
+  for x in text.split(","):
+    if x == "none":
+      out.append(None)
+    elif x.isdigit() and int(x) >= 1:
+      out.append(int(x))
+    else:
+      raise SystemExit(f"--kick_after must be comma-separated integers >= 1 "
+                       f"or 'none', got {text!r}; pass e.g. --kick_after "
+                       f"{KICK_AFTER},none.")
+  return out
 
 
 def _explore(text: str) -> list[float]:
@@ -128,6 +170,13 @@ def main(argv=None) -> int:
                       help="comma-separated shares of windows whose "
                       "neighbourhood is drawn evenly (default: "
                       "gplace.solvers.lns's; 1: ignore their gains)")
+  parser.add_argument("--kick_after", default="",
+                      help="comma-separated windows without gain before a "
+                      "memory kick, or 'none' (default: gplace.solvers."
+                      "lns's)")
+  parser.add_argument("--start_s", type=float, default=0.0,
+                      help="start from gplace.optimize's answer in this "
+                      "many seconds (0: LNS's default start)")
   parser.add_argument("--time_s", type=float, default=30.0,
                       help="wall seconds of each LNS run")
   parser.add_argument("--seeds", type=int, default=3,
@@ -137,21 +186,26 @@ def main(argv=None) -> int:
   parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
   limits, workers = _limits(args.solve_s), _workers(args.workers)
-  explore = _explore(args.explore)
-  if not args.time_s > 0 or args.seeds < 1:
-    raise SystemExit("--time_s must be positive and --seeds at least 1.")
+  explore, kicks = _explore(args.explore), _kicks(args.kick_after)
+  if not args.time_s > 0 or args.seeds < 1 or not args.start_s >= 0:
+    raise SystemExit("--time_s must be positive, --start_s at least 0 and "
+                     "--seeds at least 1.")
   specs = or_exit(benchmark.select, args.graphs, args.classes,
                   args.graph_cache)
   study = report.Study.create(args.out, __file__, argv)
   lines = [f"### LNS at several CP-SAT limits per window: {args.time_s:g} s "
            f"per run, seeds 0-{args.seeds - 1}", "",
-           "Simulated ms per step, each in its own order, from the best of "
-           "gplace.solvers.HINT_BASELINES. Load average at the start: "
+           "Simulated ms per step, each in its own order, from "
+           + (f"gplace.optimize's answer in {args.start_s:g} s"
+              if args.start_s > 0 else
+              "the best of gplace.solvers.HINT_BASELINES")
+           + ". Load average at the start: "
            f"{report.load_average()}.", ""] + HEADER
   print("\n".join(lines), flush=True)
   report.table_per_workload(
       specs, lambda spec: rows_for(spec.build(), limits, args.seeds,
-                                   args.time_s, workers, explore),
+                                   args.time_s, workers, explore, kicks,
+                                   args.start_s),
       lines, study)
   report.finish(lines, study)
   return 0

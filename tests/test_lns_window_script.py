@@ -16,22 +16,25 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
   assert lns_window.main(["--graphs", "bert tiny infer, 1cpu+2acc",
                           "--solve_s", "0.5,0.125", "--time_s", "1",
                           "--seeds", "1", "--workers", "1,2",
-                          "--explore", "1,0.3", "--out", str(out)]) == 0
+                          "--explore", "1,0.3", "--kick_after", "300,none",
+                          "--out", str(out)]) == 0
   text = (out / "README.md").read_text()
   assert lns_window.HEADER[0] in text
   rows = [[c.strip() for c in line.strip("|").split("|")]
           for line in text.splitlines() if line.startswith("| bert tiny")]
-  assert [(r[2], r[3], r[4]) for r in rows] == [
-      (limit, workers, share) for limit in ("0.5", "0.125")
-      for workers in ("1", "2") for share in ("1", "0.3")]
+  assert [(r[2], r[3], r[4], r[5]) for r in rows] == [
+      (limit, workers, share, kick) for limit in ("0.5", "0.125")
+      for workers in ("1", "2") for share in ("1", "0.3")
+      for kick in ("300", "None")]
   for row in rows:
-    assert int(row[6]) >= 0     # windows solved (none if the start took 1 s)
-    assert float(row[9]) <= float(row[8])            # never above the start
-    assert row[10] == "+0.0%" or row[10].startswith("-"), row
-    counts = re.findall(r"(\w+) (\d+) \((\d+), ([-+.\de]+) ms\)", row[11])
+    assert int(row[7]) >= 0     # windows solved (none if the start took 1 s)
+    assert float(row[10]) <= float(row[9])           # never above the start
+    assert row[11] == "+0.0%" or row[11].startswith("-"), row
+    counts = re.findall(r"(\w+) (\d+) \((\d+), ([-+.\de]+) ms\)", row[12])
     assert [c[0] for c in counts] == list(NEIGHBOURHOODS)
-    assert sum(int(c[1]) for c in counts) == int(row[6])
-    assert sum(int(c[2]) for c in counts) == int(row[7])
+    assert sum(int(c[1]) for c in counts) == int(row[7])
+    assert sum(int(c[2]) for c in counts) == int(row[8])
+    assert int(row[13]) >= 0 and (row[5] == "300" or row[13] == "0")
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -42,6 +45,9 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
     (["--workers", "two"], "--workers must be"),
     (["--explore", "2"], "--explore must be"),
     (["--explore", "even"], "--explore must be"),
+    (["--kick_after", "0"], "--kick_after must be"),
+    (["--kick_after", "often"], "--kick_after must be"),
+    (["--start_s", "-1"], "--start_s at least 0"),
     (["--graphs", "no such graph"], "names no graph"),
 ])
 def test_bad_flags_are_one_line(flags, message):

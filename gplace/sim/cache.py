@@ -35,10 +35,44 @@ def _forget(ref: weakref.ref, graph_id: int) -> None:
       del _problems[graph_id]
 
 
+# id(array) -> (a weak reference to it, its digest), for arrays a caller
+# froze (made read-only) and keeps unchanged: see freeze.
+_frozen: dict[int, tuple[weakref.ref, bytes]] = {}
+
+
+def freeze(array: np.ndarray) -> np.ndarray:
+  """``array`` made read-only, its :func:`digest` computed now and reused
+  while it lives: for a table passed to ``gplace.simulate`` many times (a
+  search's costs), whose hashing would otherwise cost a pass over it per
+  call. Pass an array of your own (a copy), and do not make it writeable
+  again."""
+  array.setflags(write=False)
+  key, value = id(array), _digest(array)
+  with _lock:
+    _frozen[key] = (weakref.ref(array, lambda ref: _unfreeze(ref, key)),
+                    value)
+  return array
+
+
+def _unfreeze(ref: weakref.ref, key: int) -> None:
+  with _lock:
+    entry = _frozen.get(key)
+    if entry is not None and entry[0] is ref:
+      del _frozen[key]
+
+
 def digest(array: Optional[np.ndarray]) -> Optional[bytes]:
   """A content hash of ``array`` (dtype, shape and bytes); None for None."""
   if array is None:
     return None
+  entry = _frozen.get(id(array))
+  if entry is not None and entry[0]() is array and \
+      not array.flags.writeable:
+    return entry[1]
+  return _digest(array)
+
+
+def _digest(array: np.ndarray) -> bytes:
   array = np.ascontiguousarray(array)
   h = hashlib.blake2b(f"{array.dtype.str}{array.shape}".encode(),
                       digest_size=16)

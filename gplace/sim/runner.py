@@ -148,7 +148,7 @@ def critical_path_priority(graph: Graph, topology: Topology, costs=None):
 def simulate_schedules(graph: Graph, topology: Topology, costs,
                        placements: np.ndarray,
                        priority: Optional[np.ndarray], *,
-                       dynamic: bool) -> SimResult:
+                       dynamic: bool, ranks=None) -> SimResult:
   """Per-placement schedules of ``placements`` (``[K, N]``) through the
   jitted list scheduler, on a problem padded to shape buckets (nodes,
   edges, placements; see :func:`bucket`) so that calls on graphs of
@@ -156,8 +156,8 @@ def simulate_schedules(graph: Graph, topology: Topology, costs,
   edges or bytes and the lowest priority; they are removed from the
   returned order, so results equal the unpadded problem's (tested).
   ``priority``: ``[N]`` / ``[K, N]`` float32, or None for the critical
-  path."""
-  ranks = None
+  path; ``ranks``: its :func:`~gplace.sim.native.priority_ranks` where the
+  caller has them."""
   if priority is None:                   # the critical path, built once
     _, priority, ranks = cached_problem(critical_path_priority, graph,
                                         topology, costs=costs)

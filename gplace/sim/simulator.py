@@ -213,13 +213,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     # scheduler runs the order as priorities (the same schedule, tested;
     # a scan would first build a problem for the order: 10x longer for a
     # 1,103-op graph).
-    if priority is None:
-      priority = order_priority(np.arange(graph.n_nodes) if order is None
-                                else order)
-    result = runner.simulate_schedules(graph, topology, costs, array,
-                                       priority, dynamic=False)
-    result = runner.add_host_work(graph, topology, array, result,
-                                  result.order)
+    result = _host_schedules(graph, topology, costs, array, order,
+                             priority)
     if not return_schedule:
       result = result._replace(start_s=None, finish_s=None, order=None)
   # Device constraints (gplace.graphs.constraints): broken ones count as
@@ -229,6 +224,50 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
     result = jax.tree_util.tree_map(lambda x: x[0], result)
   return result
 
+
+
+def _host_schedules(graph, topology, costs, array, order,
+                    priority) -> SimResult:
+  """``array``'s rows run by the host scheduler in ``order`` (or by
+  ``priority``), with the executor's host work."""
+  ranks = None
+  if priority is None:
+    order = np.arange(graph.n_nodes) if order is None else order
+    priority = order_priority(order)
+    # priority_ranks of that priority, without sorting: the order itself
+    position = np.empty(order.size, np.int32)
+    position[order] = np.arange(order.size, dtype=np.int32)
+    ranks = (position[None], np.asarray(order, np.int32)[None])
+  result = runner.simulate_schedules(graph, topology, costs, array,
+                                     priority, dynamic=False, ranks=ranks)
+  return runner.add_host_work(graph, topology, array, result, result.order)
+
+
+def simulate_in_order(graph: Graph, placement: np.ndarray,
+                      topology: Topology, costs: np.ndarray,
+                      order: np.ndarray) -> SimResult:
+  """``simulate(graph, placement, topology, costs, order=order,
+  return_schedule=True)`` of one placement, without checking the
+  arguments again: for a search that checked its problem once and scores
+  many candidates of it (placements it built within the allowed devices,
+  topological orders). Same result, tested.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    placement: ``[N]`` int device per node.
+    topology: the devices.
+    costs: ``[N, D]`` float64 seconds (``cost_table``; keep it unchanged:
+      ``gplace.sim.cache.freeze`` saves hashing it on every call).
+    order: ``[N]`` topological op order.
+  """
+  if not native.available():  # the scan would build a problem per order
+    return simulate(graph, placement, topology, costs, order=order,
+                    return_schedule=True)
+  array = np.asarray(placement, np.int32)[None]
+  result = _host_schedules(graph, topology, costs, array,
+                           np.asarray(order, np.int32), None)
+  result = flag_constraint_violations(graph, array, result)
+  return jax.tree_util.tree_map(lambda x: x[0], result)
 
 
 def _simulate_fused(graph, placements, topology, costs, order, priority,

@@ -24,9 +24,11 @@ from gplace.errors import PlacementError, ScheduleError, SearchError, is_int
 from gplace.graphs.graph import Graph
 from gplace.graphs.placement import check_placements
 from gplace.sim.bounds import lower_bound
+from gplace.sim.cache import freeze
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.cpsat import check_arguments
+from gplace.solvers.lns_kicks import Kicker
 from gplace.solvers.lns_model import make_static
 from gplace.solvers.lns_windows import (EXPLORE, MIN_WINDOW, NEIGHBOURHOODS,
                                         Incumbent, Scored, Search, score)
@@ -47,6 +49,10 @@ DEFAULT_SOLVE_S = 0.125
 #: the cores this process may use. CP-SAT releases the GIL, so on two
 #: cores one window's model is built (Python) while another's is solved.
 MAX_DEFAULT_WORKERS = 2
+#: Windows without a new best after which a memory kick
+#: (:mod:`gplace.solvers.lns_kicks`) restarts the search from a placement
+#: that makes room for a blocked critical op (only under tight memory).
+KICK_AFTER = 300
 #: Default seconds of :func:`lns_placer`.
 PLACER_TIME_S = 30.0
 
@@ -75,6 +81,7 @@ class LNSResult(NamedTuple):
     neighbourhoods: ``{name: (windows solved, windows that improved,
       runtime_s they saved)}`` per neighbourhood
       (``lns_windows.NEIGHBOURHOODS``; saved while the placement fits).
+    kicks: memory kicks the search restarted from (see ``kick_after``).
   """
 
   placement: np.ndarray
@@ -91,6 +98,7 @@ class LNSResult(NamedTuple):
   history: np.ndarray
   wall_s: float
   neighbourhoods: Optional[dict] = None
+  kicks: int = 0
 
 
 def _positive_seconds(value) -> bool:
@@ -110,7 +118,7 @@ def default_workers() -> int:
 
 def _check_settings(window_size, max_window_size, solve_time_s,
                     max_iterations, bound_s, stall_s, workers,
-                    explore) -> None:
+                    explore, kick_after=None) -> None:
   if not is_int(window_size) or window_size < MIN_WINDOW:
     raise SearchError(
         f"window_size must be an integer >= {MIN_WINDOW} (ops freed per "
@@ -150,6 +158,11 @@ def _check_settings(window_size, max_window_size, solve_time_s,
         f"explore must be a share in [0, 1] (of windows whose neighbourhood "
         f"is drawn evenly), got {explore!r}; pass e.g. explore=0.3 "
         "(1: evenly, the default; 0: by recent gains alone).")
+  if kick_after is not None and (not is_int(kick_after) or kick_after < 1):
+    raise SearchError(
+        f"kick_after must be None or an integer >= 1 (windows without a "
+        f"new best before a memory kick), got {kick_after!r}; pass e.g. "
+        f"kick_after={KICK_AFTER}, or None for no kicks.")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
@@ -194,6 +207,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         stall_s: Optional[float] = None,
         workers: Optional[int] = None,
         explore: float = EXPLORE,
+        kick_after: Optional[int] = KICK_AFTER,
         progress_fn: Optional[Callable[[int, float], None]] = None
         ) -> LNSResult:
   """Large-neighbourhood search over placement and order with CP-SAT.
@@ -242,6 +256,10 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       the incumbent is merged into it.
     explore: share of windows whose neighbourhood is drawn evenly
       (``lns_windows.choose_neighbourhood``); 1 ignores their gains.
+    kick_after: after this many windows without a new best, when a
+      device's memory is nearly full and a critical op is blocked by it,
+      go on from a memory kick of the best (``gplace.solvers.lns_kicks``);
+      the best is kept whatever the search finds from there. None: never.
     progress_fn: called as ``progress_fn(iteration, best runtime_s)``.
 
   Returns:
@@ -249,8 +267,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
 
   Raises:
     SearchError: a bad time limit, seed, window size, ``solve_time_s``,
-      ``max_iterations``, ``bound_s``, ``stall_s``, ``workers`` or
-      ``explore``.
+      ``max_iterations``, ``bound_s``, ``stall_s``, ``workers``,
+      ``explore`` or ``kick_after``.
     PlacementError: an empty graph or a bad ``start``.
     ScheduleError: a bad ``start_order`` or ``start_priority``, or both.
     TopologyError: a bad topology or cost table.
@@ -258,13 +276,15 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   began = time.perf_counter()
   limit = check_arguments(graph, topology, time_limit_s, 1, seed=seed)
   _check_settings(window_size, max_window_size, solve_time_s,
-                  max_iterations, bound_s, stall_s, workers, explore)
+                  max_iterations, bound_s, stall_s, workers, explore,
+                  kick_after)
   if workers is None:
     workers = 1 if max_iterations is not None else default_workers()
   if graph.n_nodes == 0:
     raise PlacementError(f"graph {graph.name!r} has no nodes; there is "
                          "nothing to place.")
-  table = cost_table(graph, topology, costs)
+  # A copy of its own, frozen: every candidate is scored with it.
+  table = freeze(np.array(cost_table(graph, topology, costs), np.float64))
   best = _start(graph, topology, table, start, start_order, start_priority,
                 seed)
   bound = max(lower_bound(graph, topology, table), float(bound_s or 0.0))
@@ -278,6 +298,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       window=window_size, max_window=max_window_size,
       solve_time_s=solve_time_s, explore=explore)
   rng = np.random.default_rng(seed)
+  kicker = (None if kick_after is None else
+            Kicker(graph, topology, table, kick_after, seed))
   n = graph.n_nodes
   history = [(time.perf_counter() - began, best.runtime_s)]
   last_gain = time.perf_counter()
@@ -302,11 +324,16 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       for future in done:
         if search.take(future):
           last_gain = time.perf_counter()
-        history.append((time.perf_counter() - began,
-                        search.incumbent.scored.runtime_s))
+        so_far = search.incumbent.scored
+        if kicker is not None:
+          so_far = kicker.observe(so_far)
+        history.append((time.perf_counter() - began, so_far.runtime_s))
         if progress_fn is not None:
-          progress_fn(search.iterations, search.incumbent.scored.runtime_s)
-  best = search.incumbent.scored
+          progress_fn(search.iterations, so_far.runtime_s)
+      if kicker is not None and not stopped:
+        kicker.maybe_kick(search)
+  best = (search.incumbent.scored if kicker is None
+          else kicker.final(search))
   iterations, accepted, improved = (search.iterations, search.accepted,
                                     search.improved)
   window = search.window
@@ -318,7 +345,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   return LNSResult(best.placement, best.order, best.runtime_s, start_runtime,
                    bound, gap, best.oom, iterations, accepted, improved,
                    window, np.asarray(history, np.float64),
-                   time.perf_counter() - began, by_kind)
+                   time.perf_counter() - began, by_kind,
+                   0 if kicker is None else kicker.kicks)
 
 
 def lns_placer(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gplace.sim.simulator import simulate
+from gplace._compiled import njit
+from gplace.sim.simulator import simulate_in_order
 from gplace.solvers.lns_model import Context, Static, solve_window
 
 MIN_WINDOW = 2
@@ -68,8 +69,10 @@ class Scored(NamedTuple):
 
 
 def score(graph, topology, costs, placement, order) -> Scored:
-  result = simulate(graph, placement, topology, costs, order=order,
-                    return_schedule=True)
+  """``placement`` simulated in ``order`` (checked by the caller;
+  ``costs`` the full cost table, best frozen: ``gplace.sim.cache.freeze``).
+  """
+  result = simulate_in_order(graph, placement, topology, costs, order)
   excess = float(np.max(np.asarray(result.peak_bytes, np.float64)
                         - np.asarray(topology.memory_bytes, np.float64)))
   return Scored(np.asarray(placement, np.int32), np.asarray(order, np.int32),
@@ -105,10 +108,9 @@ class Incumbent:
     group = static.device_group[scored.placement[ops]]
     self.next_same = np.full(n, -1, np.int64)
     self.prev_same = np.full(n, -1, np.int64)
-    for g in np.unique(group):
-      members = ops[group == g]
-      self.next_same[members[:-1]] = members[1:]
-      self.prev_same[members[1:]] = members[:-1]
+    link = njit(_link_same) or _link_same
+    link(ops, group, self.next_same, self.prev_same,
+         np.full(int(static.device_group.max()) + 1, -1, np.int64))
     if fresh:
       self.tail = np.zeros(n, np.int64)
       self.tail_from = n
@@ -119,47 +121,80 @@ class Incumbent:
   def tails_after(self, hi: int) -> np.ndarray:
     """``tail`` valid for every position ``> hi``."""
     static, scored = self.static, self.scored
-    for p in range(self.tail_from - 1, hi, -1):
-      v = int(scored.order[p])
-      here = int(scored.placement[v])
-      best = int(self.tail[self.next_same[v]]) if self.next_same[v] >= 0 \
-          else 0
-      for w in static.succ[static.succ_ptr[v]:static.succ_ptr[v + 1]]:
-        if static.executed[w]:
-          best = max(best, int(static.transfer[v, here, scored.placement[w]])
-                     + int(self.tail[w]))
-      self.tail[v] = int(static.duration[v, here]) + best
+    if self.tail_from - 1 > hi:
+      tails = njit(_tails) or _tails
+      tails(scored.order, scored.placement, self.tail, self.next_same,
+            static.succ_ptr, static.succ, static.executed, static.transfer,
+            static.duration, self.tail_from, hi)
     self.tail_from = min(self.tail_from, hi + 1)
     return self.tail
 
   def critical(self) -> np.ndarray:
     """Node ids on a critical path of the simulated schedule: back from
     the last finish, each time to the producer or device predecessor that
-    finished last."""
+    finished last (the first producer in CSR order of equals; the device
+    predecessor only when it finished strictly later)."""
     if self._critical is None:
       static, scored = self.static, self.scored
-      # Each node's option that finished last (its producers in CSR order,
-      # then its device predecessor; the first of equals), for all at once.
-      n = scored.placement.size
-      pred_of = np.repeat(np.arange(n), np.diff(static.pred_ptr))
-      after = np.flatnonzero(self.prev_same >= 0)
-      node = np.concatenate([pred_of, after])
-      option = np.concatenate([static.pred, self.prev_same[after]])
-      rank = np.concatenate([np.arange(pred_of.size)
-                             - static.pred_ptr[pred_of],
-                             np.full(after.size, n)])
-      by = np.lexsort((-rank, scored.finish_s[option], node))
-      node, option = node[by], option[by]
-      last = np.append(node[1:] != node[:-1], node.size > 0)[:node.size]
-      latest = np.full(n, -1, np.int64)
-      latest[node[last]] = option[last]
-      v = int(np.argmax(scored.finish_s))
-      path = [v]
-      while scored.start_s[v] > 0 and latest[v] >= 0:
-        v = int(latest[v])
-        path.append(v)
-      self._critical = np.asarray(path, np.int64)
+      path = np.empty(scored.placement.size, np.int64)
+      walk = njit(_walk_back) or _walk_back
+      size = walk(int(np.argmax(scored.finish_s)), static.pred_ptr,
+                  static.pred, self.prev_same, scored.finish_s,
+                  scored.start_s, path)
+      self._critical = path[:size]
     return self._critical
+
+
+def _link_same(ops, group, next_same, prev_same, last) -> None:
+  """Links each op of ``ops`` (in order) to the previous and the next op
+  of its compute ``group``; ``last``: ``[G]`` scratch, all -1."""
+  for i in range(ops.size):
+    v, g = ops[i], group[i]
+    u = last[g]
+    if u >= 0:
+      next_same[u] = v
+      prev_same[v] = u
+    last[g] = v
+
+
+def _tails(order, placement, tail, next_same, succ_ptr, succ, executed,
+           transfer, duration, upto, hi) -> None:
+  """Fills ``tail`` of the nodes at positions ``upto - 1`` down to
+  ``hi + 1`` of ``order`` (those after them already hold): each node's
+  duration plus its longest way to the end through a consumer (after the
+  transfer to it) or its device successor (``next_same``)."""
+  for p in range(upto - 1, hi, -1):
+    v = order[p]
+    here = placement[v]
+    best = tail[next_same[v]] if next_same[v] >= 0 else 0
+    for e in range(succ_ptr[v], succ_ptr[v + 1]):
+      w = succ[e]
+      if executed[w]:
+        reach = transfer[v, here, placement[w]] + tail[w]
+        if reach > best:
+          best = reach
+    tail[v] = duration[v, here] + best
+
+
+def _walk_back(v, pred_ptr, pred, prev_same, finish_s, start_s,
+               path) -> int:
+  """Writes the critical path back from ``v`` into ``path``; its length."""
+  size = 0
+  path[size] = v
+  size += 1
+  while start_s[v] > 0:
+    step, latest = -1, -np.inf
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+      if finish_s[pred[e]] > latest:
+        step, latest = pred[e], finish_s[pred[e]]
+    if prev_same[v] >= 0 and finish_s[prev_same[v]] > latest:
+      step = prev_same[v]
+    if step < 0:
+      break
+    v = step
+    path[size] = v
+    size += 1
+  return size
 
 
 def choose_neighbourhood(rng, gains: np.ndarray,
@@ -289,6 +324,11 @@ class Search:
   def improved(self) -> int:
     """Windows whose candidate was strictly better."""
     return int(self.improved_by.sum())
+
+  def restart(self, scored: Scored) -> None:
+    """Goes on from ``scored`` (windows in flight are merged into it)."""
+    self.incumbent = Incumbent(self.static, scored)
+    self.accepted += 1
 
   def submit(self, pool, rng, n_devices: int, limit_s: float) -> None:
     """Frees the next window (its neighbourhood drawn by

@@ -101,3 +101,46 @@ def test_digest_tells_content_dtype_and_shape_apart():
   assert cache.digest(a) != cache.digest(a.reshape(2, 3))
   assert cache.digest(a[::2]) == cache.digest(np.array([0, 2, 4], np.int32))
   assert cache.digest(None) is None
+
+
+def test_a_frozen_table_is_hashed_once_and_read_only(monkeypatch):
+  table = np.random.default_rng(1).random((30, 5))
+  expected = cache.digest(table)
+  frozen = cache.freeze(table.copy())
+  assert not frozen.flags.writeable
+  with pytest.raises(ValueError):
+    frozen[0, 0] = 1.0
+  calls = []
+  real = cache._digest
+  monkeypatch.setattr(cache, "_digest", lambda a: calls.append(1) or real(a))
+  assert cache.digest(frozen) == expected and not calls   # the kept digest
+  assert cache.digest(table) == expected and len(calls) == 1
+  # made writeable again (against the rule), it is hashed afresh
+  frozen.setflags(write=True)
+  frozen[0, 0] += 1.0
+  assert cache.digest(frozen) != expected
+  del frozen
+  gc.collect()
+  assert all(ref() is not None for ref, _ in cache._frozen.values())
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_simulate_in_order_is_simulate_of_one_placement(seed):
+  """The unchecked path a search scores its candidates with gives
+  gplace.simulate's result in the same order, schedule and memory."""
+  graph, topology = random_dag(90, seed=seed), preset("1cpu+4gpu")
+  rng = np.random.default_rng(seed)
+  table = cache.freeze(np.array(topology.op_costs(graph)) * rng.uniform(
+      0.5, 2.0, (graph.n_nodes, topology.n_devices)))
+  placement = rng.integers(0, topology.n_devices, graph.n_nodes)
+  order = np.asarray(gplace.simulate(graph, placement, topology, table,
+                                     schedule="dynamic",
+                                     return_schedule=True).order)
+  want = gplace.simulate(graph, placement, topology, table, order=order,
+                         return_schedule=True)
+  got = simulator.simulate_in_order(graph, placement, topology, table,
+                                    order)
+  for field in ("runtime_s", "peak_bytes", "oom", "start_s", "finish_s",
+                "order"):
+    np.testing.assert_array_equal(np.asarray(getattr(got, field)),
+                                  np.asarray(getattr(want, field)), field)

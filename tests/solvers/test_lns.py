@@ -255,6 +255,45 @@ def test_the_critical_path_steps_back_to_what_finished_last(seed):
       and incumbent.prev_same[end] < 0)
 
 
+@pytest.mark.parametrize("seed", [1, 7])
+def test_the_compiled_host_loops_agree_with_python(seed):
+  """The numba kernels of the incumbent (tails after a position, the walk
+  back along the critical path) give what the same code gives in Python,
+  and the tails are each op's longest way to the end."""
+  graph, topology = random_dag(120, seed=seed), preset("1cpu+4gpu")
+  table = cost_table(graph, topology)
+  placement = np.random.default_rng(seed).integers(
+      0, topology.n_devices, graph.n_nodes).astype(np.int32)
+  order = np.asarray(gplace.simulate(graph, placement, topology,
+                                     return_schedule=True).order, np.int32)
+  scored = lns_windows.score(graph, topology, table, placement, order)
+  static = make_static(graph, topology, table, scored.runtime_s)
+  incumbent = lns_windows.Incumbent(static, scored)
+  compiled = incumbent.tails_after(-1).copy()
+  python = np.zeros_like(compiled)
+  lns_windows._tails(order, placement, python, incumbent.next_same,
+                     static.succ_ptr, static.succ, static.executed,
+                     static.transfer, static.duration, graph.n_nodes, -1)
+  np.testing.assert_array_equal(compiled, python)
+  assert compiled.max() >= static.duration[order[0], placement[order[0]]]
+  path = np.empty(graph.n_nodes, np.int64)
+  size = lns_windows._walk_back(
+      int(np.argmax(scored.finish_s)), static.pred_ptr, static.pred,
+      incumbent.prev_same, scored.finish_s, scored.start_s, path)
+  np.testing.assert_array_equal(incumbent.critical(), path[:size])
+  # next_same / prev_same: each op's neighbours in its group's order
+  executed = order[static.executed[order]]
+  group = static.device_group[placement[executed]]
+  for g in np.unique(group):
+    members = executed[group == g]
+    np.testing.assert_array_equal(incumbent.next_same[members[:-1]],
+                                  members[1:])
+    np.testing.assert_array_equal(incumbent.prev_same[members[1:]],
+                                  members[:-1])
+    assert incumbent.prev_same[members[0]] == -1
+    assert incumbent.next_same[members[-1]] == -1
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(time_limit_s=-1.0), SearchError, "time_limit_s"),
     (dict(time_limit_s="60"), SearchError, "time_limit_s"),
