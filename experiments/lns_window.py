@@ -10,7 +10,7 @@ like ``experiments/optimality.py --graphs``) and each per-window limit of
 ``--solve_s`` (and each number of worker threads of ``--workers``, and each
 share of windows whose neighbourhood is drawn evenly of ``--explore``: 1
 ignores what each neighbourhood gained; and each ``--kick_after``, windows
-without gain before a memory kick, ``none``: no kicks),
+between checks for a memory kick, ``none``: no kicks),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), or with ``--start_s`` from ``gplace.optimize``'s
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
                       "neighbourhood is drawn evenly (default: "
                       "gplace.solvers.lns's; 1: ignore their gains)")
   parser.add_argument("--kick_after", default="",
-                      help="comma-separated windows without gain before a "
+                      help="comma-separated windows between checks for a "
                       "memory kick, or 'none' (default: gplace.solvers."
                       "lns's)")
   parser.add_argument("--start_s", type=float, default=0.0,

@@ -49,7 +49,8 @@ DEFAULT_SOLVE_S = 0.125
 #: the cores this process may use. CP-SAT releases the GIL, so on two
 #: cores one window's model is built (Python) while another's is solved.
 MAX_DEFAULT_WORKERS = 2
-#: Windows without a new best after which a memory kick
+#: Every this many windows, when they made the incumbent less than
+#: ``lns_kicks.MIN_GAIN`` faster, a memory kick
 #: (:mod:`gplace.solvers.lns_kicks`) restarts the search from a placement
 #: that makes room for a blocked critical op (only under tight memory).
 KICK_AFTER = 300
@@ -160,8 +161,8 @@ def _check_settings(window_size, max_window_size, solve_time_s,
         "(1: evenly, the default; 0: by recent gains alone).")
   if kick_after is not None and (not is_int(kick_after) or kick_after < 1):
     raise SearchError(
-        f"kick_after must be None or an integer >= 1 (windows without a "
-        f"new best before a memory kick), got {kick_after!r}; pass e.g. "
+        f"kick_after must be None or an integer >= 1 (windows between "
+        f"checks for a memory kick), got {kick_after!r}; pass e.g. "
         f"kick_after={KICK_AFTER}, or None for no kicks.")
 
 
@@ -256,10 +257,11 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
       the incumbent is merged into it.
     explore: share of windows whose neighbourhood is drawn evenly
       (``lns_windows.choose_neighbourhood``); 1 ignores their gains.
-    kick_after: after this many windows without a new best, when a
-      device's memory is nearly full and a critical op is blocked by it,
-      go on from a memory kick of the best (``gplace.solvers.lns_kicks``);
-      the best is kept whatever the search finds from there. None: never.
+    kick_after: every this many windows, when they made the incumbent
+      less than 0.5% faster, a device's memory is nearly full and a
+      critical op is blocked by it, go on from a memory kick of the best
+      (``gplace.solvers.lns_kicks``); the best is kept whatever the search
+      finds from there. None: never.
     progress_fn: called as ``progress_fn(iteration, best runtime_s)``.
 
   Returns:

@@ -42,8 +42,8 @@ MAX_BLOCKED = 2
 #: Weight groups moved off the target device to make room: at most this
 #: many at once.
 MAX_EJECTED = 2
-#: A kick follows ``kick_after`` windows that made the best less than
-#: this much faster (relative).
+#: A kick follows ``kick_after`` windows that made the search's incumbent
+#: less than this much faster (relative).
 MIN_GAIN = 0.005
 #: Candidate placements scored per kick, at most (drawn when more).
 MAX_CANDIDATES = 512
@@ -172,8 +172,9 @@ def memory_kick(static, scored, path: np.ndarray, peak_share: float,
     rank: return the ``rank``-th fastest (0: the fastest).
 
   Returns:
-    The ``rank``-th fastest candidate of :func:`kick_candidates` that fits in memory,
-    for the fastest :data:`MAX_BLOCKED` ops of :func:`blocked_moves`
+    The ``rank``-th fastest candidate of :func:`kick_candidates` that
+    fits in memory, for the fastest :data:`MAX_BLOCKED` ops of
+    :func:`blocked_moves`
     (often slower than ``scored``); None when memory is not tight
     (:data:`PRESSURE`) or nothing fits.
   """

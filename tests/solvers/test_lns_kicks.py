@@ -107,6 +107,23 @@ def test_a_kick_makes_room_for_the_blocked_critical_op():
   assert float(after.runtime_s) < 0.5 * best.runtime_s
 
 
+def test_later_kicks_from_one_best_take_the_next_fastest_candidate():
+  graph, topology = two_weights(), devices(TIGHT)
+  best, static, path, _ = kick(graph, topology)
+  kicks = [lns_kicks.memory_kick(static, best, path, 0.99,
+                                 simulate_fn(graph, topology, best.order),
+                                 np.random.default_rng(0), rank=rank)
+           for rank in range(3)]
+  # w1's group makes room on the slow device, then on the CPU; no third
+  assert kicks[0][[W1, A1]].tolist() == [SLOW, SLOW]
+  assert kicks[1][[W1, A1]].tolist() == [CPU, CPU]
+  assert kicks[2] is None
+  runtimes = [float(gplace.simulate(graph, k, topology, costs(),
+                                    order=best.order).runtime_s)
+              for k in kicks[:2]]
+  assert runtimes[0] < runtimes[1]
+
+
 def test_no_kick_where_memory_is_not_tight():
   graph = two_weights()
   assert kick(graph, devices(TIGHT), peak_share=0.5)[-1] is None
