@@ -136,14 +136,7 @@ def kick_candidates(static, placement: np.ndarray, op: int, device: int,
       others.append((w, here))
   n_devices = static.allowed.shape[1]
   targets = [d for d in range(n_devices) if d != device]
-  combos = [()]
-  for k in range(1, MAX_EJECTED + 1):
-    for groups in itertools.combinations(range(len(others)), k):
-      combos.extend(zip(itertools.repeat(groups),
-                        itertools.product(targets, repeat=k)))
-  if len(combos) > MAX_CANDIDATES:
-    keep = rng.choice(len(combos) - 1, MAX_CANDIDATES - 1, replace=False)
-    combos = [combos[0]] + [combos[1 + i] for i in sorted(keep)]
+  combos = [()] + _ejections(len(others), targets, rng)
   out = []
   for combo in combos:
     row = base.copy()
@@ -155,6 +148,26 @@ def kick_candidates(static, placement: np.ndarray, op: int, device: int,
     if ok:
       out.append(row)
   return out
+
+
+def _ejections(n_groups: int, targets: list, rng) -> list:
+  """``[(groups, devices)]``: each way to move one or up to
+  :data:`MAX_EJECTED` of ``n_groups`` groups to ``targets``, or
+  ``MAX_CANDIDATES - 1`` of them drawn evenly (without listing them all:
+  a large graph has thousands of weight groups)."""
+  sizes = [math.comb(n_groups, k) * len(targets) ** k
+           for k in range(1, MAX_EJECTED + 1)]
+  if sum(sizes) < MAX_CANDIDATES:
+    return [(groups, devices) for k in range(1, MAX_EJECTED + 1)
+            for groups in itertools.combinations(range(n_groups), k)
+            for devices in itertools.product(targets, repeat=k)]
+  drawn = set()
+  while len(drawn) < MAX_CANDIDATES - 1:
+    k = 1 + int(rng.choice(len(sizes), p=np.divide(sizes, sum(sizes))))
+    groups = tuple(sorted(rng.choice(n_groups, k, replace=False).tolist()))
+    devices = tuple(int(d) for d in rng.choice(targets, k))
+    drawn.add((groups, devices))
+  return sorted(drawn)
 
 
 def memory_kick(static, scored, path: np.ndarray, peak_share: float,
@@ -248,6 +261,8 @@ class Kicker:
     share = float(np.max(np.asarray(result.peak_bytes, np.float64)
                          / np.asarray(self.topology.memory_bytes,
                                       np.float64)))
+    if share < PRESSURE:
+      return False
     path = Incumbent(search.static, best).critical()[::-1]
     placement = memory_kick(search.static, best, path, share,
                             self._simulate(best.order), self.rng,

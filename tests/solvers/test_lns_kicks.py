@@ -176,3 +176,18 @@ def test_bad_kick_settings_are_search_errors(kick_after):
   with pytest.raises(SearchError, match="kick_after"):
     solvers.lns(graph, topology, costs=costs(), kick_after=kick_after,
                 max_iterations=1)
+
+
+@pytest.mark.parametrize("n_groups", [3, 2000])
+def test_ejections_are_listed_or_drawn_without_listing_them_all(n_groups):
+  targets = [0, 2, 3]
+  rng = np.random.default_rng(0)
+  combos = lns_kicks._ejections(n_groups, targets, rng)
+  every = n_groups * 3 + n_groups * (n_groups - 1) // 2 * 9
+  assert len(combos) == min(every, lns_kicks.MAX_CANDIDATES - 1)
+  assert len(set(combos)) == len(combos)
+  for groups, devices in combos:
+    assert 1 <= len(groups) == len(devices) <= lns_kicks.MAX_EJECTED
+    assert len(set(groups)) == len(groups)
+    assert all(0 <= g < n_groups for g in groups)
+    assert set(devices) <= set(targets)
