@@ -38,7 +38,7 @@ from gplace.graphs.graph import random_dag
 from gplace.sim.dispatch import dispatch_problem, make_dispatch_problem
 from gplace.sim.priority import bottom_level
 from gplace.sim.reference import simulate_reference
-from gplace.sim import native, simulator
+from gplace.sim import native, runner, simulator
 from gplace.sim.simulator import make_problem, simulate_problem
 from gplace.sim.presets import preset
 
@@ -72,6 +72,10 @@ def bench_size(n_nodes: int, n_placements: int, repeats: int,
   rng = np.random.default_rng(seed)
   placements = rng.integers(0, topology.n_devices, (n_placements, n_nodes))
   chunk = min(chunk or n_placements, n_placements)
+  if jax.default_backend() == "cpu":
+    # In blocks, as gplace.simulate runs a large batch there: XLA's CPU
+    # one-kernel loops fail to compile from 2,048 rows on.
+    chunk = min(chunk, runner.MAX_SCAN_ROWS)
   batches = [jnp.asarray(placements[i:i + chunk], jnp.int32)
              for i in range(0, n_placements, chunk)]
 
@@ -182,7 +186,8 @@ def main():
   parser.add_argument("--reference-placements", type=int, default=4,
                       help="placements the reference simulates per size")
   parser.add_argument("--chunk", type=int, default=0,
-                      help="placements per jitted call (0: all at once)")
+                      help="placements per jitted call (0: all at once; "
+                      "on CPU at most gplace.sim.runner.MAX_SCAN_ROWS)")
   parser.add_argument("--seed", type=int, default=0,
                       help="seed of the graphs and placements")
   parser.add_argument("--schedules", nargs="+", default=["static"],

@@ -57,6 +57,16 @@ SOLVER_SHARE = 0.5
 LNS_SHARE = 0.25
 LNS_SHARE_LARGE = 0.75
 LNS_LARGE_MIN_NODES = 1_000
+# ... and LNS_SHARE_PRESSURE of it there when at least LNS_PRESSURE of the
+# baselines run out of memory: the searches' single-op moves then mostly
+# overfill a device, and LNS's windows keep memory feasible. On gnmt2 small
+# at 60 s (2 and 3 of the ten baselines out of memory on 1 CPU + 2 / 4
+# acc.), 15 seeds of 0.9 against 10 of 0.75: a mean of 7.164 ms against
+# 7.205 and 6.140 against 6.247, 1 run in 15 near 6.55 ms on 4 acc. against
+# 3 in 10 (experiments/results/optimality/gnmt2_60s_share_2026-12-04,
+# memory4acc_60s_share_seeds10_2026-12-04).
+LNS_SHARE_PRESSURE = 0.9
+LNS_PRESSURE = 0.1
 # On those graphs, when GO did not run, the searches' best (single-op moves)
 # is not always the better start for LNS: on 1,103-op gnmt2, LNS alone from
 # HEFT for 31 s (two threads) reached 7.24 / 7.23 ms on 1 CPU + 2 acc.
@@ -161,21 +171,25 @@ def fusion_budget_s(budget_s: float) -> float:
   return max(FUSION_SHARE * budget_s, min(MIN_FUSION_S, budget_s / 2))
 
 
-def memory_pressure(baselines: list) -> bool:
-  """Whether at least :data:`MEMORY_PRESSURE` of the baselines' candidates
-  run out of memory (or break constraints): there, moving one op at a time
-  stalls, and an exact model pays."""
+def memory_pressure(baselines: list, share: Optional[float] = None) -> bool:
+  """Whether at least ``share`` (default :data:`MEMORY_PRESSURE`) of the
+  baselines' candidates run out of memory (or break constraints): there,
+  moving one op at a time stalls, and an exact model pays."""
   if not baselines:
     return False
+  share = MEMORY_PRESSURE if share is None else share
   infeasible = sum(not math.isfinite(c.runtime_s) for c in baselines)
-  return infeasible >= MEMORY_PRESSURE * len(baselines)
+  return infeasible >= share * len(baselines)
 
 
-def lns_share(n_nodes: int) -> float:
+def lns_share(n_nodes: int, pressure: bool = False) -> float:
   """Share of the time after the baselines that ``"auto"`` gives LNS (the
   searches before it the rest) on a graph of ``n_nodes`` ops, without the
-  solver."""
-  return LNS_SHARE_LARGE if n_nodes >= LNS_LARGE_MIN_NODES else LNS_SHARE
+  solver; ``pressure``: at least :data:`LNS_PRESSURE` of the baselines
+  run out of memory (:func:`memory_pressure`)."""
+  if n_nodes < LNS_LARGE_MIN_NODES:
+    return LNS_SHARE
+  return LNS_SHARE_PRESSURE if pressure else LNS_SHARE_LARGE
 
 
 def evaluation_share(evaluations: Optional[int],

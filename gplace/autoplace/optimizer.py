@@ -108,9 +108,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     (``experiments/learning_in_optimize.py``). The searches get :data:`SEARCH_SHARE`
     of the time after the baselines when the solver follows, else all but
     LNS's (:func:`~gplace.autoplace.budget.lns_share`: more on larger
-    graphs), and each phase before the last stops
-    once it has not improved for :data:`STALL_SHARE` of the budget (the
-    rest goes to the next).
+    graphs, most under memory pressure), and each phase before the last
+    stops once it has not improved for :data:`STALL_SHARE` of the budget
+    (the rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then
@@ -349,7 +349,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
                budget.SEARCH_SHARE if solver_next else
-               1.0 - budget.lns_share(n))
+               1.0 - budget.lns_share(n, budget.memory_pressure(
+                   runs.best, budget.LNS_PRESSURE)))
       search_s = max(left * share,
                      budget.SEARCH_FLOOR * budget_s, budget.MIN_SEARCH_S)
       name = chosen.name or "annealing"

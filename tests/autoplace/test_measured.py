@@ -144,6 +144,9 @@ def test_memory_pressure_is_read_from_the_baselines():
   capped = feasible + [TWO._replace(label="m_topo (default)",
                                     runtime_s=np.inf)]
   assert budget.memory_pressure(capped)        # 1 of 4 runs out
+  many = feasible * 3 + capped[-1:]            # 1 of 10
+  assert not budget.memory_pressure(many)
+  assert budget.memory_pressure(many, budget.LNS_PRESSURE)
 
 
 def test_results_state_their_gap_to_the_bound():

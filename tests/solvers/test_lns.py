@@ -362,20 +362,29 @@ def test_auto_skips_lns_when_the_solver_proves_its_answer(monkeypatch):
   assert not any(label.startswith(LABEL) for label in labels)
 
 
-def test_larger_graphs_give_lns_the_larger_share(monkeypatch):
+def test_larger_graphs_and_memory_pressure_give_lns_more(monkeypatch):
   assert budget.lns_share(budget.LNS_LARGE_MIN_NODES - 1) == budget.LNS_SHARE
   assert budget.lns_share(budget.LNS_LARGE_MIN_NODES) == \
       budget.LNS_SHARE_LARGE
-  assert 0 < budget.LNS_SHARE < budget.LNS_SHARE_LARGE < 1
+  assert budget.lns_share(budget.LNS_LARGE_MIN_NODES, pressure=True) == \
+      budget.LNS_SHARE_PRESSURE
+  assert budget.lns_share(budget.LNS_LARGE_MIN_NODES - 1, pressure=True) \
+      == budget.LNS_SHARE
+  assert 0 < budget.LNS_SHARE < budget.LNS_SHARE_LARGE < \
+      budget.LNS_SHARE_PRESSURE < 1
   asked = []
   share = budget.lns_share
   monkeypatch.setattr(budget, "lns_share",
-                      lambda n: asked.append(n) or share(n))
+                      lambda n, pressure: asked.append((n, pressure))
+                      or share(n, pressure))
   monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
   monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
   gplace.optimize(random_dag(30, seed=4), topology=gpus(2),
                   budget_s=4.0, progress=False)
-  assert asked == [30]
+  monkeypatch.setattr(budget, "memory_pressure", lambda runs, share=None: True)
+  gplace.optimize(random_dag(30, seed=4), topology=gpus(2),
+                  budget_s=4.0, progress=False)
+  assert asked == [(30, False), (30, True)]
 
 
 def test_two_starts_race_then_the_fastest_goes_on():
