@@ -49,8 +49,9 @@ SOLVER_SHARE = 0.5
 # graph, an LNS window a model of its span, so the larger the graph, the
 # more a second of LNS is worth against one of annealing. Measured at 60 s
 # with two LNS threads (experiments/results/optimality/
-# lns_share_2026-12-02): on 1,103-op gnmt2, 1 CPU + 2 / 4 acc., a share of 0.25 left 4.0% / 5.7% to
-# the best 30-minute runs, 0.5 3.3% / 3.5%, 0.75 3.3% / 3.0%; on the
+# lns_share_2026-12-02): on 1,103-op gnmt2, 1 CPU + 2 / 4 acc., a share
+# of 0.25 left 4.0% / 5.7% to the best 30-minute runs, 0.5 3.3% / 3.5%,
+# 0.75 3.3% / 3.0%; on the
 # 259-300-op bert and resnet50 tiny graphs 0.75 was 0-1.1% slower than
 # 0.25; on the paper-size wavenet2 and resnet50 at 300 s, 0.75 was as fast
 # or 0.9% faster than 0.25 had been with one thread.
@@ -64,7 +65,8 @@ LNS_LARGE_MIN_NODES = 1_000
 # acc.), 15 seeds of 0.9 against 10 of 0.75: a mean of 7.164 ms against
 # 7.205 and 6.140 against 6.247, 1 run in 15 near 6.55 ms on 4 acc. against
 # 3 in 10 (experiments/results/optimality/gnmt2_60s_share_2026-12-04,
-# memory4acc_60s_share_seeds10_2026-12-04).
+# memory4acc_60s_share_seeds10_2026-12-04); five more seeds with this rule
+# (gnmt2_60s_pressure_share_2026-12-04): 7.092-7.207 and 6.026-6.195 ms.
 LNS_SHARE_PRESSURE = 0.9
 LNS_PRESSURE = 0.1
 # On those graphs, when GO did not run, the searches' best (single-op moves)

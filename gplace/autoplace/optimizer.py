@@ -105,12 +105,12 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     the best classical plan for :data:`LNS_RACE_SHARE` of it first).
     It does not fine-tune (``"finetune"`` does): inside a 300 s budget
     fine-tuning never won and took the searches' time
-    (``experiments/learning_in_optimize.py``). The searches get :data:`SEARCH_SHARE`
-    of the time after the baselines when the solver follows, else all but
-    LNS's (:func:`~gplace.autoplace.budget.lns_share`: more on larger
-    graphs, most under memory pressure), and each phase before the last
-    stops once it has not improved for :data:`STALL_SHARE` of the budget
-    (the rest goes to the next).
+    (``experiments/learning_in_optimize.py``). The searches get
+    :data:`SEARCH_SHARE` of the time after the baselines when the solver
+    follows, else all but LNS's (:func:`~gplace.autoplace.budget.lns_share`:
+    more on larger graphs, most under memory pressure), and each phase
+    before the last stops once it has not improved for :data:`STALL_SHARE`
+    of the budget (the rest goes to the next).
   * ``"pretrained"``: the baselines, then the pretrained policy zero-shot
     (its greedy placement and the best of 16 samples; seconds).
   * ``"finetune"``: the baselines, the pretrained policy zero-shot, then

@@ -23,7 +23,8 @@ def test_the_searches_move_blocks_unless_memory_is_tight(pressure, share,
     return search_candidate(*args, **kwargs)
 
   monkeypatch.setattr(candidates_lib, "search_candidate", recorded)
-  monkeypatch.setattr(budget, "memory_pressure", lambda runs, share=None: pressure)
+  monkeypatch.setattr(budget, "memory_pressure",
+                      lambda runs, share=None: pressure)
   result = gplace.optimize(random_dag(40, seed=2),
                            topology=preset("1cpu+2gpu"),
                            budget_s=10.0, progress=False, max_evaluations=256)
