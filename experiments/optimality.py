@@ -353,27 +353,34 @@ def _floats(text: str, flag: str) -> list[float]:
 
 def apply_overrides(settings: Sequence[str]) -> str:
   """Sets ``NAME=VALUE`` constants of :mod:`gplace.autoplace.budget` (for
-  this process) and says which, e.g. ``"AUTO_POLICY_MIN_NODES=1e9"``.
+  this process) and says which, e.g. ``"AUTO_POLICY_MIN_NODES=1e9"``;
+  a switch (``LNS_FROM_PLAN_TOO``) takes ``true`` or ``false``.
 
   Raises:
     SystemExit: not ``NAME=VALUE``, an unknown name, or a value that is not
-      a number.
+      a number (``true`` / ``false`` for a switch).
   """
   said = []
   for setting in settings:
     name, _, text = setting.partition("=")
     old = getattr(budget_lib, name, None) if name.isupper() else None
-    if not text or not isinstance(old, (int, float)) or isinstance(old,
-                                                                    bool):
+    if not text or not isinstance(old, (int, float)):
       known = sorted(k for k, v in vars(budget_lib).items()
                      if k.isupper() and isinstance(v, (int, float)))
-      raise SystemExit(f"--set takes NAME=VALUE with a number constant of "
-                       f"gplace.autoplace.budget, got {setting!r}; the "
-                       f"names: {', '.join(known)}.")
-    try:
-      value = type(old)(float(text)) if isinstance(old, int) else float(text)
-    except (ValueError, OverflowError):
-      raise SystemExit(f"--set {name}: {text!r} is not a number.") from None
+      raise SystemExit(f"--set takes NAME=VALUE with a number or switch "
+                       f"constant of gplace.autoplace.budget, got "
+                       f"{setting!r}; the names: {', '.join(known)}.")
+    if isinstance(old, bool):
+      if text.lower() not in ("true", "false"):
+        raise SystemExit(f"--set {name}: {text!r} is not true or false.")
+      value = text.lower() == "true"
+    else:
+      try:
+        value = (type(old)(float(text)) if isinstance(old, int)
+                 else float(text))
+      except (ValueError, OverflowError):
+        raise SystemExit(f"--set {name}: {text!r} is not a number.") \
+            from None
     setattr(budget_lib, name, value)
     said.append(f"{name}={text}")
   return ", ".join(said)
@@ -414,7 +421,8 @@ def main(argv=None) -> int:
                       help="override a constant of gplace.autoplace.budget "
                       "for an ablation (repeatable), e.g. "
                       "AUTO_POLICY_MIN_NODES=1000000000: optimize without "
-                      "the GO phase")
+                      "the GO phase (a switch takes true or false, e.g. "
+                      "LNS_FROM_PLAN_TOO=false)")
   parser.add_argument("--method", default="auto",
                       help="gplace.optimize's method at each budget, e.g. "
                       "'lns' (large-neighbourhood search with CP-SAT "

@@ -130,8 +130,13 @@ def test_set_overrides_a_budget_constant_for_an_ablation(monkeypatch):
   assert isinstance(budget.AUTO_POLICY_MIN_NODES, int)
   assert budget.LNS_SHARE == 0.5
   assert said == "AUTO_POLICY_MIN_NODES=1e9, LNS_SHARE=0.5"
+  monkeypatch.setattr(budget, "LNS_FROM_PLAN_TOO", True)
+  assert optimality.apply_overrides(["LNS_FROM_PLAN_TOO=False"]) == \
+      "LNS_FROM_PLAN_TOO=False"
+  assert budget.LNS_FROM_PLAN_TOO is False
   for bad, match in (("NOPE=1", "the names: "), ("LNS_SHARE", "NAME=VALUE"),
                      ("LNS_SHARE=x", "is not a number"),
+                     ("LNS_FROM_PLAN_TOO=1", "is not true or false"),
                      ("measure_reserve_s=1", "the names: ")):
     with pytest.raises(SystemExit, match=match):
       optimality.apply_overrides([bad])
