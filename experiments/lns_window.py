@@ -108,33 +108,19 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
   return rows
 
 
-def _workers(text: str) -> list[Optional[int]]:
+def _counts(text: str, flag: str, default: Optional[int],
+            example: str, none_ok: bool = False) -> list[Optional[int]]:
+  """Comma-separated integers >= 1 (and ``none`` where ``none_ok``);
+  ``[default]`` (gplace.solvers.lns's) when empty."""
   if not text:
-    return [None]                      # gplace.solvers.lns's default
-  try:
-    workers = [int(x) for x in text.split(",") if x]
-  except ValueError:
-    workers = []
-  if not workers or min(workers) < 1:
-    raise SystemExit(f"--workers must be comma-separated integers >= 1, got "
-                     f"{text!r}; pass e.g. --workers 1,2.")
-  return workers
-
-
-def _kicks(text: str) -> list[Optional[int]]:
-  if not text:
-    return [KICK_AFTER]                # gplace.solvers.lns's default
-  out = []
-  for x in text.split(","):
-    if x == "none":
-      out.append(None)
-    elif x.isdigit() and int(x) >= 1:
-      out.append(int(x))
-    else:
-      raise SystemExit(f"--kick_after must be comma-separated integers >= 1 "
-                       f"or 'none', got {text!r}; pass e.g. --kick_after "
-                       f"{KICK_AFTER},none.")
-  return out
+    return [default]
+  words = [x.strip() for x in text.split(",") if x.strip()]
+  if words and all((none_ok and x == "none") or (x.isdigit() and int(x) >= 1)
+                   for x in words):
+    return [None if x == "none" else int(x) for x in words]
+  also = " or 'none'" if none_ok else ""
+  raise SystemExit(f"{flag} must be comma-separated integers >= 1{also}, "
+                   f"got {text!r}; pass e.g. {flag} {example}.")
 
 
 def _explore(text: str) -> list[float]:
@@ -185,8 +171,11 @@ def main(argv=None) -> int:
                       help="folder of captured zoo graphs (.npz)")
   parser.add_argument("--out", default=None, help=report.OUT_HELP)
   args = parser.parse_args(argv)
-  limits, workers = _limits(args.solve_s), _workers(args.workers)
-  explore, kicks = _explore(args.explore), _kicks(args.kick_after)
+  limits = _limits(args.solve_s)
+  workers = _counts(args.workers, "--workers", None, "1,2")
+  kicks = _counts(args.kick_after, "--kick_after", KICK_AFTER,
+                  f"{KICK_AFTER},none", none_ok=True)
+  explore = _explore(args.explore)
   if not args.time_s > 0 or args.seeds < 1 or not args.start_s >= 0:
     raise SystemExit("--time_s must be positive, --start_s at least 0 and "
                      "--seeds at least 1.")
