@@ -52,6 +52,7 @@ import numpy as np
 import gplace
 from gplace import baselines, report, solvers
 from gplace.autoplace import budget as budget_lib
+from gplace.autoplace.candidates import CHAIN
 from gplace.errors import GplaceError, first_line, or_exit
 from gplace.workloads import benchmark
 
@@ -81,6 +82,8 @@ class Run(NamedTuple):
       (:func:`policy_own`): ``{"greedy" | "sampled": runtime_s}`` and how
       GO's training ended (``"trained"``), empty when no policy ran.
     explanation: ``gplace.explain`` of an optimize answer, or None.
+    chain_s: gplace's critical-chain plan among the candidates, before any
+      search from it (:func:`chain_own`), or None.
   """
 
   runtime_s: float
@@ -90,6 +93,7 @@ class Run(NamedTuple):
   placement: Optional[np.ndarray] = None
   policy: dict = {}
   explanation: Optional[gplace.Explanation] = None
+  chain_s: Optional[float] = None
 
 
 #: Labels of the learned policies' own candidates in ``optimize``'s result
@@ -116,6 +120,15 @@ def policy_own(candidates: dict) -> dict:
   return own
 
 
+def chain_own(candidates: dict) -> Optional[float]:
+  """The fastest of gplace's critical-chain plans among ``optimize``'s
+  ``{label: runtime_s}`` candidates (``"critical chain (default)"`` or
+  ``"... (own plan)"``; not what a search found from it), or None."""
+  own = [float(r) for label, r in candidates.items()
+         if label.startswith(f"{CHAIN} (")]
+  return min(own) if own else None
+
+
 def optimize_run(instance: benchmark.Instance, budget_s: float,
                  seed: int, method: str = "auto") -> Run:
   """``gplace.optimize`` with ``budget_s`` seconds and ``method``."""
@@ -124,7 +137,7 @@ def optimize_run(instance: benchmark.Instance, budget_s: float,
                            seed=seed, progress=False, method=method)
   return Run(result.runtime_s, result.method, result.lower_bound_s,
              result.wall_s, result.placement, policy_own(result.candidates),
-             result.explain())
+             result.explain(), chain_own(result.candidates))
 
 
 def reference_run(instance: benchmark.Instance, hint: Optional[np.ndarray],
@@ -181,7 +194,7 @@ def columns(budgets: Sequence[float]) -> list[str]:
   per_budget = [f"{name} {budget_label(b)}" for b in budgets
                 for name in ("optimize ms", "winner", "own gap", "wall s",
                              "policy greedy", "policy sampled",
-                             "policy trained")]
+                             "policy trained", "critical chain")]
   gaps = [f"{name} {budget_label(b)}" for b in budgets
           for name in ("vs best", "vs bound")]
   return (["class", "graph", "ops", "devices", "seed", "baseline default ms",
@@ -225,6 +238,10 @@ def result_row(instance: benchmark.Instance, seed: int,
       if own is not None:
         raw[f"policy_{kind}_s {b}"] = own
     row[f"policy trained {b}"] = run.policy.get("trained", "–")
+    row[f"critical chain {b}"] = "–" if run.chain_s is None else (
+        f"{_ms(run.chain_s)} ({_gap(run.chain_s, best.any.runtime_s)})")
+    if run.chain_s is not None:
+      raw[f"chain_s {b}"] = run.chain_s
     row[f"vs best {b}"] = _gap(run.runtime_s, best_s)
     row[f"vs bound {b}"] = _gap(run.runtime_s, bound_s)
     raw.update({f"optimize_s {b}": run.runtime_s,
@@ -472,7 +489,10 @@ def main(argv=None) -> int:
       "against the best baseline in any schedule; –: no policy ran. policy "
       "trained: GO's steps on the graph, and why it stopped early "
       "(stopped behind: not faster than the best baseline; stalled: it "
-      "stopped gaining). never "
+      "stopped gaining). critical chain: gplace's critical-chain plan "
+      "inside optimize (gplace.baselines.critical_chain, not a classical "
+      "baseline; before any search from it), against the best baseline in "
+      "any schedule. never "
       "slower: optimize was no slower than the best baseline in any "
       "schedule at every budget."
       + (f" Ablation: gplace.autoplace.budget's {overrides}." if overrides

@@ -15,13 +15,15 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from gplace import baselines, processes, search, solvers
+from gplace.baselines import critical_chain
 from gplace.errors import GplaceError
 from gplace.autoplace.inputs import Problem
+from gplace.graphs import constraints
 from gplace.graphs.coarsening import coarsen
 from gplace.search import rounds
 from gplace.search.joint import joint_annealing
 from gplace.sim.simulator import simulate
-from gplace.sim.topology import Topology
+from gplace.sim.topology import Topology, cost_table
 
 # Placements per simulator call in the default schedule (the searches'
 # default batch_size, so their evaluator reuses this compilation).
@@ -36,6 +38,8 @@ STALLING = ("annealing", JOINT)
 # Labels of a baseline's schedule.
 DEFAULT_SCHEDULE = "default"
 OWN_PLAN = "own plan"
+# gplace's critical-chain plan (not a classical baseline).
+CHAIN = "critical chain"
 
 
 class Candidate(NamedTuple):
@@ -271,6 +275,37 @@ def baseline_rows(graph, topology, seed: int = 0,
   problem = Problem(graph, topology, costs)
   return [(c.label, c.runtime_s)
           for c in baseline_candidates(problem, seed=seed)]
+
+
+def chain_candidates(problem: Problem) -> list[Candidate]:
+  """gplace's critical-chain plans (:mod:`gplace.baselines.critical_chain`,
+  one per slack share): the fastest in the default schedule, and the
+  fastest in its own planned order when that is faster still (labelled
+  ``"critical chain (default)"`` / ``"... (own plan)"``). The graph's
+  device constraints are kept as a baseline keeps them; none where the
+  plans cannot be made."""
+  graph = problem.graph
+  try:
+    made = list(critical_chain.plans(graph, problem.topology,
+                                     costs=problem.costs).values())
+  except GplaceError:
+    return []
+  placed = [np.asarray(plan.placement, np.int32) for plan in made]
+  if constraints.has_constraints(graph):
+    table = cost_table(graph, problem.topology, problem.costs)
+    placed = [constraints.repair(graph, p, table) for p in placed]
+  runtime = score(problem, np.stack(placed)).runtime_s
+  first = int(np.argmin(runtime))
+  out = [Candidate(f"{CHAIN} ({DEFAULT_SCHEDULE})", placed[first], None,
+                   float(runtime[first]))]
+  own = [float(score(problem, p[None], np.asarray(plan.order, np.int32))
+               .runtime_s[0]) for p, plan in zip(placed, made)]
+  fastest = int(np.argmin(own))
+  if own[fastest] < out[0].runtime_s:
+    out.append(Candidate(f"{CHAIN} ({OWN_PLAN})", placed[fastest],
+                         np.asarray(made[fastest].order, np.int32),
+                         own[fastest]))
+  return [c for c in out if math.isfinite(c.runtime_s)]
 
 
 # -- search ----------------------------------------------------------------------

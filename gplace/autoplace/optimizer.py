@@ -75,7 +75,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
   says which times are simulated and which measured.
 
   * ``"auto"`` (default): every baseline in its best schedule (the
-    simulator's default, or a list scheduler's own planned op order); a
+    simulator's default, or a list scheduler's own planned op order) and
+    gplace's critical-chain plan (:mod:`gplace.baselines.critical_chain`:
+    the longest path's ops on one device, HEFT for the rest); a
     pretrained policy zero-shot when ``policy=`` names one (not the shipped
     one by default: with it ``optimize`` was no better on held-out graphs,
     within the runs' spread at 10-60 s and 1.6-4.5% worse at 300 s,
@@ -301,6 +303,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         problem, seed=seed,
         names=[chosen.name] if chosen.kind == "baseline" else None)
     tried = list(runs.best)
+    if chosen.kind == "auto":  # gplace's own plan: a start for the search
+      tried.extend(candidates_lib.chain_candidates(problem))
     _show_best(bar, tried)
     single = [c for c in tried if c.label.startswith("single_device")
               and math.isfinite(c.runtime_s)]

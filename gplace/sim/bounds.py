@@ -26,25 +26,46 @@ def _group_costs(costs: np.ndarray, topology: Topology) -> np.ndarray:
 
 def critical_path(graph: Graph, node_costs: np.ndarray) -> float:
   """Longest path of ``node_costs`` (``[N]`` seconds) through the graph."""
-  n = graph.n_nodes
-  if n == 0:
+  if graph.n_nodes == 0:
     return 0.0
-  finish = np.asarray(node_costs, np.float64).copy()
+  top, _ = path_levels(graph, node_costs, bottom=False)
+  return float((top + node_costs).max())
+
+
+def path_levels(graph: Graph, node_costs: np.ndarray, *, bottom: bool = True
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+  """Top and bottom levels of ``node_costs`` (``[N]`` seconds), no
+  transfers: ``top[i]`` the longest path into node ``i`` (without it),
+  ``bottom[i]`` the longest from it to an exit (with it), so that
+  ``max(top + bottom)`` is :func:`critical_path` and ``critical_path -
+  (top + bottom)`` each node's slack. ``bottom`` is None when not asked.
+
+  Returns:
+    ``(top [N], bottom [N] or None)`` float64.
+  """
+  cost = np.asarray(node_costs, np.float64)
+  n = graph.n_nodes
+  top = np.zeros(n)
+  if n == 0:
+    return top, (top.copy() if bottom else None)
   depth = graph.depth
   # Level by level: every edge goes from a lower depth to a higher one.
   by_depth = np.argsort(depth[graph.edge_dst], kind="stable")
   src = graph.edge_src[by_depth]
   dst = graph.edge_dst[by_depth]
-  edge_depth = depth[dst]
-  bounds = np.searchsorted(edge_depth, np.arange(depth.max() + 2))
-  start = np.zeros(n)
+  bounds = np.searchsorted(depth[dst], np.arange(depth.max() + 2))
   for level in range(1, depth.max() + 1):
     lo, hi = bounds[level], bounds[level + 1]
     if hi > lo:
-      np.maximum.at(start, dst[lo:hi], finish[src[lo:hi]])
-      nodes = np.unique(dst[lo:hi])
-      finish[nodes] = start[nodes] + node_costs[nodes]
-  return float(finish.max())
+      np.maximum.at(top, dst[lo:hi], top[src[lo:hi]] + cost[src[lo:hi]])
+  if not bottom:
+    return top, None
+  below = cost.copy()
+  for level in range(depth.max(), 0, -1):
+    lo, hi = bounds[level], bounds[level + 1]
+    if hi > lo:
+      np.maximum.at(below, src[lo:hi], below[dst[lo:hi]] + cost[src[lo:hi]])
+  return top, below
 
 
 def work_bound(group_costs: np.ndarray, iterations: int = 200) -> float:

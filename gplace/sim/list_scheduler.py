@@ -318,7 +318,8 @@ class ListScheduler:
 
 def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
                   max_gaps: int | None = None,
-                  placement: np.ndarray | None = None) -> Plan:
+                  placement: np.ndarray | None = None,
+                  pinned: np.ndarray | None = None) -> Plan:
   """Insertion-based HEFT over ``devices`` in decreasing ``rank`` order.
 
   Each node goes to the device (with room, when any has) where it finishes
@@ -333,6 +334,9 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
   plain-Python reference of the simulator's ``schedule="planned"``
   (:mod:`gplace.sim.planned`). Given HEFT's own placement it plans HEFT's
   own schedule again, since every step then sees the same state.
+  With ``pinned`` (``[N]`` int, a device or -1) a node with a device goes
+  there when it has room (CPOP's critical-path processor), else as HEFT
+  places it.
   """
   max_gaps = MAX_GAPS if max_gaps is None else max_gaps
   state = ListScheduler(problem, devices)
@@ -349,6 +353,8 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
   # Decreasing rank is a topological order; ties broken by id keep it one.
   order = np.lexsort((np.arange(n), -np.asarray(rank)))
   is_input = state.is_input
+  pin = ([-1] * n if pinned is None
+         else np.asarray(pinned, np.int64).tolist())
 
   def slot(g, ready, duration):
     """(index, start) of the first gap of group g fitting the op."""
@@ -374,6 +380,8 @@ def heft_schedule(problem: PlanningProblem, devices, rank: np.ndarray, *,
     best = None
     if placement is not None:
       candidates = [placement[i]]
+    elif pin[i] >= 0 and state.fits(pin[i], need, resident):
+      candidates = [pin[i]]
     else:
       candidates = [d for d in devices if state.fits(d, need, resident)]
     if not candidates:  # the plan overflows; the caller repairs it

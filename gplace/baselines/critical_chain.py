@@ -1,0 +1,110 @@
+"""The critical-chain plan: the ops on or near the graph's longest path on
+one device, everything else placed by HEFT around them.
+
+CPOP (Topcuoglu et al. 2002, the paper of HEFT) keeps the critical path on
+one processor; taken literally (mean costs over every device, a single
+path) it trails HEFT by 10-20% on the zoo's train steps, where the CPU's
+costs swamp the mean and a train step's longest path is one of many nearly
+as long. This variant measures the path at each op's fastest device with
+free transfers (the path of :func:`gplace.lower_bound`), keeps every op
+within ``slack_share`` of that path's length on the device that runs the
+chain fastest, and schedules the rest with HEFT's insertion scheduler
+(earliest finish, in upward rank with the chain's ops first), so a train step's forward and input-
+gradient chain runs without interruption while the weight gradients and
+updates fill the other devices.
+
+It is gplace's own construction, not a published baseline: it is not among
+``gplace.baselines.names()`` and never counts as "the best classical plan";
+``gplace.optimize`` tries it as a start for its searches and reports it as
+its own candidate. Host-side numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gplace.baselines.scheduler import plan_within_memory
+from gplace.errors import BaselineError
+from gplace.graphs.graph import NODE_INPUT, Graph
+from gplace.sim.bounds import path_levels
+from gplace.sim.list_scheduler import Plan, PlanningProblem, heft_schedule
+from gplace.sim.list_scheduler import prepare
+from gplace.sim.priority import mean_transfer_s, upward_rank
+from gplace.sim.topology import Topology
+
+#: The slacks (shares of the longest path) :func:`plans` tries: the
+#: best share differs by graph (0.3% on inception_v3, 1% on resnet50).
+SLACK_SHARES = (0.003, 0.01, 0.03)
+
+
+def chain_nodes(graph: Graph, costs: np.ndarray,
+                slack_share: float) -> np.ndarray:
+  """``[N]`` bool: the non-input nodes within ``slack_share`` of the
+  longest path at each node's fastest device (transfers free).
+
+  Args:
+    graph: the op graph.
+    costs: ``[N, D]`` seconds per node and device.
+    slack_share: the slack allowed, a share of the path's length.
+  """
+  fastest = np.where(graph.kind == NODE_INPUT, 0.0,
+                     np.asarray(costs, np.float64).min(axis=1))
+  top, bottom = path_levels(graph, fastest)
+  through = top + bottom
+  length = through.max(initial=0.0)
+  return ((length - through) <= slack_share * length) & (
+      graph.kind != NODE_INPUT)
+
+
+def plan_critical_chain(problem: PlanningProblem,
+                        slack_share: float) -> Plan:
+  """The critical-chain plan of ``problem`` (module doc), memory-aware as
+  the list schedulers are (``plan_within_memory``).
+
+  Returns:
+    A :class:`~gplace.sim.list_scheduler.Plan`: the placement and the op
+    order HEFT planned for it.
+  """
+  devices = np.arange(problem.topology.n_devices)
+  chain = chain_nodes(problem.graph, problem.costs, slack_share)
+  pinned = np.full(problem.graph.n_nodes, -1, np.int64)
+  if chain.any():
+    pinned[chain] = int(np.argmin(problem.costs[chain].sum(axis=0)))
+  # HEFT's upward rank, a chain op outweighing any path of other ops: the
+  # chain goes first wherever it competes for a device.
+  node_cost = problem.costs[:, devices].mean(axis=1)
+  edge_cost = mean_transfer_s(problem.topology, devices,
+                              problem.graph.edge_bytes)
+  heavy = node_cost.sum() + edge_cost.sum()
+  rank = upward_rank(problem.graph, node_cost + heavy * chain, edge_cost)
+  return plan_within_memory(
+      lambda p: heft_schedule(p, devices, rank, pinned=pinned), problem,
+      devices)
+
+
+def plans(graph: Graph, topology: Topology, *, costs=None,
+          slack_shares=SLACK_SHARES) -> dict[float, Plan]:
+  """The critical-chain plan at each slack share.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    topology: the devices.
+    costs: optional ``[N, D]`` measured seconds (default: the roofline).
+    slack_shares: shares of the longest path, each in ``[0, 1]``.
+
+  Returns:
+    ``{slack_share: Plan}``; a graph's device constraints are not applied
+    (callers keep the plans that respect them).
+
+  Raises:
+    BaselineError: a share outside ``[0, 1]``.
+    GraphError, TopologyError, PlacementError: as every baseline
+      (``gplace.sim.list_scheduler.prepare``).
+  """
+  shares = [float(s) for s in slack_shares]
+  if not shares or not all(0.0 <= s <= 1.0 for s in shares):
+    raise BaselineError(
+        f"slack_shares must be shares of the longest path in [0, 1], got "
+        f"{list(slack_shares)!r}; e.g. (0.003, 0.01, 0.03).")
+  problem = prepare(graph, topology, costs)
+  return {s: plan_critical_chain(problem, s) for s in shares}
