@@ -93,6 +93,14 @@ def test_the_policys_own_placements_are_kept_apart_from_searches_from_them():
   assert optimality.policy_own({"heft (default)": 3.0}) == {}
 
 
+def test_the_critical_chain_column_is_the_plan_not_a_search_from_it():
+  candidates = {"heft (default)": 3.0, "critical chain (default)": 2.0,
+                "critical chain (own plan)": 1.5,
+                "annealing from critical chain": 1.0}
+  assert optimality.chain_own(candidates) == 1.5
+  assert optimality.chain_own({"heft (default)": 3.0}) is None
+
+
 def test_graph_names_holding_commas_are_chosen_with_a_bar(monkeypatch):
   names = ["transformer layer train step, 4xH100",
            "transformer layer train step, 8xH100",

@@ -181,6 +181,20 @@ def test_device_constraints_are_kept(from_function, topology):
   assert np.isfinite(result.runtime_s)
 
 
+def test_auto_weighs_the_critical_chain_plan_apart(from_function, topology):
+  graph = from_function.graph
+  result = gplace.optimize(graph, topology=topology, budget_s=2.0,
+                           progress=False)
+  chain = {label: runtime for label, runtime in result.candidates.items()
+           if label.startswith("critical chain (")}
+  assert chain and all(np.isfinite(r) for r in chain.values())
+  assert result.runtime_s <= min(chain.values()) * (1 + 1e-9)
+  searched = gplace.optimize(graph, topology=topology, method="annealing",
+                             budget_s=1.0, progress=False)
+  assert not any(label.startswith("critical chain")
+                 for label in searched.candidates)
+
+
 def test_no_feasible_placement_is_a_clear_error(from_function, topology):
   tiny = topology.replace(devices=tuple(
       dataclasses.replace(d, memory_bytes=1.0) for d in topology.devices))
