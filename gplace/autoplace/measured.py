@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from gplace.autoplace.candidates import Candidate, best_of
+from gplace.autoplace.candidates import CHAIN, Candidate, best_of
 from gplace.execution.executor import place
 from gplace.execution.timing import Measurement
 from gplace.execution.timing import measure as measure_placed
@@ -79,14 +79,15 @@ def candidates_to_measure(tried: Sequence[Candidate],
                           limit: int = MAX_MEASURED) -> list[Candidate]:
   """The feasible candidates worth measuring, mandatory ones first: the
   simulated winner, the best single device, the best baseline (a label
-  without ``from``, ``policy``, ``solver``), then the next fastest by
+  without ``from``, ``policy``, ``solver``, nor gplace's critical chain),
+  then the next fastest by
   simulated runtime; each placement once."""
   feasible = sorted((c for c in tried if math.isfinite(c.runtime_s)),
                     key=lambda c: c.runtime_s)
   singles = [c for c in feasible if c.label.startswith("single_device")]
   classical = [c for c in feasible if not any(
       word in c.label for word in ("from ", "policy", "solver", "GO",
-                                   "pretrained"))]
+                                   "pretrained", CHAIN))]
   order = feasible[:1] + singles[:1] + classical[:1] + feasible[1:]
   out, seen = [], set()
   for candidate in order:

@@ -93,6 +93,15 @@ def test_the_measured_set_starts_with_the_mandatory_candidates():
   # Each placement once (the same placement under two labels is one).
   twin = SINGLE._replace(label="expert (default)")
   assert len(measured.candidates_to_measure([SINGLE, twin])) == 1
+  # gplace's critical-chain plan is no classical baseline: the best
+  # baseline is measured even when the plan is faster.
+  chain = Candidate("critical chain (default)", (np.arange(N) + 1) % 3,
+                    None, 0.75)
+  won = Candidate("annealing from critical chain", (np.arange(N) + 2) % 3,
+                  None, 0.7)
+  found = measured.candidates_to_measure([slow, chain, won, SINGLE, TWO],
+                                         limit=3)
+  assert [c.label for c in found] == [won.label, SINGLE.label, TWO.label]
 
 
 def _mlp(params, x):
