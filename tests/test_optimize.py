@@ -195,6 +195,31 @@ def test_auto_weighs_the_critical_chain_plan_apart(from_function, topology):
                  for label in searched.candidates)
 
 
+@pytest.mark.parametrize("switch, pressure, weighed", [
+    (dict(CHAIN_PLAN=False), False, False),
+    (dict(CHAIN_PLAN_UNDER_PRESSURE=False), True, False),
+    (dict(CHAIN_PLAN_UNDER_PRESSURE=False), False, True),
+    (dict(CHAIN_PLAN_UNDER_PRESSURE=True), True, True),
+])
+def test_the_critical_chain_plan_follows_its_switches(
+    monkeypatch, from_function, topology, switch, pressure, weighed):
+  for name, value in switch.items():
+    monkeypatch.setattr(budget, name, value)
+  asked = []
+
+  def memory_pressure(runs, share=None):
+    asked.append(share)
+    return pressure
+
+  monkeypatch.setattr(budget, "memory_pressure", memory_pressure)
+  result = gplace.optimize(from_function.graph, topology=topology,
+                           budget_s=1.0, progress=False)
+  assert weighed == any(label.startswith("critical chain (")
+                        for label in result.candidates)
+  if switch.get("CHAIN_PLAN_UNDER_PRESSURE") is False:
+    assert budget.LNS_PRESSURE in asked   # the threshold of LNS's share
+
+
 def test_no_feasible_placement_is_a_clear_error(from_function, topology):
   tiny = topology.replace(devices=tuple(
       dataclasses.replace(d, memory_bytes=1.0) for d in topology.devices))

@@ -81,6 +81,17 @@ LNS_PRESSURE = 0.1
 # experiments/results/optimality/gnmt2_60s_race_2026-12-03).
 LNS_FROM_PLAN_TOO = True
 LNS_RACE_SHARE = 1 / 3
+# "auto" weighs gplace's critical-chain plan (gplace.baselines.
+# critical_chain) as a start for its searches; under memory pressure (at
+# least LNS_PRESSURE of the baselines out of memory) only with
+# CHAIN_PLAN_UNDER_PRESSURE. There, on gnmt2 small at 60 s (five seeds,
+# experiments/results/optimality/gnmt2_60s_chain_2026-12-05), it gave
+# 5.937-5.967 ms on 1 CPU + 4 acc. against 6.026-6.195 without, and
+# 7.135-7.304 on 1 CPU + 2 acc. against 7.092-7.207; hedging a search from
+# it with one from the best baseline (each for half) did no better on 2
+# acc. (7.156-7.409).
+CHAIN_PLAN = True
+CHAIN_PLAN_UNDER_PRESSURE = True
 # ... nor when the best is within this relative margin of the proven bound
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5

@@ -303,7 +303,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         problem, seed=seed,
         names=[chosen.name] if chosen.kind == "baseline" else None)
     tried = list(runs.best)
-    if chosen.kind == "auto":  # gplace's own plan: a start for the search
+    if chosen.kind == "auto" and budget.CHAIN_PLAN and (
+        budget.CHAIN_PLAN_UNDER_PRESSURE or not budget.memory_pressure(
+            runs.best, budget.LNS_PRESSURE)):  # a start for the search
       tried.extend(candidates_lib.chain_candidates(problem))
     _show_best(bar, tried)
     single = [c for c in tried if c.label.startswith("single_device")

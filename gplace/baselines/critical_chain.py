@@ -9,9 +9,9 @@ as long. This variant measures the path at each op's fastest device with
 free transfers (the path of :func:`gplace.lower_bound`), keeps every op
 within ``slack_share`` of that path's length on the device that runs the
 chain fastest, and schedules the rest with HEFT's insertion scheduler
-(earliest finish, in upward rank with the chain's ops first), so a train step's forward and input-
-gradient chain runs without interruption while the weight gradients and
-updates fill the other devices.
+(earliest finish, in upward rank with the chain's ops first), so a train
+step's forward and input-gradient chain runs without interruption while
+the weight gradients and updates fill the other devices.
 
 It is gplace's own construction, not a published baseline: it is not among
 ``gplace.baselines.names()`` and never counts as "the best classical plan";
@@ -108,6 +108,6 @@ def plans(graph: Graph, topology: Topology, *, costs=None,
   if not shares or not all(0.0 <= s <= 1.0 for s in shares):
     raise BaselineError(
         f"slack_shares must be shares of the longest path in [0, 1], got "
-        f"{list(slack_shares)!r}; e.g. (0.003, 0.01, 0.03).")
+        f"{list(slack_shares)!r}; e.g. {SLACK_SHARES}.")
   problem = prepare(graph, topology, costs)
   return {s: plan_critical_chain(problem, s) for s in shares}

@@ -29,7 +29,7 @@ def critical_path(graph: Graph, node_costs: np.ndarray) -> float:
   if graph.n_nodes == 0:
     return 0.0
   top, _ = path_levels(graph, node_costs, bottom=False)
-  return float((top + node_costs).max())
+  return float((top + np.asarray(node_costs, np.float64)).max())
 
 
 def path_levels(graph: Graph, node_costs: np.ndarray, *, bottom: bool = True
