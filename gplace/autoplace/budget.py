@@ -81,6 +81,9 @@ LNS_PRESSURE = 0.1
 # experiments/results/optimality/gnmt2_60s_race_2026-12-03).
 LNS_FROM_PLAN_TOO = True
 LNS_RACE_SHARE = 1 / 3
+# ... nor when the best is within this relative margin of the proven bound
+# (the simulator's float32 error): nothing is left to find.
+AT_BOUND = 1e-5
 # "auto" weighs gplace's critical-chain plan (gplace.baselines.
 # critical_chain) as a start for its searches; under memory pressure (at
 # least LNS_PRESSURE of the baselines out of memory) only with
@@ -92,9 +95,6 @@ LNS_RACE_SHARE = 1 / 3
 # acc. (7.156-7.409).
 CHAIN_PLAN = True
 CHAIN_PLAN_UNDER_PRESSURE = True
-# ... nor when the best is within this relative margin of the proven bound
-# (the simulator's float32 error): nothing is left to find.
-AT_BOUND = 1e-5
 # The searches' share of block moves (gplace.search.moves.block), and none
 # under memory pressure (see memory_pressure), where a span sent to one
 # device mostly overfills it: gnmt2 small on 1 CPU + 4 acc. (under
