@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from gplace.baselines.list_scheduling import schedule_ranks
 from gplace.baselines.scheduler import plan_within_memory
 from gplace.errors import BaselineError
 from gplace.graphs.graph import NODE_INPUT, Graph
 from gplace.sim.bounds import path_levels
 from gplace.sim.list_scheduler import Plan, PlanningProblem, heft_schedule
 from gplace.sim.list_scheduler import prepare
-from gplace.sim.priority import mean_transfer_s, upward_rank
 from gplace.sim.topology import Topology
 
 #: The slacks (shares of the longest path) :func:`plans` tries: the
@@ -40,46 +40,50 @@ from gplace.sim.topology import Topology
 SLACK_SHARES = (0.001, 0.003, 0.01, 0.03)
 
 
-def chain_nodes(graph: Graph, costs: np.ndarray,
-                slack_share: float) -> np.ndarray:
-  """``[N]`` bool: the non-input nodes within ``slack_share`` of the
-  longest path at each node's fastest device (transfers free).
+def path_slack(graph: Graph, costs: np.ndarray) -> np.ndarray:
+  """``[N]`` each node's slack on the longest path at each node's fastest
+  device (transfers free), as a share of that path's length (inputs:
+  ``inf``).
 
   Args:
     graph: the op graph.
     costs: ``[N, D]`` seconds per node and device.
-    slack_share: the slack allowed, a share of the path's length.
   """
-  fastest = np.where(graph.kind == NODE_INPUT, 0.0,
+  is_input = graph.kind == NODE_INPUT
+  fastest = np.where(is_input, 0.0,
                      np.asarray(costs, np.float64).min(axis=1))
   top, bottom = path_levels(graph, fastest)
   through = top + bottom
   length = through.max(initial=0.0)
-  return ((length - through) <= slack_share * length) & (
-      graph.kind != NODE_INPUT)
+  slack = ((length - through) / length if length > 0
+           else np.zeros_like(through))
+  return np.where(is_input, np.inf, slack)
+
+
+def chain_nodes(graph: Graph, costs: np.ndarray,
+                slack_share: float) -> np.ndarray:
+  """``[N]`` bool: the non-input nodes within ``slack_share`` of the
+  longest path at each node's fastest device (:func:`path_slack`)."""
+  return path_slack(graph, costs) <= slack_share
 
 
 def plan_critical_chain(problem: PlanningProblem,
-                        slack_share: float) -> Plan:
-  """The critical-chain plan of ``problem`` (module doc), memory-aware as
-  the list schedulers are (``plan_within_memory``).
+                        chain: np.ndarray) -> Plan:
+  """The critical-chain plan of ``problem`` (module doc) for the ``[N]``
+  bool ``chain``, memory-aware as the list schedulers are
+  (``plan_within_memory``).
 
   Returns:
     A :class:`~gplace.sim.list_scheduler.Plan`: the placement and the op
     order HEFT planned for it.
   """
   devices = np.arange(problem.topology.n_devices)
-  chain = chain_nodes(problem.graph, problem.costs, slack_share)
   pinned = np.full(problem.graph.n_nodes, -1, np.int64)
   if chain.any():
     pinned[chain] = int(np.argmin(problem.costs[chain].sum(axis=0)))
-  # HEFT's upward rank, a chain op outweighing any path of other ops: the
-  # chain goes first wherever it competes for a device.
-  node_cost = problem.costs[:, devices].mean(axis=1)
-  edge_cost = mean_transfer_s(problem.topology, devices,
-                              problem.graph.edge_bytes)
-  heavy = node_cost.sum() + edge_cost.sum()
-  rank = upward_rank(problem.graph, node_cost + heavy * chain, edge_cost)
+  # A chain op outweighs any path of other ops: the chain goes first
+  # wherever it competes for a device.
+  rank = schedule_ranks(problem, devices, first=chain)
   return plan_within_memory(
       lambda p: heft_schedule(p, devices, rank, pinned=pinned), problem,
       devices)
@@ -110,4 +114,5 @@ def plans(graph: Graph, topology: Topology, *, costs=None,
         f"slack_shares must be shares of the longest path in [0, 1], got "
         f"{list(slack_shares)!r}; e.g. {SLACK_SHARES}.")
   problem = prepare(graph, topology, costs)
-  return {s: plan_critical_chain(problem, s) for s in shares}
+  slack = path_slack(graph, problem.costs)
+  return {s: plan_critical_chain(problem, slack <= s) for s in shares}

@@ -177,11 +177,17 @@ def etf_schedule(problem: PlanningProblem, devices, priority: np.ndarray,
   return state.result()
 
 
-def schedule_ranks(problem: PlanningProblem, devices) -> np.ndarray:
-  """Upward rank with op time and transfer time averaged over ``devices``."""
+def schedule_ranks(problem: PlanningProblem, devices,
+                   first: np.ndarray | None = None) -> np.ndarray:
+  """Upward rank with op time and transfer time averaged over ``devices``.
+
+  With ``first`` (``[N]`` bool), each of those nodes weighs more than any
+  path of the others, so they rank ahead wherever they compete."""
   node_cost = problem.costs[:, devices].mean(axis=1)
   edge_cost = mean_transfer_s(problem.topology, devices,
-                               problem.graph.edge_bytes)
+                              problem.graph.edge_bytes)
+  if first is not None:
+    node_cost = node_cost + (node_cost.sum() + edge_cost.sum()) * first
   return upward_rank(problem.graph, node_cost, edge_cost)
 
 
