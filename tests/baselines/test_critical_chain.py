@@ -98,17 +98,24 @@ def test_a_pinned_node_without_room_goes_where_it_fits():
 
 
 @pytest.mark.parametrize("topology_name", ["1cpu+2gpu", "1cpu+4gpu"])
-def test_plans_keep_the_chain_on_one_device_and_are_valid(topology_name):
+def test_plans_keep_each_chain_on_its_own_device_and_are_valid(
+    topology_name):
   graph = random_dag(400, seed=6)
   topology = preset(topology_name)
   costs = topology.op_costs(graph)
   made = critical_chain.plans(graph, topology)
-  assert list(made) == list(critical_chain.SLACK_SHARES)
-  for share, plan in made.items():
-    chain = critical_chain.chain_nodes(graph, costs, share)
-    assert chain.any()
-    assert np.unique(plan.placement[chain]).size == 1
-    # On the device that runs the chain fastest.
+  assert {share for share, _ in made} == set(critical_chain.SLACK_SHARES)
+  assert {1, 2} <= {count for _, count in made}
+  for (share, count), plan in made.items():
+    labels = critical_chain.chain_labels(graph, costs, share, count)
+    assert labels.max() == count - 1
+    chain = labels == 0
+    np.testing.assert_array_equal(
+        chain, critical_chain.chain_nodes(graph, costs, share))
+    devices = [np.unique(plan.placement[labels == i]) for i in range(count)]
+    assert all(d.size == 1 for d in devices)
+    assert len({int(d[0]) for d in devices}) == count   # one device each
+    # The first on the device that runs it fastest.
     assert plan.placement[chain][0] == np.argmin(costs[chain].sum(0))
     check_schedule(graph, topology, costs, plan)
     position = np.empty(graph.n_nodes, np.int64)
@@ -120,11 +127,48 @@ def test_plans_keep_the_chain_on_one_device_and_are_valid(topology_name):
     assert float(result.runtime_s) >= costs[chain].min(1).sum() * (1 - 1e-5)
 
 
+def test_the_next_chain_is_the_longest_path_the_first_leaves():
+  graph, costs = _long_and_short()
+  labels = critical_chain.chain_labels(graph, costs, 0.0, 3)
+  names = np.array(graph.names)
+  assert list(names[labels == 0]) == list("abcd")
+  # With a-b-c-d free, x (0.5) is the longest path left, then y (0.1).
+  assert list(names[labels == 1]) == ["x"]
+  assert list(names[labels == 2]) == ["y"]
+  assert labels[0] == -1   # the input
+  # No fourth chain: nothing is left.
+  np.testing.assert_array_equal(
+      critical_chain.chain_labels(graph, costs, 0.0, 5), labels)
+  made = critical_chain.plans(graph, preset("1cpu+2gpu"), costs=costs,
+                              slack_shares=(0.0,), chain_counts=(1, 5))
+  assert list(made) == [(0.0, 1)]
+
+
+def test_more_chains_than_devices_pin_one_per_device():
+  graph = random_dag(200, seed=3)
+  topology = preset("1cpu+2gpu")
+  problem = list_scheduler.prepare(graph, topology, None)
+  labels = critical_chain.chain_labels(graph, problem.costs, 0.0, 5)
+  assert labels.max() == 4
+  plan = critical_chain.plan_critical_chain(problem, labels)
+  check_schedule(graph, topology, problem.costs, plan)
+  used = [np.unique(plan.placement[labels == i]) for i in range(3)]
+  assert all(u.size == 1 for u in used)
+  assert len({int(u[0]) for u in used}) == 3
+
+
 @pytest.mark.parametrize("shares", [(), (-0.1,), (1.5,), (float("nan"),)])
 def test_bad_slack_shares_are_refused(shares):
   graph = random_dag(20, seed=0)
   with pytest.raises(BaselineError, match="slack_shares"):
     critical_chain.plans(graph, preset("1cpu+2gpu"), slack_shares=shares)
+
+
+@pytest.mark.parametrize("counts", [(), (0,), (1.5,), (True,)])
+def test_bad_chain_counts_are_refused(counts):
+  graph = random_dag(20, seed=0)
+  with pytest.raises(BaselineError, match="chain_counts"):
+    critical_chain.plans(graph, preset("1cpu+2gpu"), chain_counts=counts)
 
 
 def test_it_is_not_a_classical_baseline():
