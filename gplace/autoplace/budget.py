@@ -138,10 +138,16 @@ CHAIN_SEARCH_SHARE = 0.5
 AUTO_POLICY_MIN_NODES = 2_500
 AUTO_POLICY_MIN_S = 120.0
 AUTO_POLICY_SHARE = 0.7
-# Evidence for giving GO's time back: when after this share of it GO's best
-# sample is not faster than the best baseline, training stops and the
-# search gets the rest.
+# Evidence for giving GO's time back: when after this share of it (at most
+# AUTO_POLICY_PROBE_MAX_S seconds) GO's best sample is not faster than the
+# best so far (the baselines and the critical-chain plan), training stops
+# and the search gets the rest. By 40 s of training, GO's best sample on
+# the paper-size train steps is within 0.6-2.3 points of where 215 s take
+# it (experiments/results/optimality/go_curve_2026-12-03), so a GO behind
+# at 40 s stays behind: on bert, resnet50 and inception_v3 the
+# critical-chain plans are 3-7 points ahead of it there.
 AUTO_POLICY_PROBE_SHARE = 0.4
+AUTO_POLICY_PROBE_MAX_S = 40.0
 # ... and when its best sample stalls: not AUTO_POLICY_MIN_GAIN (relative)
 # faster than it was AUTO_POLICY_STALL_SHARE of its time before. GO's
 # curve flattens long before its time is spent: trained for 215 s
@@ -203,6 +209,14 @@ def lns_share(n_nodes: int, pressure: bool = False) -> float:
   if n_nodes < LNS_LARGE_MIN_NODES:
     return LNS_SHARE
   return LNS_SHARE_PRESSURE if pressure else LNS_SHARE_LARGE
+
+
+def policy_probe_s(policy_s: float) -> float:
+  """Seconds after which GO trained for ``policy_s`` seconds inside
+  ``"auto"`` stops unless its best sample is ahead of the best so far
+  (:data:`AUTO_POLICY_PROBE_SHARE` of them, at most
+  :data:`AUTO_POLICY_PROBE_MAX_S`)."""
+  return min(AUTO_POLICY_PROBE_SHARE * policy_s, AUTO_POLICY_PROBE_MAX_S)
 
 
 def evaluation_share(evaluations: Optional[int],

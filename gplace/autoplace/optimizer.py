@@ -87,7 +87,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`AUTO_POLICY_SHARE` of the time the baselines leave (there a
     search over ops barely moves in minutes, a group-level policy does),
     stopped early when after :data:`AUTO_POLICY_PROBE_SHARE` of that time
-    its best sample is not faster than the best baseline;
+    (at most :data:`AUTO_POLICY_PROBE_MAX_S` s) its best sample is not
+    faster than the best so far;
     simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
     baseline too, each for half; on graphs of at least
@@ -346,7 +347,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       policy_s = budget.AUTO_POLICY_SHARE * (deadline - time.perf_counter())
       tried.extend(learned.policy_candidates(
           problem, seed=seed, notes=notes, time_s=policy_s,
-          give_up=learned.GiveUp(budget.AUTO_POLICY_PROBE_SHARE * policy_s,
+          give_up=learned.GiveUp(budget.policy_probe_s(policy_s),
                                  best_of(tried).runtime_s,
                                  budget.AUTO_POLICY_STALL_SHARE * policy_s,
                                  budget.AUTO_POLICY_MIN_GAIN)))

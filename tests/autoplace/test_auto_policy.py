@@ -43,6 +43,7 @@ def test_a_large_graph_gets_go_trained_on_it(fake_training, monkeypatch):
   # baseline (a baseline's runtime: the fastest of the default schedule's).
   assert give_up.after_s == pytest.approx(
       budget.AUTO_POLICY_PROBE_SHARE * time_s)
+  assert give_up.after_s == pytest.approx(budget.policy_probe_s(time_s))
   baselines = [v for k, v in result.candidates.items()
                if not k.startswith(("GO", "annealing", "joint", "lns",
                                     "local", "CP-SAT", "solver"))]
@@ -66,6 +67,13 @@ def test_a_small_graph_or_budget_does_not(fake_training, monkeypatch):
                   method="annealing", budget_s=3.0, progress=False,
                   max_evaluations=64)
   assert not fake_training
+
+
+def test_the_probe_comes_after_a_share_of_the_time_at_most_a_cap():
+  assert budget.policy_probe_s(50.0) == pytest.approx(
+      budget.AUTO_POLICY_PROBE_SHARE * 50.0)
+  long = 10 * budget.AUTO_POLICY_PROBE_MAX_S / budget.AUTO_POLICY_PROBE_SHARE
+  assert budget.policy_probe_s(long) == budget.AUTO_POLICY_PROBE_MAX_S
 
 
 def test_training_stops_when_spent_or_behind():
