@@ -88,11 +88,11 @@ AT_BOUND = 1e-5
 # critical_chain) as a start for its searches; under memory pressure (at
 # least LNS_PRESSURE of the baselines out of memory) only with
 # CHAIN_PLAN_UNDER_PRESSURE. There, on gnmt2 small at 60 s (five seeds,
-# experiments/results/optimality/gnmt2_60s_chain_2026-12-05), it gave
-# 5.937-5.967 ms on 1 CPU + 4 acc. against 6.026-6.195 without, and
-# 7.135-7.304 on 1 CPU + 2 acc. against 7.092-7.207; hedging a search from
-# it with one from the best baseline (each for half) did no better on 2
-# acc. (7.156-7.409).
+# experiments/results/optimality/gnmt2_60s_multichain_2026-12-05), it gave
+# 5.927-5.993 ms on 1 CPU + 4 acc. against 6.026-6.195 without, and
+# 7.159-7.251 on 1 CPU + 2 acc. against 7.092-7.207; hedging a search from
+# the one-chain plan with one from the best baseline (each for half) did
+# no better on 2 acc. (7.156-7.409).
 CHAIN_PLAN = True
 CHAIN_PLAN_UNDER_PRESSURE = True
 # The searches' share of block moves (gplace.search.moves.block), and none
