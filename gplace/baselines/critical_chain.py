@@ -13,8 +13,8 @@ chain fastest, and schedules the rest with HEFT's insertion scheduler
 step's forward and input-gradient chain runs without interruption while
 the weight gradients and updates fill the other devices. With more than one
 chain, the longest path of what the chains before it leave (their ops'
-costs set to zero) is the next chain, on the fastest device not yet taken:
-on a train step, a second and third chain of weight gradients.
+costs set to zero) is the next chain, on the fastest device not yet taken
+(on a train step, the longest of what runs beside the first chain).
 
 It is gplace's own construction, not a published baseline: it is not among
 ``gplace.baselines.names()`` and never counts as "the best classical plan";
