@@ -77,16 +77,20 @@ def chain_nodes(graph: Graph, costs: np.ndarray,
 
 
 def chain_labels(graph: Graph, costs: np.ndarray, slack_share: float,
-                 count: int = 1) -> np.ndarray:
+                 count: int = 1, slack: np.ndarray | None = None
+                 ) -> np.ndarray:
   """``[N]`` int: the chain of each node (``-1``: none), for ``count``
   chains: chain 0 is :func:`chain_nodes`, chain ``i`` the nodes not in a
   chain before it within ``slack_share`` of the longest path that is left
   when those chains' costs are zero. Fewer chains where nothing is left.
+  ``slack``: ``path_slack(graph, costs)`` where the caller has it.
   """
   costs = np.array(costs, np.float64)
   labels = np.full(graph.n_nodes, -1, np.int64)
   for i in range(count):
-    chain = (path_slack(graph, costs) <= slack_share) & (labels < 0)
+    if i or slack is None:
+      slack = path_slack(graph, costs)
+    chain = (slack <= slack_share) & (labels < 0)
     if not chain.any():
       break
     labels[chain] = i
@@ -165,8 +169,9 @@ def plans(graph: Graph, topology: Topology, *, costs=None,
         f"got {counts!r}; e.g. {CHAIN_COUNTS}.")
   problem = prepare(graph, topology, costs)
   made = {}
+  slack = path_slack(graph, problem.costs)   # chain 0's, for every share
   for share in shares:
-    labels = chain_labels(graph, problem.costs, share, max(counts))
+    labels = chain_labels(graph, problem.costs, share, max(counts), slack)
     for count in sorted(set(int(k) for k in counts)):
       if count > 1 and labels.max(initial=-1) < count - 1:
         continue   # no chain left for this count: a smaller one's plan
