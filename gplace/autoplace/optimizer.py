@@ -21,6 +21,7 @@ from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace import measured as measured_lib
 from gplace.autoplace import outcome as outcome_lib
+from gplace.autoplace import phases
 from gplace.autoplace import policy as learned
 from gplace.autoplace.candidates import Candidate, best_of
 from gplace.autoplace.inputs import (LOCAL, Problem,
@@ -308,7 +309,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         budget.CHAIN_PLAN_UNDER_PRESSURE or not budget.memory_pressure(
             runs.best, budget.LNS_PRESSURE)):  # a start for the search
       tried.extend(candidates_lib.chain_candidates(problem))
-    _show_best(bar, tried)
+    phases.show_best(bar, tried)
     single = [c for c in tried if c.label.startswith("single_device")
               and math.isfinite(c.runtime_s)]
     if measuring and single:
@@ -327,7 +328,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
           problem, loaded, seed=seed,
           default_baselines=None if chosen.kind == "baseline"
           else runs.default))
-      _show_best(bar, tried)
+      phases.show_best(bar, tried)
     # The solver where it pays: small graphs, and graphs up to the solver's
     # limit under memory pressure (where single moves stall), or (below)
     # far from the bound after the search.
@@ -351,7 +352,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
                                  best_of(tried).runtime_s,
                                  budget.AUTO_POLICY_STALL_SHARE * policy_s,
                                  budget.AUTO_POLICY_MIN_GAIN)))
-      _show_best(bar, tried)
+      phases.show_best(bar, tried)
     if chosen.kind in ("auto", "search") and runs.default:
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
@@ -360,50 +361,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
                    runs.best, budget.LNS_PRESSURE)))
       search_s = max(left * share,
                      budget.SEARCH_FLOOR * budget_s, budget.MIN_SEARCH_S)
-      name = chosen.name or "annealing"
-      joint = name == candidates_lib.JOINT
-      if chosen.kind == "auto":  # placements, then placement + schedule
-        placement_s = search_s * (1 - budget.JOINT_SHARE)
-        bar.stage(name)
-        starts = candidates_lib.search_starts(runs.default, tried)
-        chains = candidates_lib.chain_groups(
-            problem, budget.CHAIN_SEARCH_MIN_NODES,
-            budget.CHAIN_SEARCH_MAX_SHARE)
-        began_search = time.perf_counter()
-        for start in starts:
-          each_s = placement_s / len(starts)
-          each = (1 - budget.JOINT_SHARE) / len(starts)
-          if chains is not None:  # whole op chains first, then single ops
-            began_chains = time.perf_counter()
-            start = candidates_lib.search_candidate(
-                problem, name, start,
-                time_s=each_s * budget.CHAIN_SEARCH_SHARE, seed=seed,
-                max_evaluations=budget.evaluation_share(
-                    max_evaluations, each * budget.CHAIN_SEARCH_SHARE),
-                stall_s=stall_s, groups=chains, block_share=blocks)
-            tried.append(start)
-            each_s -= time.perf_counter() - began_chains
-            each *= 1 - budget.CHAIN_SEARCH_SHARE
-          tried.append(candidates_lib.search_candidate(
-              problem, name, start, time_s=each_s, seed=seed,
-              max_evaluations=budget.evaluation_share(max_evaluations, each),
-              stall_s=stall_s, block_share=blocks))
-        # What a stalled placement search gives back goes to the joint one.
-        placement_s = min(placement_s, time.perf_counter() - began_search)
-        _show_best(bar, tried)
-        search_s -= placement_s
-        joint, name = True, candidates_lib.JOINT
-      bar.stage(name)
-      # A joint search starts from the fastest placement in its schedule.
-      start = (best_of(tried) if joint else best_of(runs.default + [
-          c for c in tried if c.order is None])) or runs.default[0]
-      tried.append(candidates_lib.search_candidate(
-          problem, name, start, time_s=search_s, seed=seed,
-          max_evaluations=budget.evaluation_share(
-              max_evaluations, budget.JOINT_SHARE)
-          if chosen.kind == "auto" else max_evaluations, stall_s=stall_s,
-          block_share=blocks))
-      _show_best(bar, tried)
+      phases.search_phase(
+          problem, runs, tried, kind=chosen.kind, name=chosen.name,
+          search_s=search_s, seed=seed, max_evaluations=max_evaluations,
+          stall_s=stall_s, blocks=blocks, bar=bar)
     solver_s = deadline - time.perf_counter()
     best = best_of(tried)
     if (chosen.kind == "auto" and not solver_next
@@ -423,7 +384,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       tried.append(outcome.candidate)
       bound_s = max(bound_s, outcome.bound_s)
       proven = outcome.status == "OPTIMAL"
-      _show_best(bar, tried)
+      phases.show_best(bar, tried)
     lns_s = deadline - time.perf_counter()
     incumbent = best_of(tried)
     at_bound = incumbent is not None and (
@@ -431,26 +392,16 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     if runs.default and (chosen.kind == "lns" or (
         chosen.kind == "auto" and not proven and not at_bound
         and lns_s >= budget.MIN_LNS_S)):
-      bar.stage("lns")
-      starts = [incumbent or runs.default[0]]
-      plan = best_of(runs.best)   # hedge a single-op search's start
-      if (chosen.kind == "auto" and budget.LNS_FROM_PLAN_TOO and not trained
-          and n >= budget.LNS_LARGE_MIN_NODES and plan is not None
-          and plan.runtime_s > starts[0].runtime_s):
-        starts.append(plan)
-      tried.extend(candidates_lib.lns_candidates(
-          problem, starts, time_s=max(lns_s, 1.0), seed=seed,
-          bound_s=bound_s,
-          max_iterations=None if max_evaluations is None else max(
-              1, max_evaluations // candidates_lib.BATCH),
-          race_share=budget.LNS_RACE_SHARE))
-      _show_best(bar, tried)
+      phases.lns_phase(
+          problem, runs, tried, lns_s=lns_s, seed=seed, bound_s=bound_s,
+          max_evaluations=max_evaluations,
+          hedge=chosen.kind == "auto" and not trained, bar=bar)
     left = deadline - time.perf_counter()
     if chosen.kind == "finetune":
       bar.stage("fine-tuning")
       tried.extend(learned.finetune_candidates(
           problem, loaded, time_s=max(left, 0.0), seed=seed, notes=notes))
-      _show_best(bar, tried)
+      phases.show_best(bar, tried)
     if chosen.kind == "policy":
       bar.stage("policy")
       told = len(notes)
@@ -461,7 +412,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
             "GO trained on this graph: no placement fitted in memory",
             np.zeros(n, np.int32), None, math.inf)]
       tried.extend(found)
-      _show_best(bar, tried)
+      phases.show_best(bar, tried)
     measurements = {}
     if measuring and len(tried) > 1:
       bar.stage("measuring")
@@ -493,8 +444,3 @@ def _with_fusion(result: PlacementResult, problem: Problem, fusion_s: float,
   return outcome_lib.with_fusion(result, problem, time_s=fusion_s, seed=seed,
                                  max_evaluations=max_evaluations)
 
-
-def _show_best(bar: Progress, tried: list) -> None:
-  best = best_of(tried)
-  if best is not None:
-    bar.best(best.runtime_s)

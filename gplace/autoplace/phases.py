@@ -1,0 +1,123 @@
+"""Two of :func:`gplace.optimize`'s phases, each appending what it found to
+the candidates tried so far: :func:`search_phase` (the searches over
+placements, then over placement and schedule) and :func:`lns_phase` (LNS
+with CP-SAT windows from the incumbent). :mod:`gplace.autoplace.optimizer`
+decides whether each runs and for how long (:mod:`gplace.autoplace.budget`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from gplace.autoplace import budget
+from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace.candidates import BaselineRuns, best_of
+from gplace.autoplace.inputs import Problem
+from gplace.autoplace.progress import Progress
+
+
+def show_best(bar: Progress, tried: list) -> None:
+  """Shows the fastest of ``tried`` on the progress bar (if any fits)."""
+  best = best_of(tried)
+  if best is not None:
+    bar.best(best.runtime_s)
+
+
+def search_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
+                 kind: str, name: Optional[str], search_s: float, seed: int,
+                 max_evaluations: Optional[int], stall_s: Optional[float],
+                 blocks: float, bar: Progress) -> None:
+  """The searches of methods ``"auto"`` and ``"search"`` for ``search_s``
+  seconds, their candidates appended to ``tried``.
+
+  ``"search"`` runs the search ``name`` (default annealing) from the
+  fastest placement in the default schedule (a joint search: from the
+  fastest in its own schedule). ``"auto"`` anneals placements from
+  :func:`~gplace.autoplace.candidates.search_starts` (whole op chains
+  first on large graphs) for ``1 - JOINT_SHARE`` of the time, then
+  placement and schedule together from the fastest so far for the rest
+  (with what a stalled placement search gave back).
+
+  Args:
+    problem: the resolved problem.
+    runs: the baselines (``runs.default`` not empty).
+    tried: the candidates so far; extended in place.
+    kind: the method's kind, ``"auto"`` or ``"search"``.
+    name: the search named by the method, or None.
+    search_s: seconds for the phase.
+    seed, max_evaluations: as ``gplace.optimize``'s.
+    stall_s: a search stops after this many seconds without a gain.
+    blocks: the share of moves that move blocks of ops.
+    bar: the progress bar.
+  """
+  name = name or "annealing"
+  joint = name == candidates_lib.JOINT
+  if kind == "auto":  # placements, then placement + schedule
+    placement_s = search_s * (1 - budget.JOINT_SHARE)
+    bar.stage(name)
+    starts = candidates_lib.search_starts(runs.default, tried)
+    chains = candidates_lib.chain_groups(
+        problem, budget.CHAIN_SEARCH_MIN_NODES,
+        budget.CHAIN_SEARCH_MAX_SHARE)
+    began_search = time.perf_counter()
+    for start in starts:
+      each_s = placement_s / len(starts)
+      each = (1 - budget.JOINT_SHARE) / len(starts)
+      if chains is not None:  # whole op chains first, then single ops
+        began_chains = time.perf_counter()
+        start = candidates_lib.search_candidate(
+            problem, name, start,
+            time_s=each_s * budget.CHAIN_SEARCH_SHARE, seed=seed,
+            max_evaluations=budget.evaluation_share(
+                max_evaluations, each * budget.CHAIN_SEARCH_SHARE),
+            stall_s=stall_s, groups=chains, block_share=blocks)
+        tried.append(start)
+        each_s -= time.perf_counter() - began_chains
+        each *= 1 - budget.CHAIN_SEARCH_SHARE
+      tried.append(candidates_lib.search_candidate(
+          problem, name, start, time_s=each_s, seed=seed,
+          max_evaluations=budget.evaluation_share(max_evaluations, each),
+          stall_s=stall_s, block_share=blocks))
+    # What a stalled placement search gives back goes to the joint one.
+    placement_s = min(placement_s, time.perf_counter() - began_search)
+    show_best(bar, tried)
+    search_s -= placement_s
+    joint, name = True, candidates_lib.JOINT
+  bar.stage(name)
+  # A joint search starts from the fastest placement in its schedule.
+  start = (best_of(tried) if joint else best_of(runs.default + [
+      c for c in tried if c.order is None])) or runs.default[0]
+  tried.append(candidates_lib.search_candidate(
+      problem, name, start, time_s=search_s, seed=seed,
+      max_evaluations=budget.evaluation_share(
+          max_evaluations, budget.JOINT_SHARE)
+      if kind == "auto" else max_evaluations, stall_s=stall_s,
+      block_share=blocks))
+  show_best(bar, tried)
+
+
+def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
+              lns_s: float, seed: int, bound_s: float,
+              max_evaluations: Optional[int], hedge: bool,
+              bar: Progress) -> None:
+  """LNS (CP-SAT windows) for ``lns_s`` seconds from the fastest of
+  ``tried`` (else the first baseline), its candidates appended to
+  ``tried``. With ``hedge`` on graphs of at least
+  :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops, a chain from
+  the best classical plan races the incumbent's when the plan is slower
+  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`,
+  :data:`~gplace.autoplace.budget.LNS_RACE_SHARE`)."""
+  bar.stage("lns")
+  starts = [best_of(tried) or runs.default[0]]
+  plan = best_of(runs.best)   # hedge a single-op search's start
+  if (hedge and budget.LNS_FROM_PLAN_TOO
+      and problem.graph.n_nodes >= budget.LNS_LARGE_MIN_NODES
+      and plan is not None and plan.runtime_s > starts[0].runtime_s):
+    starts.append(plan)
+  tried.extend(candidates_lib.lns_candidates(
+      problem, starts, time_s=max(lns_s, 1.0), seed=seed, bound_s=bound_s,
+      max_iterations=None if max_evaluations is None else max(
+          1, max_evaluations // candidates_lib.BATCH),
+      race_share=budget.LNS_RACE_SHARE))
+  show_best(bar, tried)
