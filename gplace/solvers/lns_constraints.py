@@ -143,22 +143,36 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
   """
   sends, links = {}, {}
   d_count = static.duration.shape[1]
+  hi, tail = ctx.hi, ctx.tail
   for u in span.tolist():
     succ = static.succ[static.succ_ptr[u]:static.succ_ptr[u + 1]]
-    succ = succ[static.executed[succ]].tolist()
-    if not succ:
+    succ = succ[static.executed[succ]]
+    if not succ.size:
       continue
+    # Per consumer: its device when fixed (else None), and what waits for
+    # the transfer (its start inside the span, else the objective less its
+    # tail).
+    fixed_on = [None if w in on else
+                (devices[w][0] if w in devices else p)
+                for w, p in zip(succ.tolist(),
+                                ctx.placement[succ].tolist())]
+    targets = [start[w] if q <= hi else objective - t
+               for w, q, t in zip(succ.tolist(),
+                                  ctx.position[succ].tolist(),
+                                  tail[succ].tolist())]
+    succ = succ.tolist()
     sources = list(on[u]) if u in on else devices[u]
     base = end[u] if u in end else 0
+    transfer = static.transfer[u].tolist()
     for d in range(d_count):
       if all(s == d for s in sources):
         continue
       needs, always = [], False      # consumer literals on d
-      for w in succ:
-        if w in on:
+      for w, fixed in zip(succ, fixed_on):
+        if fixed is None:
           if d in on[w]:
             needs.append(on[w][d])
-        elif (devices[w][0] if w in devices else ctx.placement[w]) == d:
+        elif fixed == d:
           always = True
       if not needs and not always:
         continue
@@ -179,23 +193,23 @@ def add_links(model, static, ctx, span, on, devices, start, end, objective,
             model.add_bool_or([need.negated(), literal] + (
                 [on[u][s].negated()] if u in on else []))
         used[s] = literal
-        size = int(static.transfer[u, s, d])
+        size = transfer[s][d]
         links.setdefault((s, d), []).append(
             model.new_fixed_size_interval_var(begin, size, "")
             if literal is True else
             model.new_optional_fixed_size_interval_var(begin, size, literal,
                                                        ""))
-        for w in succ:
+        for w, fixed, target in zip(succ, fixed_on, targets):
           guard = [] if u not in on else [on[u][s]]
-          if w in on:
+          if fixed is None:
             if d not in on[w]:
               continue
             guard.append(on[w][d])
-          elif (devices[w][0] if w in devices else ctx.placement[w]) != d:
+          elif fixed != d:
             continue
-          target = (start[w] if ctx.position[w] <= ctx.hi
-                    else objective - int(ctx.tail[w]))
-          model.add(target >= begin + size).only_enforce_if(guard)
+          constraint = model.add(target >= begin + size)
+          if guard:
+            constraint.only_enforce_if(guard)
       sends[(u, d)] = (begin, used)
   for intervals in links.values():
     if len(intervals) > 1:

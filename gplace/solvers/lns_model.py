@@ -40,6 +40,7 @@ class Static(NamedTuple):
     allowed: ``[N, D]`` bool, devices each node may use.
     colocation: ``[N]`` int64 class (-1: none).
     succ_ptr, succ: CSR of consumers (``[N + 1]``, ``[E]``).
+    succ_src: ``[E]`` the producer of each entry of ``succ``.
     pred_ptr, pred: CSR of producers.
     out_kib, send_kib: ``[N]`` int64 KiB of outputs and of one transfer.
     is_input, ends_live: ``[N]`` bool; inputs and outputs live to the end.
@@ -56,6 +57,7 @@ class Static(NamedTuple):
   colocation: np.ndarray
   succ_ptr: np.ndarray
   succ: np.ndarray
+  succ_src: np.ndarray
   pred_ptr: np.ndarray
   pred: np.ndarray
   out_kib: np.ndarray
@@ -79,13 +81,14 @@ def make_static(graph: Graph, topology: Topology, costs: np.ndarray,
   colocation = (np.full(n, -1, np.int64) if graph.colocation is None
                 else np.asarray(graph.colocation, np.int64))
   is_input = graph.kind == NODE_INPUT
+  succ_ptr = np.searchsorted(graph.edge_src, np.arange(n + 1))
   return Static(
       tick_s=scaled.tick_s, duration=scaled.duration,
       transfer=scaled.transfer, executed=scaled.executed,
       device_group=device_group.reshape(-1).astype(np.int64),
       allowed=allowed, colocation=colocation,
-      succ_ptr=np.searchsorted(graph.edge_src, np.arange(n + 1)),
-      succ=np.asarray(graph.edge_dst, np.int64),
+      succ_ptr=succ_ptr, succ=np.asarray(graph.edge_dst, np.int64),
+      succ_src=np.repeat(np.arange(n, dtype=np.int64), np.diff(succ_ptr)),
       pred_ptr=np.searchsorted(graph.edge_dst[by_dst], np.arange(n + 1)),
       pred=np.asarray(graph.edge_src, np.int64)[by_dst],
       out_kib=np.asarray(graph.out_bytes, np.int64) // _KIB,
@@ -169,8 +172,7 @@ def _boundary(static: Static, ctx: Context, span: np.ndarray):
     outside = max(outside, int(ctx.finish[before].max()))
   # Edges from before the span to after it (vectorized over the graph's
   # edges: numpy, not the model).
-  src = np.repeat(np.arange(ctx.position.size), np.diff(static.succ_ptr))
-  dst = static.succ
+  src, dst = static.succ_src, static.succ
   skip = ((ctx.position[src] < ctx.lo) & (ctx.position[dst] > ctx.hi)
           & static.executed[dst])
   if skip.any():
@@ -181,6 +183,22 @@ def _boundary(static: Static, ctx: Context, span: np.ndarray):
     outside = max(outside, int(reach.max()))
   return (free_at[static.device_group], tail_after[static.device_group],
           outside)
+
+
+class _Model(cp_model.CpModel):
+  """A CP-SAT model without OR-tools' camelCase method aliases, which it
+  otherwise makes per instance (about 1 ms; LNS builds thousands)."""
+
+  def _add_pre_pep8_methods(self) -> None:
+    pass
+
+
+def _add_hints(model: cp_model.CpModel, hints: list) -> None:
+  """``model.add_hint(var, value)`` for each pair (non-negated variables),
+  in one call to the model's proto."""
+  proto = model.model_proto.solution_hint
+  proto.vars.extend([var.index for var, _ in hints])
+  proto.values.extend([int(value) for _, value in hints])
 
 
 def solve_window(static: Static, ctx: Context, *, limit_s: float,
@@ -203,7 +221,7 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   freed = np.zeros(ctx.position.size, bool)
   freed[ctx.free] = True
   free_at, tail_after, outside = _boundary(static, ctx, span)
-  model = cp_model.CpModel()
+  model = _Model()
   on, devices = {}, {}
   for v in span.tolist():
     devices[v] = window_devices(static, ctx, freed, v)
@@ -259,23 +277,21 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
       model.add(objective >= end[v] + choose(v, tail_after))
   if memory:
     add_memory(model, static, ctx, span, freed, on, devices)
-  for v, literals in on.items():
-    for d, literal in literals.items():
-      model.add_hint(literal, int(ctx.placement[v] == d))
+  hints = [(literal, ctx.placement[v] == d)
+           for v, literals in on.items() for d, literal in literals.items()]
   for v in start:
-    model.add_hint(start[v], int(hint[v]))
-    model.add_hint(end[v], int(hint[v] + static.duration[v,
-                                                        ctx.placement[v]]))
+    hints.append((start[v], hint[v]))
+    hints.append((end[v], hint[v] + static.duration[v, ctx.placement[v]]))
   sends = add_links(model, static, ctx, span, on, devices, start, end,
                      objective, horizon)
   for (u, d), (begin, used) in sends.items():
-    model.add_hint(begin, sent.get((u, d), int(hint.get(u, 0) + (
-        static.duration[u, ctx.placement[u]] if u in hint else 0))))
+    hints.append((begin, sent.get((u, d), int(hint.get(u, 0) + (
+        static.duration[u, ctx.placement[u]] if u in hint else 0)))))
     for s, literal in used.items():
       if literal is not True and not (u in on and literal is on[u][s]):
-        model.add_hint(literal, int(ctx.placement[u] == s
-                                   and (u, d) in sent))
-  model.add_hint(objective, hint_ticks)
+        hints.append((literal, ctx.placement[u] == s and (u, d) in sent))
+  hints.append((objective, hint_ticks))
+  _add_hints(model, hints)
   model.minimize(objective)
   solver = cp_model.CpSolver()
   solver.parameters.max_time_in_seconds = max(float(limit_s), 1e-3)
