@@ -133,6 +133,132 @@ def add_memory(model, static, ctx, span, freed, on, devices) -> None:
         condition.only_enforce_if(on[v][d])
 
 
+def live_kib(static, placement: np.ndarray,
+             position: np.ndarray) -> np.ndarray:
+  """``[D, N]`` int64 KiB live on each device at each position, in the
+  simulator's memory model (``gplace.sim.dispatch.peak_by_position``): a
+  node's own copy from its position to its last consumer on its device
+  (inputs throughout, outputs to the end), a received copy from the
+  producer's position to its last consumer there."""
+  n, d = placement.size, static.capacity_kib.size
+  src, dst = static.succ_src, static.succ
+  last = np.full(n * d, -1, np.int64)
+  np.maximum.at(last, src * d + placement[dst], position[dst])
+  last = last.reshape(n, d)
+  nodes = np.arange(n)
+  own_first = np.where(static.is_input, 0, position)
+  own_last = np.where(static.ends_live, n - 1,
+                      np.maximum(position, last[nodes, placement]))
+  remote = last >= 0
+  remote[nodes, placement] = False
+  r, c = np.nonzero(remote)
+  width = n + 1
+  index = np.concatenate([placement * width + own_first,
+                          placement * width + own_last + 1,
+                          c * width + position[r],
+                          c * width + last[r, c] + 1])
+  delta = np.concatenate([static.out_kib, -static.out_kib,
+                          static.send_kib[r], -static.send_kib[r]])
+  live = np.bincount(index, delta.astype(np.float64), d * width)
+  return np.rint(live.reshape(d, width).cumsum(1)[:, :n]).astype(np.int64)
+
+
+def add_memory_outside(model, static, ctx, on) -> None:
+  """Memory at the positions outside the span (with ``ctx.live``): what
+  the freed ops' devices add there to the incumbent's live bytes must fit.
+
+  Two kinds of copies outlive the span: inputs' and outputs' own copies
+  (resident throughout, or to the end), and copies of values made before
+  the span that a freed op reads on its new device (live from the
+  producer, or from its last reader there before the span, up to the
+  span). At each such copy's first position, the copies added from there
+  on, less those the window removes, fit in the least headroom that
+  follows before the span. Copies made inside the span and read after it
+  exist whatever the window decides (only their size may change).
+  """
+  live = ctx.live
+  if live is None or not on:
+    return
+  lo, hi = ctx.lo, ctx.hi
+  after = live[:, hi + 1:].max(1, initial=0)
+  outside = np.maximum(live[:, :lo].max(1, initial=0), after)
+  for d in range(static.capacity_kib.size):
+    cap = int(static.capacity_kib[d])
+    inputs, outputs = [], []       # own copies: throughout, to the end
+    most = np.zeros(2, np.int64)
+    for v, literals in on.items():
+      if static.ends_live[v] and d in literals and static.out_kib[v]:
+        kib, kind = int(static.out_kib[v]), int(not static.is_input[v])
+        terms = outputs if kind else inputs
+        if ctx.placement[v] == d:
+          terms.append(-kib * (1 - literals[d]))
+        else:
+          terms.append(kib * literals[d])
+          most[kind] += kib
+    if most[0] > cap - int(outside[d]):
+      model.add(sum(inputs) <= cap - int(outside[d]))
+    if most.sum() > cap - int(after[d]):
+      model.add(sum(inputs) + sum(outputs) <= cap - int(after[d]))
+    if lo:
+      _add_read_copies(model, static, ctx, on, d, cap)
+
+
+def _add_read_copies(model, static, ctx, on, d: int, cap: int) -> None:
+  """:func:`add_memory_outside`'s copies on device ``d`` of values made
+  before the span and read by freed ops."""
+  lo = ctx.lo
+  readers = {}                    # value -> freed readers that may take d
+  for w, literals in on.items():
+    if d in literals:
+      for u in static.pred[static.pred_ptr[w]:static.pred_ptr[w + 1]]:
+        if ctx.position[u] < lo:
+          readers.setdefault(int(u), []).append(w)
+  added, removed, most = [], [], 0
+  for u, choices in readers.items():
+    home = int(ctx.placement[u])
+    if static.is_input[u] and home == d:
+      continue                    # resident anyway
+    kib = int(static.out_kib[u] if home == d else static.send_kib[u])
+    succ = static.succ[static.succ_ptr[u]:static.succ_ptr[u + 1]]
+    there = ctx.placement[succ] == d
+    at = ctx.position[succ]
+    before = at[there & (at < lo)]
+    kept = there & (at >= lo) & ~np.isin(succ, choices)
+    if not kib or kept.any():
+      continue                    # the copy reaches the span whatever
+    first = max(int(ctx.position[u]) + (home == d),
+                int(before.max(initial=-1)) + 1)
+    if first >= lo:
+      continue
+    literals = [on[w][d] for w in choices]
+    if any(ctx.placement[w] == d for w in choices):  # the incumbent's
+      gone = model.new_bool_var("")
+      for literal in literals:
+        model.add_implication(literal, gone.negated())
+      removed.append(kib * gone)
+    else:
+      made = literals[0]
+      if len(literals) > 1:
+        made = model.new_bool_var("")
+        for literal in literals:
+          model.add_implication(literal, made)
+      added.append((first, kib, made))
+      most += kib
+  if not added:
+    return
+  peak = np.maximum.accumulate(ctx.live[d, :lo][::-1])[::-1]
+  if most <= cap - int(peak[min(f for f, _, _ in added)]):
+    return
+  added.sort(key=lambda item: item[0])
+  so_far, terms = 0, []
+  for first, kib, made in added:
+    so_far += kib
+    terms.append(kib * made)
+    room = cap - int(peak[first])
+    if so_far > room:
+      model.add(sum(terms) - sum(removed) <= room)
+
+
 def add_links(model, static, ctx, span, on, devices, start, end, objective,
                horizon) -> dict:
   """Transfers out of the span's ops as optional intervals, one at a time

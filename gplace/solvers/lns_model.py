@@ -21,7 +21,8 @@ from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OUTPUT
 from gplace.sim.problem import send_bytes
 from gplace.sim.topology import Topology
 from gplace.solvers.lns_constraints import (add_edges, add_links,
-                                            add_memory, tie_colocated,
+                                            add_memory, add_memory_outside,
+                                            tie_colocated,
                                             window_devices)
 from gplace.solvers.model import scale_problem
 
@@ -111,6 +112,10 @@ class Context(NamedTuple):
       incumbent's precedences (data and device order), valid after it.
     lo, hi: the span, positions ``lo..hi`` of ``order`` (inclusive).
     free: node ids whose device is freed (inside the span).
+    live: ``[D, N]`` int64 KiB live on each device at each position of
+      ``order`` (:func:`~gplace.solvers.lns_constraints.live_kib`), or None
+      where memory is not tight (then copies outside the span go
+      unchecked).
   """
 
   placement: np.ndarray
@@ -121,6 +126,7 @@ class Context(NamedTuple):
   lo: int
   hi: int
   free: np.ndarray
+  live: Optional[np.ndarray] = None
 
 
 class WindowSolution(NamedTuple):
@@ -277,6 +283,7 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
       model.add(objective >= end[v] + choose(v, tail_after))
   if memory:
     add_memory(model, static, ctx, span, freed, on, devices)
+    add_memory_outside(model, static, ctx, on)
   hints = [(literal, ctx.placement[v] == d)
            for v, literals in on.items() for d, literal in literals.items()]
   for v in start:
