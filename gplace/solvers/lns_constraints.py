@@ -233,6 +233,7 @@ def _add_read_copies(model, static, ctx, on, d: int, cap: int) -> None:
     literals = [on[w][d] for w in choices]
     if any(ctx.placement[w] == d for w in choices):  # the incumbent's
       gone = model.new_bool_var("")
+      model.add_hint(gone, False)   # as in the incumbent
       for literal in literals:
         model.add_implication(literal, gone.negated())
       removed.append(kib * gone)
@@ -240,6 +241,7 @@ def _add_read_copies(model, static, ctx, on, d: int, cap: int) -> None:
       made = literals[0]
       if len(literals) > 1:
         made = model.new_bool_var("")
+        model.add_hint(made, False)
         for literal in literals:
           model.add_implication(literal, made)
       added.append((first, kib, made))
