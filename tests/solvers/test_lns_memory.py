@@ -95,7 +95,8 @@ def test_a_window_keeps_an_early_values_copy_from_overfilling_a_device():
   assert not score(seeing.placement, seeing.order).oom
 
 
-@pytest.mark.parametrize("memory_kib, tight", [(360, True), (1e6, False)])
+@pytest.mark.parametrize("memory_kib, tight",
+                         [(360, True), (500, False), (1e6, False)])
 def test_windows_check_memory_outside_their_span_where_it_is_tight(
     memory_kib, tight):
   graph, topology = early_value_graph(), two_devices(memory_kib)
