@@ -220,8 +220,10 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   fixed), and the objective ``max(end + tail)`` over edges and device
   orders that leave the span (and paths that skip it): the incumbent's
   makespan when the window keeps it. Memory: the two necessary conditions
-  of :mod:`gplace.solvers.model` for the span's ops. The incumbent is the
-  hint, a feasible solution.
+  of :mod:`gplace.solvers.model` for the span's ops and, with
+  ``ctx.live``, the copies the window adds outside the span
+  (:func:`~gplace.solvers.lns_constraints.add_memory_outside`). The
+  incumbent is the hint, a feasible solution.
   """
   span = ctx.order[ctx.lo:ctx.hi + 1]
   freed = np.zeros(ctx.position.size, bool)
