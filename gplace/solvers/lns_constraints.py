@@ -171,9 +171,9 @@ def add_memory_outside(model, static, ctx, on) -> None:
   (resident throughout, or to the end), and copies of values made before
   the span that a freed op reads on its new device (live from the
   producer, or from its last reader there before the span, up to the
-  span). At each such copy's first position, the copies added from there
-  on, less those the window removes, fit in the least headroom that
-  follows before the span. Copies made inside the span and read after it
+  span). At each such copy's first position, the copies it adds that are
+  live by then, less those the window removes, fit in the least headroom
+  from there to the span. Copies made inside the span and read after it
   exist whatever the window decides (only their size may change).
   """
   live = ctx.live
