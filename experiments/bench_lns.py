@@ -10,7 +10,7 @@ windows whose answer the simulator found out of memory, and the runtime
 reached (simulated). Whole-process timings of two versions, paired run by
 run, give the speed-up; this script's own figures say where it comes from.
 
-  python experiments/bench_lns.py --classes paper --graphs bert,gnmt4 \
+  python experiments/bench_lns.py --classes paper --graphs "bert|gnmt4" \
       --windows 300 --graph_cache experiments/cache
 """
 
@@ -25,6 +25,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from gplace import baselines
+from gplace.errors import or_exit
 from gplace.workloads import benchmark
 
 # gplace.solvers.lns is the function; the module holds the search.
@@ -87,8 +88,7 @@ def main(argv=None) -> int:
                       help="benchmark classes, comma-separated (memory, "
                       "homogeneous, paper)")
   parser.add_argument("--graphs", default="bert",
-                      help="parts of instance names, comma-separated (or "
-                      "'|'-separated when a part holds a comma)")
+                      help="parts of instance names, '|'-separated")
   parser.add_argument("--windows", type=int, default=300,
                       help="windows per run (LNS's max_iterations)")
   parser.add_argument("--seed", type=int, default=0,
@@ -98,14 +98,8 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.windows < 1:
     raise SystemExit("--windows must be at least 1.")
-  separator = "|" if "|" in args.graphs else ","
-  wanted = [w for w in args.graphs.split(separator) if w]
-  specs = [s for s in benchmark.specs(args.classes.split(","),
-                                      cache_dir=args.graph_cache)
-           if any(w in s.name for w in wanted)]
-  if not specs:
-    raise SystemExit(f"--graphs {args.graphs!r} names no instance of "
-                     f"--classes {args.classes!r}.")
+  specs = or_exit(benchmark.select, args.graphs, args.classes,
+                  cache_dir=args.graph_cache)
   print(f"load average {os.getloadavg()[0]:.2f}; {args.windows} windows, "
         f"one thread, seed {args.seed}; runtimes simulated")
   probe = Probe()
