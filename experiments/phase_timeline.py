@@ -108,7 +108,8 @@ def main(argv=None) -> int:
                       help="parts of instance names, '|'-separated")
   parser.add_argument("--budget_s", type=float, default=300.0,
                       help="gplace.optimize's budget per graph")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=0,
+                      help="seeds gplace.optimize")
   parser.add_argument("--graph_cache", default=None,
                       help="folder to read / write captured zoo graphs")
   parser.add_argument("--set", action="append", default=[],
