@@ -81,6 +81,11 @@ LNS_PRESSURE = 0.1
 # experiments/results/optimality/gnmt2_60s_race_2026-12-03).
 LNS_FROM_PLAN_TOO = True
 LNS_RACE_SHARE = 1 / 3
+# "auto" ends LNS's time with annealing over placements in the order the
+# fastest so far runs in (LNS's answer's), for ORDER_SEARCH_SHARE of it,
+# when at least MIN_ORDER_SEARCH_S seconds are left for it.
+ORDER_SEARCH_SHARE = 0.25
+MIN_ORDER_SEARCH_S = 1.0
 # ... nor when the best is within this relative margin of the proven bound
 # (the simulator's float32 error): nothing is left to find.
 AT_BOUND = 1e-5

@@ -316,7 +316,8 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
                      max_evaluations: Optional[int] = None,
                      stall_s: Optional[float] = None,
                      groups: Optional[np.ndarray] = None,
-                     block_share: Optional[float] = None) -> Candidate:
+                     block_share: Optional[float] = None,
+                     in_order: bool = False) -> Candidate:
   """A ``gplace.search`` run (``"annealing"``, ``"local_search"`` or
   ``"genetic"``) from ``start``'s placement, in the default schedule; or
   ``"joint_annealing"`` (:mod:`gplace.search.joint`): placement and
@@ -330,14 +331,21 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
   unless ``time_s``, kept as a wall-clock limit, cuts it short). With
   ``stall_s``, annealing and the joint search stop once their best has not
   improved for that many seconds. ``block_share``: the share of block moves
-  of annealing and the joint search (None: their default).
+  of annealing and the joint search (None: their default). With
+  ``in_order``, annealing scores every placement in ``start``'s order
+  (which it must have), e.g. the order LNS found, and the candidate keeps
+  that order (labelled ``"annealing in the order of <start>"``).
 
   Returns:
     The best placement seen, labelled ``"<name> from <start>"``.
   """
   if max_evaluations is None:
+    rows, order = start.placement[None], None
+    if in_order:      # a batch in the order: compiled first, then timed
+      rows, order = np.repeat(rows, BATCH, axis=0), start.order
+      score(problem, rows, order)
     began = time.perf_counter()
-    score(problem, start.placement[None])     # compiled already: times a batch
+    score(problem, rows, order)      # compiled already: times a batch
     per_batch_s = max(time.perf_counter() - began, 1e-4)
     budget = max(BATCH, int(0.9 * time_s / per_batch_s) * BATCH)
     # Across processes, process 0's count is split over all of them.
@@ -359,10 +367,15 @@ def search_candidate(problem: Problem, name: str, start: Candidate, *,
     return Candidate(f"{JOINT_LABEL}{over} from {start.label}",
                      joint.placement, joint.order, float(joint.runtime_s))
   stall = {"stall_s": stall_s} if name in STALLING else {}
+  kept = {"order": start.order} if in_order else {}
   result = search.SEARCHES[name](
       problem.graph, problem.topology, costs=problem.costs, seed=seed,
       budget=budget, init=start.placement, batch_size=BATCH,
-      time_limit_s=max(time_s, 1e-3), groups=groups, **stall, **blocks)
+      time_limit_s=max(time_s, 1e-3), groups=groups, **stall, **blocks,
+      **kept)
+  if in_order:
+    return Candidate(f"{name}{over} in the order of {start.label}",
+                     result.placement, start.order, float(result.runtime_s))
   return Candidate(f"{name}{over} from {origin}", result.placement, None,
                    float(result.runtime_s))
 

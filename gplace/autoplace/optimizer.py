@@ -395,7 +395,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       phases.lns_phase(
           problem, runs, tried, lns_s=lns_s, seed=seed, bound_s=bound_s,
           max_evaluations=max_evaluations,
-          hedge=chosen.kind == "auto" and not trained, bar=bar)
+          hedge=chosen.kind == "auto" and not trained, bar=bar,
+          order_search=chosen.kind == "auto", blocks=blocks)
     left = deadline - time.perf_counter()
     if chosen.kind == "finetune":
       bar.stage("fine-tuning")

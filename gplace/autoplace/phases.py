@@ -100,14 +100,21 @@ def search_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
 def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
               lns_s: float, seed: int, bound_s: float,
               max_evaluations: Optional[int], hedge: bool,
-              bar: Progress) -> None:
+              bar: Progress, order_search: bool = False,
+              blocks: float = budget.BLOCK_SHARE) -> None:
   """LNS (CP-SAT windows) for ``lns_s`` seconds from the fastest of
   ``tried`` (else the first baseline), its candidates appended to
   ``tried``. With ``hedge`` on graphs of at least
   :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops, a chain from
   the best classical plan races the incumbent's when the plan is slower
   (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`,
-  :data:`~gplace.autoplace.budget.LNS_RACE_SHARE`)."""
+  :data:`~gplace.autoplace.budget.LNS_RACE_SHARE`). With ``order_search``,
+  LNS gets ``1 -`` :data:`~gplace.autoplace.budget.ORDER_SEARCH_SHARE` of
+  the time, then annealing moves the ops of the fastest so far in the
+  order it runs in for the rest (``blocks``: its share of block moves)."""
+  began = time.perf_counter()
+  ordered = order_search and problem.topology.n_devices > 1
+  share = budget.ORDER_SEARCH_SHARE if ordered else 0.0
   bar.stage("lns")
   starts = [best_of(tried) or runs.default[0]]
   plan = best_of(runs.best)   # hedge a single-op search's start
@@ -115,9 +122,22 @@ def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
       and problem.graph.n_nodes >= budget.LNS_LARGE_MIN_NODES
       and plan is not None and plan.runtime_s > starts[0].runtime_s):
     starts.append(plan)
+  lns_evaluations = budget.evaluation_share(max_evaluations, 1 - share)
   tried.extend(candidates_lib.lns_candidates(
-      problem, starts, time_s=max(lns_s, 1.0), seed=seed, bound_s=bound_s,
+      problem, starts, time_s=max(lns_s * (1 - share), 1.0), seed=seed,
+      bound_s=bound_s,
       max_iterations=None if max_evaluations is None else max(
-          1, max_evaluations // candidates_lib.BATCH),
+          1, lns_evaluations // candidates_lib.BATCH),
       race_share=budget.LNS_RACE_SHARE))
+  show_best(bar, tried)
+  left = began + lns_s - time.perf_counter()
+  incumbent = best_of(tried)
+  if (not ordered or incumbent is None or incumbent.order is None
+      or left < budget.MIN_ORDER_SEARCH_S):
+    return
+  bar.stage("annealing in LNS's order")
+  tried.append(candidates_lib.search_candidate(
+      problem, "annealing", incumbent, time_s=left, seed=seed,
+      max_evaluations=budget.evaluation_share(max_evaluations, share),
+      block_share=blocks, in_order=True))
   show_best(bar, tried)

@@ -5,6 +5,9 @@ candidate passes if ``delta = (candidate - current) / current <= 0`` or,
 with probability ``exp(-delta / T)``, if slower; the chain moves to the
 fastest candidate that passed (``batch_size=1``: textbook annealing).
 ``T_b = t0 * decay**b`` at batch ``b``; the best placement seen is returned.
+With ``order``, every placement runs in that fixed op order (each device
+its ops in it): a placement search in a schedule another search found,
+e.g. LNS's (``gplace.solvers.lns``), instead of the default schedule.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from gplace.search.common import (DEFAULT_BATCH_SIZE, DEFAULT_BUDGET,
 from gplace.search.moves import BLOCK_SHARE, neighbours, unit_order
 from gplace.search.rounds import (Exchange, check_round_evaluations,
                                   resolve_exchange, run_rounds, share)
+from gplace.sim.problem import check_order
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology
 
@@ -77,7 +81,8 @@ def metropolis(rng: np.random.Generator, runtime_s: np.ndarray,
 
 def shared_start(graph: Graph, topology: Topology, costs, *, exchange,
                  round_evaluations, seed: int, budget, init, groups,
-                 move_size: int, batch_size: int, time_limit_s, stall_s):
+                 move_size: int, batch_size: int, time_limit_s, stall_s,
+                 order=None):
   """``(exchange, round_evaluations, setup, evaluator, rng)``: a search's
   start
   (:func:`~gplace.search.common.start`) with, across processes, every
@@ -93,7 +98,7 @@ def shared_start(graph: Graph, topology: Topology, costs, *, exchange,
   setup = start(graph, topology, costs=costs, seed=seed, budget=budget,
                 init=init, groups=groups, move_size=move_size,
                 batch_size=batch_size, time_limit_s=time_limit_s,
-                stall_s=stall_s)
+                stall_s=stall_s, order=order)
   return exchange, round_evaluations, setup, setup.evaluator, setup.rng
 
 
@@ -106,7 +111,8 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
               stall_s: float | None = None,
               exchange: Exchange | None | bool = None,
               round_evaluations: int | None = None,
-              block_share: float = BLOCK_SHARE) -> SearchResult:
+              block_share: float = BLOCK_SHARE,
+              order: np.ndarray | None = None) -> SearchResult:
   """Simulated annealing over placements, scored by the simulator.
 
   See the module docstring for the acceptance rule. Runtimes are simulated
@@ -143,6 +149,9 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
     block_share: share of the moves that move a block of the start's
       schedule between two devices (:func:`gplace.search.moves.block`),
       in ``[0, 1]``.
+    order: optional ``[N]`` topological op order (node ids, first to
+      last) every placement is scored in (``gplace.simulate(...,
+      order=)``); default the simulator's default schedule.
 
   Returns:
     :class:`~gplace.search.common.SearchResult`; the best placement seen,
@@ -154,21 +163,25 @@ def annealing(graph: Graph, topology: Topology, *, costs=None, seed: int = 0,
       outside ``(0, 1]``), ``budget``/``batch_size`` not positive,
       ``move_size`` outside ``1..G``, bad ``groups``, ``init`` or
       ``block_share``.
+    ScheduleError: ``order`` is not a topological order of the nodes.
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
   """
   t0, decay = check_schedule(t0, decay)
   block_share = check_fraction(block_share, "block_share")
+  if order is not None:
+    order = check_order(order, graph.n_nodes, graph)
   exchange, round_evaluations, setup, evaluator, rng = shared_start(
       graph, topology, costs, exchange=exchange,
       round_evaluations=round_evaluations, seed=seed, budget=budget,
       init=init, groups=groups, move_size=move_size, batch_size=batch_size,
-      time_limit_s=time_limit_s, stall_s=stall_s)
+      time_limit_s=time_limit_s, stall_s=stall_s, order=order)
   current, current_s = stack_best(setup.placements, setup.runtime_s)
   init_s = current_s
   ranked = None
   if block_share > 0 and setup.n_devices > 1:  # blocks of the start's order
-    ranked = unit_order(simulate(graph, current, topology, evaluator.costs,
-                                 return_schedule=True).order, setup.units)
+    ranked = unit_order(order if order is not None else simulate(
+        graph, current, topology, evaluator.costs,
+        return_schedule=True).order, setup.units)
   if decay is None:
     batches = max(1, math.ceil(evaluator.remaining / batch_size))
     decay = FINAL_TEMPERATURE_RATIO ** (1.0 / max(batches - 1, 1))

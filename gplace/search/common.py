@@ -287,6 +287,10 @@ class Evaluator:
       now).
     stall_s: wall-clock seconds without a better placement after which
       :attr:`remaining` is 0 (a search that stalls gives its time back).
+    order: optional ``[N]`` op order (node ids, first to last) every
+      placement without priorities is scored in: each device runs its ops
+      in that order (``gplace.simulate(..., order=)``), instead of the
+      default schedule.
 
   Host-side; not thread-safe.
   """
@@ -295,8 +299,10 @@ class Evaluator:
                budget: int, batch_size: int,
                time_limit_s: float = math.inf,
                start_time: float | None = None,
-               stall_s: float = math.inf):
+               stall_s: float = math.inf,
+               order: np.ndarray | None = None):
     self.graph = graph
+    self.order = order
     self.topology = topology
     self.costs = costs
     self.budget = budget
@@ -327,8 +333,8 @@ class Evaluator:
     """Simulated runtimes of ``[k, N]`` placements: ``[k]`` float64 seconds,
     ``inf`` where a placement runs out of memory. With ``[k, N]``
     ``priorities``, each placement's schedule is steered by its own
-    priorities (``gplace.simulate(..., priority=)``), else by the critical
-    path."""
+    priorities (``gplace.simulate(..., priority=)``), else in the
+    evaluator's ``order`` when it has one, else by the critical path."""
     placements = np.asarray(placements, np.int32)
     if priorities is not None:
       priorities = np.asarray(priorities, np.float32)
@@ -344,8 +350,9 @@ class Evaluator:
       priority = None if priorities is None else _padded(
           priorities[lo:lo + self.batch_size], self.batch_size)
       size = min(self.batch_size, k - lo)
+      fixed = self.order if priority is None else None
       result = simulate(self.graph, batch, self.topology, costs=self.costs,
-                        priority=priority)
+                        order=fixed, priority=priority)
       runtime = np.asarray(result.runtime_s, np.float64)[:size]
       oom = np.asarray(result.oom)[:size]
       runtimes[lo:lo + size] = np.where(oom | ~np.isfinite(runtime), np.inf,
@@ -426,13 +433,15 @@ class Start(NamedTuple):
 
 def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
           init, groups, move_size, batch_size, time_limit_s,
-          stall_s: float | None = None) -> Start:
+          stall_s: float | None = None,
+          order: np.ndarray | None = None) -> Start:
   """Validates the settings every search shares and scores the start.
 
   Call it after validating a search's own settings: it spends evaluations.
 
   Starting candidates beyond the budget are dropped (``init`` or the first
-  of :data:`INIT_BASELINES` is always scored).
+  of :data:`INIT_BASELINES` is always scored). With ``order`` (validated by
+  the caller), every placement is scored in that op order.
 
   Raises:
     GraphError, TopologyError: not a graph / topology, or a bad cost table.
@@ -465,7 +474,8 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
                            for p in placements])
   placements = placements[:budget]
   evaluator = Evaluator(graph, topology, problem.costs, budget, batch_size,
-                        time_limit_s, start_time=wall_start, stall_s=stall_s)
+                        time_limit_s, start_time=wall_start, stall_s=stall_s,
+                        order=order)
   runtime_s = evaluator(placements)
   return Start(evaluator, units, rng, placements, runtime_s,
                topology.n_devices, move_size)
