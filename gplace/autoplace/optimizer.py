@@ -106,7 +106,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`MIN_LNS_S` seconds left, large-neighbourhood search with CP-SAT
     windows (``gplace.solvers.lns``) from the best so far for the rest
     (from :data:`LNS_LARGE_MIN_NODES` ops without GO, racing a chain from
-    the best classical plan for :data:`LNS_RACE_SHARE` of it first).
+    the best classical plan for :data:`LNS_RACE_SHARE` of it first), its
+    last :data:`ORDER_SEARCH_SHARE` annealing over placements in the order
+    LNS's answer runs in.
     It does not fine-tune (``"finetune"`` does): inside a 300 s budget
     fine-tuning never won and took the searches' time
     (``experiments/learning_in_optimize.py``). The searches get

@@ -1,7 +1,7 @@
 """What every search shares: :class:`SearchResult`, checked settings,
 :func:`make_units` (nodes or groups), :func:`initial_placements`, and the
-:class:`Evaluator` that simulates batches in the default schedule, counts
-them against the budget and keeps the best.
+:class:`Evaluator` that simulates batches (in the default schedule or a
+given op order), counts them against the budget and keeps the best.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ class SearchResult(NamedTuple):
   Attributes:
     placement: ``[N]`` int32 the best placement found (never slower than the
       starting one).
-    runtime_s: its simulated runtime in seconds under the simulator's
-      default schedule (``inf`` if every placement seen runs out of memory).
+    runtime_s: its simulated runtime in seconds in the search's schedule
+      (``inf`` if every placement seen runs out of memory).
     evaluations: simulator evaluations spent, ``<= budget``.
     history: :class:`History` of the best runtime against evaluations.
     wall_s: wall-clock seconds of the whole search (set-up included).
@@ -132,15 +132,17 @@ def check_fraction(value, name: str, *, low_open: bool = False) -> float:
   return float(value)
 
 
-def check_time_limit(time_limit_s) -> float:
-  """``time_limit_s`` as a positive float, ``inf`` for None."""
-  if time_limit_s is None:
+def check_time_limit(seconds, name: str = "time_limit_s",
+                     meaning: str = "") -> float:
+  """``seconds`` as a positive float, ``inf`` for None (``name`` and
+  ``meaning`` go into the error's message)."""
+  if seconds is None:
     return math.inf
-  if (not isinstance(time_limit_s, numbers.Real) or isinstance(
-      time_limit_s, bool) or not time_limit_s > 0):
-    raise SearchError(f"time_limit_s must be a positive number of seconds or "
-                      f"None, got {time_limit_s!r}.")
-  return float(time_limit_s)
+  if (not isinstance(seconds, numbers.Real) or isinstance(seconds, bool)
+      or not seconds > 0):
+    raise SearchError(f"{name} must be a positive number of seconds or "
+                      f"None{meaning}, got {seconds!r}.")
+  return float(seconds)
 
 
 def make_units(graph: Graph, groups=None) -> Units:
@@ -268,14 +270,11 @@ def initial_placements(graph: Graph, topology: Topology, costs=None,
 class Evaluator:
   """Scores placements with ``gplace.simulate`` in fixed-size batches.
 
-  Every placement passed in counts as one evaluation against ``budget``;
-  callers must not pass more than :attr:`remaining`. Placements are
-  simulated ``batch_size`` at a time under the simulator's default schedule;
-  a last, smaller batch is padded with copies of its first row (padding is
-  neither counted nor returned) so that the jitted simulator compiles for one
-  shape only. A placement that runs out of memory scores ``inf``
-  (infeasible). The best placement seen and the :class:`History` are kept
-  here, so a search cannot forget its best.
+  Every placement counts as one evaluation against ``budget``; callers pass
+  at most :attr:`remaining`. Batches of ``batch_size`` (the last padded with
+  copies of its first row, neither counted nor returned: one compiled
+  shape); out of memory scores ``inf``. The best placement seen and the
+  :class:`History` are kept here, so a search cannot forget its best.
 
   Args:
     graph, topology: what is placed (``N`` nodes, ``D`` devices).
@@ -283,14 +282,11 @@ class Evaluator:
     budget: evaluations allowed.
     batch_size: placements per simulator call (``K``).
     time_limit_s: wall-clock seconds after which :attr:`remaining` is 0.
-    start_time: ``time.perf_counter()`` when that clock started (default
-      now).
+    start_time: ``time.perf_counter()`` when that clock started (now).
     stall_s: wall-clock seconds without a better placement after which
       :attr:`remaining` is 0 (a search that stalls gives its time back).
-    order: optional ``[N]`` op order (node ids, first to last) every
-      placement without priorities is scored in: each device runs its ops
-      in that order (``gplace.simulate(..., order=)``), instead of the
-      default schedule.
+    order: optional ``[N]`` op order every placement without priorities
+      is scored in (``gplace.simulate(..., order=)``).
 
   Host-side; not thread-safe.
   """
@@ -451,19 +447,13 @@ def start(graph: Graph, topology: Topology, *, costs, seed: int, budget,
   wall_start = time.perf_counter()
   problem = prepare(graph, topology, costs)
   budget = check_budget(budget)
-  # Batches are padded to batch_size: beyond the budget (and the default)
-  # that would simulate padding only.
+  # Batches are padded: one beyond the budget would simulate padding only.
   batch_size = min(max(budget, DEFAULT_BATCH_SIZE), check_positive_int(
       batch_size, "batch_size",
       "it is how many placements are simulated at once, e.g. 64."))
   time_limit_s = check_time_limit(time_limit_s)
-  if stall_s is not None and (not isinstance(stall_s, numbers.Real)
-                              or isinstance(stall_s, bool)
-                              or not stall_s > 0):
-    raise SearchError(f"stall_s must be a positive number of seconds or None "
-                      f"(stop once the best has not improved for that long), "
-                      f"got {stall_s!r}.")
-  stall_s = math.inf if stall_s is None else float(stall_s)
+  stall_s = check_time_limit(stall_s, "stall_s", " (stop once the best has "
+                             "not improved for that long)")
   units = make_units(graph, groups)
   move_size = check_move_size(move_size, units)
   rng = np.random.default_rng(check_seed(seed, "gplace.search", SearchError))
