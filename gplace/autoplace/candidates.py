@@ -401,9 +401,9 @@ def chain_groups(problem: Problem, min_nodes: int,
 
 
 class SolverOutcome(NamedTuple):
-  """The solver's candidate, its proven bound (seconds) and status:
-  ``"MODEL_OPTIMAL"`` when the model's optimum (links uncontended) runs
-  slower simulated than :data:`SOLVER_AGREES` over the bound."""
+  """The solver's candidate, its proven bound (seconds) and status;
+  ``"MODEL_OPTIMAL"``: the model's optimum (links uncontended) simulates
+  more than :data:`SOLVER_AGREES` above the bound, so it proves nothing."""
   candidate: Candidate
   bound_s: float
   status: str = ""
