@@ -100,7 +100,9 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     of the budget; on graphs of at most
     :data:`AUTO_SOLVER_MAX_NODES` nodes (and up to :data:`SOLVER_MAX_NODES`
     under memory pressure or when the search leaves more than
-    :data:`AUTO_SOLVER_GAP` to the lower bound) with at least
+    :data:`AUTO_SOLVER_GAP` to the lower bound, there first for
+    :data:`SOLVER_PROBE_SHARE` of its time and the rest only when it beat
+    the best so far) with at least
     :data:`MIN_SOLVER_S` seconds left, the exact solver; where the solver
     did not run or did not prove its answer optimal, with at least
     :data:`MIN_LNS_S` seconds left, large-neighbourhood search with CP-SAT
@@ -377,16 +379,13 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     proven = False
     if chosen.kind == "solver" or (
         solver_next and solver_s >= budget.MIN_SOLVER_S):
-      bar.stage("solver")
       if (chosen.kind == "auto"
           and solver_s * (1 - budget.SOLVER_SHARE) >= budget.MIN_LNS_S):
         solver_s *= budget.SOLVER_SHARE   # LNS follows unless it proves
-      outcome = candidates_lib.solver_candidate(
-          problem, best_of(tried), time_s=max(solver_s, 1.0), seed=seed)
-      tried.append(outcome.candidate)
-      bound_s = max(bound_s, outcome.bound_s)
-      proven = outcome.status == "OPTIMAL"
-      phases.show_best(bar, tried)
+      solver_bound_s, proven = phases.solver_phase(
+          problem, tried, solver_s=solver_s, seed=seed, bar=bar,
+          probe=chosen.kind == "auto" and n > budget.AUTO_SOLVER_MAX_NODES)
+      bound_s = max(bound_s, solver_bound_s)
     lns_s = deadline - time.perf_counter()
     incumbent = best_of(tried)
     at_bound = incumbent is not None and (

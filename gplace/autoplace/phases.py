@@ -1,7 +1,8 @@
-"""Two of :func:`gplace.optimize`'s phases, each appending what it found to
-the candidates tried so far: :func:`search_phase` (the searches over
-placements, then over placement and schedule) and :func:`lns_phase` (LNS
-with CP-SAT windows from the incumbent). :mod:`gplace.autoplace.optimizer`
+"""Three of :func:`gplace.optimize`'s phases, each appending what it found
+to the candidates tried so far: :func:`search_phase` (the searches over
+placements, then over placement and schedule), :func:`solver_phase` (the
+exact solver, or a probe of it) and :func:`lns_phase` (LNS with CP-SAT
+windows from the incumbent). :mod:`gplace.autoplace.optimizer`
 decides whether each runs and for how long (:mod:`gplace.autoplace.budget`).
 """
 
@@ -95,6 +96,45 @@ def search_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
       if kind == "auto" else max_evaluations, stall_s=stall_s,
       block_share=blocks))
   show_best(bar, tried)
+
+
+def solver_phase(problem: Problem, tried: list, *, solver_s: float,
+                 probe: bool, seed: int, bar: Progress) -> tuple[float, bool]:
+  """The exact solver (``gplace.solvers.solve``) from the fastest of
+  ``tried`` for ``solver_s`` seconds, its candidates appended to
+  ``tried``. With ``probe``, it first runs for
+  :data:`~gplace.autoplace.budget.SOLVER_PROBE_SHARE` of them (at least
+  :data:`~gplace.autoplace.budget.MIN_SOLVER_S`), and goes on from its
+  answer for the rest only when that answer is faster than the best
+  before it (in the simulator) and unproven.
+
+  Returns:
+    ``(bound_s, proven)``: the solver's proven lower bound in seconds, and
+    whether its last answer is proven optimal in the simulator too
+    (status ``"OPTIMAL"``, see
+    :func:`~gplace.autoplace.candidates.solver_candidate`).
+  """
+  began = time.perf_counter()
+  bar.stage("solver")
+  before = best_of(tried)
+  first_s = solver_s
+  if probe:
+    first_s = min(solver_s, max(budget.MIN_SOLVER_S,
+                                budget.SOLVER_PROBE_SHARE * solver_s))
+  outcome = candidates_lib.solver_candidate(
+      problem, before, time_s=max(first_s, 1.0), seed=seed)
+  tried.append(outcome.candidate)
+  bound_s = outcome.bound_s
+  rest_s = began + solver_s - time.perf_counter()
+  gained = before is None or outcome.candidate.runtime_s < before.runtime_s
+  if (probe and outcome.status != "OPTIMAL" and gained
+      and rest_s >= budget.MIN_SOLVER_S):
+    outcome = candidates_lib.solver_candidate(
+        problem, outcome.candidate, time_s=rest_s, seed=seed)
+    tried.append(outcome.candidate)
+    bound_s = max(bound_s, outcome.bound_s)
+  show_best(bar, tried)
+  return bound_s, outcome.status == "OPTIMAL"
 
 
 def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
