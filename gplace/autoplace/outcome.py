@@ -54,17 +54,19 @@ def placement_result(problem: Problem, tried: list, bound_s: float,
   final = score(problem, winner.placement[None], winner.order)
   runtime_s = float(final.runtime_s[0])
   assert math.isfinite(runtime_s), "the winner became infeasible"
-  ranked = sorted(tried, key=lambda c: c.runtime_s)
+  ranked = {}       # fastest first; a label tried twice keeps its fastest
+  for c in sorted(tried, key=lambda c: c.runtime_s):
+    ranked.setdefault(c.label, c)
   return PlacementResult(
       placement=np.asarray(winner.placement, np.int32),
       order=winner.order, runtime_s=runtime_s,
       peak_bytes=final.peak_bytes[0], method=winner.label,
-      candidates={c.label: c.runtime_s for c in ranked},
+      candidates={label: c.runtime_s for label, c in ranked.items()},
       lower_bound_s=float(bound_s), graph=problem.graph,
       topology=problem.topology, costs=problem.costs,
       wall_s=time.perf_counter() - began,
       placements={c.label: np.asarray(c.placement, np.int32)
-                  for c in ranked},
+                  for c in ranked.values()},
       measured=measurements, reason=choice.reason, notes=tuple(notes))
 
 

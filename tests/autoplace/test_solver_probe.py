@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gplace
-from gplace.autoplace import budget, phases
+from gplace.autoplace import budget, measured, outcome, phases
 from gplace.autoplace import candidates as candidates_lib
 from gplace.autoplace.candidates import Candidate, SolverOutcome
 from gplace.autoplace.inputs import Problem
@@ -98,3 +98,22 @@ def test_auto_probes_the_solver_above_its_size(monkeypatch, auto_max,
   gplace.optimize(random_dag(8, seed=0), topology=two_gpus(), budget_s=6.0,
                   progress=False)
   assert seen == [probed]
+
+
+def test_a_label_tried_twice_reports_its_fastest():
+  # A probe that gains and goes on leaves two solver candidates, one label.
+  problem = Problem(random_dag(8, seed=0), two_gpus(), None)
+  placements = [np.zeros(8, np.int32), np.arange(8, dtype=np.int32) % 2]
+  tried = []
+  for placement in placements:
+    runtime = float(candidates_lib.score(problem, placement[None],
+                                         None).runtime_s[0])
+    tried.append(Candidate("solver (CP-SAT, feasible)", placement, None,
+                           runtime))
+  fast, slow = sorted(tried, key=lambda c: c.runtime_s)
+  assert fast.runtime_s < slow.runtime_s
+  result = outcome.placement_result(problem, tried, 0.0, 0.0, {},
+                                    measured.PRESET_TIE)
+  assert result.candidates == {fast.label: fast.runtime_s}
+  np.testing.assert_array_equal(result.placements[fast.label],
+                                fast.placement)
