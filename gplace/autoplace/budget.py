@@ -94,6 +94,18 @@ LNS_PRESSURE = 0.1
 # (2 of 4 ended near 7.33); on 4 acc. 5.92-5.95 against 5.92-5.97.
 LNS_FROM_PLAN_TOO = True
 LNS_RACE_SHARE = 1 / 2
+# Below LNS_LARGE_MIN_NODES ops the race's plan is the fastest plan no
+# search made, gplace's critical-chain plans included (LNS_FROM_CHAIN_TOO):
+# there the searches' single-op moves can lead LNS into a basin it does
+# not leave, where the plan they began from does not. On 300-op resnet50
+# tiny (1 CPU + 4 acc.; LNS and the order search from optimize's state
+# after its searches, 40 s, seeds 0-2; two states, from optimize's seeds 0
+# and 1): 0.8341 / 0.8243 / 0.8441 and 0.8339 / 0.8243 / 0.8441 ms with the
+# race from the critical chain (0.9038), against 0.8339 / 0.8456 / 0.8401
+# and 0.8724 on all three without (LNS stuck at 0.8728 from the searches'
+# 0.8961). A race from the best classical plan (HEFT, 0.9518) reached
+# 0.8695 on four seeds of 4 there.
+LNS_FROM_CHAIN_TOO = True
 # "auto" ends LNS's time with annealing over placements in the order the
 # fastest so far runs in (LNS's answer's), for ORDER_SEARCH_SHARE of it,
 # when at least MIN_ORDER_SEARCH_S seconds are left for it. By then LNS

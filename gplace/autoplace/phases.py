@@ -137,6 +137,23 @@ def solver_phase(problem: Problem, tried: list, *, solver_s: float,
   return bound_s, outcome.status == "OPTIMAL"
 
 
+def race_plan(problem: Problem, runs: BaselineRuns,
+              tried: list) -> Optional[candidates_lib.Candidate]:
+  """The plan whose LNS chain races the incumbent's, or None: the best
+  classical plan in any schedule on graphs of at least
+  :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops
+  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`); below, the fastest
+  of those and gplace's critical-chain plans in ``tried``
+  (:data:`~gplace.autoplace.budget.LNS_FROM_CHAIN_TOO`)."""
+  if problem.graph.n_nodes >= budget.LNS_LARGE_MIN_NODES:
+    return best_of(runs.best) if budget.LNS_FROM_PLAN_TOO else None
+  if not budget.LNS_FROM_CHAIN_TOO:
+    return None
+  chains = [c for c in tried
+            if c.label.startswith(candidates_lib.CHAIN + " (")]
+  return best_of(list(runs.best) + chains)
+
+
 def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
               lns_s: float, seed: int, bound_s: float,
               max_evaluations: Optional[int], hedge: bool,
@@ -144,11 +161,13 @@ def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
               blocks: float = budget.BLOCK_SHARE) -> None:
   """LNS (CP-SAT windows) for ``lns_s`` seconds from the fastest of
   ``tried`` (else the first baseline), its candidates appended to
-  ``tried``. With ``hedge`` on graphs of at least
-  :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops, a chain from
-  the best classical plan races the incumbent's when the plan is slower
-  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`,
-  :data:`~gplace.autoplace.budget.LNS_RACE_SHARE`). With ``order_search``,
+  ``tried``. With ``hedge``, a chain from a plan races the incumbent's
+  when the plan is slower (:data:`~gplace.autoplace.budget.
+  LNS_RACE_SHARE`): on graphs of at least :data:`~gplace.autoplace.budget.
+  LNS_LARGE_MIN_NODES` ops from the best classical plan
+  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`), on smaller ones
+  from the fastest plan no search made (:func:`race_plan`). With
+  ``order_search``,
   LNS gets ``1 -`` :data:`~gplace.autoplace.budget.ORDER_SEARCH_SHARE` of
   the time, then annealing moves the ops of the fastest so far in the
   order it runs in for the rest (``blocks``: its share of block moves)."""
@@ -157,11 +176,9 @@ def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
   share = budget.ORDER_SEARCH_SHARE if ordered else 0.0
   bar.stage("lns")
   starts = [best_of(tried) or runs.default[0]]
-  plan = best_of(runs.best)   # hedge a single-op search's start
-  if (hedge and budget.LNS_FROM_PLAN_TOO
-      and problem.graph.n_nodes >= budget.LNS_LARGE_MIN_NODES
-      and plan is not None and plan.runtime_s > starts[0].runtime_s):
-    starts.append(plan)
+  plan = race_plan(problem, runs, tried) if hedge else None
+  if plan is not None and plan.runtime_s > starts[0].runtime_s:
+    starts.append(plan)        # hedge a single-op search's start
   lns_evaluations = budget.evaluation_share(max_evaluations, 1 - share)
   tried.extend(candidates_lib.lns_candidates(
       problem, starts, time_s=max(lns_s * (1 - share), 1.0), seed=seed,

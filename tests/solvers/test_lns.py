@@ -13,6 +13,7 @@ import gplace
 from gplace import placers, solvers
 from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
+from gplace.autoplace import phases
 from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
@@ -437,3 +438,49 @@ def test_auto_races_lns_from_the_classical_plan_too(monkeypatch, hedge):
   else:
     assert len(starts) == 1
   assert result.runtime_s == min(result.candidates.values())
+
+
+@pytest.mark.parametrize("chain_too", [True, False])
+def test_below_large_graphs_lns_races_from_the_fastest_plan(monkeypatch,
+                                                            chain_too):
+  # Below LNS_LARGE_MIN_NODES ops the race's plan is the fastest plan no
+  # search made, gplace's critical-chain plans included.
+  monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
+  monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
+  monkeypatch.setattr(budget, "LNS_FROM_CHAIN_TOO", chain_too)
+  called = []
+  race = candidates_lib.lns_candidates
+  monkeypatch.setattr(candidates_lib, "lns_candidates",
+                      lambda problem, starts, **kw: called.append(starts)
+                      or race(problem, starts, **kw))
+  graph = random_dag(40, seed=6)
+  assert graph.n_nodes < budget.LNS_LARGE_MIN_NODES
+  result = gplace.optimize(graph, topology="1cpu+4gpu", budget_s=8.0,
+                           max_evaluations=2048, progress=False)
+  starts, = called
+  plans = {k: v for k, v in result.candidates.items() if " from " not in k
+           and not k.startswith("solver")}
+  if chain_too:
+    assert len(starts) == 2 and starts[1].runtime_s == min(plans.values())
+    assert starts[0].runtime_s < starts[1].runtime_s
+  else:
+    assert len(starts) == 1
+
+
+def test_race_plan_takes_the_fastest_plan_no_search_made():
+  graph = random_dag(40, seed=6)
+  problem = candidates_lib.Problem(graph, preset("1cpu+4gpu"))
+  placement = np.zeros(graph.n_nodes, np.int32)
+  plan = lambda label, ms: candidates_lib.Candidate(label, placement, None,
+                                                    ms * 1e-3)
+  runs = candidates_lib.BaselineRuns(
+      default=[plan("heft (default)", 9.0)],
+      best=[plan("heft (default)", 9.0), plan("m_topo (own plan)", 9.5)])
+  tried = runs.default + [plan(candidates_lib.CHAIN + " (own plan)", 8.0),
+                          plan("annealing from heft", 7.0),
+                          plan("solver (CP-SAT, unknown)", 7.0)]
+  assert phases.race_plan(problem, runs, tried).label == \
+      candidates_lib.CHAIN + " (own plan)"
+  tried[1] = plan(candidates_lib.CHAIN + " (own plan)", 9.9)
+  assert phases.race_plan(problem, runs, tried).label == "heft (default)"

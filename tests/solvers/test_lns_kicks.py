@@ -1,8 +1,9 @@
 """Tests of gplace.solvers.lns_kicks: under tight memory, a kick brings a
-blocked critical op's weights to the fast device and makes room for them;
-LNS whose windows cannot leave such a basin leaves it by kicks; no kick
-where memory is not tight, none that breaks allowed devices or
-co-location; bad kick settings are SearchErrors."""
+blocked critical op's weights to the fast device and makes room for them
+(with nothing blocked, it moves a critical op's weight group to where
+that op is fastest); LNS whose windows cannot leave such a basin leaves it
+by kicks; no kick where memory is not tight, none that breaks allowed
+devices or co-location; bad kick settings are SearchErrors."""
 
 import numpy as np
 import pytest
@@ -127,9 +128,40 @@ def test_later_kicks_from_one_best_take_the_next_fastest_candidate():
 def test_no_kick_where_memory_is_not_tight():
   graph = two_weights()
   assert kick(graph, devices(TIGHT), peak_share=0.5)[-1] is None
-  # with room for both weights, nothing is blocked
+  # with room for both weights, nothing is blocked, and the peak is low
   roomy = devices(8 * WEIGHT)
-  assert kick(graph, roomy)[-1] is None
+  best, static, path, _ = kick(graph, roomy)
+  assert lns_kicks.blocked_moves(
+      static, best, path, simulate_fn(graph, roomy, best.order),
+      np.random.default_rng(0)) == []
+  peak = gplace.simulate(graph, BASIN, roomy, costs()).peak_bytes
+  share = float(np.max(np.asarray(peak) / np.asarray(roomy.memory_bytes)))
+  assert share < lns_kicks.PRESSURE
+  assert kick(graph, roomy, peak_share=share)[-1] is None
+
+
+def test_with_nothing_blocked_a_kick_moves_a_critical_weight_group():
+  # w1's group on the CPU, w2's on the slow device (0.83 of its memory):
+  # a2 is no faster next to a1 on the CPU, so no op is blocked; the kick
+  # moves a critical op that reads a weight, with its group, to where the
+  # op alone is fastest: a2 and w2 to the fast device.
+  graph, topology = two_weights(), devices(TIGHT)
+  start = np.array([CPU, SLOW, CPU, CPU, SLOW, SLOW], np.int32)
+  best, static, path, kicked = kick(graph, topology, start,
+                                    peak_share=1 / 1.2)
+  assert lns_kicks.blocked_moves(
+      static, best, path, simulate_fn(graph, topology, best.order),
+      np.random.default_rng(0)) == []
+  moves = lns_kicks.weight_moves(static, best, path,
+                                 simulate_fn(graph, topology, best.order),
+                                 np.random.default_rng(0))
+  assert moves[0] == (A2, FAST)
+  assert sorted(moves[1:]) == [(A1, FAST), (A1, SLOW), (A2, CPU)]
+  assert kicked[[W2, A2]].tolist() == [FAST, FAST]
+  assert kicked[[W1, A1]].tolist() == [CPU, CPU]
+  after = gplace.simulate(graph, kicked, topology, costs(), order=best.order)
+  assert not bool(after.oom)
+  assert float(after.runtime_s) < best.runtime_s
 
 
 def test_kicks_keep_allowed_devices_and_colocation():
