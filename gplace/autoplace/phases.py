@@ -161,16 +161,15 @@ def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,
               blocks: float = budget.BLOCK_SHARE) -> None:
   """LNS (CP-SAT windows) for ``lns_s`` seconds from the fastest of
   ``tried`` (else the first baseline), its candidates appended to
-  ``tried``. With ``hedge``, a chain from a plan races the incumbent's
-  when the plan is slower (:data:`~gplace.autoplace.budget.
-  LNS_RACE_SHARE`): on graphs of at least :data:`~gplace.autoplace.budget.
-  LNS_LARGE_MIN_NODES` ops from the best classical plan
-  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`), on smaller ones
-  from the fastest plan no search made (:func:`race_plan`). With
-  ``order_search``,
-  LNS gets ``1 -`` :data:`~gplace.autoplace.budget.ORDER_SEARCH_SHARE` of
-  the time, then annealing moves the ops of the fastest so far in the
-  order it runs in for the rest (``blocks``: its share of block moves)."""
+  ``tried``. With ``hedge``, a chain from the plan of :func:`race_plan`
+  (the best classical plan from
+  :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops, the fastest
+  plan no search made below) races the incumbent's when the plan is
+  slower (:data:`~gplace.autoplace.budget.LNS_RACE_SHARE`). With
+  ``order_search``, LNS gets ``1 -``
+  :data:`~gplace.autoplace.budget.ORDER_SEARCH_SHARE` of the time, then
+  annealing moves the ops of the fastest so far in the order it runs in
+  for the rest (``blocks``: its share of block moves)."""
   began = time.perf_counter()
   ordered = order_search and problem.topology.n_devices > 1
   share = budget.ORDER_SEARCH_SHARE if ordered else 0.0

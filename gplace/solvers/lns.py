@@ -262,10 +262,11 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
     explore: share of windows whose neighbourhood is drawn evenly
       (``lns_windows.choose_neighbourhood``); 1 ignores their gains.
     kick_after: every this many windows, when they made the incumbent
-      less than 0.5% faster, a device's memory is nearly full and a
-      critical op is blocked by it, go on from a memory kick of the best
-      (``gplace.solvers.lns_kicks``); the best is kept whatever the search
-      finds from there. None: never.
+      less than 0.5% faster and a device's memory is nearly full, go on
+      from a memory kick of the best (``gplace.solvers.lns_kicks``: room
+      for a critical op blocked by memory, else a critical op's weight
+      group moved to its fastest device); the best is kept whatever the
+      search finds from there. None: never.
     progress_fn: called as ``progress_fn(iteration, best runtime_s)``.
 
   Returns:

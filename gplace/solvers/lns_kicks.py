@@ -11,8 +11,8 @@ there. :func:`memory_kick` finds such ops (moved alone, the step would be
 faster but runs out of memory), brings the op's weights and all their
 consumers to that device, and makes room by moving one or two other weight
 groups (a weight and its consumers there) off it, whichever combination is
-fastest in the incumbent's order. When no critical op is blocked so,
-the kick moves the weight group of a critical op that reads a weight to
+fastest in the incumbent's order. When no critical op is blocked, the
+kick moves the weight group of a critical op that reads a weight to
 the device where that op alone is fastest (:func:`weight_moves`). The
 result is usually slower than the incumbent: LNS goes on from it and
 keeps whichever ends faster.

@@ -412,22 +412,31 @@ def test_two_starts_race_then_the_fastest_goes_on():
   assert [c.label for c in alone] == [LABEL + "heft"]
 
 
-@pytest.mark.parametrize("hedge", [True, False])
-def test_auto_races_lns_from_the_classical_plan_too(monkeypatch, hedge):
+def race_starts(monkeypatch, **settings):
+  """``optimize`` on a 40-node graph with LNS after the searches and
+  ``settings`` in ``budget``: the starts LNS raced, its keyword
+  arguments, and the result."""
   monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
   monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
   monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
-  monkeypatch.setattr(budget, "LNS_LARGE_MIN_NODES", 10)
-  monkeypatch.setattr(budget, "LNS_FROM_PLAN_TOO", hedge)
+  for name, value in settings.items():
+    monkeypatch.setattr(budget, name, value)
   called = []
   race = candidates_lib.lns_candidates
   monkeypatch.setattr(candidates_lib, "lns_candidates",
                       lambda problem, starts, **kw: called.append(
                           (starts, kw)) or race(problem, starts, **kw))
-  result = gplace.optimize(random_dag(40, seed=6), topology="1cpu+4gpu",
-                           budget_s=8.0, max_evaluations=2048,
-                           progress=False)
+  graph = random_dag(40, seed=6)
+  result = gplace.optimize(graph, topology="1cpu+4gpu", budget_s=8.0,
+                           max_evaluations=2048, progress=False)
   (starts, kw), = called
+  return starts, kw, result
+
+
+@pytest.mark.parametrize("hedge", [True, False])
+def test_auto_races_lns_from_the_classical_plan_too(monkeypatch, hedge):
+  starts, kw, result = race_starts(monkeypatch, LNS_LARGE_MIN_NODES=10,
+                                   LNS_FROM_PLAN_TOO=hedge)
   assert kw["race_share"] == budget.LNS_RACE_SHARE
   assert starts[0].runtime_s < starts[-1].runtime_s or len(starts) == 1
   if hedge:   # the searches' best, then the fastest classical plan
@@ -445,20 +454,8 @@ def test_below_large_graphs_lns_races_from_the_fastest_plan(monkeypatch,
                                                             chain_too):
   # Below LNS_LARGE_MIN_NODES ops the race's plan is the fastest plan no
   # search made, gplace's critical-chain plans included.
-  monkeypatch.setattr(budget, "AUTO_SOLVER_MAX_NODES", 0)
-  monkeypatch.setattr(budget, "SOLVER_MAX_NODES", 0)
-  monkeypatch.setattr(budget, "MIN_LNS_S", 0.5)
-  monkeypatch.setattr(budget, "LNS_FROM_CHAIN_TOO", chain_too)
-  called = []
-  race = candidates_lib.lns_candidates
-  monkeypatch.setattr(candidates_lib, "lns_candidates",
-                      lambda problem, starts, **kw: called.append(starts)
-                      or race(problem, starts, **kw))
-  graph = random_dag(40, seed=6)
-  assert graph.n_nodes < budget.LNS_LARGE_MIN_NODES
-  result = gplace.optimize(graph, topology="1cpu+4gpu", budget_s=8.0,
-                           max_evaluations=2048, progress=False)
-  starts, = called
+  assert 40 < budget.LNS_LARGE_MIN_NODES
+  starts, _, result = race_starts(monkeypatch, LNS_FROM_CHAIN_TOO=chain_too)
   plans = {k: v for k, v in result.candidates.items() if " from " not in k
            and not k.startswith("solver")}
   if chain_too:
