@@ -52,7 +52,8 @@ MAX_DEFAULT_WORKERS = 2
 #: Every this many windows, when they made the incumbent less than
 #: ``lns_kicks.MIN_GAIN`` faster, a memory kick
 #: (:mod:`gplace.solvers.lns_kicks`) restarts the search from a placement
-#: that makes room for a blocked critical op (only under tight memory).
+#: that makes room for a blocked critical op, or with none blocked moves a
+#: critical op's weight group to its fastest device (tight memory only).
 #: From ``optimize``'s LNS phase at 60 s (captured state, seeds 0-3 / 0-2):
 #: resnet50 tiny, 1 CPU + 4 acc., 0.828 ms mean after 100 against 0.849
 #: after 300 (0.858 never); gnmt2 small 7.187 against 7.214 on 2 acc.,
