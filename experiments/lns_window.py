@@ -2,7 +2,7 @@
 
     python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
         --graph_cache experiments/cache [--workers 1,2] [--explore 1,0.3] \
-        [--kick_after 300,none] [--start_s 60] \
+        [--kick_after 300,none] [--start_s 60] [--window_params lean,full] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
@@ -10,7 +10,8 @@ like ``experiments/optimality.py --graphs``) and each per-window limit of
 ``--solve_s`` (and each number of worker threads of ``--workers``, and each
 share of windows whose neighbourhood is drawn evenly of ``--explore``: 1
 ignores what each neighbourhood gained; and each ``--kick_after``, windows
-between checks for a memory kick, ``none``: no kicks),
+between checks for a memory kick, ``none``: no kicks; and each set of
+CP-SAT parameters per window of ``--window_params``),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), or with ``--start_s`` from ``gplace.optimize``'s
@@ -25,6 +26,7 @@ differ by the setting alone; wall seconds follow this machine's load (printed).
 """
 
 import argparse
+import contextlib
 import itertools
 import os
 import sys
@@ -40,6 +42,7 @@ import gplace
 from gplace import report, solvers
 from gplace.errors import or_exit
 from gplace.solvers.lns import KICK_AFTER
+from gplace.solvers import lns_model
 from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -49,8 +52,29 @@ DEFAULT_LIMITS = "1,0.5,0.25,0.125,0.0625"
 HEADER = [
     "| graph | ops | solve s per window | workers | explore | kick after | "
     "seed | windows | improved | start ms | lns ms | vs start | "
-    "windows (improved, ms saved) by neighbourhood | kicks |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    "windows (improved, ms saved) by neighbourhood | kicks | "
+    "window params |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    "---|"]
+#: ``--window_params``: CP-SAT's parameters per window, gplace's
+#: (``lns_model.WINDOW_PARAMETERS``), or those with probing, symmetry
+#: detection and inprocessing at CP-SAT's defaults.
+PARAMETER_SETS = {
+    "lean": dict(lns_model.WINDOW_PARAMETERS),
+    "full": dict(lns_model.WINDOW_PARAMETERS, cp_model_probing_level=2,
+                 symmetry_level=2, use_sat_inprocessing=True),
+}
+
+
+@contextlib.contextmanager
+def window_parameters(name: str):
+  """Windows solved inside use :data:`PARAMETER_SETS` ``[name]``."""
+  kept = lns_model.WINDOW_PARAMETERS
+  lns_model.WINDOW_PARAMETERS = PARAMETER_SETS[name]
+  try:
+    yield
+  finally:
+    lns_model.WINDOW_PARAMETERS = kept
 
 
 def starts_for(instance: benchmark.Instance, seeds: int,
@@ -73,21 +97,24 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
              workers: Sequence[Optional[int]] = (None,),
              explore: Sequence[float] = (EXPLORE,),
              kicks: Sequence[Optional[int]] = (KICK_AFTER,),
-             start_s: float = 0.0) -> list[str]:
+             start_s: float = 0.0,
+             parameters: Sequence[str] = ("lean",)) -> list[str]:
   """The table's rows for one graph: one per limit, number of worker
-  threads (None: LNS's default), ``explore``, ``kick_after`` and seed,
-  then the mean over seeds per setting."""
+  threads (None: LNS's default), ``explore``, ``kick_after``, set of
+  window parameters (:data:`PARAMETER_SETS`) and seed, then the mean over
+  seeds per setting."""
   graph, rows = instance.graph, []
   starts = starts_for(instance, seeds, start_s)
-  for limit, threads, share, kick in itertools.product(limits, workers,
-                                                       explore, kicks):
+  for limit, threads, share, kick, params in itertools.product(
+      limits, workers, explore, kicks, parameters):
     gains = []
     threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
-      result = solvers.lns(graph, instance.topology, costs=instance.costs,
-                           time_limit_s=time_s, solve_time_s=limit,
-                           seed=seed, workers=threads, explore=share,
-                           kick_after=kick, **starts[seed])
+      with window_parameters(params):
+        result = solvers.lns(graph, instance.topology, costs=instance.costs,
+                             time_limit_s=time_s, solve_time_s=limit,
+                             seed=seed, workers=threads, explore=share,
+                             kick_after=kick, **starts[seed])
       gains.append(result.runtime_s / result.start_runtime_s - 1)
       by_kind = ", ".join(
           f"{name} {windows} ({improved}, {-1e3 * saved:+.4g} ms)"
@@ -100,11 +127,11 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
-          f" | {by_kind} | {result.kicks} |")
+          f" | {by_kind} | {result.kicks} | {params} |")
     if seeds > 1:
       rows.append(f"| {instance.name} | | {limit:g} | {threads} | "
                   f"{share:g} | {kick} | mean | | | | | "
-                  f"{100 * np.mean(gains):+.1f}% | | |")
+                  f"{100 * np.mean(gains):+.1f}% | | | {params} |")
   return rows
 
 
@@ -121,6 +148,15 @@ def _counts(text: str, flag: str, default: Optional[int],
   also = " or 'none'" if none_ok else ""
   raise SystemExit(f"{flag} must be comma-separated integers >= 1{also}, "
                    f"got {text!r}; pass e.g. {flag} {example}.")
+
+
+def _parameter_sets(text: str) -> list[str]:
+  names = [x.strip() for x in text.split(",") if x.strip()]
+  if not names or not all(x in PARAMETER_SETS for x in names):
+    raise SystemExit(f"--window_params must be comma-separated names of "
+                     f"{sorted(PARAMETER_SETS)}, got {text!r}; pass e.g. "
+                     "--window_params lean,full.")
+  return names
 
 
 def _explore(text: str) -> list[float]:
@@ -160,6 +196,10 @@ def main(argv=None) -> int:
                       help="comma-separated windows between checks for a "
                       "memory kick, or 'none' (default: gplace.solvers."
                       "lns's)")
+  parser.add_argument("--window_params", default="lean",
+                      help="comma-separated CP-SAT parameter sets per "
+                      "window: lean (gplace's) or full (probing, symmetry "
+                      "and inprocessing at CP-SAT's defaults)")
   parser.add_argument("--start_s", type=float, default=0.0,
                       help="start from gplace.optimize's answer in this "
                       "many seconds (0: LNS's default start)")
@@ -176,6 +216,7 @@ def main(argv=None) -> int:
   kicks = _counts(args.kick_after, "--kick_after", KICK_AFTER,
                   f"{KICK_AFTER},none", none_ok=True)
   explore = _explore(args.explore)
+  parameters = _parameter_sets(args.window_params)
   if not args.time_s > 0 or args.seeds < 1 or not args.start_s >= 0:
     raise SystemExit("--time_s must be positive, --start_s at least 0 and "
                      "--seeds at least 1.")
@@ -194,7 +235,7 @@ def main(argv=None) -> int:
   report.table_per_workload(
       specs, lambda spec: rows_for(spec.build(), limits, args.seeds,
                                    args.time_s, workers, explore, kicks,
-                                   args.start_s),
+                                   args.start_s, parameters),
       lines, study)
   report.finish(lines, study)
   return 0

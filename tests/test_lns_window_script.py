@@ -1,13 +1,14 @@
 """experiments/lns_window.py on a small memory-capped graph: one row per
 per-window limit, number of threads and share of neighbourhoods drawn
-evenly, LNS never above its start, windows counted per neighbourhood, bad
-flags in one line."""
+evenly (and set of CP-SAT parameters per window), LNS never above its
+start, windows counted per neighbourhood, bad flags in one line."""
 
 import re
 
 import pytest
 
 from experiments import lns_window
+from gplace.solvers import lns_model
 from gplace.solvers.lns_windows import NEIGHBOURHOODS
 
 
@@ -35,6 +36,24 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
     assert sum(int(c[1]) for c in counts) == int(row[7])
     assert sum(int(c[2]) for c in counts) == int(row[8])
     assert int(row[13]) >= 0 and (row[5] == "300" or row[13] == "0")
+    assert row[14] == "lean"
+
+
+def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
+  out = tmp_path / "params"
+  kept = lns_model.WINDOW_PARAMETERS
+  assert lns_window.main(["--graphs", "bert tiny infer, 1cpu+2acc",
+                          "--solve_s", "0.125", "--time_s", "1",
+                          "--seeds", "1", "--window_params", "full,lean",
+                          "--out", str(out)]) == 0
+  assert lns_model.WINDOW_PARAMETERS is kept
+  rows = [[c.strip() for c in line.strip("|").split("|")]
+          for line in (out / "README.md").read_text().splitlines()
+          if line.startswith("| bert tiny")]
+  assert [r[14] for r in rows] == ["full", "lean"]
+  assert all(float(r[10]) <= float(r[9]) for r in rows)
+  full = lns_window.PARAMETER_SETS["full"]
+  assert full["use_sat_inprocessing"] and not kept["use_sat_inprocessing"]
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -48,6 +67,7 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
     (["--kick_after", "0"], "--kick_after must be"),
     (["--kick_after", "often"], "--kick_after must be"),
     (["--start_s", "-1"], "--start_s at least 0"),
+    (["--window_params", "fast"], "--window_params must be"),
     (["--graphs", "no such graph"], "names no graph"),
 ])
 def test_bad_flags_are_one_line(flags, message):

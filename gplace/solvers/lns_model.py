@@ -27,6 +27,21 @@ from gplace.solvers.lns_constraints import (add_edges, add_links,
 from gplace.solvers.model import scale_problem
 
 _KIB = 1024
+#: CP-SAT's parameters for a window, on top of its limits, one worker and
+#: the seed: small models re-solved often, where presolve and the LP
+#: relaxation cost more than they save (on a 1,103-op graph, 20 s: 116
+#: windows and -4.2% with both off, 77 and -1.2% with both on), and so do
+#: probing, symmetry detection and inprocessing: without them 78 of 93
+#: sampled windows were proven optimal against 61, 15 found a better
+#: solution and none a worse one, in 0.84x the time (1,103-op gnmt2, 1 CPU
+#: + 2 acc.; LNS from HEFT: experiments/results/lns_window/params_*).
+WINDOW_PARAMETERS = {
+    "cp_model_presolve": False,
+    "linearization_level": 0,
+    "cp_model_probing_level": 0,
+    "symmetry_level": 0,
+    "use_sat_inprocessing": False,
+}
 
 
 class Static(NamedTuple):
@@ -307,11 +322,8 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   solver.parameters.max_deterministic_time = max(float(deterministic_s), 1e-3)
   solver.parameters.num_workers = 1      # reproducible for a seed
   solver.parameters.random_seed = int(seed)
-  # Small models re-solved often: presolve and the LP relaxation cost more
-  # than they save (on a 1,103-op graph, 20 s: 116 windows and -4.2%
-  # with both off, 77 and -1.2% with both on).
-  solver.parameters.cp_model_presolve = False
-  solver.parameters.linearization_level = 0
+  for name, value in WINDOW_PARAMETERS.items():
+    setattr(solver.parameters, name, value)
   status = solver.status_name(solver.solve(model))
   if status == "MODEL_INVALID":
     raise SearchError(
