@@ -41,8 +41,8 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import gplace
 from gplace import report, solvers
 from gplace.errors import or_exit
-from gplace.solvers.lns import KICK_AFTER
 from gplace.solvers import lns_model
+from gplace.solvers.lns import KICK_AFTER
 from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
 # pylint: enable=g-import-not-at-top,wrong-import-position

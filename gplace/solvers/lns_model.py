@@ -31,10 +31,11 @@ _KIB = 1024
 #: the seed: small models re-solved often, where presolve and the LP
 #: relaxation cost more than they save (on a 1,103-op graph, 20 s: 116
 #: windows and -4.2% with both off, 77 and -1.2% with both on), and so do
-#: probing, symmetry detection and inprocessing: without them 78 of 93
-#: sampled windows were proven optimal against 61, 15 found a better
-#: solution and none a worse one, in 0.84x the time (1,103-op gnmt2, 1 CPU
-#: + 2 acc.; LNS from HEFT: experiments/results/lns_window/params_*).
+#: probing, symmetry detection and inprocessing: without them more windows
+#: are proven optimal within their limit, so they grow, and LNS from HEFT
+#: ends faster (1,103-op gnmt2, 40 s, seeds 0-2, each seed faster: 7.135
+#: against 7.199 ms mean on 1 CPU + 2 acc., 6.070 against 6.158 on 4 acc.;
+#: experiments/results/lns_window/params_2026-12-06).
 WINDOW_PARAMETERS = {
     "cp_model_presolve": False,
     "linearization_level": 0,

@@ -17,7 +17,7 @@ from gplace.autoplace import phases
 from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
-from gplace.solvers import lns_windows
+from gplace.solvers import lns_model, lns_windows
 from gplace.solvers.lns_model import WindowSolution, make_static
 from gplace.sim.topology import (Device, Topology, cost_table,
                                  uniform_links)
@@ -72,7 +72,12 @@ def test_a_start_order_is_kept_as_the_floor():
 
 
 @pytest.mark.parametrize("seed", [0, 2])
-def test_reaches_the_exact_optimum_from_a_bad_start(seed):
+@pytest.mark.parametrize("lean", [True, False])
+def test_reaches_the_exact_optimum_from_a_bad_start(seed, lean, monkeypatch):
+  if not lean:    # probing, symmetry and inprocessing at CP-SAT's defaults
+    monkeypatch.setattr(lns_model, "WINDOW_PARAMETERS", dict(
+        lns_model.WINDOW_PARAMETERS, cp_model_probing_level=2,
+        symmetry_level=2, use_sat_inprocessing=True))
   graph, topology = random_dag(10, seed=seed), gpus(3, flops=(3e12, 1e12))
   exact = solvers.solve(graph, topology, time_limit_s=20.0)
   assert exact.status == "OPTIMAL"
