@@ -94,6 +94,23 @@ LNS_PRESSURE = 0.1
 # (2 of 4 ended near 7.33); on 4 acc. 5.92-5.95 against 5.92-5.97.
 LNS_FROM_PLAN_TOO = True
 LNS_RACE_SHARE = 1 / 2
+# On those graphs under memory pressure (LNS_PRESSURE), when gplace's
+# critical-chain plan is ahead of the best classical plan, "auto" first runs
+# LNS from the classical plan (two threads) for at most PLAN_PROBE_SHARE of
+# the time after the baselines, until it beats the critical-chain plan. If
+# it does, its basin is the one LNS descends: "auto" goes on from it with
+# the rest and no searches or race; if not, that chain is the race's plan.
+# LNS from the searches' answer can stall on a device it overloads: on
+# gnmt2 small, 1 CPU + 2 acc., the joint annealing's 7.609 ms put 7.43 ms
+# of work on the fast accelerator and LNS from it stopped near 7.4, while
+# LNS alone from HEFT for 55 s reached 7.031-7.159 (experiments/results/
+# lns_window/limits55_gnmt2_2acc_2026-12-06); on 4 acc. the critical chain
+# (6.348 ms against HEFT's 7.273) is what LNS needs to start near. Five
+# seeds at 60 s (optimality/gnmt2_60s_plan_probe_2026-12-06): 7.067-7.157
+# ms, mean 7.118, against 7.12-7.305 (7.186) without; on 4 acc., where the
+# probe never won, 5.896-5.967 (5.935) against 5.879-5.934 (5.906).
+PLAN_PROBE = True
+PLAN_PROBE_SHARE = 0.15
 # Below LNS_LARGE_MIN_NODES ops the race's plan is the fastest plan no
 # search made, gplace's critical-chain plans included (LNS_FROM_CHAIN_TOO):
 # there the searches' single-op moves can lead LNS into a basin it does

@@ -1,9 +1,8 @@
 """The placements :func:`gplace.optimize` weighs: every baseline in its best
 schedule, a search from the best of them, the exact solver, large-
-neighbourhood search with it. Each
-:class:`Candidate` is scored as reported (infeasible: ``inf``), ``BATCH``
-at a time through one compiled simulator.
-"""
+neighbourhood search with it. Each :class:`Candidate` is scored as
+reported (infeasible: ``inf``), ``BATCH`` at a time through one compiled
+simulator."""
 
 from __future__ import annotations
 
@@ -35,9 +34,7 @@ JOINT_LABEL = "joint annealing (placement + schedule)"
 OVER_CHAINS = "over op chains"
 # Searches that stop early when they stall (``stall_s``).
 STALLING = ("annealing", JOINT)
-# Labels of a baseline's schedule.
-DEFAULT_SCHEDULE = "default"
-OWN_PLAN = "own plan"
+DEFAULT_SCHEDULE, OWN_PLAN = "default", "own plan"  # a baseline's schedule
 # gplace's critical-chain plan (not a classical baseline).
 CHAIN = "critical chain"
 
@@ -433,31 +430,33 @@ def solver_candidate(problem: Problem, hint: Optional[Candidate], *,
 
 LNS_LABEL = "lns (CP-SAT windows)"
 #: Appended to the label of an LNS chain that raced another (its start's
-#: continuation carries the plain label).
-RACING = ", racing"
+#: continuation carries the plain label), and of ``phases.plan_probe``'s.
+RACING, PROBE = ", racing", ", probe"
 
 
 def lns_candidate(problem: Problem, start: Candidate, *, time_s: float,
                   seed: int, bound_s: Optional[float] = None,
                   max_iterations: Optional[int] = None,
                   stall_s: Optional[float] = None,
-                  workers: Optional[int] = None) -> Candidate:
+                  workers: Optional[int] = None,
+                  target_s: Optional[float] = None) -> Candidate:
   """Large-neighbourhood search (``gplace.solvers.lns``) from ``start``'s
   placement in its order for ``time_s`` seconds (or ``max_iterations``
-  windows; ``stall_s``: stop once it has not improved for that long;
-  ``workers``: windows solved at once, LNS's default when None); never
-  slower than the start in its order. Labelled ``"lns (CP-SAT windows)
-  from <start>"``."""
+  windows; ``stall_s``, ``workers``, ``target_s``: as LNS's); never slower
+  than the start in its order. Labelled ``"lns (CP-SAT windows) from
+  <start>"`` (from an LNS candidate: its label, less :data:`PROBE`)."""
   result = solvers.lns(
       problem.graph, problem.topology, costs=problem.costs,
       start=start.placement, start_order=start.order,
       time_limit_s=max(time_s, 0.5), seed=seed, bound_s=bound_s,
-      max_iterations=max_iterations, stall_s=stall_s, workers=workers)
+      max_iterations=max_iterations, stall_s=stall_s, workers=workers,
+      target_s=target_s)
   order = np.asarray(result.order, np.int32)
   runtime = float(score(problem, result.placement[None], order).runtime_s[0])
-  origin = start.label.split(" (")[0]
-  return Candidate(f"{LNS_LABEL} from {origin}",
-                   np.asarray(result.placement, np.int32), order, runtime)
+  label = (start.label.removesuffix(PROBE) if start.label.startswith(
+      LNS_LABEL) else f"{LNS_LABEL} from {start.label.split(' (')[0]}")
+  return Candidate(label, np.asarray(result.placement, np.int32), order,
+                   runtime)
 
 
 def lns_candidates(problem: Problem, starts: Sequence[Candidate], *,

@@ -89,7 +89,11 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     search over ops barely moves in minutes, a group-level policy does),
     stopped early when after :data:`AUTO_POLICY_PROBE_SHARE` of that time
     (at most :data:`AUTO_POLICY_PROBE_MAX_S` s) its best sample is not
-    faster than the best so far;
+    faster than the best so far; from :data:`LNS_LARGE_MIN_NODES` ops
+    under memory pressure, when gplace's critical-chain plan beats the
+    best classical plan, LNS from the latter for at most
+    :data:`PLAN_PROBE_SHARE` of the time, until it beats the former (then
+    no searches and no race follow: LNS goes on from it);
     simulated annealing over placements from
     the best so far (and, where that is the policy's, from the best
     baseline too, each for half; on graphs of at least
@@ -108,7 +112,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     :data:`MIN_LNS_S` seconds left, large-neighbourhood search with CP-SAT
     windows (``gplace.solvers.lns``) from the best so far for the rest
     (from :data:`LNS_LARGE_MIN_NODES` ops without GO, racing a chain from
-    the best classical plan for :data:`LNS_RACE_SHARE` of it first), its
+    the best classical plan, or that probe's, for :data:`LNS_RACE_SHARE` of
+    it first), its
     last :data:`ORDER_SEARCH_SHARE` annealing over placements in the order
     LNS's answer runs in.
     It does not fine-tune (``"finetune"`` does): inside a 300 s budget
@@ -357,7 +362,15 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
                                  budget.AUTO_POLICY_STALL_SHARE * policy_s,
                                  budget.AUTO_POLICY_MIN_GAIN)))
       phases.show_best(bar, tried)
-    if chosen.kind in ("auto", "search") and runs.default:
+    probed = (chosen.kind == "auto" and budget.PLAN_PROBE and not trained
+              and max_evaluations is None and runs.default
+              and n >= budget.LNS_LARGE_MIN_NODES
+              and budget.memory_pressure(runs.best, budget.LNS_PRESSURE)
+              and phases.plan_probe(
+                  problem, runs, tried, seed=seed, bound_s=bound_s, bar=bar,
+                  probe_s=budget.PLAN_PROBE_SHARE * (
+                      deadline - time.perf_counter())))
+    if chosen.kind in ("auto", "search") and runs.default and not probed:
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
                budget.SEARCH_SHARE if solver_next else
@@ -396,7 +409,8 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       phases.lns_phase(
           problem, runs, tried, lns_s=lns_s, seed=seed, bound_s=bound_s,
           max_evaluations=max_evaluations,
-          hedge=chosen.kind == "auto" and not trained, bar=bar,
+          hedge=chosen.kind == "auto" and not trained and not probed,
+          bar=bar,
           order_search=chosen.kind == "auto", blocks=blocks)
     left = deadline - time.perf_counter()
     if chosen.kind == "finetune":

@@ -1,13 +1,15 @@
-"""Three of :func:`gplace.optimize`'s phases, each appending what it found
+"""Four of :func:`gplace.optimize`'s phases, each appending what it found
 to the candidates tried so far: :func:`search_phase` (the searches over
 placements, then over placement and schedule), :func:`solver_phase` (the
-exact solver, or a probe of it) and :func:`lns_phase` (LNS with CP-SAT
-windows from the incumbent). :mod:`gplace.autoplace.optimizer`
+exact solver, or a probe of it), :func:`plan_probe` (LNS from the best
+classical plan, first, on large graphs under memory pressure) and
+:func:`lns_phase` (LNS with CP-SAT windows from the incumbent). :mod:`gplace.autoplace.optimizer`
 decides whether each runs and for how long (:mod:`gplace.autoplace.budget`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Optional
 
@@ -140,18 +142,48 @@ def solver_phase(problem: Problem, tried: list, *, solver_s: float,
 def race_plan(problem: Problem, runs: BaselineRuns,
               tried: list) -> Optional[candidates_lib.Candidate]:
   """The plan whose LNS chain races the incumbent's, or None: the best
-  classical plan in any schedule on graphs of at least
-  :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES` ops
-  (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`); below, the fastest
+  classical plan in any schedule (or :func:`plan_probe`'s LNS from it) on
+  graphs of at least :data:`~gplace.autoplace.budget.LNS_LARGE_MIN_NODES`
+  ops (:data:`~gplace.autoplace.budget.LNS_FROM_PLAN_TOO`); below, the fastest
   of those and gplace's critical-chain plans in ``tried``
   (:data:`~gplace.autoplace.budget.LNS_FROM_CHAIN_TOO`)."""
   if problem.graph.n_nodes >= budget.LNS_LARGE_MIN_NODES:
-    return best_of(runs.best) if budget.LNS_FROM_PLAN_TOO else None
+    probed = [c for c in tried if c.label.endswith(candidates_lib.PROBE)]
+    return (best_of(list(runs.best) + probed) if budget.LNS_FROM_PLAN_TOO
+            else None)
   if not budget.LNS_FROM_CHAIN_TOO:
     return None
   chains = [c for c in tried
             if c.label.startswith(candidates_lib.CHAIN + " (")]
   return best_of(list(runs.best) + chains)
+
+
+def plan_probe(problem: Problem, runs: BaselineRuns, tried: list, *,
+               probe_s: float, seed: int, bound_s: float,
+               bar: Progress) -> bool:
+  """LNS from the best classical plan (in any schedule) for at most
+  ``probe_s`` seconds, until it beats gplace's own plans in ``tried``
+  (its critical-chain plans); its candidate appended to ``tried``
+  (labelled with :data:`~gplace.autoplace.candidates.PROBE`). No probe
+  unless one of those plans is ahead of the classical one.
+
+  Returns:
+    Whether it beat them: then LNS's basin from the plan is the one to
+    follow (``optimize`` skips its searches and goes on from it); if not,
+    it is the plan whose chain races the searches' (:func:`race_plan`).
+  """
+  plan = best_of(runs.best)
+  rival = best_of([c for c in tried
+                   if c.label.startswith(candidates_lib.CHAIN + " (")])
+  if plan is None or rival is None or rival.runtime_s >= plan.runtime_s:
+    return False
+  bar.stage("lns from the best plan")
+  probe = candidates_lib.lns_candidate(
+      problem, plan, time_s=probe_s, seed=seed, bound_s=bound_s,
+      target_s=math.nextafter(rival.runtime_s, 0.0))
+  tried.append(probe._replace(label=probe.label + candidates_lib.PROBE))
+  show_best(bar, tried)
+  return probe.runtime_s < rival.runtime_s
 
 
 def lns_phase(problem: Problem, runs: BaselineRuns, tried: list, *,

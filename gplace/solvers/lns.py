@@ -124,7 +124,7 @@ def default_workers() -> int:
 
 def _check_settings(window_size, max_window_size, solve_time_s,
                     max_iterations, bound_s, stall_s, workers,
-                    explore, kick_after=None) -> None:
+                    explore, kick_after=None, target_s=None) -> None:
   if not is_int(window_size) or window_size < MIN_WINDOW:
     raise SearchError(
         f"window_size must be an integer >= {MIN_WINDOW} (ops freed per "
@@ -169,6 +169,11 @@ def _check_settings(window_size, max_window_size, solve_time_s,
         f"kick_after must be None or an integer >= 1 (windows between "
         f"checks for a memory kick), got {kick_after!r}; pass e.g. "
         f"kick_after={KICK_AFTER}, or None for no kicks.")
+  if target_s is not None and not _positive_seconds(target_s):
+    raise SearchError(
+        f"target_s must be None or a positive number of seconds (stop once "
+        f"the best runs in at most that long), got {target_s!r}; pass e.g. "
+        "target_s=0.005.")
 
 
 def _start(graph, topology, costs, start, start_order, start_priority,
@@ -213,6 +218,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         stall_s: Optional[float] = None,
         workers: Optional[int] = None,
         explore: float = EXPLORE,
+        target_s: Optional[float] = None,
         kick_after: Optional[int] = KICK_AFTER,
         progress_fn: Optional[Callable[[int, float], None]] = None
         ) -> LNSResult:
@@ -256,6 +262,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
     bound_s: a proven lower bound to report when above
       ``gplace.lower_bound`` (e.g. ``gplace.solvers.solve``'s).
     stall_s: stop when the best has not improved for this many seconds.
+    target_s: stop as soon as the best fits in memory and runs in at most
+      this many seconds (e.g. a rival plan's runtime, to test a start).
     workers: windows solved at once, each by one CP-SAT worker in a
       thread; default :func:`default_workers`, or 1 with
       ``max_iterations``. A window that finishes after another improved
@@ -276,7 +284,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   Raises:
     SearchError: a bad time limit, seed, window size, ``solve_time_s``,
       ``max_iterations``, ``bound_s``, ``stall_s``, ``workers``,
-      ``explore`` or ``kick_after``.
+      ``explore``, ``kick_after`` or ``target_s``.
     PlacementError: an empty graph or a bad ``start``.
     ScheduleError: a bad ``start_order`` or ``start_priority``, or both.
     TopologyError: a bad topology or cost table.
@@ -285,7 +293,7 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   limit = check_arguments(graph, topology, time_limit_s, 1, seed=seed)
   _check_settings(window_size, max_window_size, solve_time_s,
                   max_iterations, bound_s, stall_s, workers, explore,
-                  kick_after)
+                  kick_after, target_s)
   if workers is None:
     workers = 1 if max_iterations is not None else default_workers()
   if graph.n_nodes == 0:
@@ -312,13 +320,14 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   history = [(time.perf_counter() - began, best.runtime_s)]
   last_gain = time.perf_counter()
   stopped = n < 2
+  reached = False         # the best met target_s
   with concurrent.futures.ThreadPoolExecutor(workers) as pool:
     while search.pending or not stopped:
       now = time.perf_counter()
       stopped = stopped or (
           (max_iterations is not None
            and search.submitted >= max_iterations)
-          or now - began >= limit
+          or now - began >= limit or reached
           or (stall_s is not None and now - last_gain >= stall_s))
       while not stopped and len(search.pending) < workers and (
           max_iterations is None or search.submitted < max_iterations):
@@ -336,6 +345,8 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
         if kicker is not None:
           so_far = kicker.observe(so_far)
         history.append((time.perf_counter() - began, so_far.runtime_s))
+        reached = reached or (target_s is not None and not so_far.oom
+                              and so_far.runtime_s <= target_s)
         if progress_fn is not None:
           progress_fn(search.iterations, so_far.runtime_s)
       if kicker is not None and not stopped:

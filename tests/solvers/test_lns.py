@@ -309,6 +309,8 @@ def test_the_compiled_host_loops_agree_with_python(seed):
     (dict(max_iterations=0), SearchError, "max_iterations"),
     (dict(bound_s=-1.0), SearchError, "bound_s"),
     (dict(stall_s=0.0), SearchError, "stall_s must be None or a positive"),
+    (dict(target_s=0.0), SearchError, "target_s must be None or a positive"),
+    (dict(target_s=True), SearchError, "target_s"),
     (dict(seed=-1), SearchError, "seed"),
     (dict(workers=0), SearchError, "workers must be None or an integer >= 1"),
     (dict(workers=2.0), SearchError, "workers"),
