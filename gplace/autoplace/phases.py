@@ -3,8 +3,9 @@ to the candidates tried so far: :func:`search_phase` (the searches over
 placements, then over placement and schedule), :func:`solver_phase` (the
 exact solver, or a probe of it), :func:`plan_probe` (LNS from the best
 classical plan, first, on large graphs under memory pressure) and
-:func:`lns_phase` (LNS with CP-SAT windows from the incumbent). :mod:`gplace.autoplace.optimizer`
-decides whether each runs and for how long (:mod:`gplace.autoplace.budget`).
+:func:`lns_phase` (LNS with CP-SAT windows from the incumbent).
+:mod:`gplace.autoplace.optimizer` decides whether each runs and for how
+long (:mod:`gplace.autoplace.budget`).
 """
 
 from __future__ import annotations
