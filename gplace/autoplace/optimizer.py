@@ -314,9 +314,10 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
         problem, seed=seed,
         names=[chosen.name] if chosen.kind == "baseline" else None)
     tried = list(runs.best)
+    lns_pressure = budget.memory_pressure(runs.best, budget.LNS_PRESSURE)
     if chosen.kind == "auto" and budget.CHAIN_PLAN and (
-        budget.CHAIN_PLAN_UNDER_PRESSURE or not budget.memory_pressure(
-            runs.best, budget.LNS_PRESSURE)):  # a start for the search
+        budget.CHAIN_PLAN_UNDER_PRESSURE or not lns_pressure):
+      # a start for the search
       tried.extend(candidates_lib.chain_candidates(problem))
     phases.show_best(bar, tried)
     single = [c for c in tried if c.label.startswith("single_device")
@@ -365,7 +366,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
     probed = (chosen.kind == "auto" and budget.PLAN_PROBE and not trained
               and max_evaluations is None and runs.default
               and n >= budget.LNS_LARGE_MIN_NODES
-              and budget.memory_pressure(runs.best, budget.LNS_PRESSURE)
+              and lns_pressure
               and phases.plan_probe(
                   problem, runs, tried, seed=seed, bound_s=bound_s, bar=bar,
                   probe_s=budget.PLAN_PROBE_SHARE * (
@@ -374,8 +375,7 @@ def optimize(fn_or_graph: Any, *args: Any, topology: Any = None,
       left = deadline - time.perf_counter()
       share = (1.0 if chosen.kind != "auto" else
                budget.SEARCH_SHARE if solver_next else
-               1.0 - budget.lns_share(n, budget.memory_pressure(
-                   runs.best, budget.LNS_PRESSURE)))
+               1.0 - budget.lns_share(n, lns_pressure))
       search_s = max(left * share,
                      budget.SEARCH_FLOOR * budget_s, budget.MIN_SEARCH_S)
       phases.search_phase(

@@ -154,9 +154,13 @@ def race_plan(problem: Problem, runs: BaselineRuns,
             else None)
   if not budget.LNS_FROM_CHAIN_TOO:
     return None
-  chains = [c for c in tried
-            if c.label.startswith(candidates_lib.CHAIN + " (")]
-  return best_of(list(runs.best) + chains)
+  return best_of(list(runs.best) + _chain_plans(tried))
+
+
+def _chain_plans(tried: list) -> list:
+  """gplace's critical-chain plans in ``tried`` (no search from them)."""
+  return [c for c in tried
+          if c.label.startswith(candidates_lib.CHAIN + " (")]
 
 
 def plan_probe(problem: Problem, runs: BaselineRuns, tried: list, *,
@@ -174,8 +178,7 @@ def plan_probe(problem: Problem, runs: BaselineRuns, tried: list, *,
     it is the plan whose chain races the searches' (:func:`race_plan`).
   """
   plan = best_of(runs.best)
-  rival = best_of([c for c in tried
-                   if c.label.startswith(candidates_lib.CHAIN + " (")])
+  rival = best_of(_chain_plans(tried))
   if plan is None or rival is None or rival.runtime_s >= plan.runtime_s:
     return False
   bar.stage("lns from the best plan")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gplace
+from experiments import lns_window
 from gplace import placers, solvers
 from gplace.autoplace import budget
 from gplace.autoplace import candidates as candidates_lib
@@ -75,9 +76,8 @@ def test_a_start_order_is_kept_as_the_floor():
 @pytest.mark.parametrize("lean", [True, False])
 def test_reaches_the_exact_optimum_from_a_bad_start(seed, lean, monkeypatch):
   if not lean:    # probing, symmetry and inprocessing at CP-SAT's defaults
-    monkeypatch.setattr(lns_model, "WINDOW_PARAMETERS", dict(
-        lns_model.WINDOW_PARAMETERS, cp_model_probing_level=2,
-        symmetry_level=2, use_sat_inprocessing=True))
+    monkeypatch.setattr(lns_model, "WINDOW_PARAMETERS",
+                        lns_window.PARAMETER_SETS["full"])
   graph, topology = random_dag(10, seed=seed), gpus(3, flops=(3e12, 1e12))
   exact = solvers.solve(graph, topology, time_limit_s=20.0)
   assert exact.status == "OPTIMAL"
