@@ -48,6 +48,10 @@ DEFAULT_SOLVE_S = 0.125
 #: Windows solved at once by default: at most this many, and no more than
 #: the cores this process may use. CP-SAT releases the GIL, so on two
 #: cores one window's model is built (Python) while another's is solved.
+#: Three or four in flight on two cores solve 20-50% more windows but end
+#: no faster (gnmt2 small, 1 CPU + 2 acc., 45 s from HEFT, seeds 0-4:
+#: means 7.138 / 7.171 against 7.178 ms; experiments/results/lns_window/
+#: workers45_gnmt2_2acc_2026-12-07).
 MAX_DEFAULT_WORKERS = 2
 #: Every this many windows, when they made the incumbent less than
 #: ``lns_kicks.MIN_GAIN`` faster, a memory kick
