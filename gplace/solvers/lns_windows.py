@@ -43,7 +43,9 @@ NEIGHBOURHOODS = ("region", "device_pair", "time_window")
 #: default: drawing 70% by the gains was no better, -6.4 / -5.0 / -4.3%
 #: against -7.3 / -5.5 / -4.6% evenly on rnnlm2 / wavenet2 / bert paper
 #: (40 s, mean of seeds 0-2; experiments/results/lns_window/explore_*),
-#: inside the seeds' spread, which the gains' noise does not overcome.
+#: inside the seeds' spread, which the gains' noise does not overcome;
+#: on gnmt2 small, 1 CPU + 2 acc. (45 s, seeds 0-4), 7.156 against 7.178
+#: ms (lns_window/explore45_gnmt2_2acc_2026-12-07).
 EXPLORE = 1.0
 #: Weight of one window's relative gain in its neighbourhood's moving
 #: average (a window that did not improve counts as no gain).
