@@ -10,6 +10,11 @@ changes hit both alike; prints the medians and their ratio, and checks the
 results are identical. Cases: a 10k-node random DAG in node-id order
 (`schedule="static"`, the scan), and paper-size train steps in the default
 (dynamic) schedule.
+
+Then one placement per call with a measured cost table, passed as the
+caller holds it or frozen (`gplace.sim.cache.freeze`, hashed once for
+good): what hashing the table costs a call (`gplace.simulate` hashes it
+once per call, however many problems it looks up).
 """
 
 import argparse
@@ -72,8 +77,38 @@ def main(argv=None) -> int:
                             args.repeats)
     print(f"| {name} | {built * 1e3:.1f} | {kept * 1e3:.1f} | "
           f"{built / kept:.2f}x |", flush=True)
+  print()
+  print("| one placement per call, measured costs | as held, ms | frozen, "
+        "ms | ratio |")
+  print("|---|---:|---:|---:|")
+  for name, graph, _, _ in cases[1:]:
+    rng = np.random.default_rng(1)
+    table = np.array(topology.op_costs(graph)) * rng.uniform(
+        0.5, 2.0, (graph.n_nodes, topology.n_devices))
+    placement = rng.integers(0, topology.n_devices, graph.n_nodes)
+    held, frozen = time_tables(graph, placement, topology, table,
+                               args.repeats)
+    print(f"| {name.split(',')[0]} ({graph.n_nodes} ops) | {held * 1e3:.3f} "
+          f"| {frozen * 1e3:.3f} | {held / frozen:.2f}x |", flush=True)
   print(f"load average {os.getloadavg()[0]:.2f}")
   return 0
+
+
+def time_tables(graph, placement, topology, table, repeats: int,
+                calls: int = 20) -> tuple[float, float]:
+  """Median seconds per call ``(table as held, a frozen copy)``."""
+  frozen = cache.freeze(table.copy())
+  runs = {"held": table, "frozen": frozen}
+  want = gplace.simulate(graph, placement, topology, frozen).runtime_s
+  times = {mode: [] for mode in runs}
+  for _ in range(repeats):
+    for mode, costs in runs.items():
+      start = time.perf_counter()
+      for _ in range(calls):
+        got = gplace.simulate(graph, placement, topology, costs).runtime_s
+      times[mode].append((time.perf_counter() - start) / calls)
+      assert got == want
+  return float(np.median(times["held"])), float(np.median(times["frozen"]))
 
 
 if __name__ == "__main__":

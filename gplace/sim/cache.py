@@ -54,6 +54,21 @@ def freeze(array: np.ndarray) -> np.ndarray:
   return array
 
 
+def pinned(array: Optional[np.ndarray]) -> Optional[np.ndarray]:
+  """``array`` when :func:`freeze` froze it, else a frozen copy: hashed
+  once however many problems one call builds or looks up with it (None
+  for None)."""
+  if array is None or _is_frozen(array):
+    return array
+  return freeze(np.array(array))
+
+
+def _is_frozen(array: np.ndarray) -> bool:
+  entry = _frozen.get(id(array))
+  return (entry is not None and entry[0]() is array
+          and not array.flags.writeable)
+
+
 def _unfreeze(ref: weakref.ref, key: int) -> None:
   with _lock:
     entry = _frozen.get(key)
@@ -65,10 +80,8 @@ def digest(array: Optional[np.ndarray]) -> Optional[bytes]:
   """A content hash of ``array`` (dtype, shape and bytes); None for None."""
   if array is None:
     return None
-  entry = _frozen.get(id(array))
-  if entry is not None and entry[0]() is array and \
-      not array.flags.writeable:
-    return entry[1]
+  if _is_frozen(array):
+    return _frozen[id(array)][1]
   return _digest(array)
 
 

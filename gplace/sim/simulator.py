@@ -19,7 +19,7 @@ from gplace.graphs.graph import Graph, check_graph
 from gplace.graphs.placement import check_placements, is_traced
 from gplace.sim import fusion as sim_fusion
 from gplace.sim import native, runner
-from gplace.sim.cache import cached_problem
+from gplace.sim.cache import cached_problem, pinned
 from gplace.sim.kernel import COMPILER_OPTIONS, one_kernel_loops
 from gplace.sim.problem import (DEFAULT_WIDTH, SimProblem, SimResult,
                                 check_order, check_orders,
@@ -179,6 +179,8 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
+  if costs is not None:      # validated and hashed once for this call
+    costs = pinned(validate_costs(costs, graph, topology))
   check_time_bound(graph, topology, costs)
   if schedule is None:
     schedule = "static" if order is not None else DEFAULT_SCHEDULE

@@ -124,6 +124,28 @@ def test_a_frozen_table_is_hashed_once_and_read_only(monkeypatch):
   assert all(ref() is not None for ref, _ in cache._frozen.values())
 
 
+def test_simulate_hashes_a_table_once_per_call_and_sees_it_change(
+    monkeypatch):
+  """A table the caller did not freeze is hashed once per call, however
+  many problems the default schedule looks up with it; changed in place
+  between calls, the next call simulates the new costs."""
+  graph, topology = random_dag(70, seed=4), preset("1cpu+4gpu")
+  table = np.array(topology.op_costs(graph))
+  placement = np.random.default_rng(4).integers(0, 5, graph.n_nodes)
+  before = float(gplace.simulate(graph, placement, topology, table).runtime_s)
+  calls = []
+  real = cache._digest
+  monkeypatch.setattr(cache, "_digest", lambda a: calls.append(1) or real(a))
+  again = float(gplace.simulate(graph, placement, topology, table).runtime_s)
+  assert again == before and len(calls) == 1
+  assert table.flags.writeable            # the caller's array is untouched
+  table *= 3.0
+  slower = float(gplace.simulate(graph, placement, topology, table).runtime_s)
+  fresh = cache.freeze(table.copy())
+  assert slower > before and slower == float(
+      gplace.simulate(graph, placement, topology, fresh).runtime_s)
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_simulate_in_order_is_simulate_of_one_placement(seed):
   """The unchecked path a search scores its candidates with gives
