@@ -35,13 +35,15 @@ default schedule and in each candidate's own order (``priority=``, as the
 joint placement + schedule search scores them). The optimize runs at the
 budgets trace quality against wall seconds. Runtimes are simulated
 milliseconds per step. ``--out`` also gets ``optimality.csv``, every row's
-numbers in seconds.
+numbers in seconds, with each optimize run's candidates (what each phase
+found, as JSON).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import sys
 import time
@@ -84,6 +86,9 @@ class Run(NamedTuple):
     explanation: ``gplace.explain`` of an optimize answer, or None.
     chain_s: gplace's critical-chain plan among the candidates, before any
       search from it (:func:`chain_own`), or None.
+    candidates: ``{label: runtime_s}`` of everything the run tried
+      (``gplace.optimize``'s ``candidates``: how each phase ended, the
+      winner's among them), empty for a CP-SAT reference.
   """
 
   runtime_s: float
@@ -94,6 +99,7 @@ class Run(NamedTuple):
   policy: dict = {}
   explanation: Optional[gplace.Explanation] = None
   chain_s: Optional[float] = None
+  candidates: dict = {}
 
 
 #: Labels of the learned policies' own candidates in ``optimize``'s result
@@ -129,6 +135,13 @@ def chain_own(candidates: dict) -> Optional[float]:
   return min(own) if own else None
 
 
+def candidates_json(candidates: dict) -> str:
+  """``{label: runtime_s}`` as JSON (``null``: out of memory or breaking
+  the graph's device constraints), for the CSV: which phase found what."""
+  return json.dumps({label: float(r) if math.isfinite(r) else None
+                     for label, r in candidates.items()})
+
+
 def optimize_run(instance: benchmark.Instance, budget_s: float,
                  seed: int, method: str = "auto") -> Run:
   """``gplace.optimize`` with ``budget_s`` seconds and ``method``."""
@@ -137,7 +150,8 @@ def optimize_run(instance: benchmark.Instance, budget_s: float,
                            seed=seed, progress=False, method=method)
   return Run(result.runtime_s, result.method, result.lower_bound_s,
              result.wall_s, result.placement, policy_own(result.candidates),
-             result.explain(), chain_own(result.candidates))
+             result.explain(), chain_own(result.candidates),
+             dict(result.candidates))
 
 
 def reference_run(instance: benchmark.Instance, hint: Optional[np.ndarray],
@@ -246,7 +260,8 @@ def result_row(instance: benchmark.Instance, seed: int,
     row[f"vs bound {b}"] = _gap(run.runtime_s, bound_s)
     raw.update({f"optimize_s {b}": run.runtime_s,
                 f"optimize_bound_s {b}": run.bound_s,
-                f"wall_s {b}": run.wall_s})
+                f"wall_s {b}": run.wall_s,
+                f"candidates {b}": candidates_json(run.candidates)})
     never_slower &= run.runtime_s <= best.any.runtime_s * (
         1 + NEVER_SLOWER_TOLERANCE)
   row.update({"reference ms": _ms(reference.runtime_s),

@@ -3,10 +3,12 @@ budgets: the table's columns, the CSV's numbers, and optimize never slower
 than the best baseline."""
 
 import csv
+import json
 
 import pytest
 
 from experiments import optimality
+from gplace.autoplace import measured
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,13 @@ def test_the_csv_holds_the_numbers_and_they_agree(study):
     assert bound_s <= best_s * (1 + 1e-6) and best_s <= optimize_s
     assert float(row["optimize_bound_s 1s"]) <= bound_s
     assert row["never_slower"] == "True"
+    # every candidate the run tried, the winner among them and the
+    # fastest (or a simpler one as fast within the tie)
+    tried = json.loads(row["candidates 1s"])
+    assert len(tried) >= 2
+    fits = [r for r in tried.values() if r is not None]
+    assert any(r == pytest.approx(optimize_s, rel=1e-6) for r in fits)
+    assert optimize_s <= min(fits) * (1 + measured.PRESET_TIE)
 
 
 def test_where_the_time_goes_adds_up_for_each_answer(study):
