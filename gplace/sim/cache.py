@@ -58,15 +58,18 @@ def pinned(array: Optional[np.ndarray]) -> Optional[np.ndarray]:
   """``array`` when :func:`freeze` froze it, else a frozen copy: hashed
   once however many problems one call builds or looks up with it (None
   for None)."""
-  if array is None or _is_frozen(array):
+  if array is None or _kept(array) is not None:
     return array
   return freeze(np.array(array))
 
 
-def _is_frozen(array: np.ndarray) -> bool:
+def _kept(array: np.ndarray) -> Optional[bytes]:
+  """The digest :func:`freeze` kept for ``array``, or None."""
   entry = _frozen.get(id(array))
-  return (entry is not None and entry[0]() is array
-          and not array.flags.writeable)
+  if entry is not None and entry[0]() is array and \
+      not array.flags.writeable:
+    return entry[1]
+  return None
 
 
 def _unfreeze(ref: weakref.ref, key: int) -> None:
@@ -80,9 +83,8 @@ def digest(array: Optional[np.ndarray]) -> Optional[bytes]:
   """A content hash of ``array`` (dtype, shape and bytes); None for None."""
   if array is None:
     return None
-  if _is_frozen(array):
-    return _frozen[id(array)][1]
-  return _digest(array)
+  kept = _kept(array)
+  return kept if kept is not None else _digest(array)
 
 
 def _digest(array: np.ndarray) -> bytes:
