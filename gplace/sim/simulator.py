@@ -11,6 +11,8 @@ call :func:`simulate_problem` or
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import numpy as np
 
@@ -179,9 +181,7 @@ def simulate(graph: Graph, placements, topology: Topology, costs=None,
   array = check_placements(placements, graph, topology.n_devices,
                            device_names=topology.device_names)
   single = np.ndim(placements) == 1
-  if costs is not None:      # validated and hashed once for this call
-    costs = pinned(validate_costs(costs, graph, topology))
-  check_time_bound(graph, topology, costs)
+  costs = check_time_bound(graph, topology, costs)   # hashed once a call
   if schedule is None:
     schedule = "static" if order is not None else DEFAULT_SCHEDULE
   order, priority = _check_schedule(graph, topology, costs, array.shape[0],
@@ -335,13 +335,19 @@ def _time_bound_s(graph: Graph, topology: Topology, costs=None) -> tuple:
   return bound, max(terms, key=terms.get)
 
 
-def check_time_bound(graph, topology, costs) -> None:
+def check_time_bound(graph, topology, costs) -> Optional[np.ndarray]:
   """Raises TopologyError if simulated times could pass float32: they
   would come out infinite, or as garbage (a runtime of 0). (Also what
   :func:`gplace.lower_bound` refuses, so that it never bounds a runtime
-  that :func:`simulate` would refuse.)"""
+  that :func:`simulate` would refuse.)
+
+  Returns:
+    ``costs`` validated (``[N, D]`` float64) and frozen
+    (:func:`gplace.sim.cache.pinned`: hashed once however many problems
+    the caller looks up with it), or None for None.
+  """
   if costs is not None:   # checked before it is hashed for the cache
-    costs = validate_costs(costs, graph, topology)
+    costs = pinned(validate_costs(costs, graph, topology))
   bound, what = cached_problem(_time_bound_s, graph, topology, costs=costs)
   if not bound < _MAX_TIME_S:
     raise TopologyError(
@@ -350,6 +356,7 @@ def check_time_bound(graph, topology, costs) -> None:
         f"simulator's float32 holds (up to {_MAX_TIME_S:.0e} s); the "
         f"largest term is the {what}. Fix the graph's flops and "
         "bytes_accessed, the cost table, or the topology to real values.")
+  return costs
 
 
 def _check_schedule(graph, topology, costs, n_samples, order, priority,
