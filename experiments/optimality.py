@@ -282,8 +282,8 @@ def result_row(instance: benchmark.Instance, seed: int,
 EXPLAIN_HEADER = [
     "| graph | seed | optimize ms | bound ms | path ops | compute ms | "
     "of it behind others on a device ms | transfers ms | waits ms | path "
-    "at fastest devices ms |", "|---|---:|---:|---:|---:|---:|---:|---:|"
-    "---:|---:|"]
+    "at fastest devices ms | memory blocks |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 
 
 def explain_row(row: dict) -> str:
@@ -291,8 +291,21 @@ def explain_row(row: dict) -> str:
   e = row["explanation"]
   cells = [row["graph"], row["seed"], _ms(e.runtime_s), _ms(e.bound_s),
            str(e.path.size), _ms(e.compute_s), _ms(e.behind_s),
-           _ms(e.transfer_s), _ms(e.wait_s + e.start_s), _ms(e.fastest_s)]
+           _ms(e.transfer_s), _ms(e.wait_s + e.start_s), _ms(e.fastest_s),
+           blocked_cell(e)]
   return "| " + " | ".join(cells) + " |"
+
+
+def blocked_cell(e: gplace.Explanation) -> str:
+  """How many single moves of the path's ops memory blocks, and the
+  fastest: ``"2: <op> to <device>, <ms> ms"`` (that move's runtime), or
+  ``"none"``."""
+  if not len(e.blocked):
+    return "none"
+  v, d = e.blocked[0].tolist()
+  name = e.node_names[v] if v < len(e.node_names) else f"node {v}"
+  return (f"{len(e.blocked)}: {name} to {e.device_names[d]}, "
+          f"{_ms(e.blocked_runtime_s[0])} ms")
 
 
 def markdown_row(row: dict, keys: Sequence[str]) -> str:
@@ -526,7 +539,10 @@ def main(argv=None) -> int:
       ": its critical path in its schedule, split into the compute of its "
       "ops (and of that, ops it waited behind on their device), transfers "
       "between devices and waits (busy links, idle devices); the bound "
-      "sees only a path at the ops' fastest devices.", ""] + EXPLAIN_HEADER
+      "sees only a path at the ops' fastest devices. Memory blocks: single "
+      "moves of the path's ops that would make the step faster in the same "
+      "schedule but do not fit (how many; the fastest, and the runtime it "
+      "would give).", ""] + EXPLAIN_HEADER
   rows: list[dict] = []
 
   def document() -> list[str]:

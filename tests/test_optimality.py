@@ -5,9 +5,12 @@ than the best baseline."""
 import csv
 import json
 
+import numpy as np
 import pytest
 
+import gplace
 from experiments import optimality
+from gplace.graphs.graph import random_dag
 from gplace.autoplace import measured
 
 
@@ -76,6 +79,9 @@ def test_where_the_time_goes_adds_up_for_each_answer(study):
     # Each printed with four significant digits.
     assert parts == pytest.approx(float(row["optimize ms"]), rel=2e-3)
     assert float(row["bound ms"]) <= float(row["optimize ms"])
+    blocked = row["memory blocks"]
+    assert blocked == "none" or float(blocked.rsplit(", ", 1)[1].split()[
+        0]) < float(row["optimize ms"])
 
 
 def test_bad_budgets_are_refused_in_one_line():
@@ -157,3 +163,15 @@ def test_set_overrides_a_budget_constant_for_an_ablation(monkeypatch):
                      ("measure_reserve_s=1", "the names: ")):
     with pytest.raises(SystemExit, match=match):
       optimality.apply_overrides([bad])
+
+
+def test_the_fastest_move_memory_blocks_is_named_with_its_runtime():
+  graph = random_dag(4, seed=0)
+  explained = gplace.explain(graph, np.zeros(4, np.int32),
+                             gplace.topology.preset("1cpu+4gpu"))
+  assert optimality.blocked_cell(explained) == "none"
+  named = explained._replace(
+      blocked=np.array([[2, 1], [3, 4]]),
+      blocked_runtime_s=np.array([1.5e-3, 2e-3]))
+  assert optimality.blocked_cell(named) == (
+      f"2: {graph.names[2]} to gpu:0, 1.5 ms")

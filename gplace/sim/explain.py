@@ -8,7 +8,10 @@ before it on its compute group. The runtime splits exactly into the
 compute of the ops on that path, the transfers on it, and the waits on it
 (a busy link, or a device the schedule kept idle); the ops the path waits
 behind on their device are work that a placement elsewhere could overlap.
-Per device: ops and busy seconds. ``print(explanation)`` shows a table;
+Per device: ops and busy seconds. The path's ops are each moved alone to
+every other device they may take, in the same schedule: the moves that
+would make the step faster but do not fit in memory name what memory
+costs (``blocked``). ``print(explanation)`` shows a table;
 ``gplace.optimize``'s ``result.explain()`` explains its winner.
 
 The split answers "why is this placement slower than the bound?": the
@@ -32,6 +35,12 @@ from gplace.sim.topology import Topology, cost_table
 
 #: Kinds of step along the path (:attr:`Explanation.step_kind`).
 SAME_DEVICE, TRANSFER, DEVICE_ORDER = 0, 1, 2
+#: Single moves of the path's ops simulated for ``blocked``, at most (the
+#: path's last ops first: at its end a slow device adds to the runtime
+#: whatever ran before).
+MAX_MOVES = 128
+#: Blocked moves the table lists.
+SHOWN = 3
 
 
 class Explanation(NamedTuple):
@@ -63,6 +72,14 @@ class Explanation(NamedTuple):
     device_names: ``D`` names.
     schedule: what order it ran in (``"given order"``, ``"given
       priorities"``, or the simulator's schedule name).
+    blocked: ``[B, 2]`` int ``(op, device)``: an op of the path moved
+      alone to that device, in the same schedule, would make the step
+      faster but does not fit in memory there; fastest first (of at most
+      :data:`MAX_MOVES` moves tried, the path's last ops first; none when
+      the placement itself does not fit).
+    blocked_runtime_s: ``[B]`` the step's simulated seconds with each
+      such move (memory aside).
+    node_names: ``N`` node names, for the table.
   """
 
   runtime_s: float
@@ -80,6 +97,9 @@ class Explanation(NamedTuple):
   device_busy_s: np.ndarray
   device_names: tuple
   schedule: str
+  blocked: np.ndarray = np.zeros((0, 2), np.int64)
+  blocked_runtime_s: np.ndarray = np.zeros(0)
+  node_names: tuple = ()
 
   @property
   def device_changes(self) -> int:
@@ -116,6 +136,17 @@ class Explanation(NamedTuple):
                                self.device_busy_s):
       lines.append(f"  {name:<12}{int(ops):>8}{format_seconds(busy):>12}"
                    f"{100 * busy / total:7.1f}%")
+    if len(self.blocked):
+      count = len(self.blocked)
+      lines.append(f"memory blocks {count} faster single "
+                   f"move{'s' if count > 1 else ''} of the path's ops:")
+    for (v, d), seconds in list(zip(self.blocked.tolist(),
+                                    self.blocked_runtime_s))[:SHOWN]:
+      name = (self.node_names[v] if v < len(self.node_names)
+              else f"node {v}")
+      lines.append(f"  {name} to {self.device_names[d]}: "
+                   f"{format_seconds(self.runtime_s - seconds)} faster, "
+                   "does not fit")
     return "\n".join(lines)
 
   def __str__(self) -> str:
@@ -232,11 +263,17 @@ def explain(graph: Graph, placement, topology: Topology, costs=None,
   fastest = np.where(executed, table.min(1), 0.0)
   d = topology.n_devices
   busy = np.bincount(placement[executed], (finish - start)[executed], d)
+  runtime = float(np.asarray(result.runtime_s).reshape(-1)[0])
+  oom = bool(np.asarray(result.oom).reshape(-1)[0])
+  blocked, blocked_s = (_blocked(graph, placement, topology, costs, order,
+                                 priority, schedule, path, table, runtime)
+                        if not oom else (np.zeros((0, 2), np.int64),
+                                         np.zeros(0)))
   return Explanation(
-      runtime_s=float(np.asarray(result.runtime_s).reshape(-1)[0]),
+      runtime_s=runtime,
       bound_s=max(lower_bound(graph, topology, costs),
                   float(bound_s or 0.0)),
-      oom=bool(np.asarray(result.oom).reshape(-1)[0]),
+      oom=oom,
       path=path, step_kind=kinds,
       start_s=float(start[path[0]]),
       compute_s=float(took.sum()),
@@ -247,7 +284,36 @@ def explain(graph: Graph, placement, topology: Topology, costs=None,
       device_ops=np.bincount(placement[executed], minlength=d),
       device_busy_s=busy,
       device_names=tuple(topology.device_names),
-      schedule=_schedule_name(order, priority, schedule))
+      schedule=_schedule_name(order, priority, schedule),
+      blocked=blocked, blocked_runtime_s=blocked_s,
+      node_names=tuple(str(name) for name in graph.names))
+
+
+def _blocked(graph, placement, topology, costs, order, priority, schedule,
+             path, table, runtime_s) -> tuple[np.ndarray, np.ndarray]:
+  """``([B, 2] (op, device), [B] runtime_s)``: single moves of ``path``'s
+  ops (``[P]``, first to last) that make the step faster in the same
+  schedule but run out of memory, fastest first."""
+  allowed = np.isfinite(table)
+  if graph.allowed_devices is not None:
+    allowed &= np.asarray(graph.allowed_devices, bool)
+  colocated = (np.zeros(graph.n_nodes, bool) if graph.colocation is None
+               else np.asarray(graph.colocation) >= 0)
+  moves = [(v, d) for v in path[::-1].tolist()
+           if graph.kind[v] != NODE_INPUT and not colocated[v]
+           for d in range(topology.n_devices)
+           if d != placement[v] and allowed[v, d]][:MAX_MOVES]
+  if not moves:
+    return np.zeros((0, 2), np.int64), np.zeros(0)
+  rows = np.repeat(placement[None].astype(np.int32), len(moves), 0)
+  ops, devices = np.asarray(moves, np.int64).T
+  rows[np.arange(len(moves)), ops] = devices
+  moved = simulate(graph, rows, topology, costs, order, priority=priority,
+                   schedule=schedule)
+  seconds = np.asarray(moved.runtime_s, np.float64)
+  keep = np.flatnonzero(np.asarray(moved.oom, bool) & (seconds < runtime_s))
+  keep = keep[np.argsort(seconds[keep], kind="stable")]
+  return np.asarray(moves, np.int64)[keep].reshape(-1, 2), seconds[keep]
 
 
 def _schedule_name(order, priority, schedule) -> str:

@@ -1,6 +1,6 @@
 """Tests of gplace.explain: a placement's critical path taken apart adds up
 to its simulated runtime, and names compute, transfers and device waits
-where they are."""
+where they are, and the faster moves of its ops that memory blocks."""
 
 import numpy as np
 import pytest
@@ -8,10 +8,12 @@ from hypothesis import given, strategies as st
 
 import gplace
 from gplace.errors import GplaceError, PlacementError
-from gplace.graphs.graph import Graph, NODE_OP, random_dag
+from gplace.graphs.graph import (Graph, NODE_INPUT, NODE_OP, NODE_OUTPUT,
+                                 random_dag)
 from gplace.sim.explain import DEVICE_ORDER, SAME_DEVICE, TRANSFER
 from gplace.sim.presets import preset
 from gplace.sim.simulator import simulate
+from gplace.sim.topology import Device, Topology, uniform_links
 from sim_cases import SETTINGS, random_topology
 
 RTOL = 1e-5
@@ -137,3 +139,75 @@ def test_optimize_explains_its_winner_in_its_schedule():
   text = str(explained)
   assert "critical path" in text and "transfers" in text
   _adds_up(explained)
+
+
+# -- moves that memory blocks ---------------------------------------------------
+
+MIB = 1 << 20
+CPU, FAST, SLOW = 0, 1, 2
+
+
+def _reads_a_weight() -> Graph:
+  """``x -> a -> b -> out``; ``b`` reads the 1 MiB weight ``w``."""
+  names = ["w", "x", "a", "b", "out"]
+  graph = Graph.build(
+      names=names, op_type=["dot"] * 5,
+      kind=[NODE_INPUT, NODE_INPUT, NODE_OP, NODE_OP, NODE_OUTPUT],
+      out_shapes=[(1,)] * 5, out_dtype=["float32"] * 5,
+      out_bytes=[MIB, 4, 4, 4, 4], flops=[1.0] * 5,
+      bytes_accessed=[8.0] * 5,
+      edges=[(1, 2, 4), (2, 3, 4), (0, 3, MIB), (3, 4, 4)], name="weight")
+  assert list(graph.names) == names
+  return graph
+
+
+def _fast_and_slow(fast_bytes: float) -> Topology:
+  """A CPU, a fast accelerator with ``fast_bytes`` of memory and a slow
+  one with room for everything."""
+  devs = tuple(Device(name, kind, peak_flops=1e12, mem_bandwidth=1e11,
+                      memory_bytes=memory, launch_overhead_s=0.0)
+               for name, kind, memory in (("cpu:0", "cpu", 1e12),
+                                          ("acc:0", "gpu", fast_bytes),
+                                          ("acc:1", "gpu", 1e12)))
+  bandwidth, latency = uniform_links(3, 1e11, 1e-6)
+  return Topology(devices=devs, link_bandwidth=bandwidth,
+                  link_latency=latency, compute_group=np.arange(3),
+                  name="cpu+fast+slow")
+
+
+def _weight_costs() -> np.ndarray:
+  """``b`` takes 1 ms on the fast accelerator, 3 on the slow, 10 on the
+  CPU; ``a`` a tenth of that."""
+  table = np.zeros((5, 3))
+  table[2] = (1e-3, 1e-4, 3e-4)
+  table[3] = (1e-2, 1e-3, 3e-3)
+  table[4] = 1e-6
+  return table
+
+
+@pytest.mark.parametrize("fast_bytes", [0.5 * MIB, 4 * MIB])
+def test_a_faster_move_of_a_path_op_that_memory_blocks_is_named(fast_bytes):
+  graph, topology = _reads_a_weight(), _fast_and_slow(fast_bytes)
+  placement = np.array([SLOW, CPU, FAST, SLOW, SLOW])
+  result = gplace.explain(graph, placement, topology, _weight_costs())
+  assert not result.oom and 3 in result.path.tolist()
+  moved = placement.copy()
+  moved[3] = FAST
+  alone = simulate(graph, moved, topology, _weight_costs())
+  assert float(alone.runtime_s) < result.runtime_s
+  if bool(alone.oom):       # the weight does not fit next to a
+    assert result.blocked.tolist() == [[3, FAST]]
+    assert result.blocked_runtime_s[0] == pytest.approx(
+        float(alone.runtime_s))
+    assert "b to acc:0" in str(result) and "does not fit" in str(result)
+  else:
+    assert result.blocked.shape == (0, 2)
+    assert "memory blocks" not in str(result)
+  assert bool(alone.oom) == (fast_bytes < MIB)
+
+
+def test_a_placement_out_of_memory_names_no_blocked_moves():
+  graph, topology = _reads_a_weight(), _fast_and_slow(0.5 * MIB)
+  result = gplace.explain(graph, np.array([FAST, CPU, FAST, FAST, FAST]),
+                          topology, _weight_costs())
+  assert result.oom and result.blocked.shape == (0, 2)
