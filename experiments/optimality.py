@@ -300,12 +300,11 @@ def blocked_cell(e: gplace.Explanation) -> str:
   """How many single moves of the path's ops memory blocks, and the
   fastest: ``"2: <op> to <device>, <ms> ms"`` (that move's runtime), or
   ``"none"``."""
-  if not len(e.blocked):
+  moves = e.blocked_moves()
+  if not moves:
     return "none"
-  v, d = e.blocked[0].tolist()
-  name = e.node_names[v] if v < len(e.node_names) else f"node {v}"
-  return (f"{len(e.blocked)}: {name} to {e.device_names[d]}, "
-          f"{_ms(e.blocked_runtime_s[0])} ms")
+  op, device, seconds = moves[0]
+  return f"{len(moves)}: {op} to {device}, {_ms(seconds)} ms"
 
 
 def markdown_row(row: dict, keys: Sequence[str]) -> str:

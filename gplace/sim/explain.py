@@ -140,14 +140,20 @@ class Explanation(NamedTuple):
       count = len(self.blocked)
       lines.append(f"memory blocks {count} faster single "
                    f"move{'s' if count > 1 else ''} of the path's ops:")
-    for (v, d), seconds in list(zip(self.blocked.tolist(),
-                                    self.blocked_runtime_s))[:SHOWN]:
-      name = (self.node_names[v] if v < len(self.node_names)
-              else f"node {v}")
-      lines.append(f"  {name} to {self.device_names[d]}: "
+    for op, device, seconds in self.blocked_moves()[:SHOWN]:
+      lines.append(f"  {op} to {device}: "
                    f"{format_seconds(self.runtime_s - seconds)} faster, "
                    "does not fit")
     return "\n".join(lines)
+
+  def blocked_moves(self) -> list[tuple[str, str, float]]:
+    """``[(op name, device name, runtime_s)]`` of :attr:`blocked`,
+    fastest first."""
+    names = self.node_names
+    return [(names[v] if v < len(names) else f"node {v}",
+             self.device_names[d], float(seconds))
+            for (v, d), seconds in zip(self.blocked.tolist(),
+                                       self.blocked_runtime_s)]
 
   def __str__(self) -> str:
     return self.table()
