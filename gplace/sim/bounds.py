@@ -1,8 +1,9 @@
 """Lower bounds on the simulated runtime of any placement (host-side).
 
 :func:`lower_bound` ``(graph, topology, costs=None) -> float`` seconds: the
-larger of :func:`critical_path` and :func:`work_bound`, so that ``runtime /
-lower_bound`` is an honest gap (``docs/design.md#bounds``).
+largest of :func:`critical_path`, :func:`work_bound` and
+:func:`interval_bound`, so that ``runtime / lower_bound`` is an honest gap
+(``docs/design.md#bounds``).
 """
 
 from __future__ import annotations
@@ -71,18 +72,25 @@ def path_levels(graph: Graph, node_costs: np.ndarray, *, bottom: bool = True
 def work_bound(group_costs: np.ndarray, iterations: int = 200) -> float:
   """``max_w sum_i min_g w_g c[i, g]`` over the simplex (searched; any
   iterate is a valid bound, the best one is returned)."""
+  return _work_duals(group_costs, iterations)[0]
+
+
+def _work_duals(group_costs: np.ndarray, iterations: int = 200
+                ) -> tuple[float, np.ndarray]:
+  """:func:`work_bound` and the weights ``[G]`` that give it."""
   c = np.asarray(group_costs, np.float64)
   n, g = c.shape
-  if n == 0:
-    return 0.0
   weights = np.full(g, 1.0 / g)
-  best = 0.0
+  if n == 0:
+    return 0.0, weights
+  best, best_weights = 0.0, weights
   step = 1.0
   for _ in range(iterations):
     weighted = c * weights[None, :]
     choice = np.argmin(weighted, 1)
     value = float(weighted[np.arange(n), choice].sum())
-    best = max(best, value)
+    if value > best:
+      best, best_weights = value, weights
     # Subgradient: the cost each group would carry under this choice.
     grad = np.bincount(choice, weights=c[np.arange(n), choice], minlength=g)
     scale = grad.max()
@@ -91,7 +99,62 @@ def work_bound(group_costs: np.ndarray, iterations: int = 200) -> float:
     weights = weights * np.exp(step * grad / scale)
     weights /= weights.sum()
     step *= 0.98
-  return best
+  return best, best_weights
+
+
+#: Thresholds per axis of :func:`interval_bound`'s grid (quantiles).
+INTERVAL_GRID = 128
+
+
+def interval_bound(graph: Graph, group_costs: np.ndarray,
+                   grid: int = INTERVAL_GRID) -> float:
+  """The work bound of the ops that must run inside an interval.
+
+  An op cannot start before its top level (the longest path into it at
+  the fastest devices) nor end later than the makespan less the longest
+  path after it. So for thresholds ``t`` and ``q``, the ops whose top level
+  is at least ``t`` and whose path after them is at least ``q`` all run
+  inside ``[t, T - q]``, and ``T >= t + q +`` their :func:`work_bound`.
+  ``t = q = 0`` is the work bound itself; late ops with little parallel
+  work left beside them (a decoder's last steps) tighten it. Searched on a
+  ``grid x grid`` of quantiles, with the whole graph's work-bound weights
+  (any weights give a valid bound), then the best cell with its own.
+
+  Args:
+    graph: the op graph (``N`` nodes).
+    group_costs: ``[N, G]`` seconds of each node on each compute group
+      (0 for inputs).
+
+  Returns:
+    Seconds.
+  """
+  c = np.asarray(group_costs, np.float64)
+  if c.shape[0] == 0:
+    return 0.0
+  fastest = c.min(1)
+  top, below = path_levels(graph, fastest)
+  after = below - fastest
+  _, weights = _work_duals(c)
+  share = (c * weights[None, :]).min(1)
+  levels = np.linspace(0.0, 1.0, grid)
+  ts, qs = np.unique(np.quantile(top, levels)), np.unique(
+      np.quantile(after, levels))
+  cell = (np.searchsorted(ts, top, side="right") - 1,
+          np.searchsorted(qs, after, side="right") - 1)
+  work = np.zeros((ts.size, qs.size))
+  count = np.zeros((ts.size, qs.size))
+  np.add.at(work, cell, share)
+  np.add.at(count, cell, 1.0)
+
+  def at_least(a):               # sums over cells (>= j, >= l)
+    return a[::-1, ::-1].cumsum(0).cumsum(1)[::-1, ::-1]
+
+  value = np.where(at_least(count) > 0,
+                   ts[:, None] + qs[None, :] + at_least(work), 0.0)
+  j, l = np.unravel_index(np.argmax(value), value.shape)
+  inside = (top >= ts[j]) & (after >= qs[l])
+  return max(float(value[j, l]),
+             float(ts[j] + qs[l] + work_bound(c[inside])))
 
 
 def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
@@ -103,7 +166,8 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
     costs: optional ``[N, D]`` measured seconds (default: the roofline).
 
   Returns:
-    ``max(critical path at fastest devices, work bound)`` (see module doc).
+    the largest of the critical path at the fastest devices, the work
+    bound and the interval bound (see module doc).
 
   Raises:
     GraphError: ``graph`` is not a :class:`~gplace.Graph`.
@@ -119,5 +183,6 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
   check_time_bound(graph, topology, costs)
   costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, table)
   fastest = costs.min(1)
-  return max(critical_path(graph, fastest),
-             work_bound(_group_costs(costs, topology)))
+  group_costs = _group_costs(costs, topology)
+  return max(critical_path(graph, fastest), work_bound(group_costs),
+             interval_bound(graph, group_costs))

@@ -8,7 +8,8 @@ from hypothesis import given, strategies as st
 from gplace.errors import TopologyError
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
-from gplace.sim.bounds import critical_path, lower_bound, work_bound
+from gplace.sim.bounds import (critical_path, interval_bound, lower_bound,
+                               work_bound)
 from gplace.sim.problem import make_problem
 from gplace.sim.simulator import simulate
 from gplace.sim.presets import preset
@@ -56,6 +57,36 @@ def test_critical_path_and_work_bound_by_hand():
   # weights give more than its cost.
   assert 0.99 <= work_bound(np.array([[1.0, np.inf]])) <= 1.0
   assert work_bound(np.zeros((0, 3))) == 0.0
+
+
+def test_interval_bound_by_hand():
+  # A chain of four unit ops, then four unit ops that each read its end,
+  # on two groups: the path is 5 and the work 8 / 2 = 4, but the last four
+  # cannot start before 4 and take 2 on two groups, so no step beats 6.
+  def build(edges):
+    return Graph.build(
+        names=list("abcdefgh"), op_type=["op"] * 8, kind=[NODE_OP] * 8,
+        out_shapes=[(1,)] * 8, out_dtype=["float32"] * 8,
+        out_bytes=[4] * 8, flops=[0.0] * 8, bytes_accessed=[0.0] * 8,
+        edges=edges)
+
+  chain = [(i, i + 1, 4) for i in range(3)]
+  graph = build(chain + [(3, 4 + i, 4) for i in range(4)])
+  costs = np.ones((8, 2))
+  assert critical_path(graph, costs.min(1)) == 5.0
+  assert work_bound(costs) == 4.0
+  assert interval_bound(graph, costs) == pytest.approx(6.0)
+  # Mirrored (four sources, then the chain): the same by the paths after.
+  mirrored = build([(i, 4, 4) for i in range(4)]
+                   + [(4 + i, 5 + i, 4) for i in range(3)])
+  assert interval_bound(mirrored, costs) == pytest.approx(6.0)
+  assert interval_bound(graph, np.zeros((8, 2))) == 0.0
+
+
+def test_interval_bound_is_at_least_the_work_bound():
+  graph = random_dag(120, seed=5)
+  costs = np.random.default_rng(5).uniform(0, 1, (120, 3))
+  assert interval_bound(graph, costs) >= work_bound(costs) * (1 - 1e-12)
 
 
 def test_lower_bound_refuses_what_simulate_refuses():
