@@ -115,10 +115,12 @@ def interval_bound(graph: Graph, group_costs: np.ndarray,
   path after it. So for thresholds ``t`` and ``q``, the ops whose top level
   is at least ``t`` and whose path after them is at least ``q`` all run
   inside ``[t, T - q]``, and ``T >= t + q +`` their :func:`work_bound`.
-  ``t = q = 0`` is the work bound itself; late ops with little parallel
-  work left beside them (a decoder's last steps) tighten it. Searched on a
-  ``grid x grid`` of quantiles, with the whole graph's work-bound weights
-  (any weights give a valid bound), then the best cell with its own.
+  ``t = q = 0`` is :func:`work_bound` itself (every graph has ops at top
+  level 0 and ops with nothing after them), so this is never below it;
+  late ops with little parallel work left beside them (a decoder's last
+  steps) tighten it. Searched on a ``grid x grid`` of quantiles, with the
+  whole graph's work-bound weights (any weights give a valid bound), then
+  the best cell with its own.
 
   Args:
     graph: the op graph (``N`` nodes).
@@ -151,10 +153,10 @@ def interval_bound(graph: Graph, group_costs: np.ndarray,
 
   value = np.where(at_least(count) > 0,
                    ts[:, None] + qs[None, :] + at_least(work), 0.0)
-  j, l = np.unravel_index(np.argmax(value), value.shape)
-  inside = (top >= ts[j]) & (after >= qs[l])
-  return max(float(value[j, l]),
-             float(ts[j] + qs[l] + work_bound(c[inside])))
+  j, k = np.unravel_index(np.argmax(value), value.shape)
+  inside = (top >= ts[j]) & (after >= qs[k])
+  return max(float(value[j, k]),
+             float(ts[j] + qs[k] + work_bound(c[inside])))
 
 
 def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
@@ -183,6 +185,6 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
   check_time_bound(graph, topology, costs)
   costs = np.where((graph.kind == NODE_INPUT)[:, None], 0.0, table)
   fastest = costs.min(1)
-  group_costs = _group_costs(costs, topology)
-  return max(critical_path(graph, fastest), work_bound(group_costs),
-             interval_bound(graph, group_costs))
+  # The interval bound includes the work bound (its cell t = q = 0).
+  return max(critical_path(graph, fastest),
+             interval_bound(graph, _group_costs(costs, topology)))
