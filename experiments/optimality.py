@@ -538,7 +538,8 @@ def main(argv=None) -> int:
       ": its critical path in its schedule, split into the compute of its "
       "ops (and of that, ops it waited behind on their device), transfers "
       "between devices and waits (busy links, idle devices); the bound "
-      "sees only a path at the ops' fastest devices. Memory blocks: single "
+      "sees a path at the ops' fastest devices and work spread freely over "
+      "the devices. Memory blocks: single "
       "moves of the path's ops that would make the step faster in the same "
       "schedule but do not fit (how many; the fastest, and the runtime it "
       "would give).", ""] + EXPLAIN_HEADER

@@ -15,8 +15,9 @@ costs (``blocked``). ``print(explanation)`` shows a table;
 ``gplace.optimize``'s ``result.explain()`` explains its winner.
 
 The split answers "why is this placement slower than the bound?": the
-bound (``gplace.lower_bound``) counts no transfers and no device sharing,
-so a path made of compute at the ops' fastest devices is all it can see.
+bound (``gplace.lower_bound``) counts no transfers, and device sharing only
+as work spread freely over the devices, so a path made of compute at the
+ops' fastest devices is all a path can show against it.
 """
 
 from __future__ import annotations
