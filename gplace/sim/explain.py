@@ -16,8 +16,8 @@ costs (``blocked``). ``print(explanation)`` shows a table;
 
 The split answers "why is this placement slower than the bound?": the
 bound (``gplace.lower_bound``) counts no transfers, and device sharing only
-as work spread freely over the devices, so a path made of compute at the
-ops' fastest devices is all a path can show against it.
+as work spread freely over the devices; the split shows what it leaves
+out.
 """
 
 from __future__ import annotations
