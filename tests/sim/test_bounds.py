@@ -8,8 +8,8 @@ from hypothesis import given, strategies as st
 from gplace.errors import TopologyError
 
 from gplace.graphs.graph import Graph, NODE_INPUT, NODE_OP, random_dag
-from gplace.sim.bounds import (critical_path, interval_bound, lower_bound,
-                               work_bound)
+from gplace.sim.bounds import (_bound, critical_path, interval_bound,
+                               lower_bound, work_bound)
 from gplace.sim.problem import make_problem
 from gplace.sim.simulator import simulate
 from gplace.sim.presets import preset
@@ -108,3 +108,26 @@ def test_lower_bound_refuses_what_simulate_refuses():
   with pytest.raises(TopologyError, match="complex128"):
     lower_bound(graph, topology, np.ones((12, 3), complex))
   assert lower_bound(graph, topology, np.full((12, 3), 86400.0)) > 0
+
+
+def test_lower_bound_is_kept_by_content_of_costs():
+  # Kept per graph, topology and cost table: a table changed in place, or
+  # another graph or topology, gets its own bound.
+  graph = random_dag(60, seed=7)
+  topology = preset("1cpu+2gpu")
+  costs = np.random.default_rng(7).uniform(1e-3, 2e-3, (60, 3))
+  first = lower_bound(graph, topology, costs)
+  assert lower_bound(graph, topology, costs.copy()) == first
+  costs *= 2.0
+  assert lower_bound(graph, topology, costs) == pytest.approx(2 * first)
+  other = random_dag(60, seed=8)
+  assert lower_bound(other, topology, costs) == _bound(other, topology,
+                                                       costs)
+  # Eight independent unit ops: 8 / 3 on three devices, 8 / 5 on five.
+  flat = Graph.build(
+      names=list("abcdefgh"), op_type=["op"] * 8, kind=[NODE_OP] * 8,
+      out_shapes=[(1,)] * 8, out_dtype=["float32"] * 8, out_bytes=[4] * 8,
+      flops=[0.0] * 8, bytes_accessed=[0.0] * 8, edges=[])
+  assert lower_bound(flat, topology, np.ones((8, 3))) == pytest.approx(8 / 3)
+  assert lower_bound(flat, preset("1cpu+4gpu"),
+                     np.ones((8, 5))) == pytest.approx(8 / 5)
