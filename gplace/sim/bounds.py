@@ -180,8 +180,8 @@ def lower_bound(graph: Graph, topology: Topology, costs=None) -> float:
   """
   check_graph(graph, "gplace.lower_bound")
   check_topology(topology, "gplace.lower_bound")
-  cost_table(graph, topology, costs)     # a bad table raises here
   if graph.n_nodes == 0:
+    cost_table(graph, topology, costs)   # a bad table still raises
     return 0.0
   # Kept per graph, topology and content of costs: searches, LNS chains
   # and optimize's phases ask for the same bound again (0.28 s on 30k ops).
