@@ -15,7 +15,7 @@ from gplace.solvers.lns_windows import NEIGHBOURHOODS
 def test_one_row_per_limit_never_above_the_start(tmp_path):
   out = tmp_path / "windows"
   assert lns_window.main(["--graphs", "bert tiny infer, 1cpu+2acc",
-                          "--solve_s", "0.5,0.125", "--time_s", "1",
+                          "--solve_s", "0.5,0.125", "--time_s", "0.5",
                           "--seeds", "1", "--workers", "1,2",
                           "--explore", "1,0.3", "--kick_after", "300,none",
                           "--out", str(out)]) == 0
@@ -43,7 +43,7 @@ def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
   out = tmp_path / "params"
   kept = lns_model.WINDOW_PARAMETERS
   assert lns_window.main(["--graphs", "bert tiny infer, 1cpu+2acc",
-                          "--solve_s", "0.125", "--time_s", "1",
+                          "--solve_s", "0.125", "--time_s", "0.5",
                           "--seeds", "1", "--window_params", "full,lean",
                           "--out", str(out)]) == 0
   assert lns_model.WINDOW_PARAMETERS is kept
