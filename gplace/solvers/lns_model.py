@@ -44,6 +44,20 @@ WINDOW_PARAMETERS = {
     "use_sat_inprocessing": False,
 }
 
+#: Whether a window's transfers queue on their links
+#: (``lns_constraints.add_links``) by default. Without, a window is
+#: smaller: the same recorded windows (experiments/window_replay.py, late
+#: in a 40 s or 10 s run) saved 1.37-1.76x as much simulated time per
+#: second of model and solve on gnmt2 small (1 CPU + 2 / 4 acc.), resnet50
+#: tiny (4 acc.) and the transformer blocks and layer (4 / 8 H100s), the
+#: simulator confirming as many of their candidates (experiments/results/
+#: lns_window/replay_*_2026-12-07). But in a live run the windows then grow
+#: (their size adapts to CP-SAT's time) and LNS solves no more of them:
+#: 897-922 against 934 in 30 s on gnmt2 small, 1 CPU + 2 acc., and
+#: gplace.optimize at 60 s ended no faster there (seeds 0-4, mean 7.132
+#: against 7.119 ms). Kept.
+WINDOW_LINKS = True
+
 
 class Static(NamedTuple):
   """Problem data every window shares (host numpy, built once).
@@ -225,7 +239,8 @@ def _add_hints(model: cp_model.CpModel, hints: list) -> None:
 
 def solve_window(static: Static, ctx: Context, *, limit_s: float,
                  deterministic_s: float, seed: int,
-                 memory: bool = True) -> WindowSolution:
+                 memory: bool = True,
+                 links: Optional[bool] = None) -> WindowSolution:
   """Re-solves the window: the freed ops' devices and the span's order.
 
   The model: the freed ops' devices (their allowed ones; a co-location
@@ -239,8 +254,13 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   of :mod:`gplace.solvers.model` for the span's ops and, with
   ``ctx.live``, the copies the window adds outside the span
   (:func:`~gplace.solvers.lns_constraints.add_memory_outside`). The
-  incumbent is the hint, a feasible solution.
+  incumbent is the hint, a feasible solution. With ``links`` (default
+  :data:`WINDOW_LINKS`), each transfer out of the span is also an interval
+  on its link, one at a time; without, it only delays its consumer (a
+  looser relaxation, smaller and faster to solve).
   """
+  if links is None:
+    links = WINDOW_LINKS
   span = ctx.order[ctx.lo:ctx.hi + 1]
   freed = np.zeros(ctx.position.size, bool)
   freed[ctx.free] = True
@@ -307,8 +327,8 @@ def solve_window(static: Static, ctx: Context, *, limit_s: float,
   for v in start:
     hints.append((start[v], hint[v]))
     hints.append((end[v], hint[v] + static.duration[v, ctx.placement[v]]))
-  sends = add_links(model, static, ctx, span, on, devices, start, end,
-                     objective, horizon)
+  sends = (add_links(model, static, ctx, span, on, devices, start, end,
+                      objective, horizon) if links else {})
   for (u, d), (begin, used) in sends.items():
     hints.append((begin, sent.get((u, d), int(hint.get(u, 0) + (
         static.duration[u, ctx.placement[u]] if u in hint else 0)))))
