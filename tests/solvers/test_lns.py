@@ -19,7 +19,8 @@ from gplace.errors import PlacementError, ScheduleError, SearchError
 from gplace.graphs.graph import random_dag
 from gplace.sim.presets import preset
 from gplace.solvers import lns_model, lns_windows
-from gplace.solvers.lns_model import WindowSolution, make_static
+from gplace.solvers.lns_model import (Context, WindowSolution, make_static,
+                                      solve_window)
 from gplace.sim.topology import (Device, Topology, cost_table,
                                  uniform_links)
 
@@ -488,3 +489,22 @@ def test_race_plan_takes_the_fastest_plan_no_search_made():
       candidates_lib.CHAIN + " (own plan)"
   tried[1] = plan(candidates_lib.CHAIN + " (own plan)", 9.9)
   assert phases.race_plan(problem, runs, tried).label == "heft (default)"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_window_without_links_is_a_looser_relaxation(seed):
+  # Dropping the transfers' intervals on links only removes constraints:
+  # proven optimal, its makespan is at most the model's with links, and
+  # both at most the incumbent's (the hint).
+  static, scored, incumbent = random_incumbent(12, seed)
+  hi = scored.placement.size - 1
+  ctx = Context(scored.placement, scored.order, incumbent.position,
+                incumbent.finish, incumbent.tails_after(hi).copy(), 0, hi,
+                np.flatnonzero(static.executed), None)
+  solved = [solve_window(static, ctx, limit_s=30.0, deterministic_s=30.0,
+                         seed=0, memory=False, links=links)
+            for links in (True, False)]
+  assert [s.status for s in solved] == ["OPTIMAL", "OPTIMAL"]
+  assert solved[0].hint_ticks == solved[1].hint_ticks
+  assert (solved[1].objective_ticks <= solved[0].objective_ticks
+          <= solved[0].hint_ticks)

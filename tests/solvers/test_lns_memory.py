@@ -112,29 +112,3 @@ def test_windows_check_memory_outside_their_span_where_it_is_tight(
   # The accelerator's peak (b's 300 KiB and c's 4) against its memory.
   assert search.tight == tight
 
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_window_without_links_is_a_looser_relaxation(seed):
-  # Dropping the transfers' intervals on links only removes constraints:
-  # proven optimal, its makespan is at most the model's with links, and
-  # both at most the incumbent's (the hint).
-  graph, topology = random_dag(12, seed=seed), preset("1cpu+4gpu")
-  table = cost_table(graph, topology)
-  placement = np.random.default_rng(seed).integers(
-      0, topology.n_devices, graph.n_nodes).astype(np.int32)
-  order = np.asarray(gplace.simulate(graph, placement, topology,
-                                     return_schedule=True).order, np.int32)
-  scored = lns_windows.score(graph, topology, table, placement, order)
-  static = make_static(graph, topology, table, scored.runtime_s)
-  incumbent = lns_windows.Incumbent(static, scored)
-  hi = graph.n_nodes - 1
-  ctx = Context(scored.placement, scored.order, incumbent.position,
-                incumbent.finish, incumbent.tails_after(hi).copy(), 0, hi,
-                np.flatnonzero(static.executed), None)
-  solved = [solve_window(static, ctx, limit_s=30.0, deterministic_s=30.0,
-                         seed=0, memory=False, links=links)
-            for links in (True, False)]
-  assert [s.status for s in solved] == ["OPTIMAL", "OPTIMAL"]
-  assert solved[0].hint_ticks == solved[1].hint_ticks
-  assert (solved[1].objective_ticks <= solved[0].objective_ticks
-          <= solved[0].hint_ticks)
