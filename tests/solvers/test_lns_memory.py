@@ -111,4 +111,3 @@ def test_windows_check_memory_outside_their_span_where_it_is_tight(
       window=4, max_window=6, solve_time_s=0.1)
   # The accelerator's peak (b's 300 KiB and c's 4) against its memory.
   assert search.tight == tight
-
