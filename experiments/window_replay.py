@@ -187,9 +187,9 @@ class Replayed(NamedTuple):
   saved_s: float
 
 
-def replay(instance: benchmark.Instance, windows: list[Recorded],
-           variant: Variant) -> Replayed:
-  """Solves every window under ``variant``; confirms with the simulator."""
+def scorer(instance: benchmark.Instance):
+  """``score(placement, order) -> lns_windows.Scored`` on ``instance``'s
+  full, frozen cost table (as LNS scores its candidates)."""
   table = freeze(np.array(cost_table(instance.graph, instance.topology,
                                      instance.costs), np.float64))
 
@@ -197,9 +197,17 @@ def replay(instance: benchmark.Instance, windows: list[Recorded],
     return lns_windows.score(instance.graph, instance.topology, table,
                              placement, order)
 
+  return score
+
+
+def replay(windows: list[Recorded], variant: Variant, score,
+           incumbents: list) -> Replayed:
+  """Solves every window under ``variant``; confirms with ``score``
+  (:func:`scorer`) against each window's incumbent (``incumbents``, its
+  ``Scored``)."""
   seconds, claimed, confirmed, saved = 0.0, 0, 0, 0.0
   with _parameters(variant.parameters):
-    for window in windows:
+    for window, before in zip(windows, incumbents):
       kwargs = dict(window.kwargs, limit_s=REPLAY_WALL_S,
                     links=variant.links)
       kwargs["deterministic_s"] *= variant.det
@@ -209,7 +217,6 @@ def replay(instance: benchmark.Instance, windows: list[Recorded],
       if solution.placement is None:
         continue
       claimed += bool(solution.objective_ticks < solution.hint_ticks)
-      before = score(window.ctx.placement, window.ctx.order)
       after = min((score(solution.placement, order)
                    for order in (solution.order, window.ctx.order)),
                   key=lambda s: s.key)
@@ -224,9 +231,11 @@ def rows_for(instance: benchmark.Instance, variants: list[Variant],
              max_windows: int) -> list[str]:
   """The table's rows for one graph, one per variant."""
   windows = record(instance, record_s, skip_s, seed, max_windows)
+  score = scorer(instance)
+  incumbents = [score(w.ctx.placement, w.ctx.order) for w in windows]
   rows, first = [], None
   for variant in variants:
-    got = replay(instance, windows, variant)
+    got = replay(windows, variant, score, incumbents)
     rate = 1e6 * got.saved_s / got.seconds if got.seconds > 0 else 0.0
     first = rate if first is None else first
     ratio = f"{rate / first:.2f}x" if first > 0 else "–"
