@@ -3,6 +3,7 @@
     python experiments/lns_window.py --graphs "gnmt2 small infer, 1cpu+4acc" \
         --graph_cache experiments/cache [--workers 1,2] [--explore 1,0.3] \
         [--kick_after 300,none] [--start_s 60] [--window_params lean,full] \
+        [--constants "defaults;CONTEXT_FACTOR=6;FAST_SHARE=1,SHRINK=0.85"] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
@@ -11,7 +12,9 @@ like ``experiments/optimality.py --graphs``) and each per-window limit of
 share of windows whose neighbourhood is drawn evenly of ``--explore``: 1
 ignores what each neighbourhood gained; and each ``--kick_after``, windows
 between checks for a memory kick, ``none``: no kicks; and each set of
-CP-SAT parameters per window of ``--window_params``),
+CP-SAT parameters per window of ``--window_params``; and each group of
+``--constants``, constants of ``gplace.solvers.lns_windows`` such as the
+window's adaptation, set for its runs and restored after),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), or with ``--start_s`` from ``gplace.optimize``'s
@@ -41,10 +44,12 @@ if __package__ in (None, ""):    # run as a script: the repository on the path
 import gplace
 from gplace import report, solvers
 from gplace.errors import or_exit
-from gplace.solvers import lns_model
+from gplace.solvers import lns_model, lns_windows
 from gplace.solvers.lns import KICK_AFTER
 from gplace.solvers.lns_windows import EXPLORE
 from gplace.workloads import benchmark
+
+from experiments import optimality
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 DEFAULT_GRAPHS = "gnmt2 small infer, 1cpu+4acc"
@@ -53,9 +58,9 @@ HEADER = [
     "| graph | ops | solve s per window | workers | explore | kick after | "
     "seed | windows | improved | start ms | lns ms | vs start | "
     "windows (improved, ms saved) by neighbourhood | kicks | "
-    "window params |",
+    "window params | window constants |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
-    "---|"]
+    "---|---|"]
 #: ``--window_params``: CP-SAT's parameters per window, gplace's
 #: (``lns_model.WINDOW_PARAMETERS``), or those with probing, symmetry
 #: detection and inprocessing at CP-SAT's defaults.
@@ -75,6 +80,33 @@ def window_parameters(name: str):
     yield
   finally:
     lns_model.WINDOW_PARAMETERS = kept
+
+
+#: Constants of gplace.solvers.lns_windows that other modules bind at
+#: import (setting them here would change nothing).
+FIXED_CONSTANTS = ("EXPLORE", "MIN_WINDOW")
+
+
+@contextlib.contextmanager
+def window_constants(group: str):
+  """Inside, the ``NAME=VALUE`` constants of ``group`` (comma-separated, or
+  ``defaults``) are set in :mod:`gplace.solvers.lns_windows`; restored
+  after. SystemExit on an unknown name or a bad value."""
+  settings = [] if group == "defaults" else group.split(",")
+  fixed = [s for s in settings if s.partition("=")[0] in FIXED_CONSTANTS]
+  if fixed:
+    raise SystemExit(f"--constants cannot set {fixed[0]!r}: gplace.solvers."
+                     f"lns reads it once at import; use --explore for the "
+                     "share drawn evenly.")
+  kept = {name: getattr(lns_windows, name) for name in dir(lns_windows)
+          if name.isupper()}
+  try:
+    optimality.apply_overrides(settings, module=lns_windows,
+                               flag="--constants")
+    yield
+  finally:
+    for name, value in kept.items():
+      setattr(lns_windows, name, value)
 
 
 def starts_for(instance: benchmark.Instance, seeds: int,
@@ -98,19 +130,21 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
              explore: Sequence[float] = (EXPLORE,),
              kicks: Sequence[Optional[int]] = (KICK_AFTER,),
              start_s: float = 0.0,
-             parameters: Sequence[str] = ("lean",)) -> list[str]:
+             parameters: Sequence[str] = ("lean",),
+             constants: Sequence[str] = ("defaults",)) -> list[str]:
   """The table's rows for one graph: one per limit, number of worker
   threads (None: LNS's default), ``explore``, ``kick_after``, set of
-  window parameters (:data:`PARAMETER_SETS`) and seed, then the mean over
-  seeds per setting."""
+  window parameters (:data:`PARAMETER_SETS`), group of window constants
+  (:func:`window_constants`) and seed, then the mean over seeds per
+  setting."""
   graph, rows = instance.graph, []
   starts = starts_for(instance, seeds, start_s)
-  for limit, threads, share, kick, params in itertools.product(
-      limits, workers, explore, kicks, parameters):
+  for limit, threads, share, kick, params, group in itertools.product(
+      limits, workers, explore, kicks, parameters, constants):
     gains = []
     threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
-      with window_parameters(params):
+      with window_parameters(params), window_constants(group):
         result = solvers.lns(graph, instance.topology, costs=instance.costs,
                              time_limit_s=time_s, solve_time_s=limit,
                              seed=seed, workers=threads, explore=share,
@@ -127,11 +161,12 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
-          f" | {by_kind} | {result.kicks} | {params} |")
+          f" | {by_kind} | {result.kicks} | {params} | {group} |")
     if seeds > 1:
       rows.append(f"| {instance.name} | | {limit:g} | {threads} | "
                   f"{share:g} | {kick} | mean | | | | | "
-                  f"{100 * np.mean(gains):+.1f}% | | | {params} |")
+                  f"{100 * np.mean(gains):+.1f}% | | | {params} | "
+                  f"{group} |")
   return rows
 
 
@@ -157,6 +192,18 @@ def _parameter_sets(text: str) -> list[str]:
                      f"{sorted(PARAMETER_SETS)}, got {text!r}; pass e.g. "
                      "--window_params lean,full.")
   return names
+
+
+def _constant_groups(text: str) -> list[str]:
+  """``--constants``' groups, each checked (set and restored) up front."""
+  groups = [x.strip() for x in text.split(";") if x.strip()]
+  if not groups:
+    raise SystemExit("--constants must name at least one group, e.g. "
+                     "--constants 'defaults;CONTEXT_FACTOR=6'.")
+  for group in groups:
+    with window_constants(group):
+      pass
+  return groups
 
 
 def _explore(text: str) -> list[float]:
@@ -200,6 +247,11 @@ def main(argv=None) -> int:
                       help="comma-separated CP-SAT parameter sets per "
                       "window: lean (gplace's) or full (probing, symmetry "
                       "and inprocessing at CP-SAT's defaults)")
+  parser.add_argument("--constants", default="defaults",
+                      help="';'-separated groups of comma-separated "
+                      "NAME=VALUE constants of gplace.solvers.lns_windows "
+                      "(e.g. CONTEXT_FACTOR=6), each group a setting; "
+                      "'defaults': none changed")
   parser.add_argument("--start_s", type=float, default=0.0,
                       help="start from gplace.optimize's answer in this "
                       "many seconds (0: LNS's default start)")
@@ -217,6 +269,7 @@ def main(argv=None) -> int:
                   f"{KICK_AFTER},none", none_ok=True)
   explore = _explore(args.explore)
   parameters = _parameter_sets(args.window_params)
+  constants = _constant_groups(args.constants)
   if not args.time_s > 0 or args.seeds < 1 or not args.start_s >= 0:
     raise SystemExit("--time_s must be positive, --start_s at least 0 and "
                      "--seeds at least 1.")
@@ -235,7 +288,7 @@ def main(argv=None) -> int:
   report.table_per_workload(
       specs, lambda spec: rows_for(spec.build(), limits, args.seeds,
                                    args.time_s, workers, explore, kicks,
-                                   args.start_s, parameters),
+                                   args.start_s, parameters, constants),
       lines, study)
   report.finish(lines, study)
   return 0

@@ -395,10 +395,13 @@ def _floats(text: str, flag: str) -> list[float]:
   return values
 
 
-def apply_overrides(settings: Sequence[str]) -> str:
-  """Sets ``NAME=VALUE`` constants of :mod:`gplace.autoplace.budget` (for
-  this process) and says which, e.g. ``"AUTO_POLICY_MIN_NODES=1e9"``;
-  a switch (``LNS_FROM_PLAN_TOO``) takes ``true`` or ``false``.
+def apply_overrides(settings: Sequence[str], module=budget_lib,
+                    flag: str = "--set") -> str:
+  """Sets ``NAME=VALUE`` constants of ``module`` (default
+  :mod:`gplace.autoplace.budget`; for this process) and says which, e.g.
+  ``"AUTO_POLICY_MIN_NODES=1e9"``;
+  a switch (``LNS_FROM_PLAN_TOO``) takes ``true`` or ``false``. ``flag``:
+  the option its errors name.
 
   Raises:
     SystemExit: not ``NAME=VALUE``, an unknown name, or a value that is not
@@ -407,25 +410,25 @@ def apply_overrides(settings: Sequence[str]) -> str:
   said = []
   for setting in settings:
     name, _, text = setting.partition("=")
-    old = getattr(budget_lib, name, None) if name.isupper() else None
+    old = getattr(module, name, None) if name.isupper() else None
     if not text or not isinstance(old, (int, float)):
-      known = sorted(k for k, v in vars(budget_lib).items()
+      known = sorted(k for k, v in vars(module).items()
                      if k.isupper() and isinstance(v, (int, float)))
-      raise SystemExit(f"--set takes NAME=VALUE with a number or switch "
-                       f"constant of gplace.autoplace.budget, got "
+      raise SystemExit(f"{flag} takes NAME=VALUE with a number or switch "
+                       f"constant of {module.__name__}, got "
                        f"{setting!r}; the names: {', '.join(known)}.")
     if isinstance(old, bool):
       if text.lower() not in ("true", "false"):
-        raise SystemExit(f"--set {name}: {text!r} is not true or false.")
+        raise SystemExit(f"{flag} {name}: {text!r} is not true or false.")
       value = text.lower() == "true"
     else:
       try:
         value = (type(old)(float(text)) if isinstance(old, int)
                  else float(text))
       except (ValueError, OverflowError):
-        raise SystemExit(f"--set {name}: {text!r} is not a number.") \
+        raise SystemExit(f"{flag} {name}: {text!r} is not a number.") \
             from None
-    setattr(budget_lib, name, value)
+    setattr(module, name, value)
     said.append(f"{name}={text}")
   return ", ".join(said)
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from experiments import lns_window
-from gplace.solvers import lns_model
+from gplace.solvers import lns_model, lns_windows
 from gplace.solvers.lns_windows import NEIGHBOURHOODS
 
 
@@ -36,7 +36,7 @@ def test_one_row_per_limit_never_above_the_start(tmp_path):
     assert sum(int(c[1]) for c in counts) == int(row[7])
     assert sum(int(c[2]) for c in counts) == int(row[8])
     assert int(row[13]) >= 0 and (row[5] == "300" or row[13] == "0")
-    assert row[14] == "lean"
+    assert row[14] == "lean" and row[15] == "defaults"
 
 
 def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
@@ -56,6 +56,38 @@ def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
   assert full["use_sat_inprocessing"] and not kept["use_sat_inprocessing"]
 
 
+def test_one_row_per_group_of_window_constants_and_each_restored(tmp_path):
+  out = tmp_path / "constants"
+  kept = (lns_windows.CONTEXT_FACTOR, lns_windows.FAST_SHARE,
+          lns_windows.SHRINK)
+  seen = []
+  solve = lns_window.solvers.lns
+
+  def spy(*args, **kwargs):
+    seen.append((lns_windows.CONTEXT_FACTOR, lns_windows.FAST_SHARE,
+                 lns_windows.SHRINK))
+    return solve(*args, **kwargs)
+
+  lns_window.solvers.lns = spy
+  try:
+    assert lns_window.main([
+        "--graphs", "bert tiny infer, 1cpu+2acc", "--solve_s", "0.125",
+        "--time_s", "0.5", "--seeds", "1", "--out", str(out),
+        "--constants", "defaults;CONTEXT_FACTOR=6;FAST_SHARE=1,SHRINK=0.85"
+    ]) == 0
+  finally:
+    lns_window.solvers.lns = solve
+  assert seen == [kept, (6, kept[1], kept[2]), (kept[0], 1.0, 0.85)]
+  assert (lns_windows.CONTEXT_FACTOR, lns_windows.FAST_SHARE,
+          lns_windows.SHRINK) == kept
+  rows = [[c.strip() for c in line.strip("|").split("|")]
+          for line in (out / "README.md").read_text().splitlines()
+          if line.startswith("| bert tiny")]
+  assert [r[15] for r in rows] == ["defaults", "CONTEXT_FACTOR=6",
+                                   "FAST_SHARE=1,SHRINK=0.85"]
+  assert all(float(r[10]) <= float(r[9]) for r in rows)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--solve_s", "0,1"], "--solve_s must be"),
     (["--solve_s", "fast"], "--solve_s must be"),
@@ -68,6 +100,10 @@ def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
     (["--kick_after", "often"], "--kick_after must be"),
     (["--start_s", "-1"], "--start_s at least 0"),
     (["--window_params", "fast"], "--window_params must be"),
+    (["--constants", ";"], "--constants must name"),
+    (["--constants", "WIDE=2"], "--constants takes NAME=VALUE"),
+    (["--constants", "CONTEXT_FACTOR=wide"], "is not a number"),
+    (["--constants", "EXPLORE=0.5"], "use --explore"),
     (["--graphs", "no such graph"], "names no graph"),
 ])
 def test_bad_flags_are_one_line(flags, message):
