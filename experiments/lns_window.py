@@ -96,8 +96,9 @@ def window_constants(group: str):
   fixed = [s for s in settings if s.partition("=")[0] in FIXED_CONSTANTS]
   if fixed:
     raise SystemExit(f"--constants cannot set {fixed[0]!r}: gplace.solvers."
-                     f"lns reads it once at import; use --explore for the "
-                     "share drawn evenly.")
+                     f"lns binds it at import, so setting it here would "
+                     "change nothing (--explore sets the share of windows "
+                     "drawn evenly).")
   kept = {name: getattr(lns_windows, name) for name in dir(lns_windows)
           if name.isupper()}
   try:

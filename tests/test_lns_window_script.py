@@ -103,7 +103,8 @@ def test_one_row_per_group_of_window_constants_and_each_restored(tmp_path):
     (["--constants", ";"], "--constants must name"),
     (["--constants", "WIDE=2"], "--constants takes NAME=VALUE"),
     (["--constants", "CONTEXT_FACTOR=wide"], "is not a number"),
-    (["--constants", "EXPLORE=0.5"], "use --explore"),
+    (["--constants", "EXPLORE=0.5"], "would change nothing"),
+    (["--constants", "MIN_WINDOW=4"], "would change nothing"),
     (["--graphs", "no such graph"], "names no graph"),
 ])
 def test_bad_flags_are_one_line(flags, message):
