@@ -56,7 +56,8 @@ def test_one_row_per_parameter_set_and_the_default_restored(tmp_path):
   assert full["use_sat_inprocessing"] and not kept["use_sat_inprocessing"]
 
 
-def test_one_row_per_group_of_window_constants_and_each_restored(tmp_path):
+def test_one_row_per_group_of_window_constants_and_each_restored(
+    tmp_path, monkeypatch):
   out = tmp_path / "constants"
   kept = (lns_windows.CONTEXT_FACTOR, lns_windows.FAST_SHARE,
           lns_windows.SHRINK)
@@ -68,15 +69,12 @@ def test_one_row_per_group_of_window_constants_and_each_restored(tmp_path):
                  lns_windows.SHRINK))
     return solve(*args, **kwargs)
 
-  lns_window.solvers.lns = spy
-  try:
-    assert lns_window.main([
-        "--graphs", "bert tiny infer, 1cpu+2acc", "--solve_s", "0.125",
-        "--time_s", "0.5", "--seeds", "1", "--out", str(out),
-        "--constants", "defaults;CONTEXT_FACTOR=6;FAST_SHARE=1,SHRINK=0.85"
-    ]) == 0
-  finally:
-    lns_window.solvers.lns = solve
+  monkeypatch.setattr(lns_window.solvers, "lns", spy)
+  assert lns_window.main([
+      "--graphs", "bert tiny infer, 1cpu+2acc", "--solve_s", "0.125",
+      "--time_s", "0.5", "--seeds", "1", "--out", str(out),
+      "--constants", "defaults;CONTEXT_FACTOR=6;FAST_SHARE=1,SHRINK=0.85"
+  ]) == 0
   assert seen == [kept, (6, kept[1], kept[2]), (kept[0], 1.0, 0.85)]
   assert (lns_windows.CONTEXT_FACTOR, lns_windows.FAST_SHARE,
           lns_windows.SHRINK) == kept
