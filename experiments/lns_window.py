@@ -4,6 +4,7 @@
         --graph_cache experiments/cache [--workers 1,2] [--explore 1,0.3] \
         [--kick_after 300,none] [--start_s 60] [--window_params lean,full] \
         [--constants "defaults;CONTEXT_FACTOR=6;FAST_SHARE=1,SHRINK=0.85"] \
+        [--memory_scale 1,1.15,100] \
         --out experiments/results/lns_window/<run>
 
 For each benchmark graph (``gplace.workloads.benchmark``, chosen by name
@@ -14,7 +15,9 @@ ignores what each neighbourhood gained; and each ``--kick_after``, windows
 between checks for a memory kick, ``none``: no kicks; and each set of
 CP-SAT parameters per window of ``--window_params``; and each group of
 ``--constants``, constants of ``gplace.solvers.lns_windows`` such as the
-window's adaptation, set for its runs and restored after),
+window's adaptation, set for its runs and restored after; and each factor
+of ``--memory_scale`` on the memory of every device but the CPUs: what
+the memory caps cost the search),
 ``gplace.solvers.lns`` runs for ``--time_s`` wall seconds from its default
 start (the best of ``gplace.solvers.HINT_BASELINES`` in
 the default schedule), or with ``--start_s`` from ``gplace.optimize``'s
@@ -30,6 +33,7 @@ differ by the setting alone; wall seconds follow this machine's load (printed).
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import os
 import sys
@@ -58,9 +62,9 @@ HEADER = [
     "| graph | ops | solve s per window | workers | explore | kick after | "
     "seed | windows | improved | start ms | lns ms | vs start | "
     "windows (improved, ms saved) by neighbourhood | kicks | "
-    "window params | window constants |",
+    "window params | window constants | memory scale |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
-    "---|---|"]
+    "---|---|---:|"]
 #: ``--window_params``: CP-SAT's parameters per window, gplace's
 #: (``lns_model.WINDOW_PARAMETERS``), or those with probing, symmetry
 #: detection and inprocessing at CP-SAT's defaults.
@@ -110,6 +114,18 @@ def window_constants(group: str):
       setattr(lns_windows, name, value)
 
 
+def scaled_memory(topology: gplace.Topology,
+                  scale: float) -> gplace.Topology:
+  """``topology`` with the memory of every device but the CPUs times
+  ``scale`` (the CPUs' is the host's)."""
+  if scale == 1:
+    return topology
+  return dataclasses.replace(topology, devices=tuple(
+      device if device.kind == "cpu" else dataclasses.replace(
+          device, memory_bytes=device.memory_bytes * scale)
+      for device in topology.devices))
+
+
 def starts_for(instance: benchmark.Instance, seeds: int,
                start_s: float) -> list[dict]:
   """Per seed, ``lns``'s start arguments: its default (``start_s`` 0), or
@@ -132,21 +148,23 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
              kicks: Sequence[Optional[int]] = (KICK_AFTER,),
              start_s: float = 0.0,
              parameters: Sequence[str] = ("lean",),
-             constants: Sequence[str] = ("defaults",)) -> list[str]:
+             constants: Sequence[str] = ("defaults",),
+             memory: Sequence[float] = (1.0,)) -> list[str]:
   """The table's rows for one graph: one per limit, number of worker
   threads (None: LNS's default), ``explore``, ``kick_after``, set of
   window parameters (:data:`PARAMETER_SETS`), group of window constants
-  (:func:`window_constants`) and seed, then the mean over seeds per
-  setting."""
+  (:func:`window_constants`), memory scale (:func:`scaled_memory`) and
+  seed, then the mean over seeds per setting."""
   graph, rows = instance.graph, []
   starts = starts_for(instance, seeds, start_s)
-  for limit, threads, share, kick, params, group in itertools.product(
-      limits, workers, explore, kicks, parameters, constants):
+  for limit, threads, share, kick, params, group, scale in itertools.product(
+      limits, workers, explore, kicks, parameters, constants, memory):
+    topology = scaled_memory(instance.topology, scale)
     gains = []
     threads = solvers.lns_default_workers() if threads is None else threads
     for seed in range(seeds):
       with window_parameters(params), window_constants(group):
-        result = solvers.lns(graph, instance.topology, costs=instance.costs,
+        result = solvers.lns(graph, topology, costs=instance.costs,
                              time_limit_s=time_s, solve_time_s=limit,
                              seed=seed, workers=threads, explore=share,
                              kick_after=kick, **starts[seed])
@@ -162,12 +180,13 @@ def rows_for(instance: benchmark.Instance, limits: list[float],
           f"{1e3 * result.start_runtime_s:.4g} | "
           f"{1e3 * result.runtime_s:.4g} | "
           f"{report.percent_change(result.runtime_s, result.start_runtime_s)}"
-          f" | {by_kind} | {result.kicks} | {params} | {group} |")
+          f" | {by_kind} | {result.kicks} | {params} | {group} | "
+          f"{scale:g} |")
     if seeds > 1:
       rows.append(f"| {instance.name} | | {limit:g} | {threads} | "
                   f"{share:g} | {kick} | mean | | | | | "
                   f"{100 * np.mean(gains):+.1f}% | | | {params} | "
-                  f"{group} |")
+                  f"{group} | {scale:g} |")
   return rows
 
 
@@ -205,6 +224,18 @@ def _constant_groups(text: str) -> list[str]:
     with window_constants(group):
       pass
   return groups
+
+
+def _scales(text: str) -> list[float]:
+  try:
+    scales = [float(x) for x in text.split(",") if x.strip()]
+  except ValueError:
+    scales = []
+  if not scales or not all(np.isfinite(x) and x > 0 for x in scales):
+    raise SystemExit(f"--memory_scale must be comma-separated positive "
+                     f"factors, got {text!r}; pass e.g. --memory_scale "
+                     "1,1.15,100.")
+  return scales
 
 
 def _explore(text: str) -> list[float]:
@@ -253,6 +284,10 @@ def main(argv=None) -> int:
                       "NAME=VALUE constants of gplace.solvers.lns_windows "
                       "(e.g. CONTEXT_FACTOR=6), each group a setting; "
                       "'defaults': none changed")
+  parser.add_argument("--memory_scale", default="1",
+                      help="comma-separated factors on the memory of "
+                      "every device but the CPUs, each a setting (1: the "
+                      "graph's caps)")
   parser.add_argument("--start_s", type=float, default=0.0,
                       help="start from gplace.optimize's answer in this "
                       "many seconds (0: LNS's default start)")
@@ -271,6 +306,7 @@ def main(argv=None) -> int:
   explore = _explore(args.explore)
   parameters = _parameter_sets(args.window_params)
   constants = _constant_groups(args.constants)
+  memory = _scales(args.memory_scale)
   if not args.time_s > 0 or args.seeds < 1 or not args.start_s >= 0:
     raise SystemExit("--time_s must be positive, --start_s at least 0 and "
                      "--seeds at least 1.")
@@ -289,7 +325,8 @@ def main(argv=None) -> int:
   report.table_per_workload(
       specs, lambda spec: rows_for(spec.build(), limits, args.seeds,
                                    args.time_s, workers, explore, kicks,
-                                   args.start_s, parameters, constants),
+                                   args.start_s, parameters, constants,
+                                   memory),
       lines, study)
   report.finish(lines, study)
   return 0

@@ -86,6 +86,34 @@ def test_one_row_per_group_of_window_constants_and_each_restored(
   assert all(float(r[10]) <= float(r[9]) for r in rows)
 
 
+def test_one_row_per_memory_scale_on_all_but_the_cpus(tmp_path,
+                                                     monkeypatch):
+  out = tmp_path / "memory"
+  seen = []
+  solve = lns_window.solvers.lns
+
+  def spy(graph, topology, **kwargs):
+    seen.append(topology)
+    return solve(graph, topology, **kwargs)
+
+  monkeypatch.setattr(lns_window.solvers, "lns", spy)
+  assert lns_window.main([
+      "--graphs", "bert tiny infer, 1cpu+2acc", "--solve_s", "0.125",
+      "--time_s", "0.5", "--seeds", "1", "--out", str(out),
+      "--memory_scale", "1,2.5"]) == 0
+  rows = [[c.strip() for c in line.strip("|").split("|")]
+          for line in (out / "README.md").read_text().splitlines()
+          if line.startswith("| bert tiny")]
+  assert [r[16] for r in rows] == ["1", "2.5"]
+  assert all(float(r[10]) <= float(r[9]) for r in rows)
+  assert len(seen) == 2          # scale 1 runs on the graph's own caps
+  capped = seen[0]
+  for device, before, after in zip(capped.devices, capped.memory_bytes,
+                                   seen[1].memory_bytes):
+    assert after == (before if device.kind == "cpu" else 2.5 * before)
+  assert any(device.kind == "cpu" for device in capped.devices)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--solve_s", "0,1"], "--solve_s must be"),
     (["--solve_s", "fast"], "--solve_s must be"),
@@ -97,6 +125,8 @@ def test_one_row_per_group_of_window_constants_and_each_restored(
     (["--kick_after", "0"], "--kick_after must be"),
     (["--kick_after", "often"], "--kick_after must be"),
     (["--start_s", "-1"], "--start_s at least 0"),
+    (["--memory_scale", "0"], "--memory_scale must be"),
+    (["--memory_scale", "big"], "--memory_scale must be"),
     (["--window_params", "fast"], "--window_params must be"),
     (["--constants", ";"], "--constants must name"),
     (["--constants", "WIDE=2"], "--constants takes NAME=VALUE"),

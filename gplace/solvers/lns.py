@@ -28,6 +28,7 @@ from gplace.sim.cache import freeze
 from gplace.sim.simulator import simulate
 from gplace.sim.topology import Topology, cost_table
 from gplace.solvers.cpsat import check_arguments
+from gplace.solvers import lns_windows
 from gplace.solvers.lns_kicks import Kicker
 from gplace.solvers.lns_model import make_static
 from gplace.solvers.lns_windows import (EXPLORE, MIN_WINDOW, NEIGHBOURHOODS,
@@ -251,7 +252,9 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
     start: ``[N]`` start placement; default the best of
       ``gplace.solvers.HINT_BASELINES`` in the default schedule.
     start_order: ``[N]`` order the start runs in; or ``start_priority``
-      (``[N]`` priorities, the default schedule's otherwise).
+      (``[N]`` priorities, the default schedule's otherwise). Where memory
+      is tight, LNS goes on from that order with the graph's inputs moved
+      late (``lns_windows.late_inputs``) when that is not slower.
     time_limit_s: wall-clock seconds for the search.
     seed: seeds the choice of windows and CP-SAT.
     window_size: ops freed per window at first (``>= 2``).
@@ -321,6 +324,13 @@ def lns(graph: Graph, topology: Topology, *, costs=None, start=None,
   kicker = (None if kick_after is None else
             Kicker(graph, topology, table, kick_after, seed))
   n = graph.n_nodes
+  if search.tight:   # a weight's copies hold memory from its position
+    late = score(graph, topology, table, best.placement,
+                 lns_windows.late_inputs(graph, best.order,
+                                         lns_windows.INPUT_LEAD))
+    if late.key <= best.key:
+      best = late
+      search.incumbent = Incumbent(static, best)
   history = [(time.perf_counter() - began, best.runtime_s)]
   last_gain = time.perf_counter()
   stopped = n < 2

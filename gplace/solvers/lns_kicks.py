@@ -2,7 +2,7 @@
 its windows cannot leave under tight device memory.
 
 A window frees ops within a span of the incumbent's order, but the weights
-(graph inputs) sit at the start of the order and their consumers spread
+(graph inputs) sit before their first consumers and the consumers spread
 across all of it, so no window moves a weight together with its users.
 When the accelerators are full, the incumbent's critical path can then be
 stuck on a slow device for want of one weight's room on a fast one: the

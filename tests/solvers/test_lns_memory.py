@@ -111,3 +111,75 @@ def test_windows_check_memory_outside_their_span_where_it_is_tight(
       window=4, max_window=6, solve_time_s=0.1)
   # The accelerator's peak (b's 300 KiB and c's 4) against its memory.
   assert search.tight == tight
+
+
+def two_weights_graph(chain: int = 60) -> Graph:
+  """w1 -> a0 -> a1 -> ... -> a{chain-1} <- w2, then -> out; the weights
+  200 KiB each, the ops' values 4 KiB."""
+  n = chain + 3
+  sizes = [200, 200] + [4] * chain + [0]
+  edges = ([(0, 2, 200 * KIB), (1, n - 2, 200 * KIB)]
+           + [(i, i + 1, 4 * KIB) for i in range(2, n - 1)])
+  return Graph.build(
+      names=["w1", "w2"] + [f"a{i}" for i in range(chain)] + ["out"],
+      op_type=["input"] * 2 + ["exp"] * chain + ["output"],
+      kind=[NODE_INPUT] * 2 + [NODE_OP] * chain + [NODE_OUTPUT],
+      out_shapes=[(s * KIB // 4,) for s in sizes],
+      out_dtype=["float32"] * n, out_bytes=[s * KIB for s in sizes],
+      flops=[0, 0] + [1] * chain + [0],
+      bytes_accessed=[0, 0] + [1] * chain + [0], edges=edges,
+      name="two_weights")
+
+
+@pytest.mark.parametrize("seed", [0, 6])
+def test_late_inputs_move_only_inputs_and_only_later(seed):
+  graph = random_dag(80, seed=seed)
+  order = np.asarray(gplace.simulate(
+      graph, np.zeros(graph.n_nodes, np.int32), preset("1cpu+4gpu"),
+      return_schedule=True).order)
+  assert (graph.kind == NODE_INPUT).sum() > 1
+  late = lns_windows.late_inputs(graph, order, 3)
+  np.testing.assert_array_equal(np.sort(late), np.arange(graph.n_nodes))
+  position = np.empty(graph.n_nodes, np.int64)
+  position[late] = np.arange(graph.n_nodes)
+  assert (position[graph.edge_src] < position[graph.edge_dst]).all()
+  ops = graph.kind[order] != NODE_INPUT       # the rest keep their order
+  np.testing.assert_array_equal(late[graph.kind[late] != NODE_INPUT],
+                                order[ops])
+  before = np.cumsum(ops)                     # non-inputs up to each spot
+  was = np.empty(graph.n_nodes, np.int64)
+  was[order] = before
+  now = np.empty(graph.n_nodes, np.int64)
+  now[late] = np.cumsum(graph.kind[late] != NODE_INPUT)
+  inputs = graph.kind == NODE_INPUT
+  assert (now[inputs] >= was[inputs]).all() and (now > was).any()
+  consumed = np.unique(graph.edge_src)
+  for v in consumed[inputs[consumed]]:
+    readers = graph.edge_dst[graph.edge_src == v]
+    first = readers[np.argmin(position[readers])]
+    assert position[v] < position[first]
+    # moved: at most 3 ops (other inputs aside) between it and its reader
+    assert now[first] - 1 - now[v] <= 3 or now[v] == was[v]
+  np.testing.assert_array_equal(
+      lns_windows.late_inputs(graph, order, graph.n_nodes), order)
+
+
+def test_lns_starts_with_late_inputs_where_early_ones_overfill_memory():
+  # a copy of each weight on the accelerator: both live from the start of
+  # the order overfill its 300 KiB; each from shortly before its reader
+  # (lns_windows.INPUT_LEAD positions) fits
+  graph, topology = two_weights_graph(), two_devices(300)
+  n, ms = graph.n_nodes, 1e-3
+  costs = np.array([[0, 0]] * 2 + [[10 * ms, ms]] * (n - 3) + [[0, 0]])
+  placement = np.array([0, 0] + [1] * (n - 2), np.int32)
+  early = np.arange(n, dtype=np.int32)
+  late = lns_windows.late_inputs(graph, early, lns_windows.INPUT_LEAD)
+  position = np.argsort(late)
+  assert position[0] == 0                       # read first: stays
+  # INPUT_LEAD ops between w2 and its reader
+  assert position[n - 2] - position[1] - 1 == lns_windows.INPUT_LEAD
+  score = lambda o: lns_windows.score(graph, topology, costs, placement, o)
+  assert score(early).oom and not score(late).oom
+  result = gplace.solvers.lns(graph, topology, costs=costs, start=placement,
+                              start_order=early, max_iterations=1, seed=0)
+  assert not result.oom and result.runtime_s <= score(late).runtime_s
