@@ -63,9 +63,10 @@ OVERLAP_TRIES = 4
 MEMORY_TIGHT = 0.8
 #: Where memory is tight (:data:`MEMORY_TIGHT`), LNS starts with each graph
 #: input (a weight) this many positions of the order before its first
-#: consumer (:func:`late_inputs`), when that is not slower: a value's copy on another device lives from its producer's
-#: position, and a start's order (the default schedule's) puts the inputs
-#: first, so every weight a device reads held its memory from the start.
+#: consumer (:func:`late_inputs`), when that is not slower: a value's copy
+#: on another device lives from its producer's position, and a start's
+#: order (the default schedule's) puts the inputs first, so every weight a
+#: device reads held its memory from the start.
 #: No window moves an input further than its span. On 1,103-op gnmt2
 #: small, 1 CPU + 2 acc. (accelerators' memory at 65% / 79% of the
 #: weights), a lead of 20 lowers the fast accelerator's peak in a 60 s
